@@ -1,0 +1,454 @@
+package leaderelection
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+)
+
+// Defaults for the timings of [BlobSettings]. The relations between them are
+// what matters; see the field docs for the reasons.
+const (
+	DefaultLeaseDuration  = 15 * time.Second
+	DefaultRetryInterval  = 2 * time.Second
+	DefaultRequestTimeout = 4 * time.Second
+
+	// MinStopMargin is the smallest accepted StopMargin. Below it, a timer
+	// firing late on a loaded machine, or a leader func taking a few hundred
+	// milliseconds to notice its cancelled context, could overrun the lease.
+	MinStopMargin = time.Second
+)
+
+// Azure accepts fixed leases of 15 to 60 seconds (LEASE-FACTS: 14 and 61 give 400 InvalidHeaderValue).
+const (
+	minLeaseDuration  = 15 * time.Second
+	maxLeaseDuration  = 60 * time.Second
+	minRetryInterval  = 100 * time.Millisecond
+	maxRetryInterval  = time.Minute
+	minRequestTimeout = 100 * time.Millisecond
+)
+
+// BlobSettings says where the lease lives and how it is timed. Set exactly one
+// of ConnectionString, ServiceURL, SASURL or Client, and Container and Blob.
+// Zero timings take their defaults. The blob is reserved for the lease: the
+// library creates it empty and owns its metadata.
+type BlobSettings struct {
+	// ConnectionString is a storage account connection string: with
+	// AccountName and AccountKey, or with SharedAccessSignature and
+	// BlobEndpoint, or "UseDevelopmentStorage=true" for a local Azurite on
+	// 127.0.0.1:10000.
+	ConnectionString string
+
+	// ServiceURL is the account's blob endpoint, e.g.
+	// "https://myaccount.blob.core.windows.net/", used with Credential.
+	ServiceURL string
+
+	// Credential authenticates requests to ServiceURL. Nil means
+	// azidentity.DefaultAzureCredential (environment, workload identity,
+	// managed identity, Azure CLI...). The identity needs the "Storage Blob
+	// Data Contributor" role on the container (or the account, if the
+	// container must be created).
+	Credential azcore.TokenCredential
+
+	// SASURL is the account's or the container's blob URL with a SAS token,
+	// e.g. "https://myaccount.blob.core.windows.net/leases?sv=...&sig=...".
+	// The token needs read, write and create permissions (and, if the
+	// container must be created by the library, an account SAS).
+	SASURL string
+
+	// Client is a client the caller built. Its retry policy is overridden on
+	// every lease call (see RequestTimeout).
+	Client *azblob.Client
+
+	// Container is the container that holds the lease blob. It is created if
+	// missing. Azure's rules apply: 3-63 characters, lowercase letters,
+	// digits and single hyphens, starting with a letter or digit.
+	Container string
+
+	// Blob is the name of the lease blob, created empty if missing. Every
+	// group of instances that elects one leader shares one blob.
+	Blob string
+
+	// LeaseDuration is how long the server keeps the lease after each
+	// acquire or renew. Azure allows whole seconds from 15 s to 60 s.
+	// Default 15 s: the shortest, so a crashed leader is replaced fastest.
+	LeaseDuration time.Duration
+
+	// RenewInterval is how often the leader renews. Default LeaseDuration/3
+	// (5 s), so two renewals can fail in a row before leadership is at
+	// risk. It must be at most (LeaseDuration - StopMargin)/2, which leaves
+	// room for at least one retry before the safety deadline. After a
+	// failed renewal the leader retries every RenewInterval/5 (at least
+	// 100 ms) until it succeeds or the deadline passes.
+	RenewInterval time.Duration
+
+	// RetryInterval is how often a follower tries to acquire the lease.
+	// Each wait is drawn uniformly from [3/4, 1] of it, so a fleet does not
+	// move in lockstep and a released lease is taken within one interval.
+	// Default 2 s; 100 ms to 1 min. After transient failures, followers back
+	// off exponentially from it up to max(RetryInterval, LeaseDuration).
+	RetryInterval time.Duration
+
+	// StopMargin is how long before the lease could expire on the server
+	// the leader's context is cancelled: the leader func must stop acting
+	// within it. The lease could expire LeaseDuration after the last
+	// successful renewal was sent, so the context is cancelled at
+	// (send time of that renewal) + LeaseDuration - StopMargin, on the
+	// monotonic clock. Default LeaseDuration/5 (3 s); at least 1 s and at
+	// most LeaseDuration/2.
+	StopMargin time.Duration
+
+	// RequestTimeout bounds every storage request, including the SDK's own
+	// retries (which the library turns off: it retries on its own schedule).
+	// A renewal is further bounded by the safety deadline. Default 4 s; at
+	// least 100 ms and at most LeaseDuration - StopMargin.
+	RequestTimeout time.Duration
+
+	// ClientOptions are used when the library builds the client (every
+	// source but Client): transport, telemetry, logging. Retry settings
+	// are overridden.
+	ClientOptions *azblob.ClientOptions
+}
+
+// SettingsError reports an invalid [BlobSettings] field.
+type SettingsError struct {
+	Field string // the BlobSettings field, e.g. "RenewInterval"
+	Rule  string // what the field must satisfy, with the offending value where it is not a secret
+}
+
+func (e *SettingsError) Error() string {
+	return fmt.Sprintf("leaderelection: invalid BlobSettings.%s: %s", e.Field, e.Rule)
+}
+
+// withDefaults returns s with every zero timing replaced by its default.
+func (s BlobSettings) withDefaults() BlobSettings {
+	if s.LeaseDuration == 0 {
+		s.LeaseDuration = DefaultLeaseDuration
+	}
+	if s.RenewInterval == 0 {
+		s.RenewInterval = s.LeaseDuration / 3
+	}
+	if s.RetryInterval == 0 {
+		s.RetryInterval = DefaultRetryInterval
+	}
+	if s.StopMargin == 0 {
+		s.StopMargin = s.LeaseDuration / 5
+	}
+	if s.RequestTimeout == 0 {
+		s.RequestTimeout = DefaultRequestTimeout
+	}
+	return s
+}
+
+// Validate reports every invalid field of s (after defaults are applied), as
+// [*SettingsError] values joined with [errors.Join]. It makes no network call.
+func (s BlobSettings) Validate() error {
+	s = s.withDefaults()
+	var errs []error
+	bad := func(field, format string, args ...any) {
+		errs = append(errs, &SettingsError{Field: field, Rule: fmt.Sprintf(format, args...)})
+	}
+
+	var sources []string
+	for _, src := range []struct {
+		name string
+		set  bool
+	}{
+		{"ConnectionString", s.ConnectionString != ""},
+		{"ServiceURL", s.ServiceURL != ""},
+		{"SASURL", s.SASURL != ""},
+		{"Client", s.Client != nil},
+	} {
+		if src.set {
+			sources = append(sources, src.name)
+		}
+	}
+	switch len(sources) {
+	case 0:
+		bad("ConnectionString", "no storage account given: set one of ConnectionString, ServiceURL, SASURL or Client")
+	case 1:
+	default:
+		bad(sources[1], "set only one of ConnectionString, ServiceURL, SASURL or Client (found %s)", strings.Join(sources, " and "))
+	}
+	if s.Credential != nil && s.ServiceURL == "" {
+		bad("Credential", "is only used with ServiceURL")
+	}
+	if s.ConnectionString != "" {
+		if _, err := parseConnectionString(s.ConnectionString); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.ServiceURL != "" {
+		if err := checkServiceURL(s.ServiceURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.SASURL != "" {
+		if _, err := sasContainerURL(s.SASURL, s.Container); err != nil {
+			errs = append(errs, err)
+		}
+	}
+
+	if err := checkContainerName(s.Container); err != nil {
+		errs = append(errs, err)
+	}
+	if err := checkBlobName(s.Blob); err != nil {
+		errs = append(errs, err)
+	}
+
+	L, R, M := s.LeaseDuration, s.RenewInterval, s.StopMargin
+	leaseOK := true
+	switch {
+	case L < minLeaseDuration || L > maxLeaseDuration:
+		bad("LeaseDuration", "must be from 15s to 60s (Azure's limits), got %v", L)
+		leaseOK = false
+	case L%time.Second != 0:
+		bad("LeaseDuration", "must be a whole number of seconds, got %v", L)
+		leaseOK = false
+	}
+	marginOK := true
+	switch {
+	case M < MinStopMargin:
+		bad("StopMargin", "must be at least %v, got %v", MinStopMargin, M)
+		marginOK = false
+	case leaseOK && M > L/2:
+		bad("StopMargin", "must be at most LeaseDuration/2 = %v, got %v", L/2, M)
+		marginOK = false
+	}
+	switch {
+	case R <= 0:
+		bad("RenewInterval", "must be positive, got %v", R)
+	case leaseOK && marginOK && R > (L-M)/2:
+		bad("RenewInterval", "must be at most (LeaseDuration - StopMargin)/2 = %v so a failed renewal can be retried before the safety deadline, got %v", (L-M)/2, R)
+	}
+	if s.RetryInterval < minRetryInterval || s.RetryInterval > maxRetryInterval {
+		bad("RetryInterval", "must be from %v to %v, got %v", minRetryInterval, maxRetryInterval, s.RetryInterval)
+	}
+	switch {
+	case s.RequestTimeout < minRequestTimeout:
+		bad("RequestTimeout", "must be at least %v, got %v", minRequestTimeout, s.RequestTimeout)
+	case leaseOK && marginOK && s.RequestTimeout > L-M:
+		bad("RequestTimeout", "must be at most LeaseDuration - StopMargin = %v, got %v", L-M, s.RequestTimeout)
+	}
+	return errors.Join(errs...)
+}
+
+// checkContainerName applies Azure's container naming rules.
+func checkContainerName(name string) error {
+	bad := func(rule string) error {
+		return &SettingsError{Field: "Container", Rule: fmt.Sprintf("%s, got %q", rule, name)}
+	}
+	switch {
+	case name == "":
+		return &SettingsError{Field: "Container", Rule: "is required"}
+	case name == "$root":
+		return nil
+	case len(name) < 3 || len(name) > 63:
+		return bad("must be 3 to 63 characters long")
+	case name[0] == '-' || name[len(name)-1] == '-':
+		return bad("must start and end with a letter or digit")
+	case strings.Contains(name, "--"):
+		return bad("must not contain consecutive hyphens")
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return bad("may contain only lowercase letters, digits and hyphens")
+		}
+	}
+	return nil
+}
+
+// checkBlobName applies Azure's blob naming rules that can be checked locally.
+func checkBlobName(name string) error {
+	bad := func(rule string) error {
+		return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("%s, got %q", rule, name)}
+	}
+	switch {
+	case name == "":
+		return &SettingsError{Field: "Blob", Rule: "is required"}
+	case len(name) > 1024:
+		return bad("must be at most 1024 characters long")
+	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
+		return bad("must not end with a dot or a slash")
+	}
+	for _, r := range name {
+		if r < 0x20 || r == 0x7f {
+			return bad("must not contain control characters")
+		}
+	}
+	return nil
+}
+
+func checkServiceURL(raw string) error {
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil || u.Host == "":
+		return &SettingsError{Field: "ServiceURL", Rule: "must be an absolute URL such as https://myaccount.blob.core.windows.net/"}
+	case u.RawQuery != "":
+		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string; put a SAS URL in SASURL"}
+	case u.Scheme != "https":
+		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must use https (token credentials are never sent in clear), got %q", u.Scheme)}
+	}
+	return nil
+}
+
+// sasContainerURL turns an account or container SAS URL into the container's
+// SAS URL. Its errors never include the URL: it holds the token.
+func sasContainerURL(raw, containerName string) (string, error) {
+	parts, err := azblob.ParseURL(raw)
+	if err != nil || parts.Host == "" || (parts.Scheme != "https" && parts.Scheme != "http") {
+		return "", &SettingsError{Field: "SASURL", Rule: "must be an absolute http(s) URL of the account or the container, with a SAS token"}
+	}
+	if parts.SAS.Signature() == "" {
+		return "", &SettingsError{Field: "SASURL", Rule: "has no SAS token (no sig= parameter)"}
+	}
+	if parts.BlobName != "" {
+		return "", &SettingsError{Field: "SASURL", Rule: "must name the account or the container, not a blob (the library writes the blob's metadata and may create it)"}
+	}
+	if parts.ContainerName != "" && parts.ContainerName != containerName {
+		return "", &SettingsError{Field: "SASURL", Rule: fmt.Sprintf("names container %q but Container is %q", parts.ContainerName, containerName)}
+	}
+	parts.ContainerName = containerName
+	return parts.String(), nil
+}
+
+// Azurite's well-known development account, published in its documentation.
+const (
+	devAccountName = "devstoreaccount1"
+	devAccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+)
+
+type connectionString struct {
+	serviceURL  string // with a trailing slash
+	accountName string
+	accountKey  string
+	sas         string
+}
+
+// parseConnectionString reads the fields the blob service needs. The SDK's
+// parser does not know UseDevelopmentStorage, and its errors cannot name the
+// missing key. Errors never include the string's values.
+func parseConnectionString(cs string) (connectionString, error) {
+	bad := func(rule string) (connectionString, error) {
+		return connectionString{}, &SettingsError{Field: "ConnectionString", Rule: rule}
+	}
+	kv := map[string]string{}
+	for _, part := range strings.Split(strings.TrimSpace(cs), ";") {
+		if strings.TrimSpace(part) == "" {
+			continue
+		}
+		k, v, ok := strings.Cut(part, "=")
+		if !ok {
+			return bad("is malformed: expected Key=Value pairs separated by semicolons")
+		}
+		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+	}
+	var c connectionString
+	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
+		base := "http://127.0.0.1"
+		if proxy := kv["developmentstorageproxyuri"]; proxy != "" {
+			base = strings.TrimRight(proxy, "/")
+		}
+		c = connectionString{serviceURL: base + ":10000/" + devAccountName + "/", accountName: devAccountName, accountKey: devAccountKey}
+		return c, nil
+	}
+	c.accountName, c.accountKey, c.sas = kv["accountname"], kv["accountkey"], strings.TrimPrefix(kv["sharedaccesssignature"], "?")
+	switch endpoint := kv["blobendpoint"]; {
+	case endpoint != "":
+		u, err := url.Parse(endpoint)
+		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
+			return bad("BlobEndpoint must be an absolute http(s) URL")
+		}
+		c.serviceURL = strings.TrimRight(endpoint, "/") + "/"
+	case c.accountName != "":
+		protocol, suffix := kv["defaultendpointsprotocol"], kv["endpointsuffix"]
+		if protocol == "" {
+			protocol = "https"
+		}
+		if suffix == "" {
+			suffix = "core.windows.net"
+		}
+		c.serviceURL = fmt.Sprintf("%s://%s.blob.%s/", protocol, c.accountName, suffix)
+	default:
+		return bad("needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)")
+	}
+	switch {
+	case c.accountKey != "" && c.accountName == "":
+		return bad("has AccountKey but no AccountName")
+	case c.accountKey == "" && c.sas == "":
+		return bad("needs AccountKey (with AccountName) or SharedAccessSignature")
+	}
+	return c, nil
+}
+
+// containerClient builds the client for s's container, and the secrets that
+// must be kept out of errors and logs. s must have passed Validate.
+func (s BlobSettings) containerClient() (*container.Client, secretRedactor, error) {
+	var opts *container.ClientOptions
+	if s.ClientOptions != nil {
+		opts = &container.ClientOptions{ClientOptions: s.ClientOptions.ClientOptions}
+	}
+	switch {
+	case s.Client != nil:
+		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil
+	case s.ConnectionString != "":
+		c, err := parseConnectionString(s.ConnectionString)
+		if err != nil {
+			return nil, secretRedactor{}, err
+		}
+		red := secretRedactor{secrets: []string{c.accountKey, c.sas}}
+		containerURL := c.serviceURL + url.PathEscape(s.Container)
+		if c.accountKey != "" {
+			cred, err := container.NewSharedKeyCredential(c.accountName, c.accountKey)
+			if err != nil {
+				// The SDK's message is about base64 decoding; it does not echo the key.
+				return nil, red, &SettingsError{Field: "ConnectionString", Rule: "AccountKey is not valid base64: " + red.redact(err.Error())}
+			}
+			cc, err := container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
+			if err != nil {
+				return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
+			}
+			return cc, red, nil
+		}
+		cc, err := container.NewClientWithNoCredential(containerURL+"?"+c.sas, opts)
+		if err != nil {
+			return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
+		}
+		return cc, red, nil
+	case s.SASURL != "":
+		containerURL, err := sasContainerURL(s.SASURL, s.Container)
+		if err != nil {
+			return nil, secretRedactor{}, err
+		}
+		red := secretRedactor{}
+		if u, err := url.Parse(s.SASURL); err == nil {
+			red.secrets = append(red.secrets, u.RawQuery, u.Query().Get("sig"))
+		}
+		cc, err := container.NewClientWithNoCredential(containerURL, opts)
+		if err != nil {
+			return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
+		}
+		return cc, red, nil
+	default:
+		cred := s.Credential
+		if cred == nil {
+			dac, err := azidentity.NewDefaultAzureCredential(nil)
+			if err != nil {
+				return nil, secretRedactor{}, fmt.Errorf("leaderelection: Credential is nil and DefaultAzureCredential could not be built: %w", err)
+			}
+			cred = dac
+		}
+		cc, err := container.NewClient(strings.TrimRight(s.ServiceURL, "/")+"/"+url.PathEscape(s.Container), cred, opts)
+		if err != nil {
+			return nil, secretRedactor{}, fmt.Errorf("leaderelection: building the container client: %w", err)
+		}
+		return cc, secretRedactor{}, nil
+	}
+}
