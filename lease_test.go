@@ -1,0 +1,149 @@
+package leaderelection
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
+	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func newManager(t *testing.T, s BlobSettings) *BlobLeaseManager {
+	t.Helper()
+	s, _ = withTransport(t, s)
+	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
+	require.NoError(t, err)
+	return m
+}
+
+func TestLeaseManagerLifecycle(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testSettings(t)
+	a, b := newManager(t, s), newManager(t, s)
+	_, err := uuid.Parse(a.LeaseID())
+	require.NoError(t, err, "lease IDs are GUIDs")
+	require.NotEqual(t, a.LeaseID(), b.LeaseID())
+
+	before := time.Now()
+	g, err := a.Acquire(ctx) // creates the container and the blob
+	require.NoError(t, err)
+	assert.Equal(t, a.LeaseID(), g.LeaseID)
+	assert.False(t, g.Sent.Before(before))
+	assert.Equal(t, 15*time.Second, g.Expires.Sub(g.Sent))
+
+	_, err = b.Acquire(ctx)
+	require.ErrorIs(t, err, ErrLeaseHeld, "the normal follower answer")
+	assert.ErrorContains(t, err, "LeaseAlreadyPresent")
+
+	// An acquire whose answer was lost is retried with the same ID, and succeeds.
+	_, err = a.Acquire(ctx)
+	require.NoError(t, err)
+
+	_, err = a.Renew(ctx)
+	require.NoError(t, err)
+	_, err = b.Renew(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost, "a non-holder's renew")
+
+	info, err := b.Inspect(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, lease.StateTypeLeased, info.State)
+	assert.Equal(t, lease.DurationTypeFixed, info.Duration)
+
+	require.NoError(t, a.Release(ctx))
+	require.NoError(t, a.Release(ctx), "releasing a lease that is no longer ours counts as released")
+	_, err = a.Renew(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost, "renew after release")
+
+	_, err = b.Acquire(ctx)
+	require.NoError(t, err, "a released lease can be taken at once")
+}
+
+func TestBreakEndsTheHoldersLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testSettings(t)
+	a, op := newManager(t, s), newManager(t, s)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+
+	remaining, err := op.Break(ctx, 0)
+	require.NoError(t, err)
+	assert.Zero(t, remaining)
+	_, err = a.Renew(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost)
+	assert.ErrorContains(t, err, "LeaseIsBrokenAndCannotBeRenewed")
+	_, err = op.Acquire(ctx)
+	require.NoError(t, err, "a broken lease can be taken")
+
+	remaining, err = a.Break(ctx, 5*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, 5*time.Second, remaining)
+	_, err = a.Acquire(ctx)
+	require.ErrorIs(t, err, ErrLeaseHeld, "nobody may take a breaking lease")
+
+	_, err = op.Break(ctx, 61*time.Second)
+	require.ErrorContains(t, err, "break period")
+}
+
+func TestBreakWithoutLeaseIsNotAnError(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	m := newManager(t, testSettings(t))
+	_, err := m.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Release(ctx))
+	remaining, err := m.Break(ctx, 0)
+	require.NoError(t, err)
+	assert.Zero(t, remaining)
+}
+
+func TestInspectMissingBlobIsPermanentNotFound(t *testing.T) {
+	t.Parallel()
+	m := newManager(t, testSettings(t))
+	_, err := m.Inspect(context.Background())
+	require.ErrorIs(t, err, ErrPermanent)
+	assert.ErrorContains(t, err, "404")
+}
+
+// A SAS with a wrong signature is refused; the signature appears nowhere.
+func TestBadSASIsPermanentAndNotLeaked(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	cred, err := azblob.NewSharedKeyCredential(azurite.AccountName, "d3JvbmdrZXl3cm9uZ2tleXdyb25na2V5d3JvbmdrZXl3cm9uZ2tleQ==")
+	require.NoError(t, err)
+	q, err := sas.AccountSignatureValues{
+		Protocol:      sas.ProtocolHTTPSandHTTP,
+		ExpiryTime:    time.Now().Add(time.Hour).UTC(),
+		Permissions:   (&sas.AccountPermissions{Read: true, Write: true, Create: true}).String(),
+		ResourceTypes: (&sas.AccountResourceTypes{Service: true, Container: true, Object: true}).String(),
+	}.SignWithSharedKey(cred)
+	require.NoError(t, err)
+	base := connectionStringURL(t, s.ConnectionString)
+	s.ConnectionString = ""
+	s.SASURL = base + "?" + q.Encode()
+	s, _ = withTransport(t, s)
+	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "sas")))
+	require.NoError(t, err)
+
+	_, err = m.Acquire(context.Background())
+	require.ErrorIs(t, err, ErrPermanent)
+	assert.ErrorContains(t, err, "403")
+	assert.NotContains(t, err.Error(), q.Signature())
+	t.Log(err)
+}
+
+func connectionStringURL(t *testing.T, cs string) string {
+	c, err := parseConnectionString(cs)
+	require.NoError(t, err)
+	return c.serviceURL
+}
+
+var _ azcore.TokenCredential = fakeCredential{}

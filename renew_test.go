@@ -1,0 +1,229 @@
+package leaderelection
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Unit tests of the renewal timing logic, with a scripted renew in place of
+// storage. Durations are short so the tests are quick; every assertion about
+// time allows for a loaded machine.
+
+// fastTiming is a shrunken version of the defaults' proportions.
+func fastTiming() *BlobDistributedMutex {
+	s := BlobSettings{
+		Container:      "c",
+		Blob:           "b",
+		LeaseDuration:  1500 * time.Millisecond,
+		RenewInterval:  300 * time.Millisecond,
+		StopMargin:     300 * time.Millisecond,
+		RequestTimeout: 400 * time.Millisecond,
+		RetryInterval:  100 * time.Millisecond,
+	}
+	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, leaseID: "id", logger: slog.New(slog.DiscardHandler)}
+	return &BlobDistributedMutex{lease: lm, logger: lm.logger}
+}
+
+// scriptedRenew answers each renewal by calling the current behaviour.
+type scriptedRenew struct {
+	mu       sync.Mutex
+	behave   func(ctx context.Context) error
+	lastSent time.Time // send time of the last successful renewal
+	calls    int
+}
+
+func (r *scriptedRenew) set(b func(ctx context.Context) error) {
+	r.mu.Lock()
+	r.behave = b
+	r.mu.Unlock()
+}
+
+func (r *scriptedRenew) renew(lease time.Duration) func(ctx context.Context) (Grant, error) {
+	return func(ctx context.Context) (Grant, error) {
+		sent := time.Now()
+		r.mu.Lock()
+		b := r.behave
+		r.calls++
+		r.mu.Unlock()
+		if err := b(ctx); err != nil {
+			return Grant{}, err
+		}
+		r.mu.Lock()
+		r.lastSent = sent
+		r.mu.Unlock()
+		return Grant{LeaseID: "id", Sent: sent, Expires: sent.Add(lease)}, nil
+	}
+}
+
+func ok(context.Context) error { return nil }
+
+func transient(context.Context) error {
+	return &StorageError{Op: "renew lease", StatusCode: 503, ErrorCode: "ServerBusy", kind: ErrTransient}
+}
+
+func hang(ctx context.Context) error {
+	<-ctx.Done()
+	return &StorageError{Op: "renew lease", detail: "request timed out", kind: ErrTransient, err: ctx.Err()}
+}
+
+type keepAliveRun struct {
+	ctx      context.Context
+	done     chan error
+	stop     context.CancelFunc
+	start    Grant
+	renewals *scriptedRenew
+}
+
+func runKeepAlive(t *testing.T, m *BlobDistributedMutex, behave func(context.Context) error) *keepAliveRun {
+	s := m.lease.settings
+	r := &scriptedRenew{behave: behave}
+	now := time.Now()
+	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration)}
+	r.lastSent = now
+	ctx, cancel := context.WithCancelCause(context.Background())
+	fuse := newSafetyFuse(g.Expires.Add(-s.StopMargin), cancel)
+	stopCtx, stop := context.WithCancel(context.Background())
+	run := &keepAliveRun{ctx: ctx, done: make(chan error, 1), stop: stop, start: g, renewals: r}
+	go func() { run.done <- m.keepAlive(stopCtx, g, fuse, cancel, r.renew(s.LeaseDuration)) }()
+	t.Cleanup(func() {
+		stop()
+		<-run.done
+		fuse.stop()
+		cancel(nil)
+	})
+	return run
+}
+
+func TestHealthyRenewalsKeepTheTermAlive(t *testing.T) {
+	m := fastTiming()
+	run := runKeepAlive(t, m, ok)
+	time.Sleep(3 * m.lease.settings.LeaseDuration)
+	assert.NoError(t, run.ctx.Err(), "healthy renewals must not end the term")
+	run.renewals.mu.Lock()
+	calls := run.renewals.calls
+	run.renewals.mu.Unlock()
+	// 4.5 s / 300 ms = 15 renewals on schedule.
+	assert.InDelta(t, 15, calls, 5)
+}
+
+func TestTransientFailuresShorterThanTheDeadlineDoNotEndTheTerm(t *testing.T) {
+	m := fastTiming()
+	run := runKeepAlive(t, m, ok)
+	time.Sleep(400 * time.Millisecond)
+	run.renewals.set(transient)
+	time.Sleep(500 * time.Millisecond) // well inside lease - margin = 1.2 s
+	run.renewals.set(ok)
+	time.Sleep(time.Second)
+	assert.NoError(t, run.ctx.Err())
+}
+
+func TestPersistentFailuresCancelAtTheSafetyDeadline(t *testing.T) {
+	for name, behave := range map[string]func(context.Context) error{
+		"failing": transient,
+		"hanging": hang, // a renewal still in flight at the deadline
+	} {
+		t.Run(name, func(t *testing.T) {
+			m := fastTiming()
+			s := m.lease.settings
+			run := runKeepAlive(t, m, ok)
+			time.Sleep(450 * time.Millisecond)
+			run.renewals.set(behave)
+			<-run.ctx.Done()
+			cancelled := time.Now()
+			require.ErrorIs(t, context.Cause(run.ctx), ErrRenewDeadline)
+
+			run.renewals.mu.Lock()
+			lastSent := run.renewals.lastSent
+			run.renewals.mu.Unlock()
+			deadline := lastSent.Add(s.LeaseDuration - s.StopMargin)
+			assert.False(t, cancelled.Before(deadline), "cancelled %v before the deadline", deadline.Sub(cancelled))
+			assert.Less(t, cancelled.Sub(deadline), 100*time.Millisecond, "cancelled late")
+			assert.True(t, cancelled.Before(lastSent.Add(s.LeaseDuration)), "cancelled after the lease could expire")
+			require.ErrorIs(t, <-run.done, ErrRenewDeadline)
+			run.done <- nil // for the cleanup
+		})
+	}
+}
+
+func TestLostLeaseCancelsAtOnce(t *testing.T) {
+	m := fastTiming()
+	run := runKeepAlive(t, m, ok)
+	time.Sleep(100 * time.Millisecond)
+	run.renewals.set(func(context.Context) error {
+		return &StorageError{Op: "renew lease", StatusCode: 409, ErrorCode: "LeaseIdMismatchWithLeaseOperation", kind: ErrLeaseLost}
+	})
+	set := time.Now()
+	<-run.ctx.Done()
+	assert.ErrorIs(t, context.Cause(run.ctx), ErrLeaseLost)
+	// The next renewal is due one RenewInterval after the first grant.
+	assert.Less(t, time.Since(set), m.lease.settings.RenewInterval+100*time.Millisecond)
+}
+
+func TestLateSuccessDoesNotReviveTheTerm(t *testing.T) {
+	var cancelled []error
+	var mu sync.Mutex
+	cancel := func(err error) { mu.Lock(); cancelled = append(cancelled, err); mu.Unlock() }
+	f := newSafetyFuse(time.Now().Add(50*time.Millisecond), cancel)
+	defer f.stop()
+	time.Sleep(60 * time.Millisecond)
+	assert.False(t, f.extend(time.Now().Add(time.Hour)), "a deadline that has passed cannot be extended")
+	<-f.blown
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, cancelled, 1)
+	assert.ErrorIs(t, cancelled[0], ErrRenewDeadline)
+}
+
+func TestFuseFiresAtTheExtendedDeadline(t *testing.T) {
+	fired := make(chan time.Time, 1)
+	start := time.Now()
+	f := newSafetyFuse(start.Add(100*time.Millisecond), func(error) { fired <- time.Now() })
+	defer f.stop()
+	require.True(t, f.extend(start.Add(300*time.Millisecond)))
+	at := <-fired
+	assert.False(t, at.Before(start.Add(300*time.Millisecond)), "fired at the old deadline")
+	assert.Less(t, at.Sub(start), 400*time.Millisecond)
+}
+
+func TestStoppedFuseNeverFires(t *testing.T) {
+	fired := make(chan struct{}, 1)
+	f := newSafetyFuse(time.Now().Add(20*time.Millisecond), func(error) { fired <- struct{}{} })
+	f.stop()
+	select {
+	case <-fired:
+		t.Fatal("a stopped fuse fired")
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestJitterStaysWithinTheInterval(t *testing.T) {
+	d := time.Second
+	seen := map[bool]bool{}
+	for range 1000 {
+		j := jitter(d)
+		require.GreaterOrEqual(t, j, 3*d/4)
+		require.LessOrEqual(t, j, d)
+		seen[j < 7*d/8] = true
+	}
+	assert.Len(t, seen, 2, "jitter should spread over the range")
+}
+
+func TestFailureLogIsRateLimited(t *testing.T) {
+	var buf syncBuffer
+	l := slog.New(slog.NewTextHandler(&buf, nil))
+	var f failureLog
+	for range 100 {
+		f.failed(l, "failing")
+	}
+	f.recovered(l, "recovered")
+	assert.Equal(t, 1, strings.Count(buf.String(), "msg=failing"))
+	assert.Equal(t, 1, strings.Count(buf.String(), "msg=recovered"))
+	assert.Contains(t, buf.String(), "failures=100")
+}

@@ -1,0 +1,157 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const fakeKey = "c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5cw=="
+
+func validSettings() BlobSettings {
+	return BlobSettings{
+		ConnectionString: "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + fakeKey + ";EndpointSuffix=core.windows.net",
+		Container:        "leases",
+		Blob:             "coordinator",
+	}
+}
+
+func TestDefaultsAreValidAndDocumented(t *testing.T) {
+	s := validSettings()
+	require.NoError(t, s.Validate())
+	d := s.withDefaults()
+	assert.Equal(t, 15*time.Second, d.LeaseDuration)
+	assert.Equal(t, 5*time.Second, d.RenewInterval)
+	assert.Equal(t, 2*time.Second, d.RetryInterval)
+	assert.Equal(t, 3*time.Second, d.StopMargin)
+	assert.Equal(t, 4*time.Second, d.RequestTimeout)
+}
+
+func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
+	cases := []struct {
+		name  string
+		edit  func(*BlobSettings)
+		field string
+		rule  string
+	}{
+		{"no source", func(s *BlobSettings) { s.ConnectionString = "" }, "ConnectionString", "no storage account"},
+		{"two sources", func(s *BlobSettings) { s.ServiceURL = "https://acct.blob.core.windows.net/" }, "ServiceURL", "only one"},
+		{"credential without service URL", func(s *BlobSettings) { s.Credential = fakeCredential{} }, "Credential", "only used with ServiceURL"},
+		{"malformed connection string", func(s *BlobSettings) { s.ConnectionString = "garbage" }, "ConnectionString", "malformed"},
+		{"connection string without key", func(s *BlobSettings) { s.ConnectionString = "AccountName=acct" }, "ConnectionString", "AccountKey"},
+		{"connection string key not base64", func(s *BlobSettings) {
+			s.ConnectionString = "AccountName=acct;AccountKey=not*base64!"
+		}, "ConnectionString", "base64"},
+		{"service URL over http", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "http://acct.blob.core.windows.net/"
+		}, "ServiceURL", "https"},
+		{"service URL relative", func(s *BlobSettings) { s.ConnectionString, s.ServiceURL = "", "acct" }, "ServiceURL", "absolute"},
+		{"SAS URL without token", func(s *BlobSettings) {
+			s.ConnectionString, s.SASURL = "", "https://acct.blob.core.windows.net/leases"
+		}, "SASURL", "no SAS token"},
+		{"SAS URL for another container", func(s *BlobSettings) {
+			s.ConnectionString, s.SASURL = "", "https://acct.blob.core.windows.net/other?sv=2023-01-01&sig=abc"
+		}, "SASURL", `"other"`},
+		{"missing container", func(s *BlobSettings) { s.Container = "" }, "Container", "required"},
+		{"container too short", func(s *BlobSettings) { s.Container = "ab" }, "Container", "3 to 63"},
+		{"container uppercase", func(s *BlobSettings) { s.Container = "Leases" }, "Container", "lowercase"},
+		{"container double hyphen", func(s *BlobSettings) { s.Container = "my--leases" }, "Container", "consecutive"},
+		{"container leading hyphen", func(s *BlobSettings) { s.Container = "-leases" }, "Container", "start and end"},
+		{"missing blob", func(s *BlobSettings) { s.Blob = "" }, "Blob", "required"},
+		{"blob ends with dot", func(s *BlobSettings) { s.Blob = "lease." }, "Blob", "dot or a slash"},
+		{"blob too long", func(s *BlobSettings) { s.Blob = strings.Repeat("x", 1025) }, "Blob", "1024"},
+		{"lease too short", func(s *BlobSettings) { s.LeaseDuration = 10 * time.Second }, "LeaseDuration", "15s to 60s"},
+		{"lease too long", func(s *BlobSettings) { s.LeaseDuration = 61 * time.Second }, "LeaseDuration", "15s to 60s"},
+		{"lease infinite", func(s *BlobSettings) { s.LeaseDuration = -1 }, "LeaseDuration", "15s to 60s"},
+		{"lease fractional", func(s *BlobSettings) { s.LeaseDuration = 15500 * time.Millisecond }, "LeaseDuration", "whole number"},
+		{"renew negative", func(s *BlobSettings) { s.RenewInterval = -time.Second }, "RenewInterval", "positive"},
+		{"renew too close to lease", func(s *BlobSettings) { s.RenewInterval = 10 * time.Second }, "RenewInterval", "(LeaseDuration - StopMargin)/2"},
+		{"margin too small", func(s *BlobSettings) { s.StopMargin = 500 * time.Millisecond }, "StopMargin", "at least 1s"},
+		{"margin too large", func(s *BlobSettings) { s.StopMargin = 8 * time.Second }, "StopMargin", "LeaseDuration/2"},
+		{"retry too fast", func(s *BlobSettings) { s.RetryInterval = time.Millisecond }, "RetryInterval", "100ms to 1m0s"},
+		{"retry too slow", func(s *BlobSettings) { s.RetryInterval = 2 * time.Minute }, "RetryInterval", "100ms to 1m0s"},
+		{"request timeout too small", func(s *BlobSettings) { s.RequestTimeout = time.Millisecond }, "RequestTimeout", "at least"},
+		{"request timeout too large", func(s *BlobSettings) { s.RequestTimeout = 13 * time.Second }, "RequestTimeout", "LeaseDuration - StopMargin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSettings()
+			tc.edit(&s)
+			_, err := NewBlobDistributedMutex(s, untilCancelled)
+			require.Error(t, err)
+			var se *SettingsError
+			require.True(t, errors.As(err, &se), "want a *SettingsError, got %T: %v", err, err)
+			assert.Equal(t, tc.field, se.Field, "error: %v", err)
+			assert.Contains(t, err.Error(), "BlobSettings."+tc.field)
+			assert.Contains(t, err.Error(), tc.rule)
+			assert.NotContains(t, err.Error(), fakeKey)
+		})
+	}
+}
+
+func TestNilLeaderFuncIsRejected(t *testing.T) {
+	_, err := NewBlobDistributedMutex(validSettings(), nil)
+	require.ErrorContains(t, err, "leader func is nil")
+}
+
+func TestAllInvalidFieldsAreReportedAtOnce(t *testing.T) {
+	s := validSettings()
+	s.Container, s.Blob, s.LeaseDuration = "X", "", time.Second
+	err := s.Validate()
+	for _, field := range []string{"Container", "Blob", "LeaseDuration"} {
+		assert.Contains(t, err.Error(), "BlobSettings."+field)
+	}
+}
+
+func TestSecretsNeverInSettingsErrors(t *testing.T) {
+	const sig = "c2lnbmF0dXJlc2VjcmV0"
+	s := validSettings()
+	s.ConnectionString = ""
+	s.SASURL = "https://acct.blob.core.windows.net/other?sv=2023-01-01&sig=" + sig
+	err := s.Validate()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), sig)
+
+	s.SASURL = "https://acct.blob.core.windows.net/leases/x?sv=2023-01-01&sig=" + sig
+	err = s.Validate()
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), sig)
+}
+
+func TestConnectionStringForms(t *testing.T) {
+	c, err := parseConnectionString("UseDevelopmentStorage=true")
+	require.NoError(t, err)
+	assert.Equal(t, "http://127.0.0.1:10000/devstoreaccount1/", c.serviceURL)
+	assert.Equal(t, devAccountName, c.accountName)
+
+	c, err = parseConnectionString("AccountName=acct;AccountKey=" + fakeKey)
+	require.NoError(t, err)
+	assert.Equal(t, "https://acct.blob.core.windows.net/", c.serviceURL)
+
+	c, err = parseConnectionString("BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023&sig=x")
+	require.NoError(t, err)
+	assert.Equal(t, "sv=2023&sig=x", c.sas)
+
+	for _, s := range []BlobSettings{
+		{ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "b"},
+		{ServiceURL: "https://acct.blob.core.windows.net/", Credential: fakeCredential{}, Container: "leases", Blob: "b"},
+		{SASURL: "https://acct.blob.core.windows.net/?sv=2023-01-01&sig=abc", Container: "leases", Blob: "b"},
+		{SASURL: "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=abc", Container: "leases", Blob: "b"},
+	} {
+		_, err := NewBlobLeaseManager(s)
+		assert.NoError(t, err)
+	}
+}
+
+type fakeCredential struct{}
+
+func (fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	return azcore.AccessToken{}, errors.New("fake")
+}
