@@ -192,7 +192,7 @@ func runDemo(w io.Writer) (Summary, error) {
 		return sum, err
 	}
 	crash := second.at.Sub(killed)
-	say("crash failover: %s took over %.2fs after the kill (lease 15 s + at most one retry interval)", second.who, crash.Seconds())
+	say("crash failover: %s took over %.2fs after the kill (the lease ran out <= 15 s after %s's last renewal, then a follower took it within one 2 s retry)", second.who, crash.Seconds(), first.who)
 	time.Sleep(3 * time.Second)
 
 	stopped := time.Now()

@@ -1,0 +1,61 @@
+package leaderelection_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/blobelect/leaderelection"
+)
+
+// A worker service wraps its coordinator in a mutex: whichever instance holds
+// the lease runs it, and SIGTERM hands leadership over at once.
+func ExampleNewBlobDistributedMutex() {
+	settings := leaderelection.BlobSettings{
+		ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),
+		Container:        "leases",
+		Blob:             "MyLeaderCoordinatorTask",
+	}
+	coordinate := func(ctx context.Context) error {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return nil // return promptly: another instance may lead soon
+			case <-tick.C:
+				// one unit of singleton work
+			}
+		}
+	}
+	mutex, err := leaderelection.NewBlobDistributedMutex(settings, coordinate)
+	if err != nil {
+		log.Fatal(err) // names the invalid field
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := mutex.RunTaskWhenMutexAcquired(ctx); !errors.Is(err, context.Canceled) {
+		log.Fatal(err) // e.g. 403 AuthorizationFailure: fix the credentials
+	}
+}
+
+// The leader's context says why it was cancelled.
+func ExampleErrRenewDeadline() {
+	leader := func(ctx context.Context) error {
+		<-ctx.Done()
+		switch cause := context.Cause(ctx); {
+		case errors.Is(cause, leaderelection.ErrRenewDeadline):
+			log.Print("could not renew in time: stopping before the lease can expire")
+		case errors.Is(cause, leaderelection.ErrLeaseLost):
+			log.Print("the lease was taken or broken")
+		default:
+			log.Print("shutting down: ", cause)
+		}
+		return nil
+	}
+	_ = leader
+}
