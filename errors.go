@@ -184,3 +184,7 @@ func (r secretRedactor) redact(s string) string {
 	}
 	return s
 }
+
+// ErrStalled is the cause set on a leader's context when its func has not
+// called [Heartbeat] within the stall timeout (see [WithStallTimeout]).
+var ErrStalled = errors.New("leader func stalled: no heartbeat within the stall timeout")

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -55,11 +57,24 @@ type Grant struct {
 	Expires time.Time
 }
 
-// LeaseInfo is the state of a lease as the server reports it.
+// LeaseInfo is the state of a lease as the server reports it, with the
+// record the last leader wrote into the blob's metadata.
 type LeaseInfo struct {
+	// Exists is false when the lease blob has not been created yet: nobody
+	// has ever contended on it.
+	Exists   bool
 	State    lease.StateType    // available, leased, expired, breaking or broken
 	Status   lease.StatusType   // locked or unlocked
 	Duration lease.DurationType // fixed or infinite; "" when not leased
+	// Leader is the last leader's term (its LeaseID is not readable and
+	// stays empty). While Held() it is the current leader's.
+	Leader Term
+}
+
+// Held reports whether someone holds the lease: it is leased, or breaking
+// (its holder still acts until the break period ends).
+func (i LeaseInfo) Held() bool {
+	return i.State == lease.StateTypeLeased || i.State == lease.StateTypeBreaking
 }
 
 // NewBlobLeaseManager validates settings and builds the clients. It makes no
@@ -210,13 +225,28 @@ func (m *BlobLeaseManager) Release(ctx context.Context) error {
 
 // Break ends whoever's lease is on the blob, for operators: after period
 // (rounded down to whole seconds, 0 to 60 s; 0 breaks at once) nobody holds
-// it and any instance can acquire it. The holder's next renewal fails and
-// its leader func's context is cancelled. It returns how long until the
-// lease is broken; a blob with no lease gives 0 and no error.
+// it and any instance can acquire it. During the period the holder's next
+// renewal fails and its leader func's context is cancelled. Use at least
+// [BlobLeaseManager.SafeBreakPeriod] unless the holder is known to be dead:
+// with a shorter period another instance may lead before the holder has
+// noticed. It returns how long until the lease is broken; a blob with no
+// lease gives 0 and no error.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
 	}
+	return m.breakLease(ctx, period)
+}
+
+// SafeBreakPeriod is the shortest break period after which a live holder
+// using these settings has surely stopped: it notices the break at its next
+// renewal (within RenewInterval) and its func has StopMargin to return.
+// RenewInterval + StopMargin, rounded up to whole seconds (8 s by default).
+func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
+	return (m.settings.RenewInterval + m.settings.StopMargin + time.Second - 1).Truncate(time.Second)
+}
+
+func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration) (time.Duration, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	secs := int32(period / time.Second)
@@ -234,16 +264,18 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 	return remaining, nil
 }
 
-// Inspect reads the lease's state from the server. It needs only read access
-// and holds nothing.
+// Inspect reads the lease's state and the last leader's record from the
+// server. It needs only read access and holds nothing: followers and
+// operators use it to see who leads and since when.
 func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	props, err := m.blobClient.GetProperties(ctx, nil)
+	props, err := m.properties(ctx)
+	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked}, nil
+	}
 	if err != nil {
 		return LeaseInfo{}, m.classify("get blob properties", err, nil, nil)
 	}
-	var info LeaseInfo
+	info := LeaseInfo{Exists: true}
 	if props.LeaseState != nil {
 		info.State = *props.LeaseState
 	}
@@ -253,7 +285,78 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 	if props.LeaseDuration != nil {
 		info.Duration = *props.LeaseDuration
 	}
+	if info.Leader, err = termFromMetadata(props.Metadata); err != nil {
+		return info, &StorageError{Op: "get blob properties", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
+	}
 	return info, nil
+}
+
+func (m *BlobLeaseManager) properties(ctx context.Context) (blob.GetPropertiesResponse, error) {
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	return m.blobClient.GetProperties(ctx, nil)
+}
+
+// RecordTerm writes a new term into the blob's metadata, under the lease this
+// manager must hold: the previous term's number plus one, identity, and now.
+// Only the lease holder can write the metadata, and the write is conditional
+// on the blob being unchanged since it was read, so no two terms get the same
+// number and numbers only grow. An error matching [ErrLeaseLost] means the
+// lease is no longer ours.
+func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Term, error) {
+	if err := checkIdentity(identity); err != nil {
+		return Term{}, err
+	}
+	props, err := m.properties(ctx)
+	if err != nil {
+		return Term{}, m.classify("read term", err, nil, lostCodes)
+	}
+	prev, err := termFromMetadata(props.Metadata)
+	if err != nil {
+		return Term{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
+	}
+	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: m.leaseID, Since: time.Now().UTC()}
+	number, since := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano)
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	_, err = m.blobClient.SetMetadata(ctx, map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since},
+		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &m.leaseID},
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
+		}})
+	if err != nil {
+		// ConditionNotMet: someone wrote the blob since we read it, which
+		// only a lease holder can do. It is not us.
+		return Term{}, m.classify("write term", err, nil, append([]string{string(bloberror.ConditionNotMet)}, lostCodes...))
+	}
+	return t, nil
+}
+
+// termFromMetadata reads a leader's record. A blob with none is at term 0.
+func termFromMetadata(md map[string]*string) (Term, error) {
+	get := func(key string) string {
+		for k, v := range md {
+			if strings.EqualFold(k, key) && v != nil {
+				return *v
+			}
+		}
+		return ""
+	}
+	var t Term
+	t.Identity = get(metaIdentity)
+	if n := get(metaTerm); n != "" {
+		num, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || num < 0 {
+			return Term{}, fmt.Errorf("metadata %s=%q is not a term number: the blob is reserved for the lease", metaTerm, n)
+		}
+		t.Number = num
+	}
+	if s := get(metaSince); s != "" {
+		if since, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			t.Since = since
+		}
+	}
+	return t, nil
 }
 
 // ensureBlob creates the container and the empty lease blob if they are

@@ -105,13 +105,51 @@ func TestBreakWithoutLeaseIsNotAnError(t *testing.T) {
 	assert.Zero(t, remaining)
 }
 
-func TestInspectMissingBlobIsPermanentNotFound(t *testing.T) {
+func TestInspectBeforeAnyoneContendedShowsNoLeader(t *testing.T) {
 	t.Parallel()
 	m := newManager(t, testSettings(t))
-	_, err := m.Inspect(context.Background())
-	require.ErrorIs(t, err, ErrPermanent)
-	assert.ErrorContains(t, err, "404")
+	info, err := m.Inspect(context.Background())
+	require.NoError(t, err)
+	assert.False(t, info.Exists)
+	assert.False(t, info.Held())
+	assert.Zero(t, info.Leader.Number)
 }
+
+func TestRecordTermNumbersGrowAndNeedTheLease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testSettings(t)
+	a, b := newManager(t, s), newManager(t, s)
+	_, err := a.Acquire(ctx)
+	require.NoError(t, err)
+	t1, err := a.RecordTerm(ctx, "a")
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), t1.Number)
+	assert.Equal(t, a.LeaseID(), t1.LeaseID)
+
+	_, err = b.RecordTerm(ctx, "b")
+	require.ErrorIs(t, err, ErrLeaseLost, "only the holder may write the term")
+
+	_, err = op(t, s).Break(ctx, 0)
+	require.NoError(t, err)
+	_, err = b.Acquire(ctx)
+	require.NoError(t, err)
+	t2, err := b.RecordTerm(ctx, "b")
+	require.NoError(t, err)
+	assert.Equal(t, int64(2), t2.Number)
+
+	info, err := a.Inspect(ctx)
+	require.NoError(t, err)
+	assert.True(t, info.Held())
+	assert.Equal(t, "b", info.Leader.Identity)
+	assert.Equal(t, int64(2), info.Leader.Number)
+	assert.WithinDuration(t, t2.Since, info.Leader.Since, time.Millisecond)
+
+	_, err = a.RecordTerm(ctx, "bad\nidentity")
+	require.ErrorContains(t, err, "printable ASCII")
+}
+
+func op(t *testing.T, s BlobSettings) *BlobLeaseManager { return newManager(t, s) }
 
 // A SAS with a wrong signature is refused; the signature appears nowhere.
 func TestBadSASIsPermanentAndNotLeaked(t *testing.T) {

@@ -1,0 +1,104 @@
+package leaderelection
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"time"
+)
+
+// Term is one period of leadership.
+type Term struct {
+	// Number is the fencing token: strictly greater than every earlier
+	// term's on the same blob, across all instances, restarts and lease
+	// breaks (as long as the blob is not deleted). A downstream system that
+	// remembers the highest number it has seen, and rejects writes carrying
+	// a lower one, cannot be written to by a leader that was superseded.
+	Number int64
+	// Identity is the leader's identity (see [WithIdentity]).
+	Identity string
+	// LeaseID is the lease ID the leader holds.
+	LeaseID string
+	// Since is when the leader took the lease, by its wall clock, in UTC.
+	Since time.Time
+}
+
+// Blob metadata keys the leader writes under its lease. Azure lower-cases
+// nothing but the SDK may capitalise: they are read case-insensitively.
+const (
+	metaIdentity = "leaderidentity"
+	metaTerm     = "leaderterm"
+	metaSince    = "leadersince"
+)
+
+// termState is what a leader func's context carries.
+type termState struct {
+	// term and beatBase are written once, before started is set.
+	term     Term
+	beatBase time.Time    // when the func started
+	lastBeat atomic.Int64 // nanoseconds after beatBase of the last heartbeat
+	started  atomic.Bool
+}
+
+// start records the term and marks the func as started: from now on the
+// renewal loop checks for stalls.
+func (s *termState) start(t Term) {
+	s.term, s.beatBase = t, time.Now()
+	s.started.Store(true)
+}
+
+func (s *termState) sinceBeat() time.Duration {
+	return time.Since(s.beatBase) - time.Duration(s.lastBeat.Load())
+}
+
+type termKey struct{}
+
+// TermFromContext returns the term of the leader func whose context ctx is
+// (or derives from), and false for any other context.
+func TermFromContext(ctx context.Context) (Term, bool) {
+	s, ok := ctx.Value(termKey{}).(*termState)
+	if !ok {
+		return Term{}, false
+	}
+	return s.term, true
+}
+
+// Heartbeat tells the mutex that the leader func whose context ctx is, is
+// still making progress. It matters only with [WithStallTimeout]: a leader
+// that does not call it within the stall timeout is considered stalled, stops
+// renewing, and has its context cancelled with [ErrStalled]. It is cheap (an
+// atomic store) and does nothing for a context that is not a leader's.
+func Heartbeat(ctx context.Context) {
+	if s, ok := ctx.Value(termKey{}).(*termState); ok {
+		s.lastBeat.Store(int64(time.Since(s.beatBase)))
+	}
+}
+
+// defaultIdentity is readable and unique per process: host name, process ID
+// and a short random suffix (two processes may share a host name and a PID,
+// in containers).
+func defaultIdentity() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown-host"
+	}
+	var b [3]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// checkIdentity keeps identities to what blob metadata values can carry.
+func checkIdentity(id string) error {
+	if id == "" || len(id) > 256 {
+		return fmt.Errorf("leaderelection: identity must be 1 to 256 characters, got %d", len(id))
+	}
+	for _, r := range id {
+		if r < 0x20 || r > 0x7e {
+			return fmt.Errorf("leaderelection: identity must be printable ASCII (it is stored in blob metadata), got %q", id)
+		}
+	}
+	return nil
+}
