@@ -117,15 +117,20 @@ func (l *termLog) leaderFunc(who string, body func(ctx context.Context) error) f
 		l.terms = append(l.terms, tm)
 		l.mu.Unlock()
 		l.ch <- tm
+		watched := make(chan struct{})
 		stopWatch := context.AfterFunc(ctx, func() {
+			defer close(watched)
 			l.mu.Lock()
 			tm.cancelled, tm.cause = time.Now(), context.Cause(ctx)
 			l.mu.Unlock()
 		})
-		defer stopWatch()
 		defer func() {
+			end := time.Now()
+			if !stopWatch() {
+				<-watched // so a term seen ended has its cancellation recorded
+			}
 			l.mu.Lock()
-			tm.end = time.Now()
+			tm.end = end
 			l.mu.Unlock()
 		}()
 		return body(ctx)

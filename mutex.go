@@ -14,15 +14,21 @@ import (
 // a time, using a lease on one blob. Build it with [NewBlobDistributedMutex]
 // and call RunTaskWhenMutexAcquired.
 type BlobDistributedMutex struct {
-	lease   *BlobLeaseManager
-	fn      func(ctx context.Context) error
-	logger  *slog.Logger
-	running atomic.Bool
+	lease    *BlobLeaseManager
+	fn       func(ctx context.Context) error
+	logger   *slog.Logger
+	opts     options
+	metrics  *metrics
+	running  atomic.Bool
+	leading  atomic.Bool
+	health   health
+	observed int64 // highest term number reported or held; touched only by the Run goroutine
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
 // while it holds the lease. Every invalid setting is reported (see
-// [BlobSettings.Validate]); a nil fn is an error too. No network call is made.
+// [BlobSettings.Validate]); a nil fn, an invalid identity or stall timeout
+// are errors too. No network call is made.
 func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context) error, opts ...Option) (*BlobDistributedMutex, error) {
 	var errs []error
 	if fn == nil {
@@ -31,6 +37,13 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	if err := settings.Validate(); err != nil {
 		errs = append(errs, err)
 	}
+	o := buildOptions(opts)
+	if err := checkIdentity(o.identity); err != nil {
+		errs = append(errs, err)
+	}
+	if renew := settings.withDefaults().RenewInterval; o.stallTimeout != 0 && o.stallTimeout < renew {
+		errs = append(errs, fmt.Errorf("leaderelection: stall timeout must be 0 (off) or at least RenewInterval (%v), got %v", renew, o.stallTimeout))
+	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -38,12 +51,30 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	if err != nil {
 		return nil, err
 	}
-	return &BlobDistributedMutex{lease: lm, fn: fn, logger: lm.logger}, nil
+	return &BlobDistributedMutex{
+		lease:   lm,
+		fn:      fn,
+		logger:  lm.logger,
+		opts:    o,
+		metrics: newMetrics(o.meterProvider, settings.Container, settings.Blob),
+	}, nil
 }
 
 // LeaseManager returns the manager of the mutex's lease, for inspection and
 // operator actions.
 func (m *BlobDistributedMutex) LeaseManager() *BlobLeaseManager { return m.lease }
+
+// Identity is this contender's identity (see [WithIdentity]).
+func (m *BlobDistributedMutex) Identity() string { return m.opts.identity }
+
+// IsLeader reports whether this instance's leader func is running now.
+func (m *BlobDistributedMutex) IsLeader() bool { return m.leading.Load() }
+
+// Leader asks the server who leads, and since when (see
+// [BlobLeaseManager.Inspect]). It needs no lease.
+func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
+	return m.lease.Inspect(ctx)
+}
 
 // RunTaskWhenMutexAcquired contends for the lease until ctx is done, and runs
 // the leader func each time it wins. It returns ctx.Err() when ctx is done, or
@@ -51,16 +82,18 @@ func (m *BlobDistributedMutex) LeaseManager() *BlobLeaseManager { return m.lease
 // credentials, missing permissions); transient storage failures are retried
 // forever with capped, jittered backoff.
 //
-// Each term, the func runs under a context derived from ctx. That context is
-// cancelled when ctx is, when the lease is lost, or at the safety deadline
-// (see [BlobSettings.StopMargin]); [context.Cause] says which, matching
-// [ErrLeaseLost] or [ErrRenewDeadline] for the last two. The lease is
-// renewed until the func returns, and released only then. When the func
-// returns, nil or an error (which is logged, and does not stop the loop), the
-// term ends, the lease is released, and this instance contends again after
-// 1 to 1.25 RetryIntervals (a waiting follower, which retries within one,
-// takes over first): the func may run again, here or on another instance. A
-// panic in the func releases the lease and propagates.
+// Each term, the func runs under a context derived from ctx, which carries
+// the term (see [TermFromContext]). That context is cancelled when ctx is,
+// when the lease is lost, at the safety deadline (see
+// [BlobSettings.StopMargin]), or when the func stalls (see
+// [WithStallTimeout]); [context.Cause] says which, matching [ErrLeaseLost],
+// [ErrRenewDeadline] or [ErrStalled] for the last three. The lease is renewed
+// until the func returns, and released only then. When the func returns, nil
+// or an error (which is logged, and does not stop the loop), the term ends,
+// the lease is released, and this instance contends again after 1 to 1.25
+// RetryIntervals (a waiting follower, which retries within one, takes over
+// first): the func may run again, here or on another instance. A panic in
+// the func releases the lease and propagates.
 //
 // The func is never started while an earlier run of it is still running.
 // A func that ignores its cancelled context is logged at Error level every
@@ -74,14 +107,34 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		return ErrAlreadyRunning
 	}
 	defer m.running.Store(false)
+	defer m.metrics.observeLeading(m.leading.Load)()
 
 	s := m.lease.settings
 	backoff := s.RetryInterval
 	maxBackoff := max(s.RetryInterval, s.LeaseDuration)
 	var failing failureLog
+	// look is whether to read the lease's state before trying to acquire
+	// it. Followers poll with a cheap read while someone leads (which also
+	// tells them who), so they make one request per RetryInterval either
+	// way. After a transient failure they acquire directly: an acquire whose
+	// answer was lost may have succeeded, and repeating it with the same
+	// lease ID claims it.
+	look := false
 	wait := time.Duration(0)
 	for sleep(ctx, wait) {
+		wait = jitter(s.RetryInterval)
+		if look {
+			if info, err := m.lease.Inspect(ctx); err == nil && info.Held() {
+				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
+				backoff = s.RetryInterval
+				m.metrics.attempt("held")
+				m.observe(info)
+				continue
+			}
+		}
 		g, err := m.lease.Acquire(ctx)
+		m.metrics.attempt(outcome(err, "acquired"))
+		look = true
 		switch {
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
@@ -106,12 +159,12 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 			m.logger.Debug("leaderelection: lease held by another instance", "container", s.Container, "blob", s.Blob)
 			backoff = s.RetryInterval
-			wait = jitter(s.RetryInterval)
 		case errors.Is(err, ErrPermanent):
 			m.logger.Error("leaderelection: giving up: storage refused the lease request", "container", s.Container, "blob", s.Blob, "error", err)
 			return err
 		default:
 			failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
+			look = false
 			wait = jitter(backoff)
 			backoff = min(2*backoff, maxBackoff)
 		}
@@ -119,9 +172,31 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	return ctx.Err()
 }
 
-// lead runs one term: the leader func under a context that the renewal loop
-// cancels, then the release. It returns a non-nil error only when contention
-// must stop (a permanent storage error).
+// observe reports a leader this follower has not seen before.
+func (m *BlobDistributedMutex) observe(info LeaseInfo) {
+	if info.Leader.Number <= m.observed || info.Leader.Identity == m.opts.identity {
+		return
+	}
+	m.observed = info.Leader.Number
+	m.logger.Debug("leaderelection: new leader observed", "container", m.lease.container, "blob", m.lease.blob,
+		"leader", info.Leader.Identity, "term", info.Leader.Number)
+	m.emit(Event{Kind: NewLeaderObserved, Term: info.Leader})
+}
+
+func (m *BlobDistributedMutex) emit(e Event) {
+	if m.opts.onEvent == nil {
+		return
+	}
+	if e.At.IsZero() {
+		e.At = time.Now()
+	}
+	m.opts.onEvent(e)
+}
+
+// lead runs one term: it records the term, runs the leader func under a
+// context the renewal loop cancels, and releases the lease once the func has
+// returned. It returns a non-nil error only when contention must stop (a
+// permanent storage error).
 func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 	s := m.lease.settings
 	leaderCtx, cancel := context.WithCancelCause(ctx)
@@ -130,55 +205,78 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 	// Renewal outlives the caller's cancellation: it stops when the func has
 	// returned.
 	stopCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-	funcDone := make(chan struct{})
-	since := time.Now()
-	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "leaseID", g.LeaseID)
-
+	state := &termState{}
 	var wg sync.WaitGroup
 	var renewErr error
-	wg.Add(2)
+	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		renewErr = m.keepAlive(stopCtx, g, fuse, cancel, m.lease.Renew)
+		renewErr = m.keepAlive(stopCtx, g, fuse, cancel, m.lease.Renew, state)
 	}()
-	go func() {
-		defer wg.Done()
-		m.watchFunc(leaderCtx, funcDone)
-	}()
-
-	// end runs once the func is no longer running, whether it returned or
-	// panicked: only then is the lease released.
-	end := func(returned bool) {
-		close(funcDone)
-		cancel(errTermEnded)
+	// finish stops renewing and gives the lease back, if it is still ours.
+	finish := func() {
 		stopRenewing()
 		wg.Wait()
 		fuse.stop()
 		if !errors.Is(renewErr, ErrLeaseLost) {
 			m.releaseQuietly(ctx)
 		}
-		reason := "func returned"
-		switch {
-		case !returned:
-			reason = "func panicked"
-		case renewErr != nil:
-			reason = renewErr.Error()
-		case ctx.Err() != nil:
-			reason = "caller cancelled"
+	}
+
+	term, err := m.recordTerm(leaderCtx, fuse)
+	if err != nil {
+		cancel(err)
+		finish()
+		m.logger.Warn("leaderelection: took the lease but could not record the term; released it", "container", s.Container, "blob", s.Blob, "error", err)
+		if errors.Is(err, ErrPermanent) {
+			return err
 		}
-		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob,
-			"reason", reason, "led", time.Since(since).Round(time.Millisecond))
+		return nil
+	}
+	state.start(term)
+	m.observed = max(m.observed, term.Number)
+	m.health.startTerm()
+	stopWatch := context.AfterFunc(leaderCtx, func() { m.health.cancelled(context.Cause(leaderCtx)) })
+	funcDone := make(chan struct{})
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		m.watchFunc(leaderCtx, funcDone)
+	}()
+	m.leading.Store(true)
+	m.metrics.transition("started", "")
+	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity)
+	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
+
+	// end runs once the func is no longer running, whether it returned or
+	// panicked: only then is the lease released.
+	end := func(returned bool, funcErr error) {
+		funcEnd := time.Now()
+		m.leading.Store(false)
+		expires := fuse.current().Add(s.StopMargin)
+		cause := context.Cause(leaderCtx)
+		close(funcDone)
+		cancel(errTermEnded)
+		finish()
+		stopWatch()
+		m.health.endTerm()
+		reason, why := stopReason(returned, cause, funcErr)
+		m.metrics.stopMargin(expires.Sub(funcEnd))
+		m.metrics.transition("stopped", reason)
+		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
+			"reason", reason, "led", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
+		m.emit(Event{Kind: StoppedLeading, Term: term, Reason: reason, Err: why})
 	}
 	returned := false
 	defer func() {
 		if !returned {
-			end(false) // the panic goes on once the lease is released
+			end(false, nil) // the panic goes on once the lease is released
 		}
 	}()
 
-	err := m.fn(leaderCtx)
+	err = m.fn(context.WithValue(leaderCtx, termKey{}, state))
 	returned = true
-	end(true)
+	end(true, err)
 	switch {
 	case err != nil && context.Cause(leaderCtx) == errTermEnded:
 		m.logger.Warn("leaderelection: leader func returned an error; lease released", "container", s.Container, "blob", s.Blob, "error", err)
@@ -189,6 +287,47 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 		return renewErr
 	}
 	return nil
+}
+
+// stopReason names why a term ended, from the leader context's cause at the
+// moment the func returned.
+func stopReason(returned bool, cause, funcErr error) (StopReason, error) {
+	var lost *leaseLostError
+	switch {
+	case !returned:
+		return ReasonFuncPanicked, nil
+	case cause == nil:
+		return ReasonFuncReturned, funcErr
+	case errors.Is(cause, ErrRenewDeadline):
+		return ReasonDeadline, cause
+	case errors.As(cause, &lost):
+		return ReasonLeaseLost, cause
+	case errors.Is(cause, ErrStalled):
+		return ReasonStalled, cause
+	case errors.Is(cause, ErrPermanent):
+		return ReasonStorageRefused, cause
+	}
+	return ReasonCallerCancelled, cause
+}
+
+// recordTerm writes this term into the blob's metadata, retrying transient
+// failures until ctx (the leader's, cancelled at the safety deadline) ends.
+func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse) (Term, error) {
+	retryDelay := max(m.lease.settings.RenewInterval/5, 100*time.Millisecond)
+	for {
+		callCtx, cancel := context.WithDeadline(ctx, fuse.current())
+		t, err := m.lease.RecordTerm(callCtx, m.opts.identity)
+		cancel()
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) {
+			return t, err
+		}
+		if !sleep(ctx, retryDelay) {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+				return Term{}, cause
+			}
+			return Term{}, err
+		}
+	}
 }
 
 // errTermEnded cancels the leader's context once its func has returned.

@@ -2,13 +2,20 @@ package leaderelection
 
 import (
 	"log/slog"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // Option configures a [BlobDistributedMutex] or a [BlobLeaseManager].
 type Option func(*options)
 
 type options struct {
-	logger *slog.Logger
+	logger        *slog.Logger
+	identity      string
+	stallTimeout  time.Duration
+	onEvent       func(Event)
+	meterProvider metric.MeterProvider
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value
@@ -24,12 +31,49 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
+// WithIdentity names this contender in the lease blob's metadata, in events
+// and in logs: a pod name, say. Printable ASCII, at most 256 characters.
+// Default: host name, process ID and a random suffix, e.g. "web-7-4242-a1b2c3".
+func WithIdentity(id string) Option {
+	return func(o *options) { o.identity = id }
+}
+
+// WithStallTimeout turns on stalled-leader detection: a leader func that has
+// not called [Heartbeat] for longer than d (counted from its start) is
+// considered stalled. The leader stops renewing, its context is cancelled
+// with [ErrStalled], the lease is released once the func returns (or expires
+// if it never does), and another instance takes over. Detection happens at
+// the next renewal tick, so within d + RenewInterval. Off (0) by default; d
+// must be at least the RenewInterval.
+func WithStallTimeout(d time.Duration) Option {
+	return func(o *options) { o.stallTimeout = d }
+}
+
+// WithEvents calls fn for every leadership event: [StartedLeading] and
+// [StoppedLeading] for this instance, [NewLeaderObserved] for a leader seen
+// while following. Calls are made one at a time, in order, from the
+// goroutine running RunTaskWhenMutexAcquired; fn must not block for long
+// (StartedLeading delays the leader func's start, the others delay
+// contention). StoppedLeading always follows a StartedLeading.
+func WithEvents(fn func(Event)) Option {
+	return func(o *options) { o.onEvent = fn }
+}
+
+// WithMeterProvider records OpenTelemetry metrics (see metrics.go for the
+// list) through mp. Default: none (a no-op provider).
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return func(o *options) { o.meterProvider = mp }
+}
+
 func buildOptions(opts []Option) options {
 	o := options{logger: slog.Default()}
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if o.identity == "" {
+		o.identity = defaultIdentity()
 	}
 	return o
 }

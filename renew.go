@@ -109,13 +109,14 @@ func (f *safetyFuse) stop() {
 
 // keepAlive renews the lease on schedule until stop is done (the leader func
 // returned), the fuse blows, or the lease is lost or a permanent error occurs.
-// renew is m.lease.Renew, or a fake in unit tests of this timing logic.
+// renew is m.lease.Renew, or a fake in unit tests of this timing logic;
+// term is the running term, for stall detection.
 // It cancels the term with the reason and returns it; nil means stop was
 // called while the lease was still ours. It keeps renewing after the caller's
 // context is cancelled: the lease stays held while the leader func winds
 // down, and is released only after it returns.
 func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, cancel context.CancelCauseFunc,
-	renew func(context.Context) (Grant, error)) error {
+	renew func(context.Context) (Grant, error), term *termState) error {
 	s := m.lease.settings
 	retryDelay := max(s.RenewInterval/5, 100*time.Millisecond)
 	next := first.Sent.Add(s.RenewInterval)
@@ -132,12 +133,26 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 			return ErrRenewDeadline
 		case <-timer.C:
 		}
+		if stall := m.opts.stallTimeout; stall > 0 && term.started.Load() && term.sinceBeat() > stall {
+			// Stop renewing: the lease stays valid for at least the stop
+			// margin after the deadline the fuse would have used, so the
+			// func has as long to return as after any other cancellation.
+			cancel(ErrStalled)
+			m.logger.Warn("leaderelection: leader func stalled; leader context cancelled, renewals stopped",
+				"container", s.Container, "blob", s.Blob, "sinceHeartbeat", term.sinceBeat().Round(time.Millisecond))
+			return ErrStalled
+		}
 
 		// The renewal may not run past the safety deadline: after it, its
 		// answer no longer matters.
 		ctx, cancelCall := context.WithDeadline(stop, fuse.current())
+		sent := time.Now()
 		g, err := renew(ctx)
 		cancelCall()
+		if stop.Err() == nil {
+			m.metrics.renewed(time.Since(sent), outcome(err, "ok"))
+			m.health.renewResult(err)
+		}
 		switch {
 		case err == nil:
 			if !fuse.extend(g.Expires.Add(-s.StopMargin)) {

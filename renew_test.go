@@ -28,7 +28,7 @@ func fastTiming() *BlobDistributedMutex {
 		RetryInterval:  100 * time.Millisecond,
 	}
 	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, leaseID: "id", logger: slog.New(slog.DiscardHandler)}
-	return &BlobDistributedMutex{lease: lm, logger: lm.logger}
+	return &BlobDistributedMutex{lease: lm, logger: lm.logger, metrics: newMetrics(nil, s.Container, s.Blob)}
 }
 
 // scriptedRenew answers each renewal by calling the current behaviour.
@@ -91,7 +91,7 @@ func runKeepAlive(t *testing.T, m *BlobDistributedMutex, behave func(context.Con
 	fuse := newSafetyFuse(g.Expires.Add(-s.StopMargin), cancel)
 	stopCtx, stop := context.WithCancel(context.Background())
 	run := &keepAliveRun{ctx: ctx, done: make(chan error, 1), stop: stop, start: g, renewals: r}
-	go func() { run.done <- m.keepAlive(stopCtx, g, fuse, cancel, r.renew(s.LeaseDuration)) }()
+	go func() { run.done <- m.keepAlive(stopCtx, g, fuse, cancel, r.renew(s.LeaseDuration), &termState{}) }()
 	t.Cleanup(func() {
 		stop()
 		<-run.done

@@ -1,0 +1,57 @@
+package leaderelection
+
+import "time"
+
+// EventKind says what happened.
+type EventKind int
+
+const (
+	// StartedLeading: this instance took the lease and recorded its term;
+	// its leader func is about to start.
+	StartedLeading EventKind = iota + 1
+	// StoppedLeading: this instance's leader func has returned and the
+	// lease has been released (or lost). Reported only after StartedLeading.
+	StoppedLeading
+	// NewLeaderObserved: while following, this instance saw another
+	// instance lead with a term it had not seen before.
+	NewLeaderObserved
+)
+
+func (k EventKind) String() string {
+	switch k {
+	case StartedLeading:
+		return "started leading"
+	case StoppedLeading:
+		return "stopped leading"
+	case NewLeaderObserved:
+		return "new leader observed"
+	}
+	return "unknown event"
+}
+
+// StopReason says why a term ended.
+type StopReason string
+
+// The ways a term ends.
+const (
+	ReasonCallerCancelled StopReason = "caller cancelled"        // the context passed to RunTaskWhenMutexAcquired
+	ReasonLeaseLost       StopReason = "lease lost"              // released, broken or taken: see Event.Err
+	ReasonDeadline        StopReason = "renewal deadline passed" // ErrRenewDeadline
+	ReasonStalled         StopReason = "stalled"                 // ErrStalled
+	ReasonStorageRefused  StopReason = "storage refused"         // a permanent error while renewing
+	ReasonFuncReturned    StopReason = "func returned"           // Event.Err is what it returned
+	ReasonFuncPanicked    StopReason = "func panicked"           // the panic propagates after the event
+)
+
+// Event is a change of leadership, as this instance saw it.
+type Event struct {
+	Kind EventKind
+	// Term is this instance's term (StartedLeading, StoppedLeading) or the
+	// observed leader's (NewLeaderObserved, whose LeaseID is empty).
+	Term Term
+	// Reason and Err are set for StoppedLeading: Err is the func's returned
+	// error for ReasonFuncReturned, the context's cause otherwise.
+	Reason StopReason
+	Err    error
+	At     time.Time
+}

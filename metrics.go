@@ -1,0 +1,106 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+)
+
+// Metrics recorded through [WithMeterProvider], all with the attributes
+// leaderelection.container and leaderelection.blob:
+//
+//	leaderelection.is_leader              gauge      1 while this instance's leader func runs, else 0
+//	leaderelection.transitions            counter    terms started and stopped; attributes direction (started|stopped) and reason
+//	leaderelection.acquire.attempts       counter    follower attempts; attribute outcome (acquired|held|transient|permanent)
+//	leaderelection.renew.duration         histogram  seconds per renewal request; attribute outcome (ok|lost|transient|permanent)
+//	leaderelection.term.stop_margin       histogram  seconds between a leader func's return and the moment its lease could expire
+const meterName = "github.com/blobelect/leaderelection"
+
+type metrics struct {
+	meter       metric.Meter
+	attrs       attribute.Set
+	transitions metric.Int64Counter
+	attempts    metric.Int64Counter
+	renew       metric.Float64Histogram
+	margin      metric.Float64Histogram
+	isLeader    metric.Int64ObservableGauge
+}
+
+func newMetrics(mp metric.MeterProvider, container, blob string) *metrics {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := &metrics{
+		meter: mp.Meter(meterName),
+		attrs: attribute.NewSet(attribute.String("leaderelection.container", container), attribute.String("leaderelection.blob", blob)),
+	}
+	// Instrument creation only fails for invalid names, which are constant
+	// here; a failed instrument is a no-op one, as the API guarantees.
+	m.transitions, _ = m.meter.Int64Counter("leaderelection.transitions", metric.WithDescription("Terms started and stopped by this instance."))
+	m.attempts, _ = m.meter.Int64Counter("leaderelection.acquire.attempts", metric.WithDescription("Attempts to acquire the lease, by outcome."))
+	m.renew, _ = m.meter.Float64Histogram("leaderelection.renew.duration", metric.WithUnit("s"), metric.WithDescription("Duration of lease renewal requests."))
+	m.margin, _ = m.meter.Float64Histogram("leaderelection.term.stop_margin", metric.WithUnit("s"),
+		metric.WithDescription("Time between a leader func's return and the moment its lease could expire."))
+	m.isLeader, _ = m.meter.Int64ObservableGauge("leaderelection.is_leader", metric.WithDescription("1 while this instance's leader func runs."))
+	return m
+}
+
+// observeLeading registers the is_leader gauge for the life of one
+// RunTaskWhenMutexAcquired call; the returned func unregisters it.
+func (m *metrics) observeLeading(leading func() bool) func() {
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		v := int64(0)
+		if leading() {
+			v = 1
+		}
+		o.ObserveInt64(m.isLeader, v, metric.WithAttributeSet(m.attrs))
+		return nil
+	}, m.isLeader)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
+}
+
+func (m *metrics) with(kv ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append(m.attrs.ToSlice(), kv...)...)
+}
+
+func (m *metrics) transition(direction string, reason StopReason) {
+	kv := []attribute.KeyValue{attribute.String("direction", direction)}
+	if reason != "" {
+		kv = append(kv, attribute.String("reason", string(reason)))
+	}
+	m.transitions.Add(context.Background(), 1, m.with(kv...))
+}
+
+func (m *metrics) attempt(outcome string) {
+	m.attempts.Add(context.Background(), 1, m.with(attribute.String("outcome", outcome)))
+}
+
+func (m *metrics) renewed(d time.Duration, outcome string) {
+	m.renew.Record(context.Background(), d.Seconds(), m.with(attribute.String("outcome", outcome)))
+}
+
+func (m *metrics) stopMargin(d time.Duration) {
+	m.margin.Record(context.Background(), d.Seconds(), metric.WithAttributeSet(m.attrs))
+}
+
+// outcome names an error's kind for metrics.
+func outcome(err error, ok string) string {
+	switch {
+	case err == nil:
+		return ok
+	case errors.Is(err, ErrLeaseHeld):
+		return "held"
+	case errors.Is(err, ErrLeaseLost):
+		return "lost"
+	case errors.Is(err, ErrPermanent):
+		return "permanent"
+	}
+	return "transient"
+}
