@@ -1,0 +1,432 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// eventLog records the events of several contenders.
+type eventLog struct {
+	mu     sync.Mutex
+	events map[string][]Event
+}
+
+func newEventLog() *eventLog { return &eventLog{events: map[string][]Event{}} }
+
+func (l *eventLog) option(who string) Option {
+	return WithEvents(func(e Event) {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.events[who] = append(l.events[who], e)
+	})
+}
+
+func (l *eventLog) of(who string) []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]Event(nil), l.events[who]...)
+}
+
+// started returns every StartedLeading event, of anyone, in order of time.
+func (l *eventLog) started() []Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []Event
+	for _, es := range l.events {
+		for _, e := range es {
+			if e.Kind == StartedLeading {
+				out = append(out, e)
+			}
+		}
+	}
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && out[j].At.Before(out[j-1].At); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+// requireAlternating checks one contender's own events: Started, Stopped,
+// Started, Stopped... never a Stopped without a Started before it.
+func requireAlternating(t *testing.T, who string, events []Event) {
+	t.Helper()
+	want := StartedLeading
+	for i, e := range events {
+		if e.Kind == NewLeaderObserved {
+			continue
+		}
+		require.Equalf(t, want, e.Kind, "%s event %d", who, i)
+		if want == StartedLeading {
+			want = StoppedLeading
+		} else {
+			want = StartedLeading
+		}
+	}
+}
+
+func TestTermsStrictlyIncreaseAcrossHandoversCrashesAndBreaks(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.RenewInterval = time.Second // a safe break period is then 4 s
+	events := newEventLog()
+	log := newTermLog()
+	transports := map[string]*faults.Transport{}
+	contenders := map[string]*contender{}
+	start := func(name string) {
+		si, tr := withTransport(t, s)
+		transports[name] = tr
+		contenders[name] = startContender(t, name, si, log.leaderFunc(name, func(ctx context.Context) error {
+			term, ok := TermFromContext(ctx)
+			if !ok || term.Identity != name || term.Number < 1 || term.LeaseID == "" {
+				return fmt.Errorf("bad term in context: %+v", term)
+			}
+			<-ctx.Done()
+			return nil
+		}), WithIdentity(name), events.option(name))
+	}
+	for _, name := range []string{"a", "b", "c"} {
+		start(name)
+	}
+	leader := log.next(t, 10*time.Second).who
+
+	// Handover: the leader shuts down; a restarted instance joins.
+	contenders[leader].stop(t)
+	start(leader + "2")
+	leader = log.next(t, 10*time.Second).who
+
+	// Break: an operator breaks the lease, giving the holder time to notice.
+	lm := contenders[leader].mutex.LeaseManager()
+	_, err := lm.Break(context.Background(), lm.SafeBreakPeriod())
+	require.NoError(t, err)
+	leader = log.next(t, 10*time.Second).who
+
+	// Crash: the leader is cut off; its lease expires.
+	transports[leader].Blackhole()
+	log.next(t, 40*time.Second)
+	time.Sleep(time.Second) // let the last StartedLeading event land
+
+	started := events.started()
+	require.GreaterOrEqual(t, len(started), 4)
+	for i := 1; i < len(started); i++ {
+		assert.Greater(t, started[i].Term.Number, started[i-1].Term.Number,
+			"term %d (%s) after term %d (%s)", started[i].Term.Number, started[i].Term.Identity, started[i-1].Term.Number, started[i-1].Term.Identity)
+	}
+	for _, tm := range log.snapshot() {
+		require.Falsef(t, tm.end.Before(tm.start) && !tm.end.IsZero(), "bad term record")
+	}
+	log.requireNoOverlap(t)
+	for who := range contenders {
+		requireAlternating(t, who, events.of(who))
+	}
+}
+
+func TestFollowerSeesWhoLeadsAndNewLeaders(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	events := newEventLog()
+	log := newTermLog()
+	cs := map[string]*contender{}
+	for _, name := range []string{"a", "b", "c"} {
+		si, _ := withTransport(t, s)
+		cs[name] = startContender(t, name, si, log.leaderFunc(name, untilCancelled), WithIdentity(name), events.option(name))
+	}
+	first := log.next(t, 10*time.Second)
+	var follower string
+	for name := range cs {
+		if name != first.who {
+			follower = name
+			break
+		}
+	}
+	info, err := cs[follower].mutex.Leader(context.Background())
+	require.NoError(t, err)
+	assert.True(t, info.Held())
+	assert.Equal(t, first.who, info.Leader.Identity)
+	assert.Positive(t, info.Leader.Number)
+	assert.WithinDuration(t, first.start, info.Leader.Since, time.Second)
+	assert.True(t, cs[first.who].mutex.IsLeader())
+	assert.False(t, cs[follower].mutex.IsLeader())
+
+	// Hand over; every remaining follower observes the new leader within a
+	// couple of retry intervals.
+	cs[first.who].stop(t)
+	second := log.next(t, 10*time.Second)
+	for name := range cs {
+		if name == first.who || name == second.who {
+			continue
+		}
+		require.Eventually(t, func() bool {
+			for _, e := range events.of(name) {
+				if e.Kind == NewLeaderObserved && e.Term.Identity == second.who {
+					return true
+				}
+			}
+			return false
+		}, 2*s.RetryInterval+slack, 20*time.Millisecond, "%s did not observe %s", name, second.who)
+	}
+}
+
+func TestFollowerMakesOneRequestPerRetryInterval(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	log := newTermLog()
+	sa, _ := withTransport(t, s)
+	startContender(t, "a", sa, log.leaderFunc("a", untilCancelled))
+	log.next(t, 10*time.Second)
+	sb, tb := withTransport(t, s)
+	var requests atomic.Int32
+	tb.Observe(func(faults.Exchange) { requests.Add(1) })
+	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithEvents(func(Event) {}))
+	const watch = 5 * time.Second
+	time.Sleep(watch)
+	// Waits are drawn from [3/4, 1] of the interval: at most watch/(3/4 RI)
+	// polls, plus the first acquire (which also creates nothing: the blob exists).
+	most := int32(watch/(s.RetryInterval*3/4)) + 2
+	assert.LessOrEqual(t, requests.Load(), most)
+	assert.GreaterOrEqual(t, requests.Load(), int32(watch/s.RetryInterval)-1)
+	t.Logf("follower made %d requests in %v at a %v retry interval", requests.Load(), watch, s.RetryInterval)
+}
+
+func TestStalledLeaderLosesLeadershipAndAnotherLeads(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.RenewInterval = time.Second
+	const stall = 2 * time.Second
+	events := newEventLog()
+	log := newTermLog()
+	var lastBeat atomic.Int64
+	base := time.Now()
+	sa, _ := withTransport(t, s)
+	startContender(t, "a", sa, log.leaderFunc("a", func(ctx context.Context) error {
+		for range 4 { // heartbeats for 2 s, then stalls (but honours ctx)
+			Heartbeat(ctx)
+			lastBeat.Store(int64(time.Since(base)))
+			time.Sleep(500 * time.Millisecond)
+		}
+		<-ctx.Done()
+		return nil
+	}), WithStallTimeout(stall), WithIdentity("a"), events.option("a"))
+	log.next(t, 10*time.Second)
+	sb, _ := withTransport(t, s)
+	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+
+	b := log.next(t, 30*time.Second)
+	require.Equal(t, "b", b.who)
+	a := log.snapshot()[0]
+	require.ErrorIs(t, a.cause, ErrStalled)
+	stalledFor := a.cancelled.Sub(base.Add(time.Duration(lastBeat.Load())))
+	t.Logf("a cancelled %v after its last heartbeat; b led %v later", stalledFor, b.start.Sub(a.cancelled))
+	assert.Less(t, stalledFor, stall+s.RenewInterval+slack)
+	assert.GreaterOrEqual(t, stalledFor, stall)
+	es := events.of("a")
+	require.Len(t, es, 2)
+	assert.Equal(t, ReasonStalled, es[1].Reason)
+}
+
+func TestHealthCheck(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	log := newTermLog()
+	release := make(chan struct{})
+	sa, _ := withTransport(t, s)
+	a := startContender(t, "a", sa, log.leaderFunc("a", func(ctx context.Context) error {
+		<-release // ignores its context
+		return nil
+	}))
+	log.next(t, 10*time.Second)
+	sb, _ := withTransport(t, s)
+	b := startContender(t, "b", sb, log.leaderFunc("b", untilCancelled))
+	time.Sleep(s.RetryInterval)
+
+	assert.NoError(t, a.mutex.Healthy(), "a normal leader")
+	assert.NoError(t, b.mutex.Healthy(), "a normal follower")
+	rec := httptest.NewRecorder()
+	a.mutex.HealthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	assert.Equal(t, http.StatusOK, rec.Code)
+
+	// a is asked to stop, and its func ignores that.
+	a.cancel()
+	margin := s.withDefaults().StopMargin
+	require.Eventually(t, func() bool { return a.mutex.Healthy() != nil }, margin+slack, 50*time.Millisecond)
+	assert.ErrorContains(t, a.mutex.Healthy(), "still running")
+	rec = httptest.NewRecorder()
+	a.mutex.HealthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	assert.Equal(t, http.StatusServiceUnavailable, rec.Code)
+	assert.Contains(t, rec.Body.String(), "still running")
+	assert.NoError(t, b.mutex.Healthy())
+
+	close(release)
+	require.Eventually(t, func() bool { return a.mutex.Healthy() == nil }, 5*time.Second, 50*time.Millisecond)
+}
+
+func TestUnhealthyWhileRenewalsKeepFailing(t *testing.T) {
+	t.Parallel()
+	s, tr := withTransport(t, testSettings(t))
+	s.RenewInterval = time.Second
+	log := newTermLog()
+	a := startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
+	log.next(t, 10*time.Second)
+	tr.Fail(503, "ServerBusy")
+	d := s.withDefaults()
+	threshold := (d.LeaseDuration - d.StopMargin) / 2
+	require.Eventually(t, func() bool { return a.mutex.Healthy() != nil }, threshold+d.RenewInterval+slack, 50*time.Millisecond)
+	assert.ErrorContains(t, a.mutex.Healthy(), "renewals failing")
+	tr.Heal()
+	require.Eventually(t, func() bool { return a.mutex.Healthy() == nil }, 2*d.RenewInterval+slack, 50*time.Millisecond)
+}
+
+// Every way a term can end reports Started, then Stopped with its reason.
+func TestEventOrderForEveryWayATermEnds(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		reason StopReason
+		fn     func(ctx context.Context) error
+		end    func(t *testing.T, c *contender, tr *faults.Transport)
+		opts   []Option
+	}{
+		{ReasonFuncReturned, func(ctx context.Context) error { return errors.New("done") }, nil, nil},
+		{ReasonCallerCancelled, untilCancelled, func(t *testing.T, c *contender, _ *faults.Transport) { c.cancel() }, nil},
+		{ReasonLeaseLost, untilCancelled, func(t *testing.T, c *contender, _ *faults.Transport) {
+			_, err := c.mutex.LeaseManager().Break(context.Background(), 0)
+			require.NoError(t, err)
+		}, nil},
+		{ReasonDeadline, untilCancelled, func(t *testing.T, c *contender, tr *faults.Transport) { tr.Blackhole() }, nil},
+		{ReasonStalled, untilCancelled, nil, []Option{WithStallTimeout(time.Second)}},
+		{ReasonFuncPanicked, func(ctx context.Context) error { panic("boom") }, nil, nil},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.reason), func(t *testing.T) {
+			t.Parallel()
+			s, tr := withTransport(t, testSettings(t))
+			s.RenewInterval = time.Second
+			events := newEventLog()
+			opts := append([]Option{events.option("a"), WithLogger(testLogger(t, "a"))}, tc.opts...)
+			if tc.reason == ReasonFuncPanicked {
+				m, err := NewBlobDistributedMutex(s, tc.fn, opts...)
+				require.NoError(t, err)
+				func() {
+					defer func() { assert.Equal(t, "boom", recover()) }()
+					_ = m.RunTaskWhenMutexAcquired(context.Background())
+				}()
+			} else {
+				c := startContender(t, "a", s, tc.fn, opts...)
+				require.Eventually(t, func() bool { return len(events.of("a")) >= 1 }, 10*time.Second, 10*time.Millisecond)
+				if tc.end != nil {
+					tc.end(t, c, tr)
+				}
+				require.Eventually(t, func() bool { return len(events.of("a")) >= 2 }, 30*time.Second, 20*time.Millisecond)
+				c.stop(t)
+			}
+			es := events.of("a")
+			requireAlternating(t, "a", es)
+			require.GreaterOrEqual(t, len(es), 2)
+			assert.Equal(t, tc.reason, es[1].Reason, "stop error: %v", es[1].Err)
+			assert.Equal(t, es[0].Term, es[1].Term)
+		})
+	}
+}
+
+func TestMetricsAreRecorded(t *testing.T) {
+	t.Parallel()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	s, _ := withTransport(t, testSettings(t))
+	s.RenewInterval = 500 * time.Millisecond
+	done := make(chan struct{})
+	log := newTermLog()
+	c := startContender(t, "a", s, log.leaderFunc("a", func(ctx context.Context) error {
+		select {
+		case <-done:
+		case <-ctx.Done():
+		}
+		return nil
+	}), WithMeterProvider(mp))
+	log.next(t, 10*time.Second)
+	time.Sleep(1200 * time.Millisecond) // two renewals
+
+	collect := func() map[string]metricdata.Aggregation {
+		var rm metricdata.ResourceMetrics
+		require.NoError(t, reader.Collect(context.Background(), &rm))
+		out := map[string]metricdata.Aggregation{}
+		for _, sm := range rm.ScopeMetrics {
+			for _, m := range sm.Metrics {
+				out[m.Name] = m.Data
+			}
+		}
+		return out
+	}
+	got := collect()
+	gauge := got["leaderelection.is_leader"].(metricdata.Gauge[int64])
+	require.Len(t, gauge.DataPoints, 1)
+	assert.Equal(t, int64(1), gauge.DataPoints[0].Value)
+	renew := got["leaderelection.renew.duration"].(metricdata.Histogram[float64])
+	require.NotEmpty(t, renew.DataPoints)
+	assert.GreaterOrEqual(t, renew.DataPoints[0].Count, uint64(2))
+	attempts := got["leaderelection.acquire.attempts"].(metricdata.Sum[int64])
+	assert.Equal(t, "acquired", attrValue(attempts.DataPoints[0].Attributes.Value("outcome")))
+
+	close(done)
+	require.Eventually(t, func() bool { return !c.mutex.IsLeader() }, 5*time.Second, 10*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // the stopped-leading bookkeeping follows the func's return
+	got = collect()
+	margin := got["leaderelection.term.stop_margin"].(metricdata.Histogram[float64])
+	require.Len(t, margin.DataPoints, 1)
+	assert.Equal(t, uint64(1), margin.DataPoints[0].Count)
+	d := s.withDefaults()
+	assert.Greater(t, margin.DataPoints[0].Sum, (d.LeaseDuration - d.RenewInterval - time.Second).Seconds(),
+		"a func that returns on its own ends far ahead of its lease")
+	transitions := got["leaderelection.transitions"].(metricdata.Sum[int64])
+	var started, stopped int64
+	for _, dp := range transitions.DataPoints {
+		switch attrValue(dp.Attributes.Value("direction")) {
+		case "started":
+			started += dp.Value
+		case "stopped":
+			stopped += dp.Value
+		}
+	}
+	assert.Equal(t, int64(1), started)
+	assert.Equal(t, int64(1), stopped)
+	assert.Equal(t, int64(0), collectGauge(t, collect))
+}
+
+func collectGauge(t *testing.T, collect func() map[string]metricdata.Aggregation) int64 {
+	g := collect()["leaderelection.is_leader"].(metricdata.Gauge[int64])
+	require.Len(t, g.DataPoints, 1)
+	return g.DataPoints[0].Value
+}
+
+func attrValue(v interface{ AsString() string }, _ bool) string { return v.AsString() }
+
+func TestIdentityIsValidatedAndDefaultsToHostAndPID(t *testing.T) {
+	_, err := NewBlobDistributedMutex(validSettings(), untilCancelled, WithIdentity("tab\there"))
+	require.ErrorContains(t, err, "printable ASCII")
+	_, err = NewBlobDistributedMutex(validSettings(), untilCancelled, WithIdentity(strings.Repeat("x", 257)))
+	require.ErrorContains(t, err, "1 to 256")
+	_, err = NewBlobDistributedMutex(validSettings(), untilCancelled, WithStallTimeout(time.Second))
+	require.ErrorContains(t, err, "stall timeout")
+
+	m1, err := NewBlobDistributedMutex(validSettings(), untilCancelled)
+	require.NoError(t, err)
+	m2, err := NewBlobDistributedMutex(validSettings(), untilCancelled)
+	require.NoError(t, err)
+	assert.NotEqual(t, m1.Identity(), m2.Identity(), "unique per mutex")
+	assert.Contains(t, m1.Identity(), fmt.Sprintf("-%d-", os.Getpid()))
+}
