@@ -117,18 +117,28 @@ func (l *termLog) leaderFunc(who string, body func(ctx context.Context) error) f
 		l.terms = append(l.terms, tm)
 		l.mu.Unlock()
 		l.ch <- tm
+		// A goroutine, not context.AfterFunc: a func that returns as soon
+		// as ctx is done can call AfterFunc's stop before the cancellation
+		// has reached it, and the cancellation would go unrecorded.
+		returned := make(chan struct{})
 		watched := make(chan struct{})
-		stopWatch := context.AfterFunc(ctx, func() {
+		go func() {
 			defer close(watched)
+			select {
+			case <-ctx.Done():
+			case <-returned:
+				if ctx.Err() == nil {
+					return
+				}
+			}
 			l.mu.Lock()
 			tm.cancelled, tm.cause = time.Now(), context.Cause(ctx)
 			l.mu.Unlock()
-		})
+		}()
 		defer func() {
 			end := time.Now()
-			if !stopWatch() {
-				<-watched // so a term seen ended has its cancellation recorded
-			}
+			close(returned)
+			<-watched // so a term seen ended has its cancellation recorded
 			l.mu.Lock()
 			tm.end = end
 			l.mu.Unlock()

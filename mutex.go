@@ -120,15 +120,29 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// answer was lost may have succeeded, and repeating it with the same
 	// lease ID claims it.
 	look := false
+	// standAside is set when this instance was deposed (its lease lost,
+	// broken, or its func stalled): it lets the lease go free once without
+	// taking it, so a follower takes over rather than the deposed leader
+	// winning the race again.
+	standAside := false
 	wait := time.Duration(0)
 	for sleep(ctx, wait) {
 		wait = jitter(s.RetryInterval)
 		if look {
-			if info, err := m.lease.Inspect(ctx); err == nil && info.Held() {
+			info, err := m.lease.Inspect(ctx)
+			if err == nil && info.Held() {
 				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 				backoff = s.RetryInterval
 				m.metrics.attempt("held")
 				m.observe(info)
+				if info.Leader.Identity != m.opts.identity {
+					standAside = false // someone else took over: done standing aside
+				}
+				continue
+			}
+			if err == nil && standAside {
+				standAside = false
+				wait = s.RetryInterval + s.RetryInterval/4 - jitter(s.RetryInterval/4)
 				continue
 			}
 		}
@@ -143,9 +157,11 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				m.releaseQuietly(ctx) // won just as the caller gave up
 				break
 			}
-			if err := m.lead(ctx, g); err != nil {
+			reason, err := m.lead(ctx, g)
+			if err != nil {
 				return err
 			}
+			standAside = reason == ReasonLeaseLost || reason == ReasonStalled || reason == ReasonDeadline
 			// Followers retry within one RetryInterval; waiting a little
 			// longer lets one of them take over, rather than this instance,
 			// whose func just ended (perhaps failing), winning again.
@@ -195,9 +211,9 @@ func (m *BlobDistributedMutex) emit(e Event) {
 
 // lead runs one term: it records the term, runs the leader func under a
 // context the renewal loop cancels, and releases the lease once the func has
-// returned. It returns a non-nil error only when contention must stop (a
-// permanent storage error).
-func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
+// returned. It returns why the term ended ("" if it never started), and a
+// non-nil error only when contention must stop (a permanent storage error).
+func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (StopReason, error) {
 	s := m.lease.settings
 	leaderCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -229,9 +245,9 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 		finish()
 		m.logger.Warn("leaderelection: took the lease but could not record the term; released it", "container", s.Container, "blob", s.Blob, "error", err)
 		if errors.Is(err, ErrPermanent) {
-			return err
+			return "", err
 		}
-		return nil
+		return "", nil
 	}
 	state.start(term)
 	m.observed = max(m.observed, term.Number)
@@ -250,6 +266,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 
 	// end runs once the func is no longer running, whether it returned or
 	// panicked: only then is the lease released.
+	var reason StopReason
 	end := func(returned bool, funcErr error) {
 		funcEnd := time.Now()
 		m.leading.Store(false)
@@ -260,7 +277,8 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 		finish()
 		stopWatch()
 		m.health.endTerm()
-		reason, why := stopReason(returned, cause, funcErr)
+		var why error
+		reason, why = stopReason(returned, cause, funcErr)
 		m.metrics.stopMargin(expires.Sub(funcEnd))
 		m.metrics.transition("stopped", reason)
 		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
@@ -284,9 +302,9 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) error {
 		m.logger.Debug("leaderelection: leader func returned after its context was cancelled", "error", err)
 	}
 	if errors.Is(renewErr, ErrPermanent) {
-		return renewErr
+		return reason, renewErr
 	}
-	return nil
+	return reason, nil
 }
 
 // stopReason names why a term ended, from the leader context's cause at the

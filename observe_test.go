@@ -430,3 +430,32 @@ func TestIdentityIsValidatedAndDefaultsToHostAndPID(t *testing.T) {
 	assert.NotEqual(t, m1.Identity(), m2.Identity(), "unique per mutex")
 	assert.Contains(t, m1.Identity(), fmt.Sprintf("-%d-", os.Getpid()))
 }
+
+// An operator's break moves leadership: the deposed leader stands aside once,
+// so a waiting contender takes over instead of the old leader winning again.
+func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.RenewInterval = time.Second // safe break period 4 s
+	log := newTermLog()
+	cs := map[string]*contender{}
+	for _, name := range []string{"a", "b"} {
+		si, _ := withTransport(t, s)
+		cs[name] = startContender(t, name, si, log.leaderFunc(name, untilCancelled), WithIdentity(name))
+	}
+	leader := log.next(t, 10*time.Second)
+	for round := range 3 {
+		lm := cs[leader.who].mutex.LeaseManager()
+		broke := time.Now()
+		_, err := lm.Break(context.Background(), lm.SafeBreakPeriod())
+		require.NoError(t, err)
+		next := log.next(t, lm.SafeBreakPeriod()+2*s.RetryInterval+slack)
+		require.NotEqual(t, leader.who, next.who, "round %d: the deposed leader won again", round)
+		old := log.snapshot()[round]
+		require.ErrorIs(t, old.cause, ErrLeaseLost)
+		require.True(t, old.end.Before(next.start))
+		t.Logf("round %d: %s led %v after the break", round, next.who, next.start.Sub(broke))
+		leader = next
+	}
+	log.requireNoOverlap(t)
+}
