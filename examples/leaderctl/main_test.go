@@ -1,0 +1,441 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// Azurite is started once, by the first test that needs it (the usage tests
+// do not), and stopped by TestMain before it looks for leaked goroutines.
+var (
+	azuriteOnce sync.Once
+	azuriteConn string
+	azuriteErr  error
+	azuriteStop = func() error { return nil }
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if err := azuriteStop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
+	}
+	if code == 0 {
+		// Every command closes its transport's connections and every test
+		// stops its contenders and closes theirs: nothing may remain.
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func azuriteConnectionString(t *testing.T) string {
+	t.Helper()
+	azuriteOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		azuriteConn, azuriteStop, azuriteErr = azurite.Endpoint(ctx)
+	})
+	if azuriteErr != nil {
+		t.Fatalf("this test needs Azurite, which could not be started: %v "+
+			"(needs Node.js and npm on PATH to install azurite@%s, or set %s to a running blob endpoint)",
+			azuriteErr, azurite.Version, azurite.EnvURL)
+	}
+	return azuriteConn
+}
+
+var leaseCounter atomic.Int64
+
+// newLease names a lease of the test's own on Azurite, and returns the
+// settings for contenders on it and the environment for leaderctl.
+func newLease(t *testing.T) (leaderelection.BlobSettings, map[string]string) {
+	t.Helper()
+	s := leaderelection.BlobSettings{
+		ConnectionString: azuriteConnectionString(t),
+		Container:        fmt.Sprintf("leaderctl-%d-%d", time.Now().UnixNano()%1e9, leaseCounter.Add(1)),
+		Blob:             strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-")),
+		RetryInterval:    500 * time.Millisecond,
+	}
+	env := map[string]string{
+		"AZURE_STORAGE_CONNECTION_STRING": s.ConnectionString,
+		"LEASE_CONTAINER":                 s.Container,
+		"LEASE_BLOB":                      s.Blob,
+	}
+	return s, env
+}
+
+type result struct {
+	code           int
+	stdout, stderr string
+}
+
+// leaderctl runs the program as a shell would, with env as its whole
+// environment.
+func leaderctl(t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr)
+	t.Logf("leaderctl %s -> exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// term is one run of a contender's leader func.
+type term struct {
+	who       string
+	start     time.Time
+	cancelled time.Time // zero while its context is not done
+	cause     error     // context.Cause when it was cancelled
+}
+
+// terms records the leader funcs' runs in one test.
+type terms struct {
+	mu     sync.Mutex
+	all    []*term
+	starts chan *term
+}
+
+func newTerms() *terms { return &terms{starts: make(chan *term, 100)} }
+
+// next waits for the next leader func to start.
+func (l *terms) next(t *testing.T, within time.Duration) *term {
+	t.Helper()
+	select {
+	case tm := <-l.starts:
+		return tm
+	case <-time.After(within):
+		t.Fatalf("no leader func started within %v", within)
+		return nil
+	}
+}
+
+// get returns a copy of tm as it is now.
+func (l *terms) get(tm *term) term {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return *tm
+}
+
+// contender runs a BlobDistributedMutex with identity who until the test
+// ends. Its leader func leads until its context is cancelled.
+func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who string) {
+	t.Helper()
+	tr := faults.New()
+	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+	ctx, cancel := context.WithCancel(context.Background())
+	m, err := leaderelection.NewBlobDistributedMutex(s, func(leaderCtx context.Context) error {
+		tm := &term{who: who, start: time.Now()}
+		l.mu.Lock()
+		l.all = append(l.all, tm)
+		l.mu.Unlock()
+		l.starts <- tm
+		<-leaderCtx.Done()
+		l.mu.Lock()
+		tm.cancelled, tm.cause = time.Now(), context.Cause(leaderCtx)
+		l.mu.Unlock()
+		return nil
+	}, leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who)))
+	if err != nil {
+		cancel()
+		require.NoError(t, err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: RunTaskWhenMutexAcquired did not return within 30s of cancellation", who)
+		}
+		tr.Close()
+	})
+}
+
+// testLogger sends a contender's logs to the test log.
+func testLogger(t *testing.T, who string) *slog.Logger {
+	return slog.New(slog.NewTextHandler(tWriter{t}, nil)).With("contender", who)
+}
+
+type tWriter struct{ t *testing.T }
+
+func (w tWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+// decode parses status -json output as a script would.
+func decode(t *testing.T, out string) map[string]any {
+	t.Helper()
+	var got map[string]any
+	require.NoError(t, json.Unmarshal([]byte(out), &got), "status -json must print one JSON object")
+	return got
+}
+
+func TestStatusOfALeaseNobodyCreatedSaysNoLeader(t *testing.T) {
+	t.Parallel()
+	_, env := newLease(t)
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^leader: +no leader \(lease blob does not exist yet`, r.stdout)
+	assert.Empty(t, r.stderr)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, false, got["exists"])
+	assert.Equal(t, false, got["held"])
+	assert.Contains(t, got, "leader")
+	assert.Nil(t, got["leader"], "leader is null when nobody leads")
+
+	r = leaderctl(t, env, "break")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "does not exist yet; nothing to break")
+}
+
+func TestStatusShowsTheLeaderItsTermAndTheLease(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	log := newTerms()
+	before := time.Now()
+	log.contender(t, s, "worker-1")
+	log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^leader: +worker-1$`, r.stdout)
+	assert.Regexp(t, `(?m)^term: +1$`, r.stdout)
+	assert.Regexp(t, `(?m)^since: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago\)$`, r.stdout)
+	assert.Regexp(t, `(?m)^lease: +leased, locked, fixed$`, r.stdout)
+	assert.Regexp(t, `(?m)^blob: +`+regexp.QuoteMeta(s.Container+"/"+s.Blob)+`$`, r.stdout)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, true, got["exists"])
+	assert.Equal(t, true, got["held"])
+	assert.Equal(t, "leased", got["state"])
+	assert.Equal(t, "locked", got["status"])
+	assert.Equal(t, "fixed", got["duration"])
+	leader, ok := got["leader"].(map[string]any)
+	require.True(t, ok, "leader is an object while someone leads: %v", got["leader"])
+	assert.Equal(t, "worker-1", leader["identity"])
+	assert.Equal(t, 1.0, leader["term"])
+	since, err := time.Parse(time.RFC3339Nano, fmt.Sprint(leader["since"]))
+	require.NoError(t, err)
+	assert.WithinRange(t, since, before.Add(-time.Second), time.Now())
+	assert.NotContains(t, got, "lastLeader")
+}
+
+// An operator breaks the lease; the deposed leader stands aside, and the
+// contender that was waiting takes over once the break period has passed,
+// and not before the old leader's func was told its lease was lost.
+func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.RenewInterval = time.Second // with StopMargin 3s: a safe break period of 4s
+	const period = 4 * time.Second
+	log := newTerms()
+	log.contender(t, s, "w1")
+	log.contender(t, s, "w2")
+	old := log.next(t, 30*time.Second)
+	other := map[string]string{"w1": "w2", "w2": "w1"}[old.who]
+
+	breakAt := time.Now()
+	r := leaderctl(t, env, "break", "-period", period.String(), "-renew-interval", s.RenewInterval.String())
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr, "the period is the safe one: no warning")
+	assert.Contains(t, r.stdout, "held by "+old.who+", term 1, since ")
+	assert.Regexp(t, `the lease is broken in [34]s`, r.stdout)
+
+	next := log.next(t, period+5*time.Second)
+	assert.Equal(t, other, next.who, "the waiting contender leads next")
+	assert.Less(t, next.start.Sub(breakAt), period+3*time.Second, "taken over within the break period and a few retries")
+	assert.GreaterOrEqual(t, next.start.Sub(breakAt), period-500*time.Millisecond, "nobody can take a lease before its break period ends")
+	deposed := log.get(old)
+	require.False(t, deposed.cancelled.IsZero(), "the old leader's func was never cancelled")
+	assert.True(t, deposed.cancelled.Before(next.start), "the old leader's func was cancelled %v after the new one started",
+		deposed.cancelled.Sub(next.start))
+	assert.ErrorIs(t, deposed.cause, leaderelection.ErrLeaseLost)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	leader, _ := decode(t, r.stdout)["leader"].(map[string]any)
+	assert.Equal(t, other, leader["identity"])
+	assert.Equal(t, 2.0, leader["term"])
+}
+
+// Without -period, break waits the safe break period of the holders'
+// timings; a shorter period is obeyed, with a warning.
+func TestBreakDefaultsToTheSafePeriodAndWarnsOfAShorterOne(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.RenewInterval = time.Second
+	log := newTerms()
+	log.contender(t, s, "solo")
+	first := log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "break", "-renew-interval", "1s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Regexp(t, `the lease is broken in [34]s`, r.stdout, "1s RenewInterval + 3s StopMargin")
+	assert.Equal(t, "solo", log.next(t, 10*time.Second).who, "once broken, the lease is free again")
+	assert.ErrorIs(t, log.get(first).cause, leaderelection.ErrLeaseLost)
+
+	r = leaderctl(t, env, "break", "-renew-interval", "1s", "-period", "0s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -period 0s is shorter than the safe break period 4s")
+	assert.Contains(t, r.stdout, "held by solo, term 2, since ")
+	assert.Contains(t, r.stdout, "the lease is broken now")
+}
+
+func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
+	const (
+		key = "c2VjcmV0LWtleS0xMjM0NQ==" // must never be printed
+		sig = "SECRETSIGNATURE"
+	)
+	conn := "DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + key
+	full := map[string]string{"AZURE_STORAGE_CONNECTION_STRING": conn, "LEASE_CONTAINER": "leases", "LEASE_BLOB": "worker"}
+	with := func(kv ...string) map[string]string {
+		env := map[string]string{}
+		for k, v := range full {
+			env[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			env[kv[i]] = kv[i+1]
+		}
+		return env
+	}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"no command", full, nil, "no command given"},
+		{"unknown command", full, []string{"stauts"}, `unknown command "stauts"`},
+		{"flags before the command", full, []string{"-blob", "x", "status"}, "flags go after the command"},
+		{"unknown flag", full, []string{"status", "-verbose"}, "flag provided but not defined: -verbose"},
+		{"stray argument", full, []string{"status", "worker"}, `unexpected argument "worker"`},
+		{"missing container", with("LEASE_CONTAINER", ""), []string{"status"}, "-container is required (or set LEASE_CONTAINER)"},
+		{"missing blob", with("LEASE_BLOB", ""), []string{"break"}, "-blob is required (or set LEASE_BLOB)"},
+		{"empty blob flag overrides the environment", full, []string{"status", "-blob", ""}, "-blob is required"},
+		{"no storage account", with("AZURE_STORAGE_CONNECTION_STRING", ""), []string{"status"}, "no storage account given"},
+		{"two sources as flags", full, []string{"status", "-connection-string", conn, "-sas-url", "https://acct.blob.core.windows.net/?sig=" + sig},
+			"give only one of -connection-string, -account-url and -sas-url, got -connection-string and -sas-url"},
+		{"two sources in the environment", with("AZURE_STORAGE_ACCOUNT_URL", "https://acct.blob.core.windows.net/"), []string{"status"},
+			"the environment sets more than one storage account (AZURE_STORAGE_CONNECTION_STRING and AZURE_STORAGE_ACCOUNT_URL)"},
+		{"negative period", full, []string{"break", "-period", "-1s"}, "invalid -period -1s: must be whole seconds from 0s to 60s"},
+		{"period over a minute", full, []string{"break", "-period", "61s"}, "invalid -period 1m1s"},
+		{"fractional period", full, []string{"break", "-period", "1500ms"}, "invalid -period 1.5s"},
+		{"period without a unit", full, []string{"break", "-period", "10"}, `invalid value "10" for flag -period: want a number with a unit, such as 10s`},
+		{"zero timeout", full, []string{"status", "-timeout", "0s"}, "-timeout must be positive"},
+		{"bad container name", full, []string{"status", "-container", "Leases"}, `invalid -container: may contain only lowercase letters, digits and hyphens, got "Leases"`},
+		{"bad container name from the environment", with("LEASE_CONTAINER", "a"), []string{"status"}, "invalid LEASE_CONTAINER: must be 3 to 63 characters long"},
+		{"timings that do not fit", full, []string{"break", "-renew-interval", "10s"}, "invalid -renew-interval: must be at most (LeaseDuration - StopMargin)/2 = 6s"},
+		{"account key that is not base64", with("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=s3cr3t!"+key), []string{"status"},
+			"invalid AZURE_STORAGE_CONNECTION_STRING: AccountKey is not valid base64"},
+		{"SAS URL of a blob", full, []string{"break", "-sas-url", "https://acct.blob.core.windows.net/leases/worker?sv=2024-01-01&sig=" + sig},
+			"invalid -sas-url: must name the account or the container, not a blob"},
+		{"account URL over http", full, []string{"status", "-account-url", "http://acct.blob.core.windows.net/"}, "invalid -account-url: must use https"},
+		{"help for nothing", full, []string{"help", "lease"}, `no help for "lease"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := leaderctl(t, tc.env, tc.args...)
+			assert.Equal(t, exitUsage, r.code)
+			assert.Empty(t, r.stdout)
+			assert.Contains(t, r.stderr, "leaderctl: "+tc.want)
+			assert.Regexp(t, `Run "leaderctl( (status|break) -h| help)" for usage.\n$`, r.stderr)
+			assert.NotContains(t, r.stderr, key)
+			assert.NotContains(t, r.stderr, sig)
+		})
+	}
+}
+
+func TestStorageFailureExitsWith1WithoutPrintingTheKey(t *testing.T) {
+	const key = "c2VjcmV0LWtleS0xMjM0NQ=="
+	env := map[string]string{
+		// Nothing listens on port 1.
+		"AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct;AccountKey=" + key + ";BlobEndpoint=http://127.0.0.1:1/acct",
+		"LEASE_CONTAINER":                 "leases",
+		"LEASE_BLOB":                      "worker",
+	}
+	for _, cmd := range []string{"status", "break"} {
+		r := leaderctl(t, env, cmd)
+		assert.Equal(t, exitFailed, r.code)
+		assert.Empty(t, r.stdout)
+		assert.Regexp(t, `^leaderctl: get blob properties on leases/worker: connection error: .*\(transient storage error\)\n$`, r.stderr)
+		assert.NotContains(t, r.stderr, key)
+	}
+}
+
+// A flag chooses among the environment's storage accounts, and -timeout
+// bounds a storage that does not answer.
+func TestFlagOverridesTheEnvironmentAndTimeoutBoundsTheWait(t *testing.T) {
+	// A listener that never accepts: the kernel completes the handshake,
+	// and the request is never answered.
+	silent, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer silent.Close()
+	env := map[string]string{
+		"AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct;AccountKey=c2VjcmV0LWtleS0xMjM0NQ==;BlobEndpoint=http://127.0.0.1:1/acct",
+		"AZURE_STORAGE_SAS_URL":           "https://acct.blob.core.windows.net/?sig=SECRETSIGNATURE",
+		"LEASE_CONTAINER":                 "leases",
+		"LEASE_BLOB":                      "worker",
+	}
+	start := time.Now()
+	r := leaderctl(t, env, "status", "-timeout", "300ms",
+		"-connection-string", "AccountName=acct;AccountKey=c2VjcmV0LWtleS0xMjM0NQ==;BlobEndpoint=http://"+silent.Addr().String()+"/acct")
+	assert.Equal(t, exitFailed, r.code)
+	assert.Less(t, time.Since(start), 2*time.Second)
+	assert.Contains(t, r.stderr, "leaderctl: get blob properties on leases/worker: request timed out (transient storage error); gave up after -timeout 300ms")
+}
+
+func TestHelpDocumentsEveryFlag(t *testing.T) {
+	r := leaderctl(t, nil, "help")
+	require.Equal(t, exitOK, r.code)
+	assert.Contains(t, r.stdout, "leaderctl status [flags]")
+	assert.Contains(t, r.stdout, "leaderctl break [flags]")
+
+	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags()} {
+		r := leaderctl(t, nil, cmd, "-h")
+		require.Equal(t, exitOK, r.code)
+		assert.Equal(t, r.stdout, leaderctl(t, nil, "help", cmd).stdout)
+		fs.VisitAll(func(f *flag.Flag) {
+			assert.Regexp(t, `(?m)^  -`+f.Name+` `, r.stdout, "%s -h must document -%s", cmd, f.Name)
+		})
+	}
+}
+
+// The help states the default break period; it must be the library's.
+func TestBreakHelpStatesTheDefaultSafeBreakPeriod(t *testing.T) {
+	m, err := leaderelection.NewBlobLeaseManager(leaderelection.BlobSettings{
+		ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "worker",
+	}, leaderelection.WithLogger(nil))
+	require.NoError(t, err)
+	assert.Contains(t, breakHelp, "("+m.SafeBreakPeriod().String()+" with the library's defaults)")
+}
