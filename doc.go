@@ -37,7 +37,8 @@
 // level. A process frozen across its deadline (SIGSTOP, a paused VM, a very
 // long stop-the-world pause) cannot act on its cancellation until it thaws.
 // Neither can be prevented from inside the process: downstream systems that
-// must never accept a stale leader's writes need a fencing token. The
+// must never accept a stale leader's writes should check the term number
+// (see [TermFromContext]), a fencing token that only grows. The
 // storage account is a single point of failure: while it is unreachable
 // nobody can become leader, and a leader that cannot renew stops at its
 // deadline. The blob is reserved for the lease.
