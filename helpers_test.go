@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"regexp"
 	"sort"
 	"strings"
@@ -16,56 +15,12 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-// Azurite is started once, lazily, by the first test that needs it (unit
-// tests of settings and timing logic run without it), and stopped by TestMain.
-var (
-	azuriteOnce sync.Once
-	azuriteConn string
-	azuriteErr  error
-	azuriteStop = func() error { return nil }
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := azuriteStop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
-	}
-	if code == 0 {
-		// Every test closes the idle connections of its own transports, so
-		// no goroutine of ours or of net/http may remain.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// azuriteConnectionString returns the connection string of the test Azurite, or
-// fails the test with the reason Azurite could not be had.
-func azuriteConnectionString(t testing.TB) string {
-	t.Helper()
-	azuriteOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		azuriteConn, azuriteStop, azuriteErr = azurite.Endpoint(ctx)
-		if azuriteStop == nil {
-			azuriteStop = func() error { return nil }
-		}
-	})
-	if azuriteErr != nil {
-		t.Fatalf("integration test needs Azurite, which could not be started: %v "+
-			"(needs Node.js and npm on PATH to install azurite@%s, or set %s to a running blob endpoint)",
-			azuriteErr, azurite.Version, azurite.EnvURL)
-	}
-	return azuriteConn
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 var nameCounter atomic.Int64
 
@@ -75,7 +30,7 @@ func testSettings(t testing.TB) BlobSettings {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
 	return BlobSettings{
-		ConnectionString: azuriteConnectionString(t),
+		ConnectionString: azuritetest.ConnectionString(t),
 		Container:        fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, nameCounter.Add(1)),
 		Blob:             name,
 		RetryInterval:    500 * time.Millisecond,

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -19,52 +18,13 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection"
-	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/goleak"
 )
 
-// Azurite is started once, by the first test that needs it (the usage tests
-// do not), and stopped by TestMain before it looks for leaked goroutines.
-var (
-	azuriteOnce sync.Once
-	azuriteConn string
-	azuriteErr  error
-	azuriteStop = func() error { return nil }
-)
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := azuriteStop(); err != nil {
-		fmt.Fprintln(os.Stderr, "stopping Azurite:", err)
-	}
-	if code == 0 {
-		// Every command closes its transport's connections and every test
-		// stops its contenders and closes theirs: nothing may remain.
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-func azuriteConnectionString(t *testing.T) string {
-	t.Helper()
-	azuriteOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-		defer cancel()
-		azuriteConn, azuriteStop, azuriteErr = azurite.Endpoint(ctx)
-	})
-	if azuriteErr != nil {
-		t.Fatalf("this test needs Azurite, which could not be started: %v "+
-			"(needs Node.js and npm on PATH to install azurite@%s, or set %s to a running blob endpoint)",
-			azuriteErr, azurite.Version, azurite.EnvURL)
-	}
-	return azuriteConn
-}
+func TestMain(m *testing.M) { azuritetest.Main(m) }
 
 var leaseCounter atomic.Int64
 
@@ -73,7 +33,7 @@ var leaseCounter atomic.Int64
 func newLease(t *testing.T) (leaderelection.BlobSettings, map[string]string) {
 	t.Helper()
 	s := leaderelection.BlobSettings{
-		ConnectionString: azuriteConnectionString(t),
+		ConnectionString: azuritetest.ConnectionString(t),
 		Container:        fmt.Sprintf("leaderctl-%d-%d", time.Now().UnixNano()%1e9, leaseCounter.Add(1)),
 		Blob:             strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-")),
 		RetryInterval:    500 * time.Millisecond,
