@@ -142,7 +142,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			}
 			if err == nil && standAside {
 				standAside = false
-				wait = s.RetryInterval + s.RetryInterval/4 - jitter(s.RetryInterval/4)
+				wait = behind(s.RetryInterval)
 				continue
 			}
 		}
@@ -165,7 +165,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			// Followers retry within one RetryInterval; waiting a little
 			// longer lets one of them take over, rather than this instance,
 			// whose func just ended (perhaps failing), winning again.
-			wait = s.RetryInterval + s.RetryInterval/4 - jitter(s.RetryInterval/4)
+			wait = behind(s.RetryInterval)
 		case ctx.Err() != nil:
 			// The acquire may have succeeded on the server with its answer
 			// cut off: give the lease back so a follower need not wait out
@@ -213,70 +213,56 @@ func (m *BlobDistributedMutex) emit(e Event) {
 // context the renewal loop cancels, and releases the lease once the func has
 // returned. It returns why the term ended ("" if it never started), and a
 // non-nil error only when contention must stop (a permanent storage error).
-func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (StopReason, error) {
+func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopReason, err error) {
 	s := m.lease.settings
 	leaderCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
 	fuse := newSafetyFuse(g.Expires.Add(-s.StopMargin), cancel)
 	// Renewal outlives the caller's cancellation: it stops when the func has
 	// returned.
 	stopCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	state := &termState{}
+	funcDone := make(chan struct{})
 	var wg sync.WaitGroup
 	var renewErr error
-	wg.Add(1)
+	wg.Add(2)
 	go func() {
 		defer wg.Done()
 		renewErr = m.keepAlive(stopCtx, g, fuse, cancel, m.lease.Renew, state)
 	}()
-	// finish stops renewing and gives the lease back, if it is still ours.
-	finish := func() {
-		stopRenewing()
-		wg.Wait()
-		fuse.stop()
-		if !errors.Is(renewErr, ErrLeaseLost) {
-			m.releaseQuietly(ctx)
-		}
-	}
-
-	term, err := m.recordTerm(leaderCtx, fuse)
-	if err != nil {
-		cancel(err)
-		finish()
-		m.logger.Warn("leaderelection: took the lease but could not record the term; released it", "container", s.Container, "blob", s.Blob, "error", err)
-		if errors.Is(err, ErrPermanent) {
-			return "", err
-		}
-		return "", nil
-	}
-	state.start(term)
-	m.observed = max(m.observed, term.Number)
-	m.health.startTerm()
-	stopWatch := context.AfterFunc(leaderCtx, func() { m.health.cancelled(context.Cause(leaderCtx)) })
-	funcDone := make(chan struct{})
-	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		m.watchFunc(leaderCtx, funcDone)
+		m.watchFunc(leaderCtx, funcDone, state)
 	}()
-	m.leading.Store(true)
-	m.metrics.transition("started", "")
-	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity)
-	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
 
-	// end runs once the func is no longer running, whether it returned or
-	// panicked: only then is the lease released.
-	var reason StopReason
-	end := func(returned bool, funcErr error) {
+	var (
+		term     Term
+		started  bool // StartedLeading was (being) reported: StoppedLeading must follow
+		returned bool // the func returned rather than panicked
+		funcErr  error
+	)
+	// This runs however lead exits: normally, or by a panic from the func or
+	// from a hook (logger, metrics, event callback). Only now that the func
+	// is no longer running is the lease released; a panic goes on after.
+	defer func() {
 		funcEnd := time.Now()
 		m.leading.Store(false)
 		expires := fuse.current().Add(s.StopMargin)
 		cause := context.Cause(leaderCtx)
 		close(funcDone)
 		cancel(errTermEnded)
-		finish()
-		stopWatch()
+		stopRenewing()
+		wg.Wait()
+		fuse.stop()
+		if !errors.Is(renewErr, ErrLeaseLost) {
+			m.releaseQuietly(ctx)
+		}
 		m.health.endTerm()
+		if errors.Is(renewErr, ErrPermanent) && err == nil {
+			err = renewErr
+		}
+		if !started {
+			return
+		}
 		var why error
 		reason, why = stopReason(returned, cause, funcErr)
 		m.metrics.stopMargin(expires.Sub(funcEnd))
@@ -284,27 +270,38 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (StopReason, e
 		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
 			"reason", reason, "led", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
 		m.emit(Event{Kind: StoppedLeading, Term: term, Reason: reason, Err: why})
-	}
-	returned := false
-	defer func() {
-		if !returned {
-			end(false, nil) // the panic goes on once the lease is released
-		}
 	}()
 
-	err = m.fn(context.WithValue(leaderCtx, termKey{}, state))
+	term, err = m.recordTerm(leaderCtx, fuse)
+	if err != nil {
+		cancel(err)
+		m.logger.Warn("leaderelection: took the lease but could not record the term; releasing it", "container", s.Container, "blob", s.Blob, "error", err)
+		if !errors.Is(err, ErrPermanent) {
+			err = nil
+		}
+		return "", err
+	}
+	m.observed = max(m.observed, term.Number)
+	if leaderCtx.Err() != nil {
+		return "", nil // cancelled while recording: do not start the func at all
+	}
+	m.health.startTerm()
+	state.start(term)
+	m.leading.Store(true)
+	started = true
+	m.metrics.transition("started", "")
+	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity)
+	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
+
+	funcErr = m.fn(context.WithValue(leaderCtx, termKey{}, state))
 	returned = true
-	end(true, err)
 	switch {
-	case err != nil && context.Cause(leaderCtx) == errTermEnded:
-		m.logger.Warn("leaderelection: leader func returned an error; lease released", "container", s.Container, "blob", s.Blob, "error", err)
-	case err != nil:
-		m.logger.Debug("leaderelection: leader func returned after its context was cancelled", "error", err)
+	case funcErr != nil && leaderCtx.Err() == nil:
+		m.logger.Warn("leaderelection: leader func returned an error; releasing the lease", "container", s.Container, "blob", s.Blob, "error", funcErr)
+	case funcErr != nil:
+		m.logger.Debug("leaderelection: leader func returned after its context was cancelled", "error", funcErr)
 	}
-	if errors.Is(renewErr, ErrPermanent) {
-		return reason, renewErr
-	}
-	return reason, nil
+	return "", nil // the deferred cleanup sets reason and err
 }
 
 // stopReason names why a term ended, from the leader context's cause at the
@@ -351,13 +348,17 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 // errTermEnded cancels the leader's context once its func has returned.
 var errTermEnded = errors.New("leaderelection: term ended")
 
-// watchFunc logs loudly while the func keeps running after its context was
-// cancelled: it breaks the contract that keeps leaders from overlapping.
-func (m *BlobDistributedMutex) watchFunc(leaderCtx context.Context, funcDone <-chan struct{}) {
+// watchFunc records in the health state when the running func's context is
+// cancelled, and logs loudly while the func keeps running after that: it
+// breaks the contract that keeps leaders from overlapping.
+func (m *BlobDistributedMutex) watchFunc(leaderCtx context.Context, funcDone <-chan struct{}, term *termState) {
 	select {
 	case <-funcDone:
 		return
 	case <-leaderCtx.Done():
+	}
+	if term.started.Load() {
+		m.health.cancelled(context.Cause(leaderCtx))
 	}
 	s := m.lease.settings
 	cancelled := time.Now()

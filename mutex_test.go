@@ -107,7 +107,8 @@ func TestGracefulHandoverWithinOneRetryInterval(t *testing.T) {
 	require.Equal(t, "b", bTerm.who)
 	handover := bTerm.start.Sub(aTerm.end)
 	t.Logf("graceful handover: %v from a's func returning to b's func starting (%v from cancel)", handover, bTerm.start.Sub(stopped))
-	assert.Less(t, handover, s.RetryInterval+slack)
+	// Within one retry interval, plus request latency on a loaded machine.
+	assert.Less(t, handover, s.RetryInterval+500*time.Millisecond)
 	log.requireNoOverlap(t)
 }
 
@@ -155,7 +156,7 @@ func TestCrashWithoutReleaseStopsLeaderBeforeLeaseExpires(t *testing.T) {
 func TestTransientFaultsDoNotCancelLeader(t *testing.T) {
 	t.Parallel()
 	s := testSettings(t)
-	s.RenewInterval = 2 * time.Second // deadline is 12 s after each renewal; faults below last 5 s
+	s.RenewInterval = 2 * time.Second // the deadline is 12 s after each confirmed renewal
 	log := newTermLog()
 	sa, ta := withTransport(t, s)
 	startContender(t, "a", sa, log.leaderFunc("a", untilCancelled))
@@ -164,29 +165,55 @@ func TestTransientFaultsDoNotCancelLeader(t *testing.T) {
 	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled))
 
 	var failed atomic.Int32
+	renewed := make(chan time.Time, 100)
 	ta.Observe(func(x faults.Exchange) {
-		if x.LeaseAction == "renew" && (x.Err != nil || x.Status >= 500) {
+		switch {
+		case x.LeaseAction == "renew" && x.Status == 200:
+			renewed <- x.Sent
+		case x.LeaseAction == "renew":
 			failed.Add(1)
 		}
 	})
+	requireStillLeading := func(fault string) {
+		t.Helper()
+		running := log.running()
+		require.Len(t, running, 1, "after %s", fault)
+		require.Equal(t, "a", running[0].who, "after %s: leadership moved", fault)
+		require.Len(t, log.snapshot(), 1, "after %s: another term started", fault)
+	}
 	for _, fault := range []struct {
 		name   string
 		inject func()
 	}{
 		{"503 ServerBusy", func() { ta.Fail(503, "ServerBusy") }},
 		{"500 InternalError", func() { ta.Fail(500, "InternalError") }},
+		{"408 timeout", func() { ta.Fail(408, "OperationTimedOut") }},
+		{"429 throttled", func() { ta.Fail(429, "ServerBusy") }},
 		{"slow responses (1.5 s)", func() { ta.Delay(1500 * time.Millisecond) }},
 		{"connection resets", func() { ta.ResetConnections() }},
 	} {
 		fault.inject()
-		time.Sleep(5 * time.Second)
+		time.Sleep(4 * time.Second)
 		ta.Heal()
-		time.Sleep(3 * time.Second) // renewals succeed again
-		running := log.running()
-		require.Len(t, running, 1, "after %s", fault.name)
-		require.Equal(t, "a", running[0].who, "after %s: leadership moved", fault.name)
-		require.Len(t, log.snapshot(), 1, "after %s: another term started", fault.name)
+		time.Sleep(2500 * time.Millisecond) // renewals succeed again
+		requireStillLeading(fault.name)
 	}
+
+	// A silent server from just after a confirmed renewal until shortly
+	// before the deadline that renewal set: early enough that a renewal
+	// sent after the heal (the one in flight at the heal hangs for up to
+	// RequestTimeout) lands before it.
+	for len(renewed) > 0 {
+		<-renewed
+	}
+	last := <-renewed
+	ta.Blackhole()
+	d := s.withDefaults()
+	healBefore := d.RequestTimeout + time.Second
+	time.Sleep(time.Until(last.Add(d.LeaseDuration - d.StopMargin - healBefore)))
+	ta.Heal()
+	time.Sleep(healBefore + time.Second)
+	requireStillLeading(fmt.Sprintf("a blackhole healed %v before the deadline", healBefore))
 	assert.Positive(t, failed.Load(), "the faults should have failed some renewals")
 }
 
@@ -249,7 +276,7 @@ func TestLeaderFuncReturnHandsOverToWaitingContender(t *testing.T) {
 	require.Equal(t, "b", next.who)
 	aTerm := log.snapshot()[0]
 	t.Logf("b took over %v after a's func returned", next.start.Sub(aTerm.end))
-	assert.Less(t, next.start.Sub(aTerm.end), s.RetryInterval+slack)
+	assert.Less(t, next.start.Sub(aTerm.end), s.RetryInterval+500*time.Millisecond)
 	log.requireNoOverlap(t)
 }
 
@@ -427,4 +454,51 @@ func TestSecondConcurrentRunIsRefused(t *testing.T) {
 	c := startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
 	log.next(t, 10*time.Second)
 	assert.ErrorIs(t, c.mutex.RunTaskWhenMutexAcquired(context.Background()), ErrAlreadyRunning)
+}
+
+// Not parallel: it checks for leftover goroutines. A panic in a hook (here
+// the StartedLeading callback) before the func starts must still stop
+// renewing and release the lease.
+func TestPanicInEventCallbackReleasesLeaseWithoutLeaks(t *testing.T) {
+	s, tr := withTransport(t, testSettings(t))
+	before := goleak.IgnoreCurrent()
+	m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(testLogger(t, "a")), WithEvents(func(e Event) {
+		if e.Kind == StartedLeading {
+			panic("callback failed")
+		}
+	}))
+	require.NoError(t, err)
+	func() {
+		defer func() { assert.Equal(t, "callback failed", recover()) }()
+		_ = m.RunTaskWhenMutexAcquired(context.Background())
+	}()
+	assert.False(t, m.IsLeader())
+	info, err := m.Leader(context.Background())
+	require.NoError(t, err)
+	assert.False(t, info.Held(), "the lease must be released before the panic propagates")
+	tr.Close()
+	goleak.VerifyNone(t, before)
+}
+
+// A SAS token must not leak through a connection error, whose message the
+// HTTP client builds from the full request URL.
+func TestSASNeverInConnectionErrors(t *testing.T) {
+	t.Parallel()
+	const sig = "c2lnbmF0dXJlc2VjcmV0"
+	s := testSettings(t)
+	s.ConnectionString = ""
+	s.SASURL = "http://127.0.0.1:1/devstoreaccount1?sv=2023-01-01&ss=b&srt=sco&sp=rwc&se=2030-01-01T00:00:00Z&sig=" + sig
+	s, _ = withTransport(t, s)
+	var logs syncBuffer
+	m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	_, err = m.LeaseManager().Acquire(context.Background())
+	require.ErrorIs(t, err, ErrTransient)
+	assert.Contains(t, err.Error(), "connection")
+	assert.NotContains(t, err.Error(), sig)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	_ = m.RunTaskWhenMutexAcquired(ctx)
+	assert.Contains(t, logs.String(), "cannot reach the lease")
+	assert.NotContains(t, logs.String(), sig)
 }

@@ -225,6 +225,12 @@ func jitter(d time.Duration) time.Duration {
 	return d - time.Duration(rand.Int64N(int64(d)/4+1))
 }
 
+// behind returns a duration drawn uniformly from [d, 5/4 d]: long enough
+// that a follower retrying every d at most gets there first.
+func behind(d time.Duration) time.Duration {
+	return d + time.Duration(rand.Int64N(int64(d)/4+1))
+}
+
 // sleep waits for d or until ctx is done, and reports whether it slept the
 // whole time.
 func sleep(ctx context.Context, d time.Duration) bool {
