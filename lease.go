@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -41,7 +42,8 @@ type BlobLeaseManager struct {
 	leaseClient     *lease.BlobClient
 
 	secretRedactor
-	logger *slog.Logger
+	logger  *slog.Logger
+	reached atomic.Bool // the account has answered at least once
 }
 
 // Grant describes a successful acquire or renew.
@@ -163,7 +165,7 @@ func (m *BlobLeaseManager) Acquire(ctx context.Context) (Grant, error) {
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			// Deleted again between creation and acquire: try again later.
 			return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
-				StatusCode: 404, ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
 		}
 		return Grant{}, m.classify("acquire lease", err, heldCodes, nil)
 	}
@@ -178,6 +180,7 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
+	m.reached.Store(true)
 	if resp.LeaseID == nil || *resp.LeaseID != m.leaseID {
 		return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
 			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
@@ -227,9 +230,9 @@ func (m *BlobLeaseManager) Release(ctx context.Context) error {
 // (rounded down to whole seconds, 0 to 60 s; 0 breaks at once) nobody holds
 // it and any instance can acquire it. During the period the holder's next
 // renewal fails and its leader func's context is cancelled. Use at least
-// [BlobLeaseManager.SafeBreakPeriod] unless the holder is known to be dead:
-// with a shorter period another instance may lead before the holder has
-// noticed. It returns how long until the lease is broken; a blob with no
+// [BlobLeaseManager.SafeBreakPeriod] unless the holder is known to be dead
+// or connected: with a shorter period another instance may lead before the
+// holder has noticed. It returns how long until the lease is broken; a blob with no
 // lease gives 0 and no error.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
@@ -238,12 +241,16 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 	return m.breakLease(ctx, period)
 }
 
-// SafeBreakPeriod is the shortest break period after which a live holder
-// using these settings has surely stopped: it notices the break at its next
-// renewal (within RenewInterval) and its func has StopMargin to return.
-// RenewInterval + StopMargin, rounded up to whole seconds (8 s by default).
+// SafeBreakPeriod is the shortest break period that never lets another
+// instance lead while the holder may still act: the LeaseDuration. A break
+// shortens the lease on the server; a holder that cannot reach storage (the
+// usual reason to break) does not learn of it and keeps its context until
+// its own safety deadline, LeaseDuration after its last renewal was sent. A
+// break period of at least LeaseDuration ends the lease no earlier than
+// that, while refusing the holder's renewals at once, so a live holder stops
+// within RenewInterval + StopMargin and a stuck one cannot renew any more.
 func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
-	return (m.settings.RenewInterval + m.settings.StopMargin + time.Second - 1).Truncate(time.Second)
+	return m.settings.LeaseDuration
 }
 
 func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration) (time.Duration, error) {
@@ -252,7 +259,7 @@ func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration)
 	secs := int32(period / time.Second)
 	resp, err := m.leaseClient.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs})
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation) {
+		if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			return 0, nil
 		}
 		return 0, m.classify("break lease", err, nil, nil)
@@ -294,7 +301,11 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 func (m *BlobLeaseManager) properties(ctx context.Context) (blob.GetPropertiesResponse, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	return m.blobClient.GetProperties(ctx, nil)
+	props, err := m.blobClient.GetProperties(ctx, nil)
+	if err == nil {
+		m.reached.Store(true)
+	}
+	return props, err
 }
 
 // RecordTerm writes a new term into the blob's metadata, under the lease this
@@ -370,6 +381,12 @@ func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 		}
 		err = m.createBlob(ctx)
 	}
+	if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+		// Deleted again just after we created it, or still being deleted:
+		// it can be created again later.
+		return &StorageError{Op: "create lease blob", Container: m.container, Blob: m.blob,
+			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+	}
 	if err != nil {
 		return m.classify("create lease blob", err, nil, nil)
 	}
@@ -403,8 +420,21 @@ func (m *BlobLeaseManager) createContainer(ctx context.Context) error {
 		return nil
 	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
 		return nil
+	case bloberror.HasCode(err, bloberror.ContainerBeingDeleted):
+		// Azure refuses to recreate a container for about 30 s after it
+		// was deleted: that passes.
+		return &StorageError{Op: "create container", Container: m.container, Blob: m.blob,
+			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
 	}
 	return m.classify("create container", err, nil, nil)
+}
+
+func statusCode(err error) int {
+	var re *azcore.ResponseError
+	if errors.As(err, &re) {
+		return re.StatusCode
+	}
+	return 0
 }
 
 func errorCode(err error) string {

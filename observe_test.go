@@ -83,7 +83,7 @@ func requireAlternating(t *testing.T, who string, events []Event) {
 func TestTermsStrictlyIncreaseAcrossHandoversCrashesAndBreaks(t *testing.T) {
 	t.Parallel()
 	s := testSettings(t)
-	s.RenewInterval = time.Second // a safe break period is then 4 s
+	s.RenewInterval = time.Second
 	events := newEventLog()
 	log := newTermLog()
 	transports := map[string]*faults.Transport{}
@@ -110,9 +110,9 @@ func TestTermsStrictlyIncreaseAcrossHandoversCrashesAndBreaks(t *testing.T) {
 	start(leader + "2")
 	leader = log.next(t, 10*time.Second).who
 
-	// Break: an operator breaks the lease, giving the holder time to notice.
-	lm := contenders[leader].mutex.LeaseManager()
-	_, err := lm.Break(context.Background(), lm.SafeBreakPeriod())
+	// Break: an operator breaks the lease. The holders are connected, so a
+	// period of RenewInterval + StopMargin is enough for the holder to stop.
+	_, err := contenders[leader].mutex.LeaseManager().Break(context.Background(), 4*time.Second)
 	require.NoError(t, err)
 	leader = log.next(t, 10*time.Second).who
 
@@ -436,7 +436,10 @@ func TestIdentityIsValidatedAndDefaultsToHostAndPID(t *testing.T) {
 func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 	t.Parallel()
 	s := testSettings(t)
-	s.RenewInterval = time.Second // safe break period 4 s
+	s.RenewInterval = time.Second
+	// The holders are connected: a break period of RenewInterval +
+	// StopMargin lets the holder notice and stop before it ends.
+	const period = 4 * time.Second
 	log := newTermLog()
 	cs := map[string]*contender{}
 	for _, name := range []string{"a", "b"} {
@@ -445,11 +448,10 @@ func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 	}
 	leader := log.next(t, 10*time.Second)
 	for round := range 3 {
-		lm := cs[leader.who].mutex.LeaseManager()
 		broke := time.Now()
-		_, err := lm.Break(context.Background(), lm.SafeBreakPeriod())
+		_, err := cs[leader.who].mutex.LeaseManager().Break(context.Background(), period)
 		require.NoError(t, err)
-		next := log.next(t, lm.SafeBreakPeriod()+2*s.RetryInterval+slack)
+		next := log.next(t, period+2*s.RetryInterval+slack)
 		require.NotEqual(t, leader.who, next.who, "round %d: the deposed leader won again", round)
 		old := log.snapshot()[round]
 		require.ErrorIs(t, old.cause, ErrLeaseLost)
