@@ -98,6 +98,7 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 	var re *azcore.ResponseError
 	switch {
 	case errors.As(err, &re):
+		m.reached.Store(true)
 		se.StatusCode, se.ErrorCode = re.StatusCode, re.ErrorCode
 		switch {
 		case contains(heldCodes, re.ErrorCode):
@@ -111,22 +112,27 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 			se.kind = ErrPermanent
 		}
 	default:
-		se.detail, se.kind = classifyNoResponse(err)
+		se.detail, se.kind = classifyNoResponse(err, m.reached.Load())
 		se.detail = m.redact(se.detail)
 	}
 	return se
 }
 
-// classifyNoResponse sorts errors that carry no storage response.
-func classifyNoResponse(err error) (detail string, kind error) {
+// classifyNoResponse sorts errors that carry no storage response. reached
+// says whether the storage account has ever answered this manager.
+func classifyNoResponse(err error, reached bool) (detail string, kind error) {
 	var (
 		nonRetriable interface{ NonRetriable() } // azidentity marks errors no retry can fix
 		authFailed   *azidentity.AuthenticationFailedError
 		certErr      *tls.CertificateVerificationError
 		unknownCA    x509.UnknownAuthorityError
 		hostErr      x509.HostnameError
+		dnsErr       *net.DNSError
 		netErr       net.Error
 	)
+	// Order matters: azcore wraps every credential error as NonRetriable,
+	// even a token request that merely timed out, so timeouts and network
+	// errors are recognised first.
 	switch {
 	case errors.As(err, &authFailed):
 		if r := authFailed.RawResponse; r != nil && r.StatusCode >= 400 && r.StatusCode < 500 &&
@@ -134,17 +140,21 @@ func classifyNoResponse(err error) (detail string, kind error) {
 			return fmt.Sprintf("token request refused (HTTP %d)", r.StatusCode), ErrPermanent
 		}
 		return "token request failed: " + firstLine(err.Error()), ErrTransient
-	case errors.As(err, &nonRetriable):
-		return "no credential available: " + firstLine(err.Error()), ErrPermanent
 	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr):
 		return "TLS certificate not trusted: " + firstLine(err.Error()), ErrPermanent
 	case errors.Is(err, context.DeadlineExceeded):
 		return "request timed out", ErrTransient
 	case errors.Is(err, context.Canceled):
 		return "request cancelled", ErrTransient
+	case errors.As(err, &dnsErr) && dnsErr.IsNotFound && !reached:
+		// A host that has never resolved is a misspelt account name, not
+		// an outage.
+		return fmt.Sprintf("no such host %q: check the account name or endpoint", dnsErr.Name), ErrPermanent
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return "connection error: " + firstLine(err.Error()), ErrTransient
+	case errors.As(err, &nonRetriable):
+		return "no credential available: " + firstLine(err.Error()), ErrPermanent
 	default:
 		// An error we do not recognise (for example azcore refusing to send a
 		// bearer token over plain http) will not go away by itself: failing

@@ -3,6 +3,8 @@ package leaderelection
 import (
 	"errors"
 	"fmt"
+	"log/slog"
+	"net"
 	"net/url"
 	"strings"
 	"time"
@@ -33,6 +35,7 @@ const (
 	minRetryInterval  = 100 * time.Millisecond
 	maxRetryInterval  = time.Minute
 	minRequestTimeout = 100 * time.Millisecond
+	minRenewInterval  = 500 * time.Millisecond
 )
 
 // BlobSettings says where the lease lives and how it is timed. Set exactly one
@@ -83,8 +86,10 @@ type BlobSettings struct {
 
 	// RenewInterval is how often the leader renews. Default LeaseDuration/3
 	// (5 s), so two renewals can fail in a row before leadership is at
-	// risk. It must be at most (LeaseDuration - StopMargin)/2, which leaves
-	// room for at least one retry before the safety deadline. After a
+	// risk, or (LeaseDuration - StopMargin)/2 if that is less. It must be
+	// at least 500 ms (faster risks throttling) and at most
+	// (LeaseDuration - StopMargin)/2, which leaves room for at least one
+	// retry before the safety deadline. After a
 	// failed renewal the leader retries every RenewInterval/5 (at least
 	// 100 ms) until it succeeds or the deadline passes.
 	RenewInterval time.Duration
@@ -117,6 +122,37 @@ type BlobSettings struct {
 	ClientOptions *azblob.ClientOptions
 }
 
+// String describes s without its secrets: account keys, SAS tokens and
+// connection strings are shown as REDACTED, so settings can be logged.
+func (s BlobSettings) String() string {
+	return fmt.Sprintf("BlobSettings{%s Container:%q Blob:%q LeaseDuration:%v RenewInterval:%v RetryInterval:%v StopMargin:%v RequestTimeout:%v}",
+		s.source(), s.Container, s.Blob, s.LeaseDuration, s.RenewInterval, s.RetryInterval, s.StopMargin, s.RequestTimeout)
+}
+
+// GoString is String, so that %#v does not print secrets either.
+func (s BlobSettings) GoString() string { return s.String() }
+
+// LogValue lets log/slog print s without its secrets.
+func (s BlobSettings) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+func (s BlobSettings) source() string {
+	switch {
+	case s.ConnectionString != "":
+		return "ConnectionString:REDACTED"
+	case s.SASURL != "":
+		if u, err := url.Parse(s.SASURL); err == nil {
+			u.RawQuery = "REDACTED"
+			return "SASURL:" + u.String()
+		}
+		return "SASURL:REDACTED"
+	case s.ServiceURL != "":
+		return fmt.Sprintf("ServiceURL:%s Credential:%T", s.ServiceURL, s.Credential)
+	case s.Client != nil:
+		return "Client:" + queryPattern.ReplaceAllString(s.Client.URL(), "$1?REDACTED")
+	}
+	return "no source"
+}
+
 // SettingsError reports an invalid [BlobSettings] field.
 type SettingsError struct {
 	Field string // the BlobSettings field, e.g. "RenewInterval"
@@ -132,14 +168,14 @@ func (s BlobSettings) withDefaults() BlobSettings {
 	if s.LeaseDuration == 0 {
 		s.LeaseDuration = DefaultLeaseDuration
 	}
+	if s.StopMargin == 0 {
+		s.StopMargin = s.LeaseDuration / 5
+	}
 	if s.RenewInterval == 0 {
-		s.RenewInterval = s.LeaseDuration / 3
+		s.RenewInterval = min(s.LeaseDuration/3, (s.LeaseDuration-s.StopMargin)/2)
 	}
 	if s.RetryInterval == 0 {
 		s.RetryInterval = DefaultRetryInterval
-	}
-	if s.StopMargin == 0 {
-		s.StopMargin = s.LeaseDuration / 5
 	}
 	if s.RequestTimeout == 0 {
 		s.RequestTimeout = DefaultRequestTimeout
@@ -179,6 +215,9 @@ func (s BlobSettings) Validate() error {
 	}
 	if s.Credential != nil && s.ServiceURL == "" {
 		bad("Credential", "is only used with ServiceURL")
+	}
+	if s.ClientOptions != nil && s.Client != nil {
+		bad("ClientOptions", "is not used with Client: configure the client you built instead")
 	}
 	if s.ConnectionString != "" {
 		if _, err := parseConnectionString(s.ConnectionString); err != nil {
@@ -223,8 +262,8 @@ func (s BlobSettings) Validate() error {
 		marginOK = false
 	}
 	switch {
-	case R <= 0:
-		bad("RenewInterval", "must be positive, got %v", R)
+	case R < minRenewInterval:
+		bad("RenewInterval", "must be at least %v (renewing faster only invites throttling), got %v", minRenewInterval, R)
 	case leaseOK && marginOK && R > (L-M)/2:
 		bad("RenewInterval", "must be at most (LeaseDuration - StopMargin)/2 = %v so a failed renewal can be retried before the safety deadline, got %v", (L-M)/2, R)
 	}
@@ -295,6 +334,8 @@ func checkServiceURL(raw string) error {
 		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string; put a SAS URL in SASURL"}
 	case u.Scheme != "https":
 		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must use https (token credentials are never sent in clear), got %q", u.Scheme)}
+	case strings.Trim(u.Path, "/") != "":
+		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint, without a path (put the container in Container), got path %q", u.Path)}
 	}
 	return nil
 }
@@ -309,6 +350,9 @@ func sasContainerURL(raw, containerName string) (string, error) {
 	if parts.SAS.Signature() == "" {
 		return "", &SettingsError{Field: "SASURL", Rule: "has no SAS token (no sig= parameter)"}
 	}
+	if parts.Scheme != "https" && !isLoopback(parts.Host) {
+		return "", &SettingsError{Field: "SASURL", Rule: "must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)"}
+	}
 	if parts.BlobName != "" {
 		return "", &SettingsError{Field: "SASURL", Rule: "must name the account or the container, not a blob (the library writes the blob's metadata and may create it)"}
 	}
@@ -317,6 +361,19 @@ func sasContainerURL(raw, containerName string) (string, error) {
 	}
 	parts.ContainerName = containerName
 	return parts.String(), nil
+}
+
+// isLoopback reports whether host (with or without a port) is a loopback
+// address or localhost: a local emulator.
+func isLoopback(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // Azurite's well-known development account, published in its documentation.
@@ -391,10 +448,7 @@ func parseConnectionString(cs string) (connectionString, error) {
 // containerClient builds the client for s's container, and the secrets that
 // must be kept out of errors and logs. s must have passed Validate.
 func (s BlobSettings) containerClient() (*container.Client, secretRedactor, error) {
-	var opts *container.ClientOptions
-	if s.ClientOptions != nil {
-		opts = &container.ClientOptions{ClientOptions: s.ClientOptions.ClientOptions}
-	}
+	opts := (*container.ClientOptions)(s.ClientOptions) // the same type underneath
 	switch {
 	case s.Client != nil:
 		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil

@@ -3,12 +3,17 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -71,7 +76,17 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"lease too long", func(s *BlobSettings) { s.LeaseDuration = 61 * time.Second }, "LeaseDuration", "15s to 60s"},
 		{"lease infinite", func(s *BlobSettings) { s.LeaseDuration = -1 }, "LeaseDuration", "15s to 60s"},
 		{"lease fractional", func(s *BlobSettings) { s.LeaseDuration = 15500 * time.Millisecond }, "LeaseDuration", "whole number"},
-		{"renew negative", func(s *BlobSettings) { s.RenewInterval = -time.Second }, "RenewInterval", "positive"},
+		{"renew negative", func(s *BlobSettings) { s.RenewInterval = -time.Second }, "RenewInterval", "at least 500ms"},
+		{"renew too fast", func(s *BlobSettings) { s.RenewInterval = time.Nanosecond }, "RenewInterval", "at least 500ms"},
+		{"service URL with a path", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "https://acct.blob.core.windows.net/leases"
+		}, "ServiceURL", "without a path"},
+		{"SAS URL over http", func(s *BlobSettings) {
+			s.ConnectionString, s.SASURL = "", "http://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=abc"
+		}, "SASURL", "https"},
+		{"client options with a client", func(s *BlobSettings) {
+			s.ConnectionString, s.Client, s.ClientOptions = "", &azblob.Client{}, &azblob.ClientOptions{}
+		}, "ClientOptions", "not used with Client"},
 		{"renew too close to lease", func(s *BlobSettings) { s.RenewInterval = 10 * time.Second }, "RenewInterval", "(LeaseDuration - StopMargin)/2"},
 		{"margin too small", func(s *BlobSettings) { s.StopMargin = 500 * time.Millisecond }, "StopMargin", "at least 1s"},
 		{"margin too large", func(s *BlobSettings) { s.StopMargin = 8 * time.Second }, "StopMargin", "LeaseDuration/2"},
@@ -95,6 +110,49 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		})
 	}
 }
+
+func TestDefaultRenewIntervalFitsAGivenStopMargin(t *testing.T) {
+	s := validSettings()
+	s.StopMargin = 7 * time.Second
+	require.NoError(t, s.Validate())
+	assert.Equal(t, 4*time.Second, s.withDefaults().RenewInterval, "(15s - 7s)/2")
+}
+
+func TestSettingsPrintWithoutSecrets(t *testing.T) {
+	const sig = "c2lnbmF0dXJlc2VjcmV0"
+	for _, s := range []BlobSettings{
+		validSettings(),
+		{SASURL: "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
+	} {
+		var logged strings.Builder
+		slog.New(slog.NewTextHandler(&logged, nil)).Info("settings", "s", s)
+		for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%+v", s), fmt.Sprintf("%#v", s), logged.String()} {
+			assert.NotContains(t, out, fakeKey)
+			assert.NotContains(t, out, sig)
+			assert.Contains(t, out, "Container:")
+		}
+	}
+}
+
+func TestNetworkErrorsAreClassified(t *testing.T) {
+	nx := &net.DNSError{Err: "no such host", Name: "acct.blob.core.windows.net", IsNotFound: true}
+	_, kind := classifyNoResponse(&url.Error{Op: "PUT", URL: "https://acct.blob.core.windows.net/x", Err: nx}, false)
+	assert.Equal(t, ErrPermanent, kind, "a host that never resolved is a misspelt account")
+	_, kind = classifyNoResponse(&url.Error{Op: "PUT", URL: "https://acct.blob.core.windows.net/x", Err: nx}, true)
+	assert.Equal(t, ErrTransient, kind, "a host that resolved before is having an outage")
+	_, kind = classifyNoResponse(fmt.Errorf("token: %w", context.DeadlineExceeded), false)
+	assert.Equal(t, ErrTransient, kind)
+	_, kind = classifyNoResponse(nonRetriableTimeout{}, false)
+	assert.Equal(t, ErrTransient, kind, "azcore marks a timed-out token request NonRetriable: still a timeout")
+	_, kind = classifyNoResponse(errors.New("authenticated requests are not permitted for non TLS protected (https) endpoints"), false)
+	assert.Equal(t, ErrPermanent, kind)
+}
+
+type nonRetriableTimeout struct{}
+
+func (nonRetriableTimeout) Error() string { return "credential unavailable: context deadline exceeded" }
+func (nonRetriableTimeout) NonRetriable() {}
+func (nonRetriableTimeout) Unwrap() error { return context.DeadlineExceeded }
 
 func TestNilLeaderFuncIsRejected(t *testing.T) {
 	_, err := NewBlobDistributedMutex(validSettings(), nil)
