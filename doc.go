@@ -20,7 +20,8 @@
 // server: at the send time of the last successful renewal, plus the lease
 // duration, minus StopMargin, measured on the monotonic clock, whether or not
 // a renewal is still in flight. The server cannot let another instance take
-// the lease earlier than that send time plus the lease duration. So as long
+// the lease earlier than that send time plus the lease duration (unless an
+// operator breaks it with a period shorter than SafeBreakPeriod). So as long
 // as the func returns within StopMargin of its context being cancelled, no
 // two leader funcs act at once. The lease is released only after the func
 // has returned, and the func is never started again while it still runs.

@@ -29,8 +29,10 @@ import (
 // difference between our clock and the server's.
 //
 // What this does not cover: a process that is frozen (SIGSTOP, a paused VM)
-// across its deadline cannot run its cancellation until it thaws, and a leader
-// func that ignores its context keeps running. Neither can be fixed from
+// across its deadline cannot run its cancellation until it thaws; a leader
+// func that ignores its context keeps running; and an operator's break with
+// a period shorter than the lease duration shortens the lease on the server
+// (see SafeBreakPeriod). Neither can be fixed from
 // inside the process; fencing tokens (the term) let downstream systems reject
 // such a leader's writes.
 
