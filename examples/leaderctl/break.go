@@ -74,9 +74,9 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 		fmt.Fprintf(c.stdout, "no leader: the lease on %s is %s; nothing to break\n", l.name, info.State)
 		return exitOK
 	}
-	if s := l.manager.Settings(); cmd.period < safe {
-		fmt.Fprintf(c.stderr, "leaderctl: warning: -period %v is shorter than the safe break period %v (RenewInterval %v + StopMargin %v): "+
-			"unless the holder is dead, another instance may lead while it still acts\n", cmd.period, safe, s.RenewInterval, s.StopMargin)
+	if cmd.period < safe {
+		fmt.Fprintf(c.stderr, "leaderctl: warning: -period %v is shorter than the safe break period %v (the holders' LeaseDuration): "+
+			"unless the holder is dead, another instance may lead while it still acts\n", cmd.period, safe)
 	}
 	holder := "a holder that has not recorded its term"
 	if info.Leader.Number > 0 {

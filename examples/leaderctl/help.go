@@ -52,17 +52,16 @@ lets the free lease pass once, so a waiting instance takes over; alone, it
 leads again. A lease nobody holds is left alone.
 
   -period D             the break period, whole seconds from 0s to 60s. Default:
-                        the safe break period, by which a live leader has surely
-                        noticed and stopped: RenewInterval + StopMargin of the
-                        holders' timings, rounded up to whole seconds
-                        (8s with the library's defaults). Give a shorter one only
-                        if the holder is known to be dead: otherwise another
-                        instance may lead while the old leader still acts.
-
-The holders' timings, if they are not the library's defaults; they only set the
-default -period:
-  -lease-duration D     BlobSettings.LeaseDuration (default 15s)
-  -renew-interval D     BlobSettings.RenewInterval (default LeaseDuration/3)
-  -stop-margin D        BlobSettings.StopMargin (default LeaseDuration/5)
+                        the safe break period, the holders' LeaseDuration
+                        (15s with the library's defaults). A connected leader
+                        stops at its next renewal whatever the period; one cut
+                        off from storage never learns of the break and acts
+                        until its own safety deadline, which a break this long
+                        never precedes. Give a shorter one only if the holder
+                        is known to be dead: otherwise another instance may
+                        lead while the old leader still acts.
+  -lease-duration D     the holders' BlobSettings.LeaseDuration, if it is not
+                        the library's default 15s; it only sets the default
+                        -period
 
 ` + connectionHelp

@@ -138,9 +138,8 @@ type target struct {
 	connectionString, accountURL, sasURL string
 	container, blob                      string
 	timeout                              time.Duration
-	timings                              bool // register -lease-duration, -renew-interval, -stop-margin
-	leaseDuration, renewInterval         time.Duration
-	stopMargin                           time.Duration
+	timings                              bool // register -lease-duration
+	leaseDuration                        time.Duration
 }
 
 func (t *target) register(fs *flag.FlagSet) {
@@ -155,8 +154,6 @@ func (t *target) register(fs *flag.FlagSet) {
 	fs.Var((*duration)(&t.timeout), "timeout", "")
 	if t.timings {
 		fs.Var((*duration)(&t.leaseDuration), "lease-duration", "")
-		fs.Var((*duration)(&t.renewInterval), "renew-interval", "")
-		fs.Var((*duration)(&t.stopMargin), "stop-margin", "")
 	}
 }
 
@@ -184,10 +181,9 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 	var problems []string
 	// origin names where each BlobSettings field came from, for errors.
 	origin := map[string]string{
-		"LeaseDuration": "-lease-duration", "RenewInterval": "-renew-interval",
-		"StopMargin": "-stop-margin", "RequestTimeout": "-timeout",
+		"LeaseDuration": "-lease-duration", "RequestTimeout": "-timeout",
 	}
-	s := leaderelection.BlobSettings{LeaseDuration: t.leaseDuration, RenewInterval: t.renewInterval, StopMargin: t.stopMargin}
+	s := leaderelection.BlobSettings{LeaseDuration: t.leaseDuration}
 
 	// Flags win over the environment, as a whole: a source given as a flag
 	// makes the environment's sources irrelevant, so a shell with

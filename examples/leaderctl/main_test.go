@@ -211,14 +211,15 @@ func TestStatusShowsTheLeaderItsTermAndTheLease(t *testing.T) {
 	assert.NotContains(t, got, "lastLeader")
 }
 
-// An operator breaks the lease; the deposed leader stands aside, and the
-// contender that was waiting takes over once the break period has passed,
-// and not before the old leader's func was told its lease was lost.
+// An operator breaks the lease with the default, safe period; the deposed
+// leader stands aside, and the contender that was waiting takes over once the
+// break period has passed, and not before the old leader's func was told its
+// lease was lost.
 func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 	t.Parallel()
 	s, env := newLease(t)
-	s.RenewInterval = time.Second // with StopMargin 3s: a safe break period of 4s
-	const period = 4 * time.Second
+	s.RenewInterval = time.Second                 // the holder learns of the break within a second
+	period := leaderelection.DefaultLeaseDuration // newLease leaves LeaseDuration at its default
 	log := newTerms()
 	log.contender(t, s, "w1")
 	log.contender(t, s, "w2")
@@ -226,20 +227,19 @@ func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 	other := map[string]string{"w1": "w2", "w2": "w1"}[old.who]
 
 	breakAt := time.Now()
-	r := leaderctl(t, env, "break", "-period", period.String(), "-renew-interval", s.RenewInterval.String())
+	r := leaderctl(t, env, "break")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Empty(t, r.stderr, "the period is the safe one: no warning")
+	assert.Empty(t, r.stderr, "the default period is the safe one: no warning")
 	assert.Contains(t, r.stdout, "held by "+old.who+", term 1, since ")
-	assert.Regexp(t, `the lease is broken in [34]s`, r.stdout)
+	assert.Regexp(t, `the lease is broken in 1[45]s`, r.stdout, "the safe period is the LeaseDuration")
 
 	next := log.next(t, period+5*time.Second)
 	assert.Equal(t, other, next.who, "the waiting contender leads next")
 	assert.Less(t, next.start.Sub(breakAt), period+3*time.Second, "taken over within the break period and a few retries")
-	assert.GreaterOrEqual(t, next.start.Sub(breakAt), period-500*time.Millisecond, "nobody can take a lease before its break period ends")
+	assert.GreaterOrEqual(t, next.start.Sub(breakAt), period-time.Second, "nobody can take a lease before its break period ends")
 	deposed := log.get(old)
 	require.False(t, deposed.cancelled.IsZero(), "the old leader's func was never cancelled")
-	assert.True(t, deposed.cancelled.Before(next.start), "the old leader's func was cancelled %v after the new one started",
-		deposed.cancelled.Sub(next.start))
+	assert.Less(t, deposed.cancelled.Sub(breakAt), 3*time.Second, "a connected holder stops at its next renewal, not at the end of the period")
 	assert.ErrorIs(t, deposed.cause, leaderelection.ErrLeaseLost)
 
 	r = leaderctl(t, env, "status", "-json")
@@ -249,9 +249,9 @@ func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 	assert.Equal(t, 2.0, leader["term"])
 }
 
-// Without -period, break waits the safe break period of the holders'
-// timings; a shorter period is obeyed, with a warning.
-func TestBreakDefaultsToTheSafePeriodAndWarnsOfAShorterOne(t *testing.T) {
+// A shorter period than the safe one is obeyed, with a warning; it can
+// shorten a break already under way.
+func TestBreakWarnsOfAPeriodShorterThanTheSafeOne(t *testing.T) {
 	t.Parallel()
 	s, env := newLease(t)
 	s.RenewInterval = time.Second
@@ -259,18 +259,19 @@ func TestBreakDefaultsToTheSafePeriodAndWarnsOfAShorterOne(t *testing.T) {
 	log.contender(t, s, "solo")
 	first := log.next(t, 30*time.Second)
 
-	r := leaderctl(t, env, "break", "-renew-interval", "1s")
+	r := leaderctl(t, env, "break", "-lease-duration", "20s", "-period", "16s")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Empty(t, r.stderr)
-	assert.Regexp(t, `the lease is broken in [34]s`, r.stdout, "1s RenewInterval + 3s StopMargin")
+	assert.Contains(t, r.stderr, "leaderctl: warning: -period 16s is shorter than the safe break period 20s (the holders' LeaseDuration)")
+	assert.Regexp(t, `the lease is broken in 1[56]s`, r.stdout)
+
+	r = leaderctl(t, env, "break", "-period", "0s")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -period 0s is shorter than the safe break period 15s")
+	assert.Contains(t, r.stdout, "held by solo, term 1, since ")
+	assert.Contains(t, r.stdout, "it was already being broken")
+	assert.Contains(t, r.stdout, "the lease is broken now")
 	assert.Equal(t, "solo", log.next(t, 10*time.Second).who, "once broken, the lease is free again")
 	assert.ErrorIs(t, log.get(first).cause, leaderelection.ErrLeaseLost)
-
-	r = leaderctl(t, env, "break", "-renew-interval", "1s", "-period", "0s")
-	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "leaderctl: warning: -period 0s is shorter than the safe break period 4s")
-	assert.Contains(t, r.stdout, "held by solo, term 2, since ")
-	assert.Contains(t, r.stdout, "the lease is broken now")
 }
 
 func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
@@ -316,7 +317,7 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 		{"zero timeout", full, []string{"status", "-timeout", "0s"}, "-timeout must be positive"},
 		{"bad container name", full, []string{"status", "-container", "Leases"}, `invalid -container: may contain only lowercase letters, digits and hyphens, got "Leases"`},
 		{"bad container name from the environment", with("LEASE_CONTAINER", "a"), []string{"status"}, "invalid LEASE_CONTAINER: must be 3 to 63 characters long"},
-		{"timings that do not fit", full, []string{"break", "-renew-interval", "10s"}, "invalid -renew-interval: must be at most (LeaseDuration - StopMargin)/2 = 6s"},
+		{"lease duration out of range", full, []string{"break", "-lease-duration", "10s"}, "invalid -lease-duration: must be from 15s to 60s (Azure's limits), got 10s"},
 		{"account key that is not base64", with("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=s3cr3t!"+key), []string{"status"},
 			"invalid AZURE_STORAGE_CONNECTION_STRING: AccountKey is not valid base64"},
 		{"SAS URL of a blob", full, []string{"break", "-sas-url", "https://acct.blob.core.windows.net/leases/worker?sv=2024-01-01&sig=" + sig},
