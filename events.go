@@ -54,4 +54,12 @@ type Event struct {
 	Reason StopReason
 	Err    error
 	At     time.Time
+	// FuncReturned and LeaseExpiry are set for StoppedLeading: when the func
+	// returned (or panicked), and the earliest moment the term's
+	// lease could have expired on the server (the send time of its last
+	// confirmed acquire or renewal + LeaseDuration). Both carry monotonic
+	// clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
+	// the leader stopped before another instance could lead.
+	FuncReturned time.Time
+	LeaseExpiry  time.Time
 }

@@ -269,7 +269,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		m.metrics.transition("stopped", reason)
 		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
 			"reason", reason, "led", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
-		m.emit(Event{Kind: StoppedLeading, Term: term, Reason: reason, Err: why})
+		m.emit(Event{Kind: StoppedLeading, Term: term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires})
 	}()
 
 	term, err = m.recordTerm(leaderCtx, fuse)

@@ -338,6 +338,14 @@ func TestEventOrderForEveryWayATermEnds(t *testing.T) {
 			require.GreaterOrEqual(t, len(es), 2)
 			assert.Equal(t, tc.reason, es[1].Reason, "stop error: %v", es[1].Err)
 			assert.Equal(t, es[0].Term, es[1].Term)
+			// The func stopped before the lease could expire: by the stop
+			// margin, at the deadline, and by more otherwise.
+			stopped := es[1]
+			require.False(t, stopped.FuncReturned.IsZero())
+			assert.False(t, stopped.FuncReturned.Before(es[0].At), "the func returned before its term started")
+			assert.False(t, stopped.At.Before(stopped.FuncReturned), "reported before the func returned")
+			assert.Greater(t, stopped.LeaseExpiry.Sub(stopped.FuncReturned), s.withDefaults().StopMargin/2,
+				"stop margin %v", stopped.LeaseExpiry.Sub(stopped.FuncReturned))
 		})
 	}
 }

@@ -1,0 +1,484 @@
+// Package chaos runs leader-election contenders as separate OS processes
+// against Azurite, each behind a fault-injecting TCP proxy of its own
+// (toxiproxy, embedded), injects faults chosen at random from a seed, and
+// checks the log of every term for overlaps, failover gaps, stop margins and
+// liveness.
+//
+// Every process it starts (contenders, Azurite) is stopped by its PID before
+// Run returns. A contender also exits when its standard input closes, so none
+// outlives a harness that was killed.
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/baseline"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Fault kinds. "low" faults last less than a leader tolerates and must not
+// move leadership; "high" ones outlast the stop margin and must move it
+// without overlap.
+const (
+	FaultKill           = "kill"            // SIGKILL the leader; a new process takes its lane
+	FaultFreeze         = "freeze"          // SIGSTOP the leader for longer than the lease, then SIGCONT
+	FaultBlackhole      = "blackhole"       // the leader's proxy drops everything, then heals
+	FaultLatencyLow     = "latency-low"     // 150-450 ms added to the leader's responses
+	FaultLatencyHigh    = "latency-high"    // 5 s added: every request times out
+	FaultResetLow       = "reset-low"       // the leader's connections reset, for 1-4 s
+	FaultResetHigh      = "reset-high"      // ... for longer than the lease
+	FaultStorageRestart = "storage-restart" // Azurite stopped and started again, data on disk
+	FaultGraceful       = "graceful"        // SIGTERM the leader; a new process takes its lane
+)
+
+// AllFaults is every fault kind, the default mix.
+var AllFaults = []string{FaultKill, FaultFreeze, FaultBlackhole, FaultLatencyLow, FaultLatencyHigh,
+	FaultResetLow, FaultResetHigh, FaultStorageRestart, FaultGraceful}
+
+// Config configures Run.
+type Config struct {
+	Seed       int64         // the run is replayed by the same seed (and Kinds)
+	Contenders int           // default 5
+	Duration   time.Duration // no fault starts after this; default 3 min
+	MaxFaults  int           // stop after this many faults; 0 means no limit, -1 no faults at all
+	Kinds      []string      // fault kinds to draw from; default AllFaults
+	Algo       string        // AlgoLibrary (default) or AlgoBaseline
+	// Command starts a contender: a binary that calls MaybeContend first.
+	// Default: this executable.
+	Command []string
+	// Dir receives records.jsonl, each lane's log and Azurite's data.
+	Dir      string
+	Progress io.Writer // a line per fault; nil discards
+}
+
+// Timings the checker judges a run by.
+type Timings struct {
+	LeaseDuration time.Duration
+	RetryInterval time.Duration
+	// Slack is added to LeaseDuration + RetryInterval for the liveness
+	// bound: request latency, timer jitter and a loaded machine.
+	Slack time.Duration
+	// Detect is how soon after storage comes back a leader must notice
+	// that storage forgot its lease: its next renewal, and that request's
+	// timeout, with Slack.
+	Detect time.Duration
+}
+
+// TimingsFor returns the timings of an algorithm at its defaults.
+func TimingsFor(algo string) Timings {
+	if algo == AlgoBaseline {
+		return Timings{LeaseDuration: baseline.LeaseDuration, RetryInterval: baseline.AcquireAttemptInterval, Slack: 5 * time.Second,
+			Detect: baseline.RenewInterval + 5*time.Second}
+	}
+	renew := leaderelection.DefaultLeaseDuration / 3 // the default RenewInterval
+	return Timings{LeaseDuration: leaderelection.DefaultLeaseDuration, RetryInterval: leaderelection.DefaultRetryInterval, Slack: 5 * time.Second,
+		Detect: renew + leaderelection.DefaultRequestTimeout + 5*time.Second}
+}
+
+// Run runs one chaos run and checks it.
+func Run(ctx context.Context, cfg Config) (Report, error) {
+	if cfg.Contenders == 0 {
+		cfg.Contenders = 5
+	}
+	if cfg.Duration == 0 {
+		cfg.Duration = 3 * time.Minute
+	}
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = AllFaults
+	}
+	if cfg.Algo == "" {
+		cfg.Algo = AlgoLibrary
+	}
+	if len(cfg.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return Report{}, err
+		}
+		cfg.Command = []string{exe}
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return Report{}, err
+	}
+	h := &harness{cfg: cfg, timings: TimingsFor(cfg.Algo), open: map[string]int64{}, changed: make(chan struct{})}
+	err := h.run(ctx)
+	h.mu.Lock()
+	records := append([]Record(nil), h.records...)
+	h.mu.Unlock()
+	rep := Check(records, h.timings)
+	rep.Seed = cfg.Seed
+	return rep, err
+}
+
+type lane struct {
+	name  string
+	proxy *toxiproxy.Proxy
+	cmd   *exec.Cmd
+	stdin io.Closer
+	done  chan struct{} // closed when the process has been reaped
+}
+
+type harness struct {
+	cfg     Config
+	timings Timings
+	azurite *azurite.Server
+	lanes   []*lane
+	readers sync.WaitGroup
+	out     *os.File
+
+	mu      sync.Mutex
+	records []Record
+	open    map[string]int64 // lane -> start stamp of its running term
+	changed chan struct{}    // closed and replaced on every record
+}
+
+func (h *harness) progress(format string, args ...any) {
+	fmt.Fprintf(h.cfg.Progress, "chaos: "+format+"\n", args...)
+}
+
+// add records r, in memory and in records.jsonl, and tracks who leads.
+func (h *harness) add(r Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r)
+	if b, err := json.Marshal(r); err == nil && h.out != nil {
+		_, _ = h.out.Write(append(b, '\n'))
+	}
+	switch r.Kind {
+	case KindStart:
+		h.open[r.Who] = r.Mono
+	case KindEnd, KindExit:
+		delete(h.open, r.Who)
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+func (h *harness) note(kind, fault, target, detail string) int64 {
+	r := Record{Mono: Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
+	h.add(r)
+	return r.Mono
+}
+
+// leader returns the lane whose term started last among those running.
+func (h *harness) leader() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	who, at := "", int64(0)
+	for w, s := range h.open {
+		if s > at {
+			who, at = w, s
+		}
+	}
+	return who
+}
+
+// waitLeader waits up to d for a leader and returns it ("" if none).
+func (h *harness) waitLeader(ctx context.Context, d time.Duration) string {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		ch := h.changed
+		h.mu.Unlock()
+		if who := h.leader(); who != "" {
+			return who
+		}
+		select {
+		case <-ctx.Done():
+			return ""
+		case <-t.C:
+			return ""
+		case <-ch:
+		}
+	}
+}
+
+func (h *harness) run(ctx context.Context) (err error) {
+	out, err := os.Create(filepath.Join(h.cfg.Dir, "records.jsonl"))
+	if err != nil {
+		return err
+	}
+	h.out = out
+	defer func() {
+		h.shutdown()
+		h.mu.Lock()
+		h.out = nil
+		h.mu.Unlock()
+		if cerr := out.Close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	azLog, err := os.Create(filepath.Join(h.cfg.Dir, "azurite.log"))
+	if err != nil {
+		return err
+	}
+	defer azLog.Close()
+	h.azurite, err = azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: azLog})
+	if err != nil {
+		return fmt.Errorf("chaos: starting Azurite: %w", err)
+	}
+	upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
+
+	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
+	for i := 1; i <= h.cfg.Contenders; i++ {
+		name := fmt.Sprintf("c%d", i)
+		p := toxiproxy.NewProxy(server, name, "127.0.0.1:0", upstream)
+		if err := p.Start(); err != nil {
+			return fmt.Errorf("chaos: proxy for %s: %w", name, err)
+		}
+		l := &lane{name: name, proxy: p}
+		h.lanes = append(h.lanes, l)
+		if err := h.spawn(l, blob); err != nil {
+			return err
+		}
+	}
+	h.progress("seed %d: %d %s contenders on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, h.cfg.Algo, blob, h.cfg.Kinds, h.cfg.Duration)
+
+	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(h.cfg.Seed)>>32|1))
+	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
+	deadline := time.Now().Add(h.cfg.Duration)
+	if h.waitLeader(ctx, 2*bound) == "" {
+		return errors.New("chaos: no contender became leader")
+	}
+	if h.cfg.MaxFaults < 0 {
+		sleepCtx(ctx, time.Until(deadline))
+		return ctx.Err()
+	}
+	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+		// Every draw comes from rng in the same order whatever happens,
+		// so a seed replays the same faults.
+		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
+		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+		hold := h.holdFor(kind, rng)
+		if !sleepCtx(ctx, settle) {
+			break
+		}
+		if err := h.inject(ctx, kind, hold, blob); err != nil {
+			return err
+		}
+		if who := h.waitLeader(ctx, bound+h.timings.Slack); who == "" && ctx.Err() == nil {
+			h.progress("no leader %v after the %s healed", bound+h.timings.Slack, kind)
+		}
+	}
+	return ctx.Err()
+}
+
+// holdFor draws how long a fault lasts.
+func (h *harness) holdFor(kind string, rng *rand.Rand) time.Duration {
+	L := h.timings.LeaseDuration
+	switch kind {
+	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh:
+		return L + time.Duration(2000+rng.IntN(4000))*time.Millisecond
+	case FaultLatencyLow:
+		return time.Duration(6000+rng.IntN(6000)) * time.Millisecond
+	case FaultResetLow:
+		return time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+	}
+	return 0
+}
+
+// inject applies one fault to the current leader (or to storage), holds it,
+// and heals it.
+func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, blob string) error {
+	target := h.leader()
+	var l *lane
+	for _, x := range h.lanes {
+		if x.name == target {
+			l = x
+		}
+	}
+	if l == nil && kind != FaultStorageRestart {
+		h.progress("no leader to hit with %s; skipped", kind)
+		return nil
+	}
+	detail := ""
+	if hold > 0 {
+		detail = "hold " + hold.Round(time.Millisecond).String()
+	}
+	switch kind {
+	case FaultKill:
+		h.note(KindFault, kind, target, "SIGKILL")
+		_ = l.cmd.Process.Kill()
+		<-l.done
+		h.note(KindHeal, kind, target, "")
+		return h.spawn(l, blob)
+	case FaultGraceful:
+		h.note(KindFault, kind, target, "SIGTERM")
+		_ = l.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-l.done:
+		case <-time.After(30 * time.Second):
+			_ = l.cmd.Process.Kill()
+			<-l.done
+		}
+		h.note(KindHeal, kind, target, "")
+		return h.spawn(l, blob)
+	case FaultFreeze:
+		h.note(KindFault, kind, target, detail)
+		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
+		sleepCtx(ctx, hold)
+		_ = l.cmd.Process.Signal(syscall.SIGCONT)
+		h.note(KindHeal, kind, target, "SIGCONT")
+		return nil
+	case FaultStorageRestart:
+		h.note(KindFault, kind, "", "")
+		if err := h.azurite.Restart(ctx); err != nil {
+			return fmt.Errorf("chaos: restarting Azurite: %w", err)
+		}
+		h.note(KindHeal, kind, "", "")
+		return nil
+	}
+	var toxics []string
+	switch kind {
+	case FaultBlackhole:
+		toxics = []string{
+			`{"name":"bh-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
+			`{"name":"bh-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+		}
+	case FaultLatencyLow:
+		toxics = []string{`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":300,"jitter":150}}`}
+	case FaultLatencyHigh:
+		toxics = []string{`{"name":"lat","type":"latency","stream":"downstream","attributes":{"latency":5000}}`}
+	case FaultResetLow, FaultResetHigh:
+		toxics = []string{`{"name":"rst","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
+	default:
+		return fmt.Errorf("chaos: unknown fault kind %q", kind)
+	}
+	h.note(KindFault, kind, target, detail)
+	var names []string
+	for _, t := range toxics {
+		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
+		if err != nil {
+			return fmt.Errorf("chaos: %s toxic: %w", kind, err)
+		}
+		names = append(names, w.Name)
+	}
+	sleepCtx(ctx, hold)
+	for _, n := range names {
+		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
+	}
+	h.note(KindHeal, kind, target, "")
+	return nil
+}
+
+// spawn starts a contender process in lane l.
+func (h *harness) spawn(l *lane, blob string) error {
+	cfg, err := json.Marshal(contenderConfig{
+		Name: l.name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
+		Container: "chaos", Blob: blob, CountEvery: 5 * time.Second,
+	})
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(h.cfg.Dir, l.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(h.cfg.Command[0], h.cfg.Command[1:]...)
+	cmd.Env = append(os.Environ(), envContender+"="+string(cfg))
+	cmd.Stderr = logFile
+	// Its own process group: a Ctrl-C reaches the harness, which stops
+	// the contenders itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("chaos: starting contender %s: %w", l.name, err)
+	}
+	l.cmd, l.stdin, l.done = cmd, stdin, make(chan struct{})
+	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid)})
+	done := l.done
+	h.readers.Add(1)
+	go func() {
+		defer h.readers.Done()
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			var r Record
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				h.add(r)
+			}
+		}
+		werr := cmd.Wait()
+		logFile.Close()
+		status := "exit 0"
+		if werr != nil {
+			status = werr.Error()
+		}
+		h.add(Record{Mono: Mono(), Who: l.name, Kind: KindExit, Detail: status})
+		close(done)
+	}()
+	return nil
+}
+
+// shutdown stops every contender by its PID (gracefully, then by force), the
+// proxies, and Azurite.
+func (h *harness) shutdown() {
+	for _, l := range h.lanes {
+		if l.cmd == nil {
+			continue
+		}
+		_ = l.cmd.Process.Signal(syscall.SIGCONT)
+		_ = l.cmd.Process.Signal(syscall.SIGTERM)
+	}
+	for _, l := range h.lanes {
+		if l.cmd == nil {
+			continue
+		}
+		select {
+		case <-l.done:
+		case <-time.After(20 * time.Second):
+			_ = l.cmd.Process.Kill()
+			<-l.done
+		}
+		_ = l.stdin.Close()
+	}
+	h.readers.Wait()
+	for _, l := range h.lanes {
+		l.proxy.Stop()
+	}
+	if h.azurite != nil {
+		_ = h.azurite.Stop()
+	}
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

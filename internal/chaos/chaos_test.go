@@ -1,0 +1,81 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// TestMain lets the harness start this test binary as a contender.
+func TestMain(m *testing.M) {
+	MaybeContend()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// seed is LEADERELECTION_CHAOS_SEED, to replay a run, or a new one.
+func seed(t *testing.T) int64 {
+	if s := os.Getenv("LEADERELECTION_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		require.NoError(t, err, "LEADERELECTION_CHAOS_SEED")
+		return n
+	}
+	return time.Now().UnixNano() % 1_000_000
+}
+
+// A bounded chaos run (under 3 minutes) with every fault kind, five
+// contender processes each behind its own proxy: no two leader funcs ever run
+// at once, except a frozen one that returns promptly once thawed; short
+// faults do not move leadership; a leader exists again soon after every
+// fault heals; and every leader that stopped did so before its lease could
+// expire.
+func TestChaosRunHasNoOverlapAndStaysLive(t *testing.T) {
+	seed := seed(t)
+	t.Logf("seed %d (replay with LEADERELECTION_CHAOS_SEED=%d)", seed, seed)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, Config{
+		Seed:     seed,
+		Duration: 2*time.Minute + 10*time.Second,
+		Dir:      t.TempDir(),
+		Progress: testWriter{t},
+	})
+	require.NoError(t, err)
+	t.Log("\n" + rep.Summary())
+
+	require.NotEmpty(t, rep.Faults, "the run injected no fault")
+	assert.Empty(t, rep.Overlap, "two leader funcs ran at once")
+	assert.Empty(t, rep.Liveness, "no leader long after a fault healed")
+	for _, w := range rep.Frozen {
+		assert.Less(t, w.AfterCont, time.Second, "a thawed leader must return as soon as its cancelled context is delivered")
+	}
+	for _, f := range rep.Faults {
+		switch f.Kind {
+		case FaultLatencyLow, FaultResetLow:
+			assert.False(t, f.Changed, "a %s fault (%s) moved leadership from %s", f.Kind, f.Detail, f.LeaderAt)
+		}
+		if f.StopMarginOK {
+			assert.Positive(t, f.StopMargin, "after %s, %s's func returned after its lease could expire", f.Kind, f.LeaderAt)
+		}
+	}
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(b []byte) (int, error) {
+	w.t.Log(string(b))
+	return len(b), nil
+}

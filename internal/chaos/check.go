@@ -1,0 +1,266 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Check reads a run's records and reports what happened: every term, every
+// fault and what followed it, overlaps, and liveness.
+func Check(records []Record, tm Timings) Report {
+	recs := slices.Clone(records)
+	sort.SliceStable(recs, func(i, j int) bool { return recs[i].Mono < recs[j].Mono })
+	var r Report
+	if len(recs) > 0 {
+		r.Start, r.End = recs[0].Mono, recs[len(recs)-1].Mono
+	}
+
+	// Terms, lane by lane.
+	running := map[string]int{} // lane -> index in r.Terms of its running term
+	seen := map[string]bool{}
+	for _, rec := range recs {
+		if rec.Who != "harness" && !seen[rec.Who] && rec.Kind != KindRequests {
+			seen[rec.Who] = true
+			r.Lanes = append(r.Lanes, rec.Who)
+		}
+		switch rec.Kind {
+		case KindStart:
+			running[rec.Who] = len(r.Terms)
+			r.Terms = append(r.Terms, TermSpan{Who: rec.Who, Number: rec.Term, Start: rec.Mono})
+		case KindEnd:
+			if i, ok := running[rec.Who]; ok {
+				r.Terms[i].End = rec.Mono
+				delete(running, rec.Who)
+			}
+		case KindStopped:
+			// It follows its term's end; attach it to the lane's last term.
+			for i := len(r.Terms) - 1; i >= 0; i-- {
+				if r.Terms[i].Who == rec.Who {
+					if r.Terms[i].Expires == 0 {
+						r.Terms[i].Expires, r.Terms[i].Reason = rec.Expires, rec.Detail
+					}
+					break
+				}
+			}
+		case KindExit:
+			if i, ok := running[rec.Who]; ok {
+				// The process died while its func ran.
+				r.Terms[i].End, r.Terms[i].Killed = rec.Mono, true
+				delete(running, rec.Who)
+			}
+		}
+	}
+	sort.Strings(r.Lanes)
+
+	// Faults, with their heals.
+	for i, rec := range recs {
+		if rec.Kind != KindFault {
+			continue
+		}
+		f := FaultResult{Kind: rec.Fault, Target: rec.Target, Detail: rec.Detail, At: rec.Mono, Healed: rec.Mono}
+		for _, h := range recs[i+1:] {
+			if h.Kind == KindHeal && h.Fault == rec.Fault && h.Target == rec.Target {
+				f.Healed = h.Mono
+				break
+			}
+		}
+		r.Faults = append(r.Faults, f)
+	}
+
+	// Overlaps: two terms running at once. A term whose lane was frozen
+	// when the newer one started is excused while frozen; how long it ran
+	// after SIGCONT is reported instead.
+	for i := range r.Terms {
+		for j := range r.Terms {
+			a, b := r.Terms[i], r.Terms[j]
+			if i == j || b.Start < a.Start || (b.Start == a.Start && j < i) {
+				continue
+			}
+			aEnd := a.End
+			if aEnd == 0 {
+				aEnd = r.End
+			}
+			if aEnd <= b.Start {
+				continue
+			}
+			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok && aEnd >= fr.Healed {
+				r.Frozen = append(r.Frozen, Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: time.Duration(aEnd - fr.Healed)})
+				continue
+			}
+			bEnd := b.End
+			if bEnd == 0 {
+				bEnd = r.End
+			}
+			o := Overlap{A: a, B: b, Duration: time.Duration(min(aEnd, bEnd) - b.Start)}
+			if forgotten(r.Faults, a, b, aEnd, tm.Detect) {
+				r.Amnesia = append(r.Amnesia, o)
+				continue
+			}
+			r.Overlap = append(r.Overlap, o)
+		}
+	}
+
+	// What followed each fault.
+	bound := tm.LeaseDuration + tm.RetryInterval + tm.Slack
+	for k := range r.Faults {
+		f := &r.Faults[k]
+		old := -1
+		for i, t := range r.Terms {
+			if t.Start <= f.At && (t.End == 0 || t.End > f.At) {
+				old = i
+			}
+		}
+		if old >= 0 {
+			t := r.Terms[old]
+			f.LeaderAt = t.Who
+			// Leadership moved if that term ended before the fault's
+			// effects could be over, and before the next fault.
+			limit := f.Healed + int64(bound)
+			if k+1 < len(r.Faults) {
+				limit = min(limit, r.Faults[k+1].At)
+			}
+			if t.End != 0 && t.End <= limit {
+				f.Changed = true
+				f.StopMargin, f.StopMarginOK = t.StopMargin()
+				if next, ok := nextStart(r.Terms, t.End, old); ok {
+					f.Gap = time.Duration(next - f.At)
+				}
+			}
+		}
+		if !leaderAt(r.Terms, f.Healed) {
+			if next, ok := nextStart(r.Terms, f.Healed, -1); ok {
+				f.Recovered = time.Duration(next - f.Healed)
+			} else {
+				f.Recovered = time.Duration(r.End - f.Healed)
+			}
+			if f.Recovered > bound {
+				r.Liveness = append(r.Liveness, *f)
+			}
+		}
+	}
+	return r
+}
+
+// frozenAt returns the freeze of lane who that was in force at moment at.
+func frozenAt(faults []FaultResult, who string, at int64) (FaultResult, bool) {
+	for _, f := range faults {
+		if f.Kind == FaultFreeze && f.Target == who && f.At <= at && at <= f.Healed {
+			return f, true
+		}
+	}
+	return FaultResult{}, false
+}
+
+// forgotten reports whether a storage restart, not the algorithm, let term b
+// start while a ran: storage restarted after a started and before b did, and
+// a ended within detect of the restart healing, at the renewal that found its
+// lease gone. Azurite keeps its data on disk but saves it only every few
+// seconds, so a restart can forget a lease it acknowledged; Azure Storage does
+// not lose acknowledged writes.
+func forgotten(faults []FaultResult, a, b TermSpan, aEnd int64, detect time.Duration) bool {
+	for _, f := range faults {
+		if f.Kind == FaultStorageRestart && f.At >= a.Start && f.Healed <= b.Start && aEnd <= f.Healed+int64(detect) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextStart returns the first start of a term other than skip at or after
+// from.
+func nextStart(terms []TermSpan, from int64, skip int) (int64, bool) {
+	best, ok := int64(0), false
+	for i, t := range terms {
+		if i != skip && t.Start >= from && (!ok || t.Start < best) {
+			best, ok = t.Start, true
+		}
+	}
+	return best, ok
+}
+
+// leaderAt reports whether some term was running at moment at.
+func leaderAt(terms []TermSpan, at int64) bool {
+	for _, t := range terms {
+		if t.Start <= at && (t.End == 0 || t.End > at) {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary is a plain-text account of the report: one line per fault kind,
+// then overlaps, frozen wakes and liveness.
+func (r Report) Summary() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d faults, %d terms, %v\n", r.Seed, len(r.Faults), len(r.Terms), time.Duration(r.End-r.Start).Round(time.Second))
+	byKind := map[string][]FaultResult{}
+	var kinds []string
+	for _, f := range r.Faults {
+		if byKind[f.Kind] == nil {
+			kinds = append(kinds, f.Kind)
+		}
+		byKind[f.Kind] = append(byKind[f.Kind], f)
+	}
+	sort.Strings(kinds)
+	fmt.Fprintf(&b, "%-16s %6s %8s %10s %10s %12s\n", "fault", "count", "changed", "gap p50", "gap max", "margin min")
+	for _, k := range kinds {
+		var gaps, margins []time.Duration
+		changed := 0
+		for _, f := range byKind[k] {
+			if f.Changed {
+				changed++
+				if f.Gap > 0 {
+					gaps = append(gaps, f.Gap)
+				}
+			}
+			if f.StopMarginOK {
+				margins = append(margins, f.StopMargin)
+			}
+		}
+		fmt.Fprintf(&b, "%-16s %6d %8d %10s %10s %12s\n", k, len(byKind[k]), changed,
+			fmtDur(Percentile(gaps, 50)), fmtDur(Percentile(gaps, 100)), fmtDur(minDur(margins)))
+	}
+	fmt.Fprintf(&b, "overlaps: %d\n", len(r.Overlap))
+	for _, o := range r.Amnesia {
+		fmt.Fprintf(&b, "  storage restart forgot the lease: %s term %d and %s term %d ran together for %v\n", o.A.Who, o.A.Number, o.B.Who, o.B.Number, o.Duration.Round(time.Millisecond))
+	}
+	for _, o := range r.Overlap {
+		fmt.Fprintf(&b, "  OVERLAP %s term %d and %s term %d for %v\n", o.A.Who, o.A.Number, o.B.Who, o.B.Number, o.Duration.Round(time.Millisecond))
+	}
+	for _, w := range r.Frozen {
+		fmt.Fprintf(&b, "frozen leader %s (term %d) returned %v after SIGCONT\n", w.Frozen.Who, w.Frozen.Number, w.AfterCont.Round(time.Millisecond))
+	}
+	fmt.Fprintf(&b, "liveness violations: %d\n", len(r.Liveness))
+	for _, f := range r.Liveness {
+		fmt.Fprintf(&b, "  no leader %v after %s healed\n", f.Recovered.Round(time.Millisecond), f.Kind)
+	}
+	return b.String()
+}
+
+// Percentile returns the p-th percentile (nearest rank) of ds; 0 for none.
+func Percentile(ds []time.Duration, p float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	rank := int(p/100*float64(len(s))+0.999999) - 1
+	return s[max(0, min(rank, len(s)-1))]
+}
+
+func minDur(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	return slices.Min(ds)
+}
+
+func fmtDur(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2fs", d.Seconds())
+}

@@ -1,0 +1,102 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const sec = int64(time.Second)
+
+// recs builds records from (second, who, kind, term) rows.
+func rec(at float64, who, kind string, term int64) Record {
+	return Record{Mono: int64(at * float64(sec)), Who: who, Kind: kind, Term: term}
+}
+
+func fault(at float64, kind, target string) Record {
+	return Record{Mono: int64(at * float64(sec)), Who: "harness", Kind: KindFault, Fault: kind, Target: target}
+}
+
+func heal(at float64, kind, target string) Record {
+	return Record{Mono: int64(at * float64(sec)), Who: "harness", Kind: KindHeal, Fault: kind, Target: target}
+}
+
+var tm = Timings{LeaseDuration: 15 * time.Second, RetryInterval: 2 * time.Second, Slack: 5 * time.Second, Detect: 14 * time.Second}
+
+// Two terms that run at the same time are an overlap; one after the other
+// are not.
+func TestCheckFindsOverlaps(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1), rec(10, "a", KindEnd, 1),
+		rec(11, "b", KindStart, 2), rec(20, "b", KindEnd, 2),
+		rec(19, "c", KindStart, 3), rec(25, "c", KindEnd, 3),
+	}, tm)
+	require.Len(t, r.Terms, 3)
+	require.Len(t, r.Overlap, 1)
+	assert.Equal(t, "b", r.Overlap[0].A.Who)
+	assert.Equal(t, "c", r.Overlap[0].B.Who)
+	assert.Equal(t, time.Second, r.Overlap[0].Duration)
+}
+
+// A killed process's term ends when it exits; a frozen leader's overlap is
+// excused and its wake time reported.
+func TestCheckKillsAndFreezes(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(5, FaultKill, "a"), rec(5.01, "a", KindExit, 0), heal(5.01, FaultKill, "a"),
+		rec(18, "b", KindStart, 2),
+		fault(20, FaultFreeze, "b"),
+		rec(33, "c", KindStart, 3),
+		heal(40, FaultFreeze, "b"), rec(40.2, "b", KindEnd, 2),
+	}, tm)
+	require.Len(t, r.Terms, 3)
+	assert.True(t, r.Terms[0].Killed)
+	assert.Empty(t, r.Overlap)
+	require.Len(t, r.Frozen, 1)
+	assert.InDelta(t, 200*time.Millisecond, r.Frozen[0].AfterCont, float64(time.Millisecond))
+	require.Len(t, r.Faults, 2)
+	assert.True(t, r.Faults[0].Changed)
+	assert.InDelta(t, 13*time.Second, r.Faults[0].Gap, float64(time.Millisecond))
+}
+
+// An overlap right after storage restarted, ended by the old leader's next
+// renewal, is storage's amnesia; a later one is an overlap.
+func TestCheckSeparatesStorageAmnesia(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultStorageRestart, ""), heal(5, FaultStorageRestart, ""),
+		rec(6, "b", KindStart, 2), rec(8, "a", KindEnd, 1),
+		rec(40, "c", KindStart, 3),
+	}, tm)
+	assert.Empty(t, r.Overlap)
+	assert.Len(t, r.Amnesia, 1)
+
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultStorageRestart, ""), heal(5, FaultStorageRestart, ""),
+		rec(6, "b", KindStart, 2), rec(30, "a", KindEnd, 1),
+	}, tm)
+	assert.Len(t, r.Overlap, 1, "a leader that runs on long after storage came back is not excused")
+}
+
+// A short fault that did not end the term did not move leadership; no
+// leader long after a fault healed is a liveness violation.
+func TestCheckLeadershipMovesAndLiveness(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultResetLow, "a"), heal(5, FaultResetLow, "a"),
+		fault(10, FaultBlackhole, "a"), rec(18, "a", KindEnd, 1),
+		Record{Mono: 18 * sec, Who: "a", Kind: KindStopped, Term: 1, Expires: 21 * sec},
+		heal(30, FaultBlackhole, "a"),
+		rec(60, "b", KindStart, 2),
+	}, tm)
+	require.Len(t, r.Faults, 2)
+	assert.False(t, r.Faults[0].Changed)
+	assert.True(t, r.Faults[1].Changed)
+	assert.True(t, r.Faults[1].StopMarginOK)
+	assert.Equal(t, 3*time.Second, r.Faults[1].StopMargin)
+	require.Len(t, r.Liveness, 1)
+	assert.Equal(t, 30*time.Second, r.Liveness[0].Recovered)
+}

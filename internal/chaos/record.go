@@ -1,0 +1,83 @@
+package chaos
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Record is one line of a chaos run's log (JSON lines). Contenders write the
+// start and end of each term; the harness writes faults, spawns, kills and
+// exits. Every stamp is CLOCK_MONOTONIC in nanoseconds: all processes share
+// one machine, so stamps from different processes compare.
+type Record struct {
+	Mono int64  `json:"mono"`
+	Who  string `json:"who"`  // the contender's lane name ("c1"...), or "harness"
+	Kind string `json:"kind"` // one of the Kind* constants
+	// Term is the term number (start, end, stopped).
+	Term int64 `json:"term,omitempty"`
+	// Expires is, for stopped, the CLOCK_MONOTONIC moment the term's lease
+	// could first expire on the server (send time of its last confirmed
+	// renewal + lease duration); 0 if unknown.
+	Expires int64 `json:"expires,omitempty"`
+	// Fault is the fault kind (fault, heal), Target the lane it hit ("" for
+	// storage-wide faults), Detail free text (the stop reason, the exit
+	// status, the fault's parameters).
+	Fault  string `json:"fault,omitempty"`
+	Target string `json:"target,omitempty"`
+	Detail string `json:"detail,omitempty"`
+	// Requests is, for requests records, how many HTTP requests the
+	// contender has sent so far (counted by a pipeline policy).
+	Requests int64 `json:"requests,omitempty"`
+}
+
+// Record kinds.
+const (
+	KindStart    = "start"    // a contender's leader func started (Who, Term)
+	KindEnd      = "end"      // a contender's leader func returned (Who, Term)
+	KindStopped  = "stopped"  // the library reported the term over (Who, Term, Expires, Detail: reason)
+	KindSpawn    = "spawn"    // the harness started a contender process (Who, Detail: pid)
+	KindExit     = "exit"     // a contender process ended (Who, Detail: status)
+	KindFault    = "fault"    // a fault began (Fault, Target, Detail)
+	KindHeal     = "heal"     // that fault ended (Fault, Target)
+	KindRequests = "requests" // a contender's request count so far (Who, Requests)
+)
+
+// Mono reads CLOCK_MONOTONIC, the clock every record is stamped with.
+func Mono() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic("chaos: CLOCK_MONOTONIC: " + err.Error())
+	}
+	return ts.Nano()
+}
+
+// MonoOf converts t, a time read in this process with its monotonic reading
+// intact (from time.Now), to CLOCK_MONOTONIC nanoseconds.
+func MonoOf(t time.Time) int64 {
+	return Mono() - int64(time.Since(t))
+}
+
+// ReadRecords reads a run's records.jsonl.
+func ReadRecords(path string) ([]Record, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	var recs []Record
+	dec := json.NewDecoder(f)
+	for {
+		var r Record
+		if err := dec.Decode(&r); err == io.EOF {
+			return recs, nil
+		} else if err != nil {
+			return recs, fmt.Errorf("%s: %w", path, err)
+		}
+		recs = append(recs, r)
+	}
+}
