@@ -35,11 +35,12 @@ type BlobLeaseManager struct {
 	settings  BlobSettings // with defaults applied
 	container string
 	blob      string
-	leaseID   string
+	// id is the lease ID proposed and its client; replaced after a release
+	// whose outcome is unknown (see Release).
+	id atomic.Pointer[leaseHandle]
 
 	containerClient *container.Client
 	blobClient      *blockblob.Client
-	leaseClient     *lease.BlobClient
 
 	secretRedactor
 	logger  *slog.Logger
@@ -93,28 +94,43 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		return nil, err
 	}
 	bc := cc.NewBlockBlobClient(settings.Blob)
-	id := uuid.NewString()
-	lc, err := lease.NewBlobClient(bc, &lease.BlobClientOptions{LeaseID: &id})
-	if err != nil {
-		return nil, fmt.Errorf("leaderelection: building the lease client: %s", red.redact(err.Error()))
-	}
-	return &BlobLeaseManager{
+	m := &BlobLeaseManager{
 		settings:        settings,
 		container:       settings.Container,
 		blob:            settings.Blob,
-		leaseID:         id,
 		containerClient: cc,
 		blobClient:      bc,
-		leaseClient:     lc,
 		secretRedactor:  red,
 		logger:          o.logger,
-	}, nil
+	}
+	if err := m.newLeaseID(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// leaseHandle is a proposed lease ID and the client that proposes it.
+type leaseHandle struct {
+	id     string
+	client *lease.BlobClient
+}
+
+// newLeaseID makes the manager propose a fresh GUID from now on.
+func (m *BlobLeaseManager) newLeaseID() error {
+	id := uuid.NewString()
+	lc, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &id})
+	if err != nil {
+		return fmt.Errorf("leaderelection: building the lease client: %s", m.redact(err.Error()))
+	}
+	m.id.Store(&leaseHandle{id: id, client: lc})
+	return nil
 }
 
 // LeaseID is the GUID this manager proposes as the lease ID. It stays the
-// same for the manager's life, so an acquire whose response was lost can be
-// retried: the server answers the same ID's second acquire with success.
-func (m *BlobLeaseManager) LeaseID() string { return m.leaseID }
+// same until a release fails (see Release), so an acquire whose response was
+// lost can be retried: the server answers the same ID's second acquire with
+// success.
+func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 
 // Settings returns the settings in force, with defaults applied.
 func (m *BlobLeaseManager) Settings() BlobSettings { return m.settings }
@@ -175,21 +191,22 @@ func (m *BlobLeaseManager) Acquire(ctx context.Context) (Grant, error) {
 func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
+	h := m.id.Load()
 	sent := time.Now()
-	resp, err := m.leaseClient.AcquireLease(ctx, int32(m.settings.LeaseDuration/time.Second), nil)
+	resp, err := h.client.AcquireLease(ctx, int32(m.settings.LeaseDuration/time.Second), nil)
 	if err != nil {
 		return Grant{}, err
 	}
 	m.reached.Store(true)
-	if resp.LeaseID == nil || *resp.LeaseID != m.leaseID {
+	if resp.LeaseID == nil || *resp.LeaseID != h.id {
 		return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
 			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
 	}
-	return m.grant(sent), nil
+	return m.grant(h.id, sent), nil
 }
 
-func (m *BlobLeaseManager) grant(sent time.Time) Grant {
-	return Grant{LeaseID: m.leaseID, Sent: sent, Expires: sent.Add(m.settings.LeaseDuration)}
+func (m *BlobLeaseManager) grant(id string, sent time.Time) Grant {
+	return Grant{LeaseID: id, Sent: sent, Expires: sent.Add(m.settings.LeaseDuration)}
 }
 
 // Renew extends the lease this manager holds. An error matching
@@ -197,31 +214,41 @@ func (m *BlobLeaseManager) grant(sent time.Time) Grant {
 func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
+	h := m.id.Load()
 	sent := time.Now()
-	resp, err := m.leaseClient.RenewLease(ctx, nil)
+	resp, err := h.client.RenewLease(ctx, nil)
 	if err != nil {
 		return Grant{}, m.classify("renew lease", err, nil, lostCodes)
 	}
 	// Azurite lets a non-holder renew an expired lease, reviving the old
 	// holder's ID: success only counts when it names our ID.
-	if resp.LeaseID == nil || *resp.LeaseID != m.leaseID {
+	if resp.LeaseID == nil || *resp.LeaseID != h.id {
 		return Grant{}, &StorageError{Op: "renew lease", Container: m.container, Blob: m.blob,
 			detail: "the server answered with another lease ID", kind: ErrLeaseLost}
 	}
-	return m.grant(sent), nil
+	return m.grant(h.id, sent), nil
 }
 
 // Release gives the lease up so another instance can take it at once. A lease
 // that is no longer ours counts as released.
+//
+// When the outcome is unknown (a timeout, a connection error, a 5xx), the
+// release may still reach the server later. The manager then proposes a new
+// lease ID from now on, so that a late release cannot end a lease it acquires
+// afterwards; the old lease, if the release never arrives, expires.
 func (m *BlobLeaseManager) Release(ctx context.Context) error {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	_, err := m.leaseClient.ReleaseLease(ctx, nil)
-	if err != nil {
-		err = m.classify("release lease", err, nil, lostCodes)
-		if errors.Is(err, ErrLeaseLost) {
-			return nil
-		}
+	_, err := m.id.Load().client.ReleaseLease(ctx, nil)
+	if err == nil {
+		return nil
+	}
+	err = m.classify("release lease", err, nil, lostCodes)
+	if errors.Is(err, ErrLeaseLost) {
+		return nil
+	}
+	if nerr := m.newLeaseID(); nerr != nil {
+		return errors.Join(err, nerr)
 	}
 	return err
 }
@@ -257,7 +284,7 @@ func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration)
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	secs := int32(period / time.Second)
-	resp, err := m.leaseClient.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs})
+	resp, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs})
 	if err != nil {
 		if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			return 0, nil
@@ -326,19 +353,26 @@ func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Ter
 	if err != nil {
 		return Term{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
 	}
-	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: m.leaseID, Since: time.Now().UTC()}
+	id := m.LeaseID()
+	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
 	number, since := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano)
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	_, err = m.blobClient.SetMetadata(ctx, map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since},
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &m.leaseID},
+			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
 		}})
 	if err != nil {
-		// ConditionNotMet: someone wrote the blob since we read it, which
-		// only a lease holder can do. It is not us.
-		return Term{}, m.classify("write term", err, nil, append([]string{string(bloberror.ConditionNotMet)}, lostCodes...))
+		// ConditionNotMet: the blob changed since we read it. Only a lease
+		// holder can write it, so that was our own earlier attempt, answered
+		// too late: read again and retry. (Had the lease passed to another,
+		// the write would fail on our lease ID.)
+		if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+			return Term{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+		}
+		return Term{}, m.classify("write term", err, nil, lostCodes)
 	}
 	return t, nil
 }

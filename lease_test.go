@@ -185,3 +185,38 @@ func connectionStringURL(t *testing.T, cs string) string {
 }
 
 var _ azcore.TokenCredential = fakeCredential{}
+
+// A release whose outcome is unknown may still reach the server later. The
+// manager then proposes a new lease ID, so that such a late release cannot
+// end a lease it acquires afterwards.
+func TestReleaseWithUnknownOutcomeChangesTheLeaseID(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, tr := withTransport(t, testSettings(t))
+	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
+	require.NoError(t, err)
+	_, err = m.Acquire(ctx)
+	require.NoError(t, err)
+	old := m.LeaseID()
+
+	tr.Blackhole()
+	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, m.Release(short), ErrTransient)
+	tr.Heal()
+	require.NotEqual(t, old, m.LeaseID(), "a new lease ID after a release that may arrive late")
+	_, err = uuid.Parse(m.LeaseID())
+	require.NoError(t, err)
+
+	late, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &old})
+	require.NoError(t, err)
+	_, err = late.ReleaseLease(ctx, nil) // the old release arrives
+	require.NoError(t, err)
+	_, err = m.Acquire(ctx)
+	require.NoError(t, err, "the manager takes the lease with its new ID")
+	_, err = late.ReleaseLease(ctx, nil) // a duplicate of it arrives later still
+	require.Error(t, err, "a release of the old ID cannot end the new lease")
+	_, err = m.Renew(ctx)
+	require.NoError(t, err, "the new lease is still ours")
+	require.NoError(t, m.Release(ctx))
+}

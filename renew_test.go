@@ -27,7 +27,8 @@ func fastTiming() *BlobDistributedMutex {
 		RequestTimeout: 400 * time.Millisecond,
 		RetryInterval:  100 * time.Millisecond,
 	}
-	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, leaseID: "id", logger: slog.New(slog.DiscardHandler)}
+	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, logger: slog.New(slog.DiscardHandler)}
+	lm.id.Store(&leaseHandle{id: "id"})
 	return &BlobDistributedMutex{lease: lm, logger: lm.logger, metrics: newMetrics(nil, s.Container, s.Blob)}
 }
 
