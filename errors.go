@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"regexp"
 	"strings"
 	"syscall"
@@ -114,6 +115,7 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 	default:
 		se.detail, se.kind = classifyNoResponse(err, m.reached.Load())
 		se.detail = m.redact(se.detail)
+		se.err = m.scrub(err)
 	}
 	return se
 }
@@ -198,3 +200,18 @@ func (r secretRedactor) redact(s string) string {
 // ErrStalled is the cause set on a leader's context when its func has not
 // called [Heartbeat] within the stall timeout (see [WithStallTimeout]).
 var ErrStalled = errors.New("leader func stalled: no heartbeat within the stall timeout")
+
+// scrub returns what a StorageError unwraps to when no HTTP response came:
+// err without the *url.Error around it, whose message holds the request URL
+// and so a SAS token. What is left (a *net.OpError, context.DeadlineExceeded,
+// a TLS error) still matches errors.Is and errors.As.
+func (m *BlobLeaseManager) scrub(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	if msg := err.Error(); m.redact(msg) != msg {
+		return errors.New(m.redact(msg))
+	}
+	return err
+}

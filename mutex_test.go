@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -496,6 +497,11 @@ func TestSASNeverInConnectionErrors(t *testing.T) {
 	require.ErrorIs(t, err, ErrTransient)
 	assert.Contains(t, err.Error(), "connection")
 	assert.NotContains(t, err.Error(), sig)
+	for e := errors.Unwrap(err); e != nil; e = errors.Unwrap(e) {
+		assert.NotContains(t, e.Error(), sig, "an error a reporter reaches by unwrapping")
+	}
+	var opErr *net.OpError
+	assert.ErrorAs(t, err, &opErr, "the network error is still there to match")
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	_ = m.RunTaskWhenMutexAcquired(ctx)
