@@ -288,9 +288,11 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	m.health.startTerm()
 	state.start(term)
 	m.leading.Store(true)
-	started = true
 	m.metrics.transition("started", "")
 	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity)
+	// Set just before the event, so that a hook panicking before it
+	// cannot make StoppedLeading the first event of the term.
+	started = true
 	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
 
 	funcErr = m.fn(context.WithValue(leaderCtx, termKey{}, state))
