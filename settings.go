@@ -113,7 +113,9 @@ type BlobSettings struct {
 	// RequestTimeout bounds every storage request, including the SDK's own
 	// retries (which the library turns off: it retries on its own schedule).
 	// A renewal is further bounded by the safety deadline. Default 4 s; at
-	// least 100 ms and at most LeaseDuration - StopMargin.
+	// least 100 ms and at most LeaseDuration - StopMargin - RenewInterval
+	// (7 s with the defaults), so that a renewal stuck on a silent server
+	// gives up before the safety deadline.
 	RequestTimeout time.Duration
 
 	// ClientOptions are used when the library builds the client (every
@@ -273,8 +275,10 @@ func (s BlobSettings) Validate() error {
 	switch {
 	case s.RequestTimeout < minRequestTimeout:
 		bad("RequestTimeout", "must be at least %v, got %v", minRequestTimeout, s.RequestTimeout)
-	case leaseOK && marginOK && s.RequestTimeout > L-M:
-		bad("RequestTimeout", "must be at most LeaseDuration - StopMargin = %v, got %v", L-M, s.RequestTimeout)
+	case leaseOK && marginOK && s.RequestTimeout > L-M-R:
+		// A renewal sent at RenewInterval that hangs on a silent server
+		// must give up by the safety deadline, not hold the term to it.
+		bad("RequestTimeout", "must be at most LeaseDuration - StopMargin - RenewInterval = %v, so that a renewal stuck on a silent server gives up before the safety deadline, got %v", L-M-R, s.RequestTimeout)
 	}
 	return errors.Join(errs...)
 }

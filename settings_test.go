@@ -93,7 +93,7 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"retry too fast", func(s *BlobSettings) { s.RetryInterval = time.Millisecond }, "RetryInterval", "100ms to 1m0s"},
 		{"retry too slow", func(s *BlobSettings) { s.RetryInterval = 2 * time.Minute }, "RetryInterval", "100ms to 1m0s"},
 		{"request timeout too small", func(s *BlobSettings) { s.RequestTimeout = time.Millisecond }, "RequestTimeout", "at least"},
-		{"request timeout too large", func(s *BlobSettings) { s.RequestTimeout = 13 * time.Second }, "RequestTimeout", "LeaseDuration - StopMargin"},
+		{"request timeout too large", func(s *BlobSettings) { s.RequestTimeout = 8 * time.Second }, "RequestTimeout", "LeaseDuration - StopMargin - RenewInterval = 7s"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -262,7 +262,7 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		// seconds). Let it use what -timeout allows, up to the library's
 		// limit.
 		eff := m.Settings()
-		if want := min(t.timeout, eff.LeaseDuration-eff.StopMargin); want > eff.RequestTimeout {
+		if want := min(t.timeout, eff.LeaseDuration-eff.StopMargin-eff.RenewInterval); want > eff.RequestTimeout {
 			eff.RequestTimeout = want
 			m, err = leaderelection.NewBlobLeaseManager(eff, leaderelection.WithLogger(nil))
 		}
