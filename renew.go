@@ -21,8 +21,10 @@ import (
 //
 // where S is the send time of the last request the server confirmed with our
 // lease ID, read from Go's monotonic clock (time.Now carries it; wall-clock
-// jumps do not move it). The fuse below cancels the context at that moment
-// from a timer of its own, whether or not a renewal is still in flight: a
+// jumps do not move it), and checked as well on a clock that counts the time
+// a host spends suspended (see safetyFuse). The fuse below cancels the
+// context at that moment from a timer of its own, whether or not a renewal
+// is still in flight: a
 // renewal that answers after the deadline does not revive the term. The
 // StopMargin is what the leader func has to notice ctx.Done() and stop, and
 // it absorbs a timer firing late on a loaded machine and the tiny rate
@@ -38,20 +40,41 @@ import (
 
 // safetyFuse cancels a term's context at a deadline that each successful
 // renewal may push later. Once blown it stays blown.
+//
+// Go's monotonic clock stops on Linux while the host is suspended, but the
+// server's does not: a host that slept past the deadline would wake with a
+// timer that still has the whole sleep to run. So the fuse also holds the
+// deadline on a clock that counts suspended time (CLOCK_BOOTTIME; elsewhere
+// the wall clock), checks it every fuseCheckEvery, and blows on whichever
+// clock reaches the deadline first.
 type safetyFuse struct {
-	mu       sync.Mutex
-	deadline time.Time
-	timer    *time.Timer
-	done     bool // blown or stopped: the timer must not act again
-	blown    chan struct{}
-	cancel   context.CancelCauseFunc
+	mu           sync.Mutex
+	deadline     time.Time
+	bootDeadline time.Duration // the deadline on boot's clock
+	boot         func() time.Duration
+	timer        *time.Timer
+	check        *time.Timer
+	done         bool // blown or stopped: the timers must not act again
+	blown        chan struct{}
+	cancel       context.CancelCauseFunc
 }
 
+// fuseCheckEvery is how often the fuse reads the clock that counts
+// suspended time: how late, at most, a host that slept past its deadline
+// cancels after waking.
+const fuseCheckEvery = 250 * time.Millisecond
+
 func newSafetyFuse(deadline time.Time, cancel context.CancelCauseFunc) *safetyFuse {
-	f := &safetyFuse{deadline: deadline, cancel: cancel, blown: make(chan struct{})}
+	return newSafetyFuseClock(deadline, cancel, sinceBoot)
+}
+
+func newSafetyFuseClock(deadline time.Time, cancel context.CancelCauseFunc, boot func() time.Duration) *safetyFuse {
+	f := &safetyFuse{deadline: deadline, boot: boot, cancel: cancel, blown: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.bootDeadline = boot() + time.Until(deadline)
 	f.timer = time.AfterFunc(time.Until(deadline), f.fire)
+	f.check = time.AfterFunc(fuseCheckEvery, f.checkBoot)
 	return f
 }
 
@@ -69,8 +92,23 @@ func (f *safetyFuse) fire() {
 	f.blowLocked()
 }
 
+func (f *safetyFuse) checkBoot() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return
+	}
+	if f.boot() >= f.bootDeadline {
+		f.blowLocked()
+		return
+	}
+	f.check.Reset(fuseCheckEvery)
+}
+
 func (f *safetyFuse) blowLocked() {
 	f.done = true
+	f.timer.Stop()
+	f.check.Stop()
 	f.cancel(ErrRenewDeadline)
 	close(f.blown)
 }
@@ -84,12 +122,13 @@ func (f *safetyFuse) extend(d time.Time) bool {
 	if f.done {
 		return false
 	}
-	if !time.Now().Before(f.deadline) {
+	if !time.Now().Before(f.deadline) || f.boot() >= f.bootDeadline {
 		f.blowLocked()
 		return false
 	}
 	if d.After(f.deadline) {
-		f.deadline = d // the timer re-arms itself when it fires at the old deadline
+		// The timer re-arms itself when it fires at the old deadline.
+		f.deadline, f.bootDeadline = d, f.boot()+time.Until(d)
 	}
 	return true
 }
@@ -107,6 +146,7 @@ func (f *safetyFuse) stop() {
 	defer f.mu.Unlock()
 	f.done = true
 	f.timer.Stop()
+	f.check.Stop()
 }
 
 // keepAlive renews the lease on schedule until stop is done (the leader func

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -235,4 +236,38 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 	assert.Equal(t, 1, strings.Count(buf.String(), "msg=failing"))
 	assert.Equal(t, 1, strings.Count(buf.String(), "msg=recovered"))
 	assert.Contains(t, buf.String(), "failures=100")
+}
+
+// A host suspended past the deadline wakes with Go's monotonic clock behind
+// the server's: the fuse blows on the clock that counted the sleep.
+func TestFuseBlowsWhenTheHostSleptPastTheDeadline(t *testing.T) {
+	var slept atomic.Int64
+	boot := func() time.Duration { return time.Duration(slept.Load()) }
+	fired := make(chan time.Time, 1)
+	f := newSafetyFuseClock(time.Now().Add(time.Hour), func(error) { fired <- time.Now() }, boot)
+	defer f.stop()
+	require.True(t, f.extend(time.Now().Add(2*time.Hour)), "awake, the deadline can move")
+
+	woke := time.Now()
+	slept.Add(int64(3 * time.Hour)) // the monotonic clock did not move
+	select {
+	case at := <-fired:
+		assert.Less(t, at.Sub(woke), 5*fuseCheckEvery, "blown at the first check after waking")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the fuse did not blow after the host slept past its deadline")
+	}
+	assert.False(t, f.extend(time.Now().Add(time.Hour)), "a blown fuse stays blown")
+}
+
+// A renewal confirmed after waking from a sleep past the deadline does not
+// revive the term, even before the check has run.
+func TestLateSuccessAfterSleepDoesNotReviveTheTerm(t *testing.T) {
+	var slept atomic.Int64
+	boot := func() time.Duration { return time.Duration(slept.Load()) }
+	var causes atomic.Int32
+	f := newSafetyFuseClock(time.Now().Add(time.Hour), func(error) { causes.Add(1) }, boot)
+	defer f.stop()
+	slept.Add(int64(2 * time.Hour))
+	assert.False(t, f.extend(time.Now().Add(time.Hour)))
+	assert.Equal(t, int32(1), causes.Load())
 }
