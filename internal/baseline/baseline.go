@@ -25,6 +25,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 )
 
@@ -37,8 +38,10 @@ const (
 
 // Mutex is the sample's BlobDistributedMutex.
 type Mutex struct {
-	// Blob is the lease blob, from a client with the SDK's default options.
-	Blob *blockblob.Client
+	// Container holds Blob, the lease blob; their client has the SDK's
+	// default options.
+	Container *container.Client
+	Blob      *blockblob.Client
 	// Task runs while the lease is held.
 	Task func(ctx context.Context) error
 	// OnTermEnd, if set, is called once the task has returned, with the
@@ -50,6 +53,8 @@ type Mutex struct {
 
 // RunTaskWhenMutexAcquired is the sample's loop; it returns when ctx is done.
 func (m *Mutex) RunTaskWhenMutexAcquired(ctx context.Context) error {
+	// The sample's set-up creates the container if it does not exist.
+	_, _ = m.Container.Create(ctx, nil)
 	for ctx.Err() == nil {
 		lc, sent, ok := m.tryAcquireLeaseOrWait(ctx)
 		if ok {

@@ -323,7 +323,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 		_ = l.cmd.Process.Kill()
 		<-l.done
 		h.note(KindHeal, kind, target, "")
-		return h.spawn(l, blob)
+		return h.respawn(ctx, l, blob)
 	case FaultGraceful:
 		h.note(KindFault, kind, target, "SIGTERM")
 		_ = l.cmd.Process.Signal(syscall.SIGTERM)
@@ -334,13 +334,15 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 			<-l.done
 		}
 		h.note(KindHeal, kind, target, "")
-		return h.spawn(l, blob)
+		return h.respawn(ctx, l, blob)
 	case FaultFreeze:
 		h.note(KindFault, kind, target, detail)
 		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
 		sleepCtx(ctx, hold)
-		_ = l.cmd.Process.Signal(syscall.SIGCONT)
+		// Stamped before the signal: the thawed process stamps its own
+		// records at once.
 		h.note(KindHeal, kind, target, "SIGCONT")
+		_ = l.cmd.Process.Signal(syscall.SIGCONT)
 		return nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
@@ -381,6 +383,15 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 	}
 	h.note(KindHeal, kind, target, "")
 	return nil
+}
+
+// respawn starts a new process in the lane of one that was stopped, once
+// another contender leads (or the liveness bound passed): the failover
+// measured is to the instances that were waiting, not to a fresh process
+// that finds the lease just released.
+func (h *harness) respawn(ctx context.Context, l *lane, blob string) error {
+	h.waitLeader(ctx, h.timings.LeaseDuration+h.timings.RetryInterval+2*h.timings.Slack)
+	return h.spawn(l, blob)
 }
 
 // spawn starts a contender process in lane l.

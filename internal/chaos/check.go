@@ -86,8 +86,10 @@ func Check(records []Record, tm Timings) Report {
 			if aEnd <= b.Start {
 				continue
 			}
-			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok && aEnd >= fr.Healed {
-				r.Frozen = append(r.Frozen, Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: time.Duration(aEnd - fr.Healed)})
+			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok {
+				// The thawed process may stamp its end a hair before the
+				// harness stamps the SIGCONT it sent.
+				r.Frozen = append(r.Frozen, Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: max(0, time.Duration(aEnd-fr.Healed))})
 				continue
 			}
 			bEnd := b.End
@@ -125,7 +127,9 @@ func Check(records []Record, tm Timings) Report {
 			if t.End != 0 && t.End <= limit {
 				f.Changed = true
 				f.StopMargin, f.StopMarginOK = t.StopMargin()
-				if next, ok := nextStart(r.Terms, t.End, old); ok {
+				// The successor may start before the old term ends: a frozen
+				// leader ends its term only when it thaws.
+				if next, ok := nextStart(r.Terms, f.At, old); ok {
 					f.Gap = time.Duration(next - f.At)
 				}
 			}

@@ -100,3 +100,22 @@ func TestCheckLeadershipMovesAndLiveness(t *testing.T) {
 	require.Len(t, r.Liveness, 1)
 	assert.Equal(t, 30*time.Second, r.Liveness[0].Recovered)
 }
+
+// A thawed leader may stamp its end a hair before the harness stamps the
+// SIGCONT; it is still a frozen wake, and the failover gap runs from the
+// freeze to the successor's start, not to the thaw.
+func TestCheckFreezeStampedJustBeforeTheHeal(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultFreeze, "a"),
+		rec(16, "b", KindStart, 2),
+		rec(21.9999, "a", KindEnd, 1),
+		heal(22, FaultFreeze, "a"),
+	}, tm)
+	assert.Empty(t, r.Overlap)
+	require.Len(t, r.Frozen, 1)
+	assert.Zero(t, r.Frozen[0].AfterCont)
+	require.Len(t, r.Faults, 1)
+	assert.True(t, r.Faults[0].Changed)
+	assert.InDelta(t, 13*time.Second, r.Faults[0].Gap, float64(time.Millisecond))
+}

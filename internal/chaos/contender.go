@@ -147,7 +147,7 @@ func contend(cfg contenderConfig) error {
 		if err != nil {
 			return err
 		}
-		m := &baseline.Mutex{Blob: cc.NewBlockBlobClient(cfg.Blob), Task: task}
+		m := &baseline.Mutex{Container: cc, Blob: cc.NewBlockBlobClient(cfg.Blob), Task: task}
 		m.OnTermEnd = func(expiry time.Time) {
 			rec.write(Record{Kind: KindStopped, Term: terms.Load(), Expires: MonoOf(expiry)})
 		}
