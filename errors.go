@@ -18,7 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 )
 
-// The kinds of outcome a lease operation can have. Every error returned by a
+// The kinds of outcome a lease operation can have. Every storage failure returned by a
 // [BlobLeaseManager] method matches exactly one of them with [errors.Is].
 var (
 	// ErrLeaseHeld means another instance holds the lease (409 LeaseAlreadyPresent).

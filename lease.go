@@ -29,8 +29,9 @@ import (
 // SDK's own retries are turned off, so a call never outlives the time the
 // lease has left. Its methods are safe for concurrent use.
 //
-// Every error it returns is a [*StorageError] matching one of [ErrLeaseHeld],
-// [ErrLeaseLost], [ErrTransient] or [ErrPermanent].
+// Every storage failure it returns is a [*StorageError] matching one of
+// [ErrLeaseHeld], [ErrLeaseLost], [ErrTransient] or [ErrPermanent]; an invalid
+// argument is a plain error, and nothing is sent.
 type BlobLeaseManager struct {
 	settings  BlobSettings // with defaults applied
 	container string
