@@ -508,3 +508,30 @@ func TestSASNeverInConnectionErrors(t *testing.T) {
 	assert.Contains(t, logs.String(), "cannot reach the lease")
 	assert.NotContains(t, logs.String(), sig)
 }
+
+// After the caller cancels, the lease is still renewed while the func winds
+// down, even for longer than the lease itself, and released only once the
+// func has returned: nobody else leads meanwhile, and a follower takes over
+// right after.
+func TestLeaseRenewedWhileFuncWindsDownAfterCancel(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.RenewInterval = time.Second
+	windDown := s.withDefaults().LeaseDuration + 2*time.Second
+	log := newTermLog()
+	a := startContender(t, "a", s, log.leaderFunc("a", func(ctx context.Context) error {
+		<-ctx.Done()
+		time.Sleep(windDown) // ignores nothing: the caller asked it to finish up
+		return nil
+	}))
+	require.Equal(t, "a", log.next(t, 10*time.Second).who)
+	startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
+
+	cancelled := time.Now()
+	a.cancel()
+	next := log.next(t, windDown+10*time.Second)
+	assert.Equal(t, "b", next.who)
+	assert.GreaterOrEqual(t, next.start.Sub(cancelled), windDown, "b led while a's func was still winding down")
+	assert.Less(t, next.start.Sub(cancelled), windDown+s.RetryInterval+2*time.Second, "the lease was released once a's func returned")
+	log.requireNoOverlap(t)
+}

@@ -308,6 +308,9 @@ func TestEventOrderForEveryWayATermEnds(t *testing.T) {
 		}, nil},
 		{ReasonDeadline, untilCancelled, func(t *testing.T, c *contender, tr *faults.Transport) { tr.Blackhole() }, nil},
 		{ReasonStalled, untilCancelled, nil, []Option{WithStallTimeout(time.Second)}},
+		{ReasonStorageRefused, untilCancelled, func(t *testing.T, c *contender, tr *faults.Transport) {
+			tr.Fail(http.StatusForbidden, "AuthorizationPermissionMismatch")
+		}, nil},
 		{ReasonFuncPanicked, func(ctx context.Context) error { panic("boom") }, nil, nil},
 	}
 	for _, tc := range cases {
