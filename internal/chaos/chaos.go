@@ -410,9 +410,7 @@ func (h *harness) spawn(l *lane, blob string) error {
 	cmd := exec.Command(h.cfg.Command[0], h.cfg.Command[1:]...)
 	cmd.Env = append(os.Environ(), envContender+"="+string(cfg))
 	cmd.Stderr = logFile
-	// Its own process group: a Ctrl-C reaches the harness, which stops
-	// the contenders itself.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = contenderProcAttr()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		logFile.Close()
@@ -455,6 +453,7 @@ func (h *harness) spawn(l *lane, blob string) error {
 // shutdown stops every contender by its PID (gracefully, then by force), the
 // proxies, and Azurite.
 func (h *harness) shutdown() {
+	h.note(KindShutdown, "", "", "")
 	for _, l := range h.lanes {
 		if l.cmd == nil {
 			continue

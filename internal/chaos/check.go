@@ -55,6 +55,14 @@ func Check(records []Record, tm Timings) Report {
 	}
 	sort.Strings(r.Lanes)
 
+	// The run's end: faults are judged up to it.
+	shutdown := r.End
+	for _, rec := range recs {
+		if rec.Kind == KindShutdown {
+			shutdown = rec.Mono
+		}
+	}
+
 	// Faults, with their heals.
 	for i, rec := range recs {
 		if rec.Kind != KindFault {
@@ -86,18 +94,26 @@ func Check(records []Record, tm Timings) Report {
 			if aEnd <= b.Start {
 				continue
 			}
-			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok {
-				// The thawed process may stamp its end a hair before the
-				// harness stamps the SIGCONT it sent.
-				r.Frozen = append(r.Frozen, Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: max(0, time.Duration(aEnd-fr.Healed))})
-				continue
-			}
 			bEnd := b.End
 			if bEnd == 0 {
 				bEnd = r.End
 			}
 			o := Overlap{A: a, B: b, Duration: time.Duration(min(aEnd, bEnd) - b.Start)}
-			if forgotten(r.Faults, a, b, aEnd, tm.Detect) {
+			// Only a successor that took the lease after the old one could
+			// expire is innocent; the two excuses below need that, or its
+			// opposite.
+			afterExpiry := a.Expires != 0 && b.Start >= a.Expires
+			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok && afterExpiry {
+				// The thawed process may stamp its end a hair before the
+				// harness stamps the SIGCONT it sent. One that runs on
+				// after thawing is an overlap: it is checked below.
+				w := Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: max(0, time.Duration(aEnd-fr.Healed))}
+				if w.AfterCont <= wakeBound {
+					r.Frozen = append(r.Frozen, w)
+					continue
+				}
+			}
+			if !afterExpiry && a.Expires != 0 && forgotten(r.Faults, a, b, aEnd, tm.Detect) {
 				r.Amnesia = append(r.Amnesia, o)
 				continue
 			}
@@ -105,48 +121,68 @@ func Check(records []Record, tm Timings) Report {
 		}
 	}
 
-	// What followed each fault.
+	// What followed each fault: did leadership move from the lane the fault
+	// hit (or, for storage-wide faults, from whoever led), how long until a
+	// successor started, and was there a leader soon after it healed.
 	bound := tm.LeaseDuration + tm.RetryInterval + tm.Slack
 	for k := range r.Faults {
 		f := &r.Faults[k]
+		limit := min(f.Healed+int64(bound), shutdown)
+		if k+1 < len(r.Faults) {
+			limit = min(limit, r.Faults[k+1].At)
+		}
 		old := -1
 		for i, t := range r.Terms {
-			if t.Start <= f.At && (t.End == 0 || t.End > f.At) {
+			if (f.Target == "" || t.Who == f.Target) && t.Start <= f.At && (t.End == 0 || t.End > f.At) {
 				old = i
 			}
 		}
+		successor, hasSuccessor := nextStart(r.Terms, f.At, old)
+		hasSuccessor = hasSuccessor && successor <= limit
 		if old >= 0 {
 			t := r.Terms[old]
 			f.LeaderAt = t.Who
-			// Leadership moved if that term ended before the fault's
-			// effects could be over, and before the next fault.
-			limit := f.Healed + int64(bound)
-			if k+1 < len(r.Faults) {
-				limit = min(limit, r.Faults[k+1].At)
-			}
-			if t.End != 0 && t.End <= limit {
-				f.Changed = true
+			ended := t.End != 0 && t.End <= limit
+			// Leadership moved if the old term ended, or another began,
+			// before the fault's effects could be over and before the next
+			// fault.
+			f.Changed = ended || hasSuccessor
+			if ended {
 				f.StopMargin, f.StopMarginOK = t.StopMargin()
-				// The successor may start before the old term ends: a frozen
-				// leader ends its term only when it thaws.
-				if next, ok := nextStart(r.Terms, f.At, old); ok {
-					f.Gap = time.Duration(next - f.At)
-				}
+			}
+			if hasSuccessor {
+				f.Gap = time.Duration(successor - f.At)
 			}
 		}
-		if !leaderAt(r.Terms, f.Healed) {
+		// Liveness: a leader again within bound of the heal. A term that
+		// moved away does not count, though it may still run at the heal
+		// (a frozen leader thaws then).
+		switch {
+		case f.Changed && hasSuccessor:
+			f.Recovered = max(0, time.Duration(successor-f.Healed))
+		case f.Changed:
+			if next, ok := nextStart(r.Terms, f.Healed, old); ok {
+				f.Recovered = time.Duration(next - f.Healed)
+			} else {
+				f.Recovered = time.Duration(r.End - f.Healed)
+			}
+		case !leaderAt(r.Terms, f.Healed):
 			if next, ok := nextStart(r.Terms, f.Healed, -1); ok {
 				f.Recovered = time.Duration(next - f.Healed)
 			} else {
 				f.Recovered = time.Duration(r.End - f.Healed)
 			}
-			if f.Recovered > bound {
-				r.Liveness = append(r.Liveness, *f)
-			}
+		}
+		if f.Recovered > bound && f.Healed+int64(bound) <= shutdown {
+			r.Liveness = append(r.Liveness, *f)
 		}
 	}
 	return r
 }
+
+// wakeBound is how soon after SIGCONT a thawed leader must have returned for
+// its overlap to be excused: the time to deliver a cancelled context.
+const wakeBound = time.Second
 
 // frozenAt returns the freeze of lane who that was in force at moment at.
 func frozenAt(faults []FaultResult, who string, at int64) (FaultResult, bool) {
@@ -159,14 +195,16 @@ func frozenAt(faults []FaultResult, who string, at int64) (FaultResult, bool) {
 }
 
 // forgotten reports whether a storage restart, not the algorithm, let term b
-// start while a ran: storage restarted after a started and before b did, and
-// a ended within detect of the restart healing, at the renewal that found its
-// lease gone. Azurite keeps its data on disk but saves it only every few
+// start while a ran and its lease was still valid: a storage restart began
+// after a started and before b did, and a ended within detect of the
+// restart healing, at the renewal that found its lease gone. Azurite keeps its data on disk but saves it only every few
 // seconds, so a restart can forget a lease it acknowledged; Azure Storage does
 // not lose acknowledged writes.
 func forgotten(faults []FaultResult, a, b TermSpan, aEnd int64, detect time.Duration) bool {
 	for _, f := range faults {
-		if f.Kind == FaultStorageRestart && f.At >= a.Start && f.Healed <= b.Start && aEnd <= f.Healed+int64(detect) {
+		// b may start before the harness stamps the heal: a contender can
+		// reach the restarted Azurite first.
+		if f.Kind == FaultStorageRestart && f.At >= a.Start && f.At <= b.Start && aEnd <= f.Healed+int64(detect) {
 			return true
 		}
 	}

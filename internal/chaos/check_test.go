@@ -15,6 +15,10 @@ func rec(at float64, who, kind string, term int64) Record {
 	return Record{Mono: int64(at * float64(sec)), Who: who, Kind: kind, Term: term}
 }
 
+func stopped(at float64, who string, term, expires int64) Record {
+	return Record{Mono: int64(at * float64(sec)), Who: who, Kind: KindStopped, Term: term, Expires: expires * sec}
+}
+
 func fault(at float64, kind, target string) Record {
 	return Record{Mono: int64(at * float64(sec)), Who: "harness", Kind: KindFault, Fault: kind, Target: target}
 }
@@ -49,7 +53,7 @@ func TestCheckKillsAndFreezes(t *testing.T) {
 		rec(18, "b", KindStart, 2),
 		fault(20, FaultFreeze, "b"),
 		rec(33, "c", KindStart, 3),
-		heal(40, FaultFreeze, "b"), rec(40.2, "b", KindEnd, 2),
+		heal(40, FaultFreeze, "b"), rec(40.2, "b", KindEnd, 2), stopped(40.2, "b", 2, 33),
 	}, tm)
 	require.Len(t, r.Terms, 3)
 	assert.True(t, r.Terms[0].Killed)
@@ -67,7 +71,7 @@ func TestCheckSeparatesStorageAmnesia(t *testing.T) {
 	r := Check([]Record{
 		rec(1, "a", KindStart, 1),
 		fault(3, FaultStorageRestart, ""), heal(5, FaultStorageRestart, ""),
-		rec(6, "b", KindStart, 2), rec(8, "a", KindEnd, 1),
+		rec(6, "b", KindStart, 2), rec(8, "a", KindEnd, 1), stopped(8, "a", 1, 20),
 		rec(40, "c", KindStart, 3),
 	}, tm)
 	assert.Empty(t, r.Overlap)
@@ -76,9 +80,17 @@ func TestCheckSeparatesStorageAmnesia(t *testing.T) {
 	r = Check([]Record{
 		rec(1, "a", KindStart, 1),
 		fault(3, FaultStorageRestart, ""), heal(5, FaultStorageRestart, ""),
-		rec(6, "b", KindStart, 2), rec(30, "a", KindEnd, 1),
+		rec(6, "b", KindStart, 2), rec(30, "a", KindEnd, 1), stopped(30, "a", 1, 20),
 	}, tm)
 	assert.Len(t, r.Overlap, 1, "a leader that runs on long after storage came back is not excused")
+
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultStorageRestart, ""), heal(5, FaultStorageRestart, ""),
+		rec(12, "b", KindStart, 2), rec(15, "a", KindEnd, 1), stopped(15, "a", 1, 10),
+	}, tm)
+	assert.Len(t, r.Overlap, 1, "a successor after the old lease expired is no amnesia: the old leader overran")
+	assert.Empty(t, r.Amnesia)
 }
 
 // A short fault that did not end the term did not move leadership; no
@@ -88,7 +100,7 @@ func TestCheckLeadershipMovesAndLiveness(t *testing.T) {
 		rec(1, "a", KindStart, 1),
 		fault(3, FaultResetLow, "a"), heal(5, FaultResetLow, "a"),
 		fault(10, FaultBlackhole, "a"), rec(18, "a", KindEnd, 1),
-		Record{Mono: 18 * sec, Who: "a", Kind: KindStopped, Term: 1, Expires: 21 * sec},
+		stopped(18, "a", 1, 21),
 		heal(30, FaultBlackhole, "a"),
 		rec(60, "b", KindStart, 2),
 	}, tm)
@@ -109,7 +121,7 @@ func TestCheckFreezeStampedJustBeforeTheHeal(t *testing.T) {
 		rec(1, "a", KindStart, 1),
 		fault(3, FaultFreeze, "a"),
 		rec(16, "b", KindStart, 2),
-		rec(21.9999, "a", KindEnd, 1),
+		rec(21.9999, "a", KindEnd, 1), stopped(21.9999, "a", 1, 16),
 		heal(22, FaultFreeze, "a"),
 	}, tm)
 	assert.Empty(t, r.Overlap)
@@ -118,4 +130,81 @@ func TestCheckFreezeStampedJustBeforeTheHeal(t *testing.T) {
 	require.Len(t, r.Faults, 1)
 	assert.True(t, r.Faults[0].Changed)
 	assert.InDelta(t, 13*time.Second, r.Faults[0].Gap, float64(time.Millisecond))
+}
+
+// A freeze excuses only a successor that took the lease after the frozen
+// leader's could expire, and only if the thawed leader then returned at once.
+func TestCheckFreezeExcusesNoMoreThanTheFreeze(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultFreeze, "a"),
+		rec(4, "b", KindStart, 2), // while a's lease was still valid
+		heal(22, FaultFreeze, "a"), rec(22, "a", KindEnd, 1), stopped(22, "a", 1, 16),
+	}, tm)
+	assert.Len(t, r.Overlap, 1)
+	assert.Empty(t, r.Frozen)
+
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultFreeze, "a"),
+		rec(17, "b", KindStart, 2),
+		heal(22, FaultFreeze, "a"), rec(30, "a", KindEnd, 1), stopped(30, "a", 1, 16), // ran on 8 s after thawing
+	}, tm)
+	assert.Len(t, r.Overlap, 1)
+	assert.Empty(t, r.Frozen)
+}
+
+// The baseline's cut-off leader runs on while its successor leads: the
+// failover is still measured, and the overlap counted.
+func TestCheckGapWhenTheOldLeaderDoesNotStop(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultBlackhole, "a"), heal(20, FaultBlackhole, "a"),
+		rec(18, "b", KindStart, 1),
+		rec(60, "a", KindEnd, 1), stopped(60, "a", 1, 16),
+	}, tm)
+	require.Len(t, r.Faults, 1)
+	assert.True(t, r.Faults[0].Changed)
+	assert.Equal(t, 15*time.Second, r.Faults[0].Gap)
+	assert.False(t, r.Faults[0].StopMarginOK, "the old term did not end in the trial")
+	assert.Len(t, r.Overlap, 1)
+}
+
+// A frozen leader that thaws, stops, and is followed by nobody is a liveness
+// failure, though it still ran at the moment of the heal.
+func TestCheckLivenessAfterAFreezeWithNoSuccessor(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultFreeze, "a"),
+		heal(22, FaultFreeze, "a"), rec(22.1, "a", KindEnd, 1), stopped(22.1, "a", 1, 16),
+		rec(80, "b", KindStart, 2),
+	}, tm)
+	require.Len(t, r.Liveness, 1)
+	assert.Equal(t, 58*time.Second, r.Liveness[0].Recovered)
+}
+
+// A fault is judged by the lane it hit, not by whoever else led.
+func TestCheckJudgesTheTargetLane(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1), rec(2, "a", KindEnd, 1),
+		rec(2.5, "b", KindStart, 2),
+		fault(3, FaultKill, "a"), heal(3, FaultKill, "a"), // the harness's view was stale
+	}, tm)
+	require.Len(t, r.Faults, 1)
+	assert.Empty(t, r.Faults[0].LeaderAt, "a did not lead when it was hit")
+	assert.False(t, r.Faults[0].Changed)
+}
+
+// The harness stopping every contender at the end of the run is no fault's
+// doing.
+func TestCheckShutdownIsNotAFaultsEffect(t *testing.T) {
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultResetLow, "a"), heal(5, FaultResetLow, "a"),
+		{Mono: 5 * sec, Who: "harness", Kind: KindShutdown},
+		rec(5.01, "a", KindEnd, 1), stopped(5.01, "a", 1, 16),
+	}, tm)
+	require.Len(t, r.Faults, 1)
+	assert.False(t, r.Faults[0].Changed)
+	assert.Empty(t, r.Liveness)
 }

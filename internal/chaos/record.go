@@ -45,6 +45,7 @@ const (
 	KindFault    = "fault"    // a fault began (Fault, Target, Detail)
 	KindHeal     = "heal"     // that fault ended (Fault, Target)
 	KindRequests = "requests" // a contender's request count so far (Who, Requests)
+	KindShutdown = "shutdown" // the harness began stopping every contender
 )
 
 // Mono reads CLOCK_MONOTONIC, the clock every record is stamped with.

@@ -34,8 +34,21 @@ func main() {
 		algo       = flag.String("algo", chaos.AlgoLibrary, "library, or baseline (the reference sample's algorithm)")
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		svg        = flag.String("svg", "", "write the first run's timeline here")
+		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with -algo) instead of running")
 	)
 	flag.Parse()
+	if *recheck != "" {
+		recs, err := chaos.ReadRecords(*recheck)
+		if err != nil {
+			fail(err)
+		}
+		rep := chaos.Check(recs, chaos.TimingsFor(*algo))
+		fmt.Print(rep.Summary())
+		if len(rep.Overlap) > 0 || len(rep.Liveness) > 0 {
+			os.Exit(1)
+		}
+		return
+	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "chaos-")
 		if err != nil {
