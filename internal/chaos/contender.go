@@ -21,6 +21,7 @@ import (
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/baseline"
+	"github.com/blobelect/leaderelection/internal/reqcount"
 )
 
 // envContender carries a contender's configuration (JSON) to a process the
@@ -81,15 +82,6 @@ func (r *recorder) write(rec Record) {
 	_ = r.enc.Encode(rec)
 }
 
-// countingPolicy counts every HTTP request the client sends, retries
-// included: the benchmarks' request rates are counted, not computed.
-type countingPolicy struct{ n atomic.Int64 }
-
-func (p *countingPolicy) Do(req *policy.Request) (*http.Response, error) {
-	p.n.Add(1)
-	return req.Next()
-}
-
 func contend(cfg contenderConfig) error {
 	rec := &recorder{enc: json.NewEncoder(os.Stdout), who: cfg.Name}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -100,7 +92,7 @@ func contend(cfg contenderConfig) error {
 		stop()
 	}()
 
-	counter := &countingPolicy{}
+	counter := &reqcount.Policy{}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
 	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter}}
@@ -120,12 +112,12 @@ func contend(cfg contenderConfig) error {
 				case <-countCtx.Done():
 					return
 				case <-t.C:
-					rec.write(Record{Kind: KindRequests, Requests: counter.n.Load()})
+					rec.write(Record{Kind: KindRequests, Requests: counter.Count()})
 				}
 			}
 		}()
 	}
-	defer func() { rec.write(Record{Kind: KindRequests, Requests: counter.n.Load()}) }()
+	defer func() { rec.write(Record{Kind: KindRequests, Requests: counter.Count()}) }()
 
 	var terms atomic.Int64
 	task := func(ctx context.Context) error {

@@ -31,6 +31,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	leaderelection "github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/reqcount"
 )
 
 // Defaults for Config's zero values.
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	tr.MaxIdleConnsPerHost = 256
 	tr.MaxConnsPerHost = 256
 	defer tr.CloseIdleConnections()
-	counter := &countingPolicy{}
+	counter := &reqcount.Policy{}
 	copts := &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
 		Transport:        &http.Client{Transport: tr},
 		PerRetryPolicies: []policy.Policy{counter},
@@ -260,7 +261,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 
 	// The steady period.
 	phase.Store("steady")
-	requestsBefore := counter.n.Load()
+	requestsBefore := counter.Count()
 	steadyBegin := time.Now()
 	m.steady.Store(true)
 	steadyTimer := time.NewTimer(cfg.Steady)
@@ -275,7 +276,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	m.steady.Store(false)
 	res.Steady = time.Since(steadyBegin)
-	res.Requests = counter.n.Load() - requestsBefore
+	res.Requests = counter.Count() - requestsBefore
 	if u, err := readUsage(); err == nil {
 		res.CPUSteady = u.cpu - usageAll.cpu
 	} else if runErr == nil {
@@ -390,7 +391,7 @@ func (m *meter) counts() (lostSteady, lostOther int) {
 }
 
 // reportProgress writes a line every progressEvery until ctx ends.
-func reportProgress(ctx context.Context, w io.Writer, m *meter, counter *countingPolicy, phase *atomic.Value, begin time.Time, n int) {
+func reportProgress(ctx context.Context, w io.Writer, m *meter, counter *reqcount.Policy, phase *atomic.Value, begin time.Time, n int) {
 	t := time.NewTicker(progressEvery)
 	defer t.Stop()
 	for {
@@ -402,21 +403,12 @@ func reportProgress(ctx context.Context, w io.Writer, m *meter, counter *countin
 		lostSteady, lostOther := m.counts()
 		line := fmt.Sprintf("scale: %6.1fs %-8s %d/%d leading, %d terms started, lost %d while steady and %d otherwise, %d requests, %d goroutines",
 			time.Since(begin).Seconds(), phase.Load(), m.leading.Load(), n, m.started.Load(),
-			lostSteady, lostOther, counter.n.Load(), runtime.NumGoroutine())
+			lostSteady, lostOther, counter.Count(), runtime.NumGoroutine())
 		if u, err := readUsage(); err == nil {
 			line += fmt.Sprintf(", cpu %v, maxrss %d MiB", u.cpu.Round(time.Millisecond), u.maxRSS>>20)
 		}
 		fmt.Fprintln(w, line)
 	}
-}
-
-// countingPolicy counts every HTTP request sent, retries included: the
-// request rate is counted, not computed.
-type countingPolicy struct{ n atomic.Int64 }
-
-func (p *countingPolicy) Do(req *policy.Request) (*http.Response, error) {
-	p.n.Add(1)
-	return req.Next()
 }
 
 // lockedWriter serializes writes from the logger and the progress reports.
