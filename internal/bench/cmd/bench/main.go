@@ -392,7 +392,7 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	p("# Benchmarks\n\n")
 	p("Produced by `go run ./internal/bench/cmd/bench` (%s), in {{ELAPSED}}, on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
 	p("Machine: %s, %d cores, %s. %s, %s, Azurite %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.Version(), nodeVersion(), azurite.Version)
-	p("Module versions: %s.\n\n", depVersions())
+	p("Module versions: %s. Commit: %s.\n\n", depVersions(), revision())
 	p("Settings: the library's defaults (lease 15 s, renew every 5 s, stop margin 3 s, follower retry every 2 s, request timeout 4 s); ")
 	p("the baseline is the reference C# sample's algorithm (`internal/baseline`: lease 15 s, renew every 10 s, acquire retry every 20 s, ")
 	p("the SDK's default retries, the leader task cancelled only when a renew call fails). Every trial is a fault injected by the chaos ")
@@ -448,7 +448,11 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	p("| CPU in steady state | %.1f %% of one core (%s over %s) |\n", sr.CPUSteadyPercent, secs(sr.CPUSteady), sr.Steady.Round(time.Second))
 	p("| peak RSS | %.0f MiB |\n", float64(sr.PeakRSSBytes)/(1<<20))
 	p("| goroutines per mutex | %.2f |\n", sr.GoroutinesPerMutex)
-	p("| terms lost in steady state | %d %v |\n", sr.TermsLost, sr.LostReasons)
+	if sr.TermsLost == 0 {
+		p("| terms lost in steady state | 0 |\n")
+	} else {
+		p("| terms lost in steady state | %d %v |\n", sr.TermsLost, sr.LostReasons)
+	}
 	p("| requests per mutex per hour | %.0f |\n", sr.RequestsPerMutexHour)
 
 	p("\n**%d contenders on one blob** (separate processes), %d faults (kill, graceful, blackhole of the leader):\n\n", o.crowd, len(crowd.faults()))
@@ -518,7 +522,8 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 		p("no client-side algorithm can prevent this, and the terms (fencing tokens) still increased.\n")
 	}
 	if len(wakes) > 0 {
-		p("A leader frozen by SIGSTOP across its deadline returned %s at most after SIGCONT (%d cases): the time to deliver its cancelled context.\n", secs(slices.Max(wakes)), len(wakes))
+		p("A leader frozen by SIGSTOP across its deadline returned %v at most after SIGCONT (%d cases): the time to deliver its cancelled context.\n",
+			slices.Max(wakes).Round(time.Millisecond), len(wakes))
 	}
 	p("\nIn all, %d faults were injected into the library's contenders in this run (failover trials, crowd and chaos), with %d overlaps.\n",
 		libFaults, results[chaos.FaultGraceful][chaos.AlgoLibrary].overlaps()+results[chaos.FaultKill][chaos.AlgoLibrary].overlaps()+
@@ -576,4 +581,22 @@ func depVersions() string {
 		}
 	}
 	return strings.Join(vs, ", ")
+}
+
+// revision is the commit the binary was built from, as go build stamps it.
+func revision() string {
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "?"
+	}
+	rev, modified := "?", ""
+	for _, st := range bi.Settings {
+		switch {
+		case st.Key == "vcs.revision" && len(st.Value) >= 7:
+			rev = st.Value[:7]
+		case st.Key == "vcs.modified" && st.Value == "true":
+			modified = " (with uncommitted changes)"
+		}
+	}
+	return rev + modified
 }
