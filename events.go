@@ -59,7 +59,9 @@ type Event struct {
 	// lease could have expired on the server (the send time of its last
 	// confirmed acquire or renewal + LeaseDuration). Both carry monotonic
 	// clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
-	// the leader stopped before another instance could lead.
+	// the leader stopped before another instance could lead. For
+	// ReasonLeaseLost the server ended the lease sooner (a break, a
+	// release): LeaseExpiry is then when it would have expired.
 	FuncReturned time.Time
 	LeaseExpiry  time.Time
 }
