@@ -2,7 +2,7 @@
 // side by side with the reference sample's algorithm (internal/baseline) under
 // the same faults, prints the tables and writes them to BENCHMARKS.md.
 //
-//	go run ./internal/bench/cmd/bench                # the full run, about 30 minutes
+//	go run ./internal/bench/cmd/bench                # the full run, about 21 minutes
 //	go run ./internal/bench/cmd/bench -quick -out /tmp/b.md   # a smoke run
 //
 // Every trial is a fault injected by the chaos harness (internal/chaos) into
