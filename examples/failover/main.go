@@ -205,7 +205,7 @@ func runDemo(w io.Writer) (Summary, error) {
 		return sum, err
 	}
 	graceful := third.at.Sub(stopped)
-	say("graceful handover: %s took over %.2fs after the SIGTERM (at most one retry interval)", third.who, graceful.Seconds())
+	say("graceful handover: %s took over %.2fs after the SIGTERM (about one retry interval)", third.who, graceful.Seconds())
 
 	fmt.Fprintf(w, "\nsummary: crash failover %.2fs, graceful handover %.2fs\n", crash.Seconds(), graceful.Seconds())
 	return Summary{Leader: first.who, CrashFailover: crash, GracefulHandover: graceful}, nil
