@@ -583,20 +583,31 @@ func depVersions() string {
 	return strings.Join(vs, ", ")
 }
 
-// revision is the commit the binary was built from, as go build stamps it.
+// revision is the commit the binary was built from, as go build stamps it,
+// or else (GOFLAGS=-buildvcs=false) the work tree's, as git tells it.
 func revision() string {
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "?"
-	}
-	rev, modified := "?", ""
-	for _, st := range bi.Settings {
-		switch {
-		case st.Key == "vcs.revision" && len(st.Value) >= 7:
-			rev = st.Value[:7]
-		case st.Key == "vcs.modified" && st.Value == "true":
-			modified = " (with uncommitted changes)"
+	rev, modified := "", false
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			switch {
+			case st.Key == "vcs.revision" && len(st.Value) >= 7:
+				rev = st.Value[:7]
+			case st.Key == "vcs.modified":
+				modified = st.Value == "true"
+			}
 		}
 	}
-	return rev + modified
+	if rev == "" {
+		out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
+		if err != nil {
+			return "unknown"
+		}
+		rev = strings.TrimSpace(string(out))
+		status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
+		modified = err != nil || len(strings.TrimSpace(string(status))) > 0
+	}
+	if modified {
+		return rev + " (with uncommitted changes)"
+	}
+	return rev
 }
