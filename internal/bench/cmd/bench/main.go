@@ -46,6 +46,7 @@ type options struct {
 	scaleMutexes           int
 	scaleSteady            time.Duration
 	out, svg, dir          string
+	commit                 string // what is measured, read before the run writes its files
 	seed                   int64
 }
 
@@ -80,6 +81,7 @@ func main() {
 		check(err)
 		o.dir = d
 	}
+	o.commit = revision()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	start := time.Now()
@@ -392,7 +394,7 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	p("# Benchmarks\n\n")
 	p("Produced by `go run ./internal/bench/cmd/bench` (%s), in {{ELAPSED}}, on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
 	p("Machine: %s, %d cores, %s. %s, %s, Azurite %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.Version(), nodeVersion(), azurite.Version)
-	p("Module versions: %s. Commit: %s.\n\n", depVersions(), revision())
+	p("Module versions: %s. Commit: %s.\n\n", depVersions(), o.commit)
 	p("Settings: the library's defaults (lease 15 s, renew every 5 s, stop margin 3 s, follower retry every 2 s, request timeout 4 s); ")
 	p("the baseline is the reference C# sample's algorithm (`internal/baseline`: lease 15 s, renew every 10 s, acquire retry every 20 s, ")
 	p("the SDK's default retries, the leader task cancelled only when a renew call fails). Every trial is a fault injected by the chaos ")
