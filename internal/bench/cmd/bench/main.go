@@ -513,14 +513,22 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 		}
 		live += len(r.Liveness)
 	}
-	amnesia := 0
+	// One forgotten lease can overlap more than one successor term; count
+	// the leases, and the pairs apart.
+	amnesia, pairs := 0, 0
 	for _, r := range mixed.reports {
-		amnesia += len(r.Amnesia)
+		forgotten := map[chaos.TermSpan]bool{}
+		for _, o := range r.Amnesia {
+			forgotten[o.A] = true
+		}
+		amnesia += len(forgotten)
+		pairs += len(r.Amnesia)
 	}
 	p("\nOverlaps: %d. Liveness violations (no leader within lease + retry interval + 5 s of a fault healing): %d.\n", mixed.overlaps(), live)
 	if amnesia > 0 {
 		p("Apart from those: %d times Azurite came back from a restart without a lease it had granted (it saves its data to disk only every few seconds), ", amnesia)
-		p("another instance took it while its holder still led, and the holder stopped at its next renewal. Azure Storage does not lose acknowledged writes; ")
+		p("another instance took it while its holder still led (%d pairs of terms ran together), and the holder stopped at its next renewal. ", pairs)
+		p("Azure Storage does not lose acknowledged writes; ")
 		p("no client-side algorithm can prevent this, and the terms (fencing tokens) still increased.\n")
 	}
 	if len(wakes) > 0 {
