@@ -95,6 +95,11 @@ func (e *StorageError) Is(target error) bool { return target == e.kind }
 // right kind. lostCodes are the Azure error codes that mean "lease lost" for
 // this operation; heldCodes those that mean "someone else holds it".
 func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes []string) error {
+	if already, ok := err.(*StorageError); ok {
+		// Classified where it arose (e.g. an answer with another lease ID):
+		// wrapping it again would give it a second kind.
+		return already
+	}
 	se := &StorageError{Op: op, Container: m.container, Blob: m.blob, err: err}
 	var re *azcore.ResponseError
 	switch {

@@ -220,3 +220,16 @@ func TestReleaseWithUnknownOutcomeChangesTheLeaseID(t *testing.T) {
 	require.NoError(t, err, "the new lease is still ours")
 	require.NoError(t, m.Release(ctx))
 }
+
+// An answer with another lease ID is classified where it arises; passing it
+// through classify again must not give it a second kind.
+func TestClassifiedErrorKeepsItsOneKind(t *testing.T) {
+	m := &BlobLeaseManager{container: "c", blob: "b"}
+	held := &StorageError{Op: "acquire lease", Container: "c", Blob: "b",
+		detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
+	err := m.classify("acquire lease", held, heldCodes, nil)
+	assert.ErrorIs(t, err, ErrLeaseHeld)
+	for _, other := range []error{ErrLeaseLost, ErrTransient, ErrPermanent} {
+		assert.NotErrorIs(t, err, other)
+	}
+}
