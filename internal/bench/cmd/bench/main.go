@@ -528,8 +528,7 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	if amnesia > 0 {
 		p("Apart from those: %d times Azurite came back from a restart without a lease it had granted (it saves its data to disk only every few seconds), ", amnesia)
 		p("another instance took it while its holder still led (%d pairs of terms ran together), and the holder stopped at its next renewal. ", pairs)
-		p("Azure Storage does not lose acknowledged writes; ")
-		p("no client-side algorithm can prevent this, and the terms (fencing tokens) still increased.\n")
+		p("Azure Storage does not lose acknowledged writes; no client-side algorithm can prevent this, and the terms (fencing tokens) still increased.\n")
 	}
 	if len(wakes) > 0 {
 		p("A leader frozen by SIGSTOP across its deadline returned %v at most after SIGCONT (%d cases): the time to deliver its cancelled context.\n",
