@@ -18,13 +18,24 @@ type termHealth struct {
 	leading       bool      // a term's leader func is running
 	cancelledAt   time.Time // when that func's context was cancelled; zero if it was not
 	cause         error
+	leaseEndedAt  time.Time // when its lease context was cancelled: the lease may pass on
+	leaseCause    error
 	renewFailures time.Time // since when renewals have been failing; zero while they succeed
 }
 
-func (h *health) startTerm() {
+// beginTerm starts a term's record when the lease is taken, before the term
+// is written: what happens from then on counts once the func runs.
+func (h *health) beginTerm() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.termHealth = termHealth{leading: true}
+	h.termHealth = termHealth{}
+}
+
+// funcStarted marks the term's func as running.
+func (h *health) funcStarted() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.leading = true
 }
 
 func (h *health) endTerm() {
@@ -42,8 +53,16 @@ func (h *health) snapshot() termHealth {
 func (h *health) cancelled(cause error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.leading && h.cancelledAt.IsZero() {
+	if h.cancelledAt.IsZero() {
 		h.cancelledAt, h.cause = time.Now(), cause
+	}
+}
+
+func (h *health) leaseEnded(cause error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.leaseEndedAt.IsZero() {
+		h.leaseEndedAt, h.leaseCause = time.Now(), cause
 	}
 }
 
@@ -60,14 +79,16 @@ func (h *health) renewResult(err error) {
 
 // Healthy reports nil while this instance is a healthy leader or follower,
 // and an error saying why otherwise:
-//   - it leads in name but its leader func is still running StopMargin after
-//     its context was cancelled (at that point the lease may expire, and
-//     another instance lead, while it still acts);
+//   - its leader func is still running StopMargin after its lease context
+//     was cancelled (see [LeaseContext]): the lease may have passed to
+//     another instance while it still acts;
 //   - its func has stalled (see [WithStallTimeout]) and not yet returned;
 //   - it leads and its renewals have been failing for longer than
 //     (LeaseDuration - StopMargin)/2 (6 s by default).
 //
-// It makes no network call. A follower that cannot reach storage is healthy:
+// A func winding down after the caller cancelled its context, however long,
+// is healthy while the lease is renewed: it is shutting down as designed. It
+// makes no network call. A follower that cannot reach storage is healthy:
 // restarting it would not help.
 func (m *BlobDistributedMutex) Healthy() error {
 	s := m.lease.settings
@@ -75,13 +96,13 @@ func (m *BlobDistributedMutex) Healthy() error {
 	if !h.leading {
 		return nil
 	}
-	if !h.cancelledAt.IsZero() {
-		if late := time.Since(h.cancelledAt); late > s.StopMargin {
-			return fmt.Errorf("leaderelection: leader func still running %v after its context was cancelled (%v)", late.Round(time.Millisecond), h.cause)
+	if !h.leaseEndedAt.IsZero() {
+		if late := time.Since(h.leaseEndedAt); late > s.StopMargin {
+			return fmt.Errorf("leaderelection: leader func still running %v after its lease context was cancelled (%v): another instance may lead", late.Round(time.Millisecond), h.leaseCause)
 		}
-		if errors.Is(h.cause, ErrStalled) {
-			return fmt.Errorf("leaderelection: leader func stalled: %v", h.cause)
-		}
+	}
+	if errors.Is(h.cause, ErrStalled) {
+		return fmt.Errorf("leaderelection: leader func stalled: %v", h.cause)
 	}
 	if !h.renewFailures.IsZero() {
 		if failing := time.Since(h.renewFailures); failing > (s.LeaseDuration-s.StopMargin)/2 {

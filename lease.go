@@ -59,6 +59,8 @@ type Grant struct {
 	// before this moment. Both carry Go's monotonic clock reading, so
 	// comparisons with time.Now are immune to wall-clock jumps.
 	Expires time.Time
+
+	bootSent time.Duration // sinceBoot() when the request was sent
 }
 
 // LeaseInfo is the state of a lease as the server reports it, with the
@@ -193,7 +195,7 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
-	sent := time.Now()
+	sent, bootSent := time.Now(), sinceBoot()
 	resp, err := h.client.AcquireLease(ctx, int32(m.settings.LeaseDuration/time.Second), nil)
 	if err != nil {
 		return Grant{}, err
@@ -203,11 +205,11 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 		return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
 			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
 	}
-	return m.grant(h.id, sent), nil
+	return m.grant(h.id, sent, bootSent), nil
 }
 
-func (m *BlobLeaseManager) grant(id string, sent time.Time) Grant {
-	return Grant{LeaseID: id, Sent: sent, Expires: sent.Add(m.settings.LeaseDuration)}
+func (m *BlobLeaseManager) grant(id string, sent time.Time, bootSent time.Duration) Grant {
+	return Grant{LeaseID: id, Sent: sent, Expires: sent.Add(m.settings.LeaseDuration), bootSent: bootSent}
 }
 
 // Renew extends the lease this manager holds. An error matching
@@ -216,7 +218,7 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
-	sent := time.Now()
+	sent, bootSent := time.Now(), sinceBoot()
 	resp, err := h.client.RenewLease(ctx, nil)
 	if err != nil {
 		return Grant{}, m.classify("renew lease", err, nil, lostCodes)
@@ -227,7 +229,7 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 		return Grant{}, &StorageError{Op: "renew lease", Container: m.container, Blob: m.blob,
 			detail: "the server answered with another lease ID", kind: ErrLeaseLost}
 	}
-	return m.grant(h.id, sent), nil
+	return m.grant(h.id, sent, bootSent), nil
 }
 
 // Release gives the lease up so another instance can take it at once. A lease

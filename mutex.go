@@ -215,23 +215,33 @@ func (m *BlobDistributedMutex) emit(e Event) {
 // non-nil error only when contention must stop (a permanent storage error).
 func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopReason, err error) {
 	s := m.lease.settings
+	state := &termState{}
+	// Two contexts for the two stages of a stop (see the top of renew.go):
+	// leaderCtx, the func's own, ends with the caller's context too;
+	// leaseCtx only when the lease may pass to another instance.
 	leaderCtx, cancel := context.WithCancelCause(ctx)
-	fuse := newSafetyFuse(g.Expires.Add(-s.StopMargin), cancel)
+	leaseCtx, cancelLease := context.WithCancelCause(context.WithValue(context.WithoutCancel(ctx), termKey{}, state))
+	state.lease = leaseCtx
+	ts := termStop{pleaseStop: cancel, stopNow: func(cause error) {
+		cancelLease(cause)
+		cancel(cause)
+	}}
+	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow)
+	m.health.beginTerm()
 	// Renewal outlives the caller's cancellation: it stops when the func has
 	// returned.
 	stopCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
-	state := &termState{}
 	funcDone := make(chan struct{})
 	var wg sync.WaitGroup
 	var renewErr error
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		renewErr = m.keepAlive(stopCtx, g, fuse, cancel, m.lease.Renew, state)
+		renewErr = m.keepAlive(stopCtx, g, fuse, ts, m.lease.Renew, state)
 	}()
 	go func() {
 		defer wg.Done()
-		m.watchFunc(leaderCtx, funcDone, state)
+		m.watchFunc(leaderCtx, leaseCtx, funcDone)
 	}()
 
 	var (
@@ -247,9 +257,14 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		funcEnd := time.Now()
 		m.leading.Store(false)
 		expires := fuse.current().Add(s.StopMargin)
-		cause := context.Cause(leaderCtx)
+		// Why the func was stopped: the lease's reason if it came to that
+		// (a lease lost while winding down after a caller's cancel says so).
+		cause := context.Cause(leaseCtx)
+		if cause == nil {
+			cause = context.Cause(leaderCtx)
+		}
 		close(funcDone)
-		cancel(errTermEnded)
+		ts.stopNow(errTermEnded)
 		stopRenewing()
 		wg.Wait()
 		fuse.stop()
@@ -285,7 +300,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	if leaderCtx.Err() != nil {
 		return "", nil // cancelled while recording: do not start the func at all
 	}
-	m.health.startTerm()
+	m.health.funcStarted()
 	state.start(term)
 	m.leading.Store(true)
 	m.metrics.transition("started", "")
@@ -350,20 +365,37 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 // errTermEnded cancels the leader's context once its func has returned.
 var errTermEnded = errors.New("leaderelection: term ended")
 
-// watchFunc records in the health state when the running func's context is
-// cancelled, and logs loudly while the func keeps running after that: it
-// breaks the contract that keeps leaders from overlapping.
-func (m *BlobDistributedMutex) watchFunc(leaderCtx context.Context, funcDone <-chan struct{}, term *termState) {
+// watchFunc records in the health state when the running func's contexts
+// end, and tells the func's two stages of a stop apart in the logs: a func
+// winding down after its own context ended, while the lease is still ours,
+// is normal and at most worth a warning; a func still running StopMargin
+// after its lease context ended breaks the contract that keeps leaders from
+// overlapping, and is logged at Error until it returns.
+func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, funcDone <-chan struct{}) {
 	select {
 	case <-funcDone:
 		return
 	case <-leaderCtx.Done():
 	}
-	if term.started.Load() {
-		m.health.cancelled(context.Cause(leaderCtx))
-	}
+	m.health.cancelled(context.Cause(leaderCtx))
 	s := m.lease.settings
 	cancelled := time.Now()
+	windingDown := time.NewTimer(s.StopMargin)
+	defer windingDown.Stop()
+	for leaseCtx.Err() == nil {
+		select {
+		case <-funcDone:
+			return
+		case <-leaseCtx.Done():
+		case <-windingDown.C:
+			m.logger.Warn("leaderelection: leader func still winding down after its context was cancelled; the lease is still ours",
+				"container", s.Container, "blob", s.Blob, "cancelledFor", time.Since(cancelled).Round(time.Millisecond),
+				"cause", fmt.Sprint(context.Cause(leaderCtx)))
+			windingDown.Reset(failureLogEvery)
+		}
+	}
+	m.health.leaseEnded(context.Cause(leaseCtx))
+	ended := time.Now()
 	t := time.NewTicker(s.StopMargin)
 	defer t.Stop()
 	for {
@@ -371,9 +403,9 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx context.Context, funcDone <-c
 		case <-funcDone:
 			return
 		case <-t.C:
-			m.logger.Error("leaderelection: leader func still running after its context was cancelled; it must return when ctx is done, or two leaders may act at once",
-				"container", s.Container, "blob", s.Blob, "cancelledFor", time.Since(cancelled).Round(time.Millisecond),
-				"cause", fmt.Sprint(context.Cause(leaderCtx)))
+			m.logger.Error("leaderelection: leader func still running after its lease context was cancelled; it must stop acting within StopMargin of that, or two leaders may act at once",
+				"container", s.Container, "blob", s.Blob, "leaseEndedFor", time.Since(ended).Round(time.Millisecond),
+				"cause", fmt.Sprint(context.Cause(leaseCtx)))
 		}
 	}
 }

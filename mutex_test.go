@@ -519,19 +519,96 @@ func TestLeaseRenewedWhileFuncWindsDownAfterCancel(t *testing.T) {
 	s.RenewInterval = time.Second
 	windDown := s.withDefaults().LeaseDuration + 2*time.Second
 	log := newTermLog()
+	var logs syncBuffer
+	var leaseEnded atomic.Bool
+	var unhealthy atomic.Value
 	a := startContender(t, "a", s, log.leaderFunc("a", func(ctx context.Context) error {
 		<-ctx.Done()
-		time.Sleep(windDown) // ignores nothing: the caller asked it to finish up
+		select { // the caller asked it to finish up; the lease is still ours
+		case <-LeaseContext(ctx).Done():
+			leaseEnded.Store(true)
+		case <-time.After(windDown):
+		}
 		return nil
-	}))
+	}), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	require.Equal(t, "a", log.next(t, 10*time.Second).who)
 	startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
 
 	cancelled := time.Now()
 	a.cancel()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for time.Since(cancelled) < windDown-time.Second {
+			if err := a.mutex.Healthy(); err != nil {
+				unhealthy.Store(err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}()
 	next := log.next(t, windDown+10*time.Second)
+	<-sampled
 	assert.Equal(t, "b", next.who)
 	assert.GreaterOrEqual(t, next.start.Sub(cancelled), windDown, "b led while a's func was still winding down")
 	assert.Less(t, next.start.Sub(cancelled), windDown+s.RetryInterval+2*time.Second, "the lease was released once a's func returned")
 	log.requireNoOverlap(t)
+	assert.False(t, leaseEnded.Load(), "a's lease context ended while its lease was renewed")
+	assert.Nil(t, unhealthy.Load(), "a winding down under a held lease was reported unhealthy")
+	assert.NotContains(t, logs.String(), "level=ERROR", "a winding down under a held lease was logged as an error")
+	assert.Contains(t, logs.String(), "still winding down", "a long wind-down is worth a warning")
+}
+
+// A func winding down after its caller cancelled learns from its lease
+// context when the lease may pass to another instance, and stops before
+// anyone else starts.
+func TestWindingDownFuncIsToldWhenItsLeaseMayPass(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.RenewInterval = time.Second
+	d := s.withDefaults()
+	log := newTermLog()
+	sa, ta := withTransport(t, s)
+	var lastRenewSent atomic.Int64 // since start, of the last renewal the server confirmed
+	start := time.Now()
+	ta.Observe(func(x faults.Exchange) {
+		if (x.LeaseAction == "renew" || x.LeaseAction == "acquire") && x.Status >= 200 && x.Status < 300 {
+			lastRenewSent.Store(int64(x.Sent.Sub(start)))
+		}
+	})
+	type stopNow struct {
+		at    time.Time
+		cause error
+	}
+	told := make(chan stopNow, 1)
+	a := startContender(t, "a", sa, log.leaderFunc("a", func(ctx context.Context) error {
+		<-ctx.Done()
+		lease := LeaseContext(ctx)
+		select { // a long graceful wind-down, cut short only if the lease may pass
+		case <-lease.Done():
+			told <- stopNow{time.Now(), context.Cause(lease)}
+		case <-time.After(3 * d.LeaseDuration):
+		}
+		return nil
+	}))
+	require.Equal(t, "a", log.next(t, 10*time.Second).who)
+	sb, _ := withTransport(t, s)
+	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled))
+
+	a.cancel()
+	time.Sleep(time.Second)
+	ta.Blackhole() // storage goes silent while a winds down
+	bTerm := log.next(t, 2*d.LeaseDuration+10*time.Second)
+	require.Equal(t, "b", bTerm.who)
+
+	var stop stopNow
+	select {
+	case stop = <-told:
+	default:
+		t.Fatal("a's lease context was never cancelled")
+	}
+	assert.ErrorIs(t, stop.cause, ErrRenewDeadline)
+	expires := start.Add(time.Duration(lastRenewSent.Load())).Add(d.LeaseDuration)
+	assert.GreaterOrEqual(t, expires.Sub(stop.at), d.StopMargin-250*time.Millisecond, "a was told too late")
+	log.requireNoOverlap(t)
+	t.Logf("a told to stop now %v before its lease could expire; b started %v after that", expires.Sub(stop.at), bTerm.start.Sub(stop.at))
 }

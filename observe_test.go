@@ -260,10 +260,18 @@ func TestHealthCheck(t *testing.T) {
 	a.mutex.HealthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	assert.Equal(t, http.StatusOK, rec.Code)
 
-	// a is asked to stop, and its func ignores that.
+	// a is asked to stop, and winds down for longer than StopMargin: its
+	// lease is renewed meanwhile, so it is shutting down as designed.
 	a.cancel()
 	margin := s.withDefaults().StopMargin
-	require.Eventually(t, func() bool { return a.mutex.Healthy() != nil }, margin+slack, 50*time.Millisecond)
+	for end := time.Now().Add(margin + 2*time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		require.NoError(t, a.mutex.Healthy(), "a func winding down under a held lease")
+	}
+
+	// Then its lease is lost while it goes on: that is unhealthy, StopMargin on.
+	_, err := a.mutex.LeaseManager().Break(context.Background(), 0)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return a.mutex.Healthy() != nil }, s.withDefaults().RenewInterval+margin+slack, 50*time.Millisecond)
 	assert.ErrorContains(t, a.mutex.Healthy(), "still running")
 	rec = httptest.NewRecorder()
 	a.mutex.HealthHandler().ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))

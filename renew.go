@@ -22,13 +22,29 @@ import (
 // where S is the send time of the last request the server confirmed with our
 // lease ID, read from Go's monotonic clock (time.Now carries it; wall-clock
 // jumps do not move it), and checked as well on a clock that counts the time
-// a host spends suspended (see safetyFuse). The fuse below cancels the
-// context at that moment from a timer of its own, whether or not a renewal
-// is still in flight: a
+// a host spends suspended (see safetyFuse); both readings are taken before
+// the request is sent. The fuse below cancels the context at that moment
+// from a timer of its own, whether or not a renewal is still in flight: a
 // renewal that answers after the deadline does not revive the term. The
 // StopMargin is what the leader func has to notice ctx.Done() and stop, and
 // it absorbs a timer firing late on a loaded machine and the tiny rate
 // difference between our clock and the server's.
+//
+// A stop comes in two stages, and only the second is about the lease. The
+// leader func's own context is also cancelled when the caller's context is,
+// or when the func stalls: that means "please stop", and the lease is still
+// ours (after a caller's cancel it is renewed until the func returns, so the
+// func may wind down for as long as it needs). What means "stop now", the
+// lease may pass to another instance (the deadline above, a lost lease, a
+// renewal refused for good), cancels the lease context as well
+// (LeaseContext), which the caller's cancellation does not touch. The rule
+// that keeps two funcs from acting at once is therefore: the func, and all
+// it started, stops acting within StopMargin of the lease context's end. A
+// func that returns within StopMargin of its own context's end keeps the
+// rule without knowing it, as that context ends no later than the lease
+// context; a func that goes on winding down after its context ended must
+// watch LeaseContext(ctx). The lease is released only after the func has
+// returned, and the lease context ends before that release is sent.
 //
 // What this does not cover: a process that is frozen (SIGSTOP, a paused VM)
 // across its deadline cannot run its cancellation until it thaws; a leader
@@ -37,6 +53,22 @@ import (
 // (see SafeBreakPeriod). Neither can be fixed from
 // inside the process; fencing tokens (the term) let downstream systems reject
 // such a leader's writes.
+
+// deadline is one moment read on two clocks: Go's monotonic clock, and the
+// clock that counts suspended time (see safetyFuse).
+type deadline struct {
+	mono time.Time
+	boot time.Duration
+}
+
+// safetyDeadline is when a term extended by g must stop acting: g.Sent +
+// LeaseDuration - margin, on both clocks, each read when the request was
+// sent. Reading the boot clock at the answer instead would push the
+// deadline back by a suspend during the round trip.
+func (g Grant) safetyDeadline(margin time.Duration) deadline {
+	left := g.Expires.Sub(g.Sent) - margin
+	return deadline{mono: g.Sent.Add(left), boot: g.bootSent + left}
+}
 
 // safetyFuse cancels a term's context at a deadline that each successful
 // renewal may push later. Once blown it stays blown.
@@ -48,15 +80,14 @@ import (
 // the wall clock), checks it every fuseCheckEvery, and blows on whichever
 // clock reaches the deadline first.
 type safetyFuse struct {
-	mu           sync.Mutex
-	deadline     time.Time
-	bootDeadline time.Duration // the deadline on boot's clock
-	boot         func() time.Duration
-	timer        *time.Timer
-	check        *time.Timer
-	done         bool // blown or stopped: the timers must not act again
-	blown        chan struct{}
-	cancel       context.CancelCauseFunc
+	mu       sync.Mutex
+	deadline deadline
+	boot     func() time.Duration
+	timer    *time.Timer
+	check    *time.Timer
+	done     bool // blown or stopped: the timers must not act again
+	blown    chan struct{}
+	cancel   context.CancelCauseFunc
 }
 
 // fuseCheckEvery is how often the fuse reads the clock that counts
@@ -64,16 +95,15 @@ type safetyFuse struct {
 // cancels after waking.
 const fuseCheckEvery = 250 * time.Millisecond
 
-func newSafetyFuse(deadline time.Time, cancel context.CancelCauseFunc) *safetyFuse {
-	return newSafetyFuseClock(deadline, cancel, sinceBoot)
+func newSafetyFuse(d deadline, cancel context.CancelCauseFunc) *safetyFuse {
+	return newSafetyFuseClock(d, cancel, sinceBoot)
 }
 
-func newSafetyFuseClock(deadline time.Time, cancel context.CancelCauseFunc, boot func() time.Duration) *safetyFuse {
-	f := &safetyFuse{deadline: deadline, boot: boot, cancel: cancel, blown: make(chan struct{})}
+func newSafetyFuseClock(d deadline, cancel context.CancelCauseFunc, boot func() time.Duration) *safetyFuse {
+	f := &safetyFuse{deadline: d, boot: boot, cancel: cancel, blown: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.bootDeadline = boot() + time.Until(deadline)
-	f.timer = time.AfterFunc(time.Until(deadline), f.fire)
+	f.timer = time.AfterFunc(time.Until(d.mono), f.fire)
 	f.check = time.AfterFunc(fuseCheckEvery, f.checkBoot)
 	return f
 }
@@ -84,7 +114,7 @@ func (f *safetyFuse) fire() {
 	if f.done {
 		return
 	}
-	if d := time.Until(f.deadline); d > 0 {
+	if d := time.Until(f.deadline.mono); d > 0 {
 		// The deadline was extended after the timer was set: sleep again.
 		f.timer.Reset(d)
 		return
@@ -98,7 +128,7 @@ func (f *safetyFuse) checkBoot() {
 	if f.done {
 		return
 	}
-	if f.boot() >= f.bootDeadline {
+	if f.boot() >= f.deadline.boot {
 		f.blowLocked()
 		return
 	}
@@ -116,28 +146,29 @@ func (f *safetyFuse) blowLocked() {
 // extend moves the deadline to d if that is later. It reports false, and
 // blows the fuse, if the current deadline has already passed: a renewal that
 // succeeds too late must not revive a term whose context may be cancelled.
-func (f *safetyFuse) extend(d time.Time) bool {
+func (f *safetyFuse) extend(d deadline) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.done {
 		return false
 	}
-	if !time.Now().Before(f.deadline) || f.boot() >= f.bootDeadline {
+	if !time.Now().Before(f.deadline.mono) || f.boot() >= f.deadline.boot {
 		f.blowLocked()
 		return false
 	}
-	if d.After(f.deadline) {
+	if d.mono.After(f.deadline.mono) {
 		// The timer re-arms itself when it fires at the old deadline.
-		f.deadline, f.bootDeadline = d, f.boot()+time.Until(d)
+		f.deadline.mono = d.mono
 	}
+	f.deadline.boot = max(f.deadline.boot, d.boot)
 	return true
 }
 
-// current returns the deadline in force.
+// current returns the deadline in force, on the monotonic clock.
 func (f *safetyFuse) current() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.deadline
+	return f.deadline.mono
 }
 
 // stop disarms the fuse without cancelling anything.
@@ -153,11 +184,11 @@ func (f *safetyFuse) stop() {
 // returned), the fuse blows, or the lease is lost or a permanent error occurs.
 // renew is m.lease.Renew, or a fake in unit tests of this timing logic;
 // term is the running term, for stall detection.
-// It cancels the term with the reason and returns it; nil means stop was
+// It stops the term with the reason and returns it; nil means stop was
 // called while the lease was still ours. It keeps renewing after the caller's
 // context is cancelled: the lease stays held while the leader func winds
 // down, and is released only after it returns.
-func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, cancel context.CancelCauseFunc,
+func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, ts termStop,
 	renew func(context.Context) (Grant, error), term *termState) error {
 	s := m.lease.settings
 	retryDelay := max(s.RenewInterval/5, 100*time.Millisecond)
@@ -176,10 +207,11 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		case <-timer.C:
 		}
 		if stall := m.opts.stallTimeout; stall > 0 && term.started.Load() && term.sinceBeat() > stall {
-			// Stop renewing: the lease stays valid for at least the stop
-			// margin after the deadline the fuse would have used, so the
-			// func has as long to return as after any other cancellation.
-			cancel(ErrStalled)
+			// Stop renewing: the lease stays ours until the fuse blows at
+			// the deadline the last renewal set, and valid for StopMargin
+			// after that, so the func has as long to stop acting as after
+			// any other cancellation.
+			ts.pleaseStop(ErrStalled)
 			m.logger.Warn("leaderelection: leader func stalled; leader context cancelled, renewals stopped",
 				"container", s.Container, "blob", s.Blob, "sinceHeartbeat", term.sinceBeat().Round(time.Millisecond))
 			return ErrStalled
@@ -197,7 +229,7 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		}
 		switch {
 		case err == nil:
-			if !fuse.extend(g.Expires.Add(-s.StopMargin)) {
+			if !fuse.extend(g.safetyDeadline(s.StopMargin)) {
 				continue // the fuse blew while the renewal was in flight; the select reports it
 			}
 			failing.recovered(m.logger, "leaderelection: lease renewal recovered", "container", s.Container, "blob", s.Blob)
@@ -206,11 +238,11 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 			return nil
 		case errors.Is(err, ErrLeaseLost):
 			cause := &leaseLostError{err: err}
-			cancel(cause)
+			ts.stopNow(cause)
 			m.logger.Warn("leaderelection: lease lost; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
 			return cause
 		case errors.Is(err, ErrPermanent):
-			cancel(err)
+			ts.stopNow(err)
 			m.logger.Error("leaderelection: lease renewal failed permanently; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
 			return err
 		default:
@@ -220,6 +252,15 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		}
 		timer.Reset(time.Until(next))
 	}
+}
+
+// termStop tells a term to stop, in two stages. pleaseStop cancels only the
+// leader func's context: the caller cancelled, or the func stalled, and the
+// lease is still ours. stopNow cancels the lease context too (see
+// [LeaseContext]): the lease may pass to another instance.
+type termStop struct {
+	pleaseStop context.CancelCauseFunc
+	stopNow    context.CancelCauseFunc
 }
 
 // leaseLostError is the context cause when the server says the lease is no

@@ -49,7 +49,7 @@ func (r *scriptedRenew) set(b func(ctx context.Context) error) {
 
 func (r *scriptedRenew) renew(lease time.Duration) func(ctx context.Context) (Grant, error) {
 	return func(ctx context.Context) (Grant, error) {
-		sent := time.Now()
+		sent, bootSent := time.Now(), sinceBoot()
 		r.mu.Lock()
 		b := r.behave
 		r.calls++
@@ -60,7 +60,7 @@ func (r *scriptedRenew) renew(lease time.Duration) func(ctx context.Context) (Gr
 		r.mu.Lock()
 		r.lastSent = sent
 		r.mu.Unlock()
-		return Grant{LeaseID: "id", Sent: sent, Expires: sent.Add(lease)}, nil
+		return Grant{LeaseID: "id", Sent: sent, Expires: sent.Add(lease), bootSent: bootSent}, nil
 	}
 }
 
@@ -87,13 +87,15 @@ func runKeepAlive(t *testing.T, m *BlobDistributedMutex, behave func(context.Con
 	s := m.lease.settings
 	r := &scriptedRenew{behave: behave}
 	now := time.Now()
-	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration)}
+	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration), bootSent: sinceBoot()}
 	r.lastSent = now
 	ctx, cancel := context.WithCancelCause(context.Background())
-	fuse := newSafetyFuse(g.Expires.Add(-s.StopMargin), cancel)
+	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), cancel)
 	stopCtx, stop := context.WithCancel(context.Background())
 	run := &keepAliveRun{ctx: ctx, done: make(chan error, 1), stop: stop, start: g, renewals: r}
-	go func() { run.done <- m.keepAlive(stopCtx, g, fuse, cancel, r.renew(s.LeaseDuration), &termState{}) }()
+	go func() {
+		run.done <- m.keepAlive(stopCtx, g, fuse, termStop{cancel, cancel}, r.renew(s.LeaseDuration), &termState{})
+	}()
 	t.Cleanup(func() {
 		stop()
 		<-run.done
@@ -174,12 +176,12 @@ func TestLateSuccessDoesNotReviveTheTerm(t *testing.T) {
 	var cancelled []error
 	var mu sync.Mutex
 	cancel := func(err error) { mu.Lock(); cancelled = append(cancelled, err); mu.Unlock() }
-	f := newSafetyFuse(time.Now().Add(time.Hour), cancel)
+	f := newSafetyFuse(at(time.Now().Add(time.Hour)), cancel)
 	defer f.stop()
 	f.mu.Lock()
-	f.deadline = time.Now().Add(-time.Millisecond) // passed, and the timer has not fired
+	f.deadline.mono = time.Now().Add(-time.Millisecond) // passed, and the timer has not fired
 	f.mu.Unlock()
-	assert.False(t, f.extend(time.Now().Add(time.Hour)), "a deadline that has passed cannot be extended")
+	assert.False(t, f.extend(at(time.Now().Add(time.Hour))), "a deadline that has passed cannot be extended")
 	select {
 	case <-f.blown:
 	default:
@@ -194,9 +196,9 @@ func TestLateSuccessDoesNotReviveTheTerm(t *testing.T) {
 func TestFuseFiresAtTheExtendedDeadline(t *testing.T) {
 	fired := make(chan time.Time, 1)
 	start := time.Now()
-	f := newSafetyFuse(start.Add(100*time.Millisecond), func(error) { fired <- time.Now() })
+	f := newSafetyFuse(at(start.Add(100*time.Millisecond)), func(error) { fired <- time.Now() })
 	defer f.stop()
-	require.True(t, f.extend(start.Add(300*time.Millisecond)))
+	require.True(t, f.extend(at(start.Add(300*time.Millisecond))))
 	at := <-fired
 	assert.False(t, at.Before(start.Add(300*time.Millisecond)), "fired at the old deadline")
 	assert.Less(t, at.Sub(start), 400*time.Millisecond)
@@ -204,7 +206,7 @@ func TestFuseFiresAtTheExtendedDeadline(t *testing.T) {
 
 func TestStoppedFuseNeverFires(t *testing.T) {
 	fired := make(chan struct{}, 1)
-	f := newSafetyFuse(time.Now().Add(20*time.Millisecond), func(error) { fired <- struct{}{} })
+	f := newSafetyFuse(at(time.Now().Add(20*time.Millisecond)), func(error) { fired <- struct{}{} })
 	f.stop()
 	select {
 	case <-fired:
@@ -238,15 +240,20 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 	assert.Contains(t, buf.String(), "failures=100")
 }
 
+// at is the moment t on both of the fuse's clocks, for tests that do not
+// fake the boot clock.
+func at(t time.Time) deadline { return deadline{mono: t, boot: sinceBoot() + time.Until(t)} }
+
 // A host suspended past the deadline wakes with Go's monotonic clock behind
 // the server's: the fuse blows on the clock that counted the sleep.
 func TestFuseBlowsWhenTheHostSleptPastTheDeadline(t *testing.T) {
 	var slept atomic.Int64
 	boot := func() time.Duration { return time.Duration(slept.Load()) }
+	bootAt := func(t time.Time) deadline { return deadline{mono: t, boot: boot() + time.Until(t)} }
 	fired := make(chan time.Time, 1)
-	f := newSafetyFuseClock(time.Now().Add(time.Hour), func(error) { fired <- time.Now() }, boot)
+	f := newSafetyFuseClock(bootAt(time.Now().Add(time.Hour)), func(error) { fired <- time.Now() }, boot)
 	defer f.stop()
-	require.True(t, f.extend(time.Now().Add(2*time.Hour)), "awake, the deadline can move")
+	require.True(t, f.extend(bootAt(time.Now().Add(2*time.Hour))), "awake, the deadline can move")
 
 	woke := time.Now()
 	slept.Add(int64(3 * time.Hour)) // the monotonic clock did not move
@@ -256,7 +263,7 @@ func TestFuseBlowsWhenTheHostSleptPastTheDeadline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the fuse did not blow after the host slept past its deadline")
 	}
-	assert.False(t, f.extend(time.Now().Add(time.Hour)), "a blown fuse stays blown")
+	assert.False(t, f.extend(bootAt(time.Now().Add(time.Hour))), "a blown fuse stays blown")
 }
 
 // A renewal confirmed after waking from a sleep past the deadline does not
@@ -265,9 +272,46 @@ func TestLateSuccessAfterSleepDoesNotReviveTheTerm(t *testing.T) {
 	var slept atomic.Int64
 	boot := func() time.Duration { return time.Duration(slept.Load()) }
 	var causes atomic.Int32
-	f := newSafetyFuseClock(time.Now().Add(time.Hour), func(error) { causes.Add(1) }, boot)
+	f := newSafetyFuseClock(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(error) { causes.Add(1) }, boot)
 	defer f.stop()
 	slept.Add(int64(2 * time.Hour))
-	assert.False(t, f.extend(time.Now().Add(time.Hour)))
+	assert.False(t, f.extend(deadline{mono: time.Now().Add(time.Hour), boot: 3 * time.Hour}))
 	assert.Equal(t, int32(1), causes.Load())
+}
+
+// A host suspended while a renewal was in flight: the server may have
+// processed the renewal just after it was sent, so the boot-clock deadline
+// counts from the send, and the sleep during the round trip uses it up.
+func TestSleepDuringARenewalCountsAgainstItsDeadline(t *testing.T) {
+	var slept atomic.Int64
+	boot := func() time.Duration { return time.Duration(slept.Load()) }
+	const lease, margin = 15 * time.Second, 3 * time.Second
+	grant := func(sent time.Time, bootSent time.Duration) Grant {
+		return Grant{Sent: sent, Expires: sent.Add(lease), bootSent: bootSent}
+	}
+	blown := make(chan time.Time, 1)
+	f := newSafetyFuseClock(grant(time.Now(), boot()).safetyDeadline(margin), func(error) { blown <- time.Now() }, boot)
+	defer f.stop()
+
+	slept.Add(int64(5 * time.Second))
+	sent, bootSent := time.Now(), boot() // boot 5 s: deadline 17 s
+	slept.Add(int64(6 * time.Second))    // suspended before the answer was read
+	require.True(t, f.extend(grant(sent, bootSent).safetyDeadline(margin)), "boot 11 s: within the first deadline, 12 s")
+	woke := time.Now()
+	slept.Add(int64(7 * time.Second)) // boot 18 s: past 17 s, though only 13 s after the answer was read
+	select {
+	case at := <-blown:
+		assert.Less(t, at.Sub(woke), 5*fuseCheckEvery)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the deadline was counted from the answer, not from the send")
+	}
+}
+
+// A renewal's boot-clock deadline is its send time's, not its answer's.
+func TestRenewalDeadlineIsStampedAtSend(t *testing.T) {
+	g := Grant{Sent: time.Now(), bootSent: 7 * time.Second}
+	g.Expires = g.Sent.Add(15 * time.Second)
+	d := g.safetyDeadline(3 * time.Second)
+	assert.Equal(t, 19*time.Second, d.boot)
+	assert.Equal(t, g.Sent.Add(12*time.Second), d.mono)
 }

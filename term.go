@@ -41,6 +41,7 @@ type termState struct {
 	beatBase time.Time    // when the func started
 	lastBeat atomic.Int64 // nanoseconds after beatBase of the last heartbeat
 	started  atomic.Bool
+	lease    context.Context // see LeaseContext; set before the func starts
 }
 
 // start records the term and marks the func as started: from now on the
@@ -64,6 +65,27 @@ func TermFromContext(ctx context.Context) (Term, bool) {
 		return Term{}, false
 	}
 	return s.term, true
+}
+
+// LeaseContext returns the context of the lease that the leader func whose
+// context ctx is (or derives from) runs under. Unlike ctx, it is not
+// cancelled when the caller's context is, or when the func stalls: those
+// ask the func to stop while the lease is still ours, and it is renewed
+// until the func returns. It is cancelled only when the lease may pass to
+// another instance: the lease was lost, it could not be renewed before its
+// safety deadline, storage refused a renewal for good, or the func has
+// returned. Its [context.Cause] says which. It carries the term too.
+//
+// A func that returns promptly when ctx is done need not use it. A func that
+// winds down after ctx is done (drains a queue, hands work off) must stop
+// acting within StopMargin of LeaseContext(ctx) being done: after that
+// another instance may lead. For a context that is not a leader func's, it
+// returns ctx.
+func LeaseContext(ctx context.Context) context.Context {
+	if s, ok := ctx.Value(termKey{}).(*termState); ok && s.lease != nil {
+		return s.lease
+	}
+	return ctx
 }
 
 // Heartbeat tells the mutex that the leader func whose context ctx is, is
