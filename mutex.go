@@ -125,6 +125,15 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// taking it, so a follower takes over rather than the deposed leader
 	// winning the race again.
 	standAside := false
+	// mayHold is set while the last acquire's outcome is unknown: it may
+	// have taken the lease with its answer lost. Leaving then, we give the
+	// lease back, so that followers need not wait out a whole lease.
+	mayHold := false
+	defer func() {
+		if mayHold {
+			m.releaseQuietly(ctx)
+		}
+	}()
 	wait := time.Duration(0)
 	for sleep(ctx, wait) {
 		wait = jitter(s.RetryInterval)
@@ -149,6 +158,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		g, err := m.lease.Acquire(ctx)
 		m.metrics.attempt(outcome(err, "acquired"))
 		look = true
+		mayHold = errors.Is(err, ErrTransient)
 		switch {
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
@@ -168,9 +178,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			wait = behind(s.RetryInterval)
 		case ctx.Err() != nil:
 			// The acquire may have succeeded on the server with its answer
-			// cut off: give the lease back so a follower need not wait out
-			// a whole lease duration.
-			m.releaseQuietly(ctx)
+			// cut off: mayHold gives the lease back on the way out.
 		case errors.Is(err, ErrLeaseHeld):
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 			m.logger.Debug("leaderelection: lease held by another instance", "container", s.Container, "blob", s.Blob)
