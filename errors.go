@@ -16,6 +16,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 )
 
 // The kinds of outcome a lease operation can have. Every storage failure returned by a
@@ -112,7 +113,11 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 		case contains(lostCodes, re.ErrorCode):
 			se.kind = ErrLeaseLost
 		case re.StatusCode == http.StatusRequestTimeout, re.StatusCode == http.StatusTooManyRequests,
-			re.StatusCode >= 500:
+			re.StatusCode >= 500,
+			// Azure refuses most requests on a container for about 30 s
+			// after it was deleted; that passes, and the container can be
+			// created again.
+			re.ErrorCode == string(bloberror.ContainerBeingDeleted):
 			se.kind = ErrTransient
 		default:
 			se.kind = ErrPermanent

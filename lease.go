@@ -24,10 +24,13 @@ import (
 
 // BlobLeaseManager acquires, renews, releases and breaks the lease on one blob.
 // [BlobDistributedMutex] uses it; it is exported for callers who want to drive
-// the lease themselves. Every call is bounded by BlobSettings.RequestTimeout
-// (or an earlier deadline on its context) and makes exactly one request: the
-// SDK's own retries are turned off, so a call never outlives the time the
-// lease has left. Its methods are safe for concurrent use.
+// the lease themselves. Every request is bounded by
+// BlobSettings.RequestTimeout (or an earlier deadline on its context), and
+// the SDK's own retries are turned off, so a call never outlives the time the
+// lease has left. Renew, Release and Break make one request; Inspect one;
+// RecordTerm two (read, then a conditional write); Acquire one, or up to five
+// when it must create the container and the blob first. Its methods are safe
+// for concurrent use.
 //
 // Every storage failure it returns is a [*StorageError] matching one of
 // [ErrLeaseHeld], [ErrLeaseLost], [ErrTransient] or [ErrPermanent]; an invalid
@@ -72,9 +75,17 @@ type LeaseInfo struct {
 	State    lease.StateType    // available, leased, expired, breaking or broken
 	Status   lease.StatusType   // locked or unlocked
 	Duration lease.DurationType // fixed or infinite; "" when not leased
-	// Leader is the last leader's term (its LeaseID is not readable and
-	// stays empty). While Held() it is the current leader's.
+	// Leader is the last recorded leader's term (its LeaseID is not
+	// readable and stays empty). While Held() it is the current leader's,
+	// unless TermPending().
 	Leader Term
+	// LeaderEnded is when Leader ended its term by releasing the lease;
+	// zero while its term runs, or if it ended it otherwise (crashed, cut
+	// off, lost its lease).
+	LeaderEnded time.Time
+	// ETag is the blob's ETag. Only metadata writes change it, such as a
+	// leader recording its term; lease operations do not.
+	ETag azcore.ETag
 }
 
 // Held reports whether someone holds the lease: it is leased, or breaking
@@ -82,6 +93,15 @@ type LeaseInfo struct {
 func (i LeaseInfo) Held() bool {
 	return i.State == lease.StateTypeLeased || i.State == lease.StateTypeBreaking
 }
+
+// TermPending reports whether the lease is held by an instance that has not
+// recorded its term yet: Leader is then its predecessor, whose term has
+// ended. This is known when the predecessor released the lease. A holder
+// that took the lease after its predecessor crashed is, for the moment
+// between its acquire and its term record (one round trip, unless storage
+// fails), indistinguishable from that predecessor to a reader that did not
+// see the lease free in between.
+func (i LeaseInfo) TermPending() bool { return i.Held() && !i.LeaderEnded.IsZero() }
 
 // NewBlobLeaseManager validates settings and builds the clients. It makes no
 // network call: the container and the blob are created by the first Acquire
@@ -153,6 +173,7 @@ var lostCodes = []string{
 	string(bloberror.LeaseNotPresentWithBlobOperation),
 	string(bloberror.BlobNotFound),
 	string(bloberror.ContainerNotFound),
+	string(bloberror.ContainerBeingDeleted), // and the blob with it
 }
 
 // heldCodes mean another instance holds the lease.
@@ -322,7 +343,10 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 	if props.LeaseDuration != nil {
 		info.Duration = *props.LeaseDuration
 	}
-	if info.Leader, err = termFromMetadata(props.Metadata); err != nil {
+	if props.ETag != nil {
+		info.ETag = *props.ETag
+	}
+	if info.Leader, info.LeaderEnded, err = termFromMetadata(props.Metadata); err != nil {
 		return info, &StorageError{Op: "get blob properties", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
 	}
 	return info, nil
@@ -352,16 +376,15 @@ func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Ter
 	if err != nil {
 		return Term{}, m.classify("read term", err, nil, lostCodes)
 	}
-	prev, err := termFromMetadata(props.Metadata)
+	prev, _, err := termFromMetadata(props.Metadata)
 	if err != nil {
 		return Term{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
 	}
 	id := m.LeaseID()
 	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
-	number, since := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano)
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	_, err = m.blobClient.SetMetadata(ctx, map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since},
+	_, err = m.blobClient.SetMetadata(ctx, termMetadata(t, time.Time{}),
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
@@ -380,8 +403,37 @@ func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Ter
 	return t, nil
 }
 
-// termFromMetadata reads a leader's record. A blob with none is at term 0.
-func termFromMetadata(md map[string]*string) (Term, error) {
+// endTerm marks t, our term, as ended in the blob's metadata, under the
+// lease we still hold, just before we release it: a reader who then finds
+// the lease held, and t still the last record, knows that the new holder
+// has not recorded its term yet. Best effort: one request, no retry.
+func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	id := m.LeaseID()
+	_, err := m.blobClient.SetMetadata(ctx, termMetadata(t, time.Now().UTC()),
+		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+	if err != nil {
+		return m.classify("end term", err, nil, lostCodes)
+	}
+	return nil
+}
+
+// termMetadata is the blob metadata that records t, and when it ended if
+// ended is not zero. It replaces all of the blob's metadata.
+func termMetadata(t Term, ended time.Time) map[string]*string {
+	identity, number, since := t.Identity, strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano)
+	md := map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since}
+	if !ended.IsZero() {
+		e := ended.Format(time.RFC3339Nano)
+		md[metaEnded] = &e
+	}
+	return md
+}
+
+// termFromMetadata reads a leader's record, and when its term ended (zero if
+// it did not end by releasing the lease). A blob with none is at term 0.
+func termFromMetadata(md map[string]*string) (Term, time.Time, error) {
 	get := func(key string) string {
 		for k, v := range md {
 			if strings.EqualFold(k, key) && v != nil {
@@ -395,16 +447,16 @@ func termFromMetadata(md map[string]*string) (Term, error) {
 	if n := get(metaTerm); n != "" {
 		num, err := strconv.ParseInt(n, 10, 64)
 		if err != nil || num < 0 {
-			return Term{}, fmt.Errorf("metadata %s=%q is not a term number: the blob is reserved for the lease", metaTerm, n)
+			return Term{}, time.Time{}, fmt.Errorf("metadata %s=%q is not a term number: the blob is reserved for the lease", metaTerm, n)
 		}
 		t.Number = num
 	}
-	if s := get(metaSince); s != "" {
-		if since, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			t.Since = since
-		}
+	readTime := func(key string) time.Time {
+		v, _ := time.Parse(time.RFC3339Nano, get(key))
+		return v
 	}
-	return t, nil
+	t.Since = readTime(metaSince)
+	return t, readTime(metaEnded), nil
 }
 
 // ensureBlob creates the container and the empty lease blob if they are

@@ -2,11 +2,13 @@ package leaderelection
 
 import (
 	"context"
+	"net/http"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 	"github.com/blobelect/leaderelection/internal/azurite"
@@ -232,4 +234,28 @@ func TestClassifiedErrorKeepsItsOneKind(t *testing.T) {
 	for _, other := range []error{ErrLeaseLost, ErrTransient, ErrPermanent} {
 		assert.NotErrorIs(t, err, other)
 	}
+}
+
+// A container being deleted (Azure refuses it for about 30 s) is no reason
+// to give up: an acquire waits for it to pass, and a holder has lost its
+// lease, whose blob goes with the container.
+func TestContainerBeingDeletedIsNoReasonToGiveUp(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, tr := withTransport(t, testSettings(t))
+	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
+	require.NoError(t, err)
+	_, err = m.Acquire(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { tr.Heal(); _ = m.Release(ctx) })
+
+	tr.Fail(http.StatusConflict, string(bloberror.ContainerBeingDeleted))
+	_, err = m.Acquire(ctx)
+	assert.ErrorIs(t, err, ErrTransient, "acquire")
+	_, err = m.Renew(ctx)
+	assert.ErrorIs(t, err, ErrLeaseLost, "renew")
+	_, err = m.RecordTerm(ctx, "me")
+	assert.ErrorIs(t, err, ErrLeaseLost, "term read")
+	_, err = m.Inspect(ctx)
+	assert.ErrorIs(t, err, ErrTransient, "inspect")
 }

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 )
 
 // BlobDistributedMutex runs a leader func on exactly one of many instances at
@@ -22,7 +24,8 @@ type BlobDistributedMutex struct {
 	running  atomic.Bool
 	leading  atomic.Bool
 	health   health
-	observed int64 // highest term number reported or held; touched only by the Run goroutine
+	observed int64       // highest term number reported or held; touched only by the Run goroutine
+	freeETag azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
@@ -139,11 +142,13 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		wait = jitter(s.RetryInterval)
 		if look {
 			info, err := m.lease.Inspect(ctx)
+			if err == nil {
+				m.observe(info)
+			}
 			if err == nil && info.Held() {
 				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 				backoff = s.RetryInterval
 				m.metrics.attempt("held")
-				m.observe(info)
 				if info.Leader.Identity != m.opts.identity {
 					standAside = false // someone else took over: done standing aside
 				}
@@ -196,9 +201,16 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	return ctx.Err()
 }
 
-// observe reports a leader this follower has not seen before.
+// observe reports a leader this follower has not seen before. A lease held
+// with the record this follower saw while the lease was free (same ETag: no
+// new term written since) is a new holder that has not recorded its term,
+// not the record's leader.
 func (m *BlobDistributedMutex) observe(info LeaseInfo) {
-	if info.Leader.Number <= m.observed || info.Leader.Identity == m.opts.identity {
+	if !info.Held() {
+		m.freeETag = info.ETag
+		return
+	}
+	if info.TermPending() || info.ETag == m.freeETag || info.Leader.Number <= m.observed || info.Leader.Identity == m.opts.identity {
 		return
 	}
 	m.observed = info.Leader.Number
@@ -276,6 +288,13 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		stopRenewing()
 		wg.Wait()
 		fuse.stop()
+		if started && errors.Is(context.Cause(leaseCtx), errTermEnded) {
+			// The lease is still ours: say the term ended, so that readers
+			// do not take the next holder for us until it records its term.
+			if err := m.lease.endTerm(context.WithoutCancel(ctx), term); err != nil {
+				m.logger.Debug("leaderelection: could not mark the term ended", "container", s.Container, "blob", s.Blob, "error", err)
+			}
+		}
 		if !errors.Is(renewErr, ErrLeaseLost) {
 			m.releaseQuietly(ctx)
 		}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -479,4 +480,75 @@ func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 		leader = next
 	}
 	log.requireNoOverlap(t)
+}
+
+// Between taking the lease and recording its term, a holder is not reported
+// as its predecessor: the predecessor marked its term ended as it released.
+func TestNewHolderWithoutATermIsNotReportedAsItsPredecessor(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	events := newEventLog()
+	done := make(chan struct{})
+	log := newTermLog()
+	sa, _ := withTransport(t, s)
+	startContender(t, "a", sa, log.leaderFunc("a", func(ctx context.Context) error {
+		<-done
+		return nil
+	}), WithIdentity("a"))
+	log.next(t, 10*time.Second)
+	sb, _ := withTransport(t, s)
+	holder, err := NewBlobLeaseManager(sb)
+	require.NoError(t, err)
+	close(done) // a's term ends; a stands back for a retry interval
+	require.Eventually(t, func() bool {
+		_, err := holder.Acquire(context.Background())
+		return err == nil
+	}, 5*time.Second, 20*time.Millisecond, "the lease was never free")
+	t.Cleanup(func() { _ = holder.Release(context.Background()) })
+
+	info, err := holder.Inspect(context.Background())
+	require.NoError(t, err)
+	assert.True(t, info.Held())
+	assert.True(t, info.TermPending(), "taken, term not yet recorded")
+	assert.Equal(t, "a", info.Leader.Identity, "the record is still a's")
+	assert.False(t, info.LeaderEnded.IsZero(), "a marked its term ended")
+
+	sc, _ := withTransport(t, s)
+	startContender(t, "c", sc, untilCancelled, WithIdentity("c"), events.option("c"))
+	time.Sleep(2*s.RetryInterval + slack)
+	for _, e := range events.of("c") {
+		assert.NotEqual(t, NewLeaderObserved, e.Kind, "c observed %s while the holder had no term", e.Term.Identity)
+	}
+
+	term, err := holder.RecordTerm(context.Background(), "holder")
+	require.NoError(t, err)
+	info, err = holder.Inspect(context.Background())
+	require.NoError(t, err)
+	assert.False(t, info.TermPending())
+	assert.Equal(t, term.Number, info.Leader.Number)
+	require.Eventually(t, func() bool {
+		for _, e := range events.of("c") {
+			if e.Kind == NewLeaderObserved && e.Term.Identity == "holder" {
+				return true
+			}
+		}
+		return false
+	}, 2*s.RetryInterval+slack, 20*time.Millisecond, "c did not observe the holder once it recorded its term")
+}
+
+// A follower that saw the lease free does not take a new holder that has not
+// written its term yet for the record it saw then (after a crash, no end was
+// marked).
+func TestFollowerDoesNotReportARecordItSawWhileTheLeaseWasFree(t *testing.T) {
+	m := fastTiming()
+	m.opts.identity = "me"
+	var got []Event
+	m.opts.onEvent = func(e Event) { got = append(got, e) }
+	old := Term{Number: 4, Identity: "crashed"}
+	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeExpired, Leader: old, ETag: "e4"})
+	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeLeased, Leader: old, ETag: "e4"})
+	assert.Empty(t, got, "a holder with no term yet was reported as the crashed leader")
+	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeLeased, Leader: Term{Number: 5, Identity: "new"}, ETag: "e5"})
+	require.Len(t, got, 1)
+	assert.Equal(t, "new", got[0].Term.Identity)
 }

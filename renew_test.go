@@ -315,3 +315,32 @@ func TestRenewalDeadlineIsStampedAtSend(t *testing.T) {
 	assert.Equal(t, 19*time.Second, d.boot)
 	assert.Equal(t, g.Sent.Add(12*time.Second), d.mono)
 }
+
+// What happens between taking the lease and starting the func counts once
+// the func runs: renewals that failed meanwhile, and a lease lost meanwhile.
+func TestHealthKeepsWhatHappenedBeforeTheFuncStarted(t *testing.T) {
+	m := fastTiming()
+	s := m.lease.settings
+	t.Run("renewals failing", func(t *testing.T) {
+		m.health.beginTerm()
+		m.health.renewResult(transient(context.Background()))
+		m.health.funcStarted()
+		defer m.health.endTerm()
+		time.Sleep((s.LeaseDuration-s.StopMargin)/2 + 100*time.Millisecond)
+		assert.ErrorContains(t, m.Healthy(), "renewals failing")
+	})
+	t.Run("lease lost", func(t *testing.T) {
+		m.health.beginTerm()
+		leaderCtx, cancel := context.WithCancelCause(context.Background())
+		cancel(ErrRenewDeadline) // both contexts end before the func starts
+		funcDone := make(chan struct{})
+		watched := make(chan struct{})
+		go func() { defer close(watched); m.watchFunc(leaderCtx, leaderCtx, funcDone) }()
+		time.Sleep(50 * time.Millisecond)
+		m.health.funcStarted() // and it starts anyway, and runs on
+		assert.Eventually(t, func() bool { return m.Healthy() != nil }, s.StopMargin+time.Second, 20*time.Millisecond)
+		close(funcDone)
+		<-watched
+		m.health.endTerm()
+	})
+}

@@ -32,6 +32,7 @@ const (
 	metaIdentity = "leaderidentity"
 	metaTerm     = "leaderterm"
 	metaSince    = "leadersince"
+	metaEnded    = "leaderended" // set by the leader as it releases the lease
 )
 
 // termState is what a leader func's context carries.

@@ -79,7 +79,10 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 			"unless the holder is dead, another instance may lead while it still acts\n", cmd.period, safe)
 	}
 	holder := "a holder that has not recorded its term"
-	if info.Leader.Number > 0 {
+	switch {
+	case info.TermPending():
+		holder += " (the previous leader, " + describeTerm(info.Leader, now) + ", had released it)"
+	case info.Leader.Number > 0:
 		holder = describeTerm(info.Leader, now)
 	}
 	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder)

@@ -71,6 +71,9 @@ func printStatus(w io.Writer, name string, info leaderelection.LeaseInfo, now ti
 		return
 	case info.Held() && info.Leader.Number == 0:
 		line("leader", "unknown (the lease is held, but no leader has recorded its term)")
+	case info.TermPending():
+		line("leader", "unknown (the lease was taken, and its holder has not recorded its term yet)")
+		line("previous", "%s, ended %s", describeTerm(info.Leader, now), ago(info.LeaderEnded, now))
 	case info.Held():
 		note := ""
 		if info.State == lease.StateTypeBreaking {
@@ -84,7 +87,11 @@ func printStatus(w io.Writer, name string, info leaderelection.LeaseInfo, now ti
 	default:
 		line("leader", "no leader (the lease is %s)", info.State)
 		if info.Leader.Number > 0 {
-			line("previous", "%s", describeTerm(info.Leader, now))
+			ended := ""
+			if !info.LeaderEnded.IsZero() {
+				ended = ", ended " + ago(info.LeaderEnded, now)
+			}
+			line("previous", "%s%s", describeTerm(info.Leader, now), ended)
 		}
 	}
 	state := fmt.Sprintf("%s, %s", info.State, info.Status)
@@ -107,7 +114,8 @@ type statusJSON struct {
 	// Leader is the current leader, null when nobody holds the lease. Its
 	// identity is empty and its term 0 if the holder has not recorded one.
 	Leader *termJSON `json:"leader"`
-	// LastLeader is the last recorded leader, when nobody holds the lease.
+	// LastLeader is the last recorded leader, when nobody holds the lease
+	// or its holder has not recorded its term yet.
 	LastLeader *termJSON `json:"lastLeader,omitempty"`
 }
 
@@ -130,6 +138,8 @@ func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, now ti
 		t.Since, t.AgeSeconds = &since, &age
 	}
 	switch {
+	case info.TermPending():
+		out.Leader, out.LastLeader = &termJSON{}, t
 	case info.Held():
 		out.Leader = t
 	case info.Leader.Number > 0:
