@@ -23,8 +23,11 @@
 // the lease earlier than that send time plus the lease duration (unless an
 // operator breaks it with a period shorter than SafeBreakPeriod). So as long
 // as the func returns within StopMargin of its context being cancelled, no
-// two leader funcs act at once. The lease is released only after the func
-// has returned, and the func is never started again while it still runs.
+// two leader funcs act at once. A func that winds down after the caller
+// cancelled (the lease is renewed until it returns) must instead stop acting
+// within StopMargin of [LeaseContext] being done, which happens only when the
+// lease may pass to another instance. The lease is released only after the
+// func has returned, and the func is never started again while it still runs.
 //
 // Transient storage failures (5xx, 408, 429, timeouts, connection errors)
 // are retried, and do not end a term before its safety deadline. Permanent

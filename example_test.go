@@ -59,3 +59,31 @@ func ExampleErrRenewDeadline() {
 	}
 	_ = leader
 }
+
+// A func that winds down after its caller cancelled (draining work in hand,
+// say) keeps the lease meanwhile, and stops acting when its lease context
+// says the lease may pass to another instance.
+func ExampleLeaseContext() {
+	jobs := make(chan func(context.Context))
+	coordinate := func(ctx context.Context) error {
+		for ctx.Err() == nil { // lead until asked to stop
+			select {
+			case job := <-jobs:
+				job(ctx)
+			case <-ctx.Done():
+			}
+		}
+		lease := leaderelection.LeaseContext(ctx) // ends only if the lease may pass on
+		for {
+			select {
+			case job := <-jobs: // finish what was handed to us, as leader still
+				job(lease)
+			case <-lease.Done():
+				return context.Cause(lease)
+			case <-time.After(time.Second):
+				return nil // drained
+			}
+		}
+	}
+	_ = coordinate
+}

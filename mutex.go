@@ -98,10 +98,12 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 // first): the func may run again, here or on another instance. A panic in
 // the func releases the lease and propagates.
 //
-// The func is never started while an earlier run of it is still running.
-// A func that ignores its cancelled context is logged at Error level every
-// StopMargin until it returns; after a lost lease another instance may lead
-// meanwhile.
+// After the caller's cancel the func may wind down for as long as it needs:
+// the lease is still renewed. It must stop acting within StopMargin of
+// [LeaseContext] being done, when the lease may pass to another instance; a
+// func still running then is logged at Error level every StopMargin until
+// it returns. The func is never started while an earlier run of it is still
+// running.
 //
 // No goroutine started by RunTaskWhenMutexAcquired outlives it. Calling it
 // again while it runs returns [ErrAlreadyRunning].
