@@ -356,17 +356,19 @@ func TestFuncIgnoringContextIsNotStartedTwice(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
-	defer func() { cancel(); <-done }()
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	defer func() { cancel(); free(); <-done }() // a failed assertion must not leave the func blocked
 
 	require.Eventually(t, func() bool { return runs.Load() == 1 }, 10*time.Second, 10*time.Millisecond)
 	ta.Blackhole()
 	require.Eventually(t, func() bool {
-		return strings.Contains(logs.String(), "still running after its context was cancelled")
+		return strings.Contains(logs.String(), "still running after its lease context was cancelled")
 	}, 30*time.Second, 100*time.Millisecond, "no loud log for a func that ignores its context")
 	ta.Heal()
 	time.Sleep(2 * s.RetryInterval)
 	require.Equal(t, int32(1), runs.Load(), "started again while the first run was still running")
-	close(release)
+	free()
 	require.Eventually(t, func() bool { return runs.Load() == 2 }, 10*time.Second, 10*time.Millisecond)
 	assert.Equal(t, int32(1), maxRunning.Load())
 }
