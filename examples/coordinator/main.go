@@ -1,8 +1,13 @@
-// Command coordinator is the shape of a real worker service that runs a
+// Command coordinator is the shape of a production worker service that runs a
 // singleton coordinator on whichever instance holds the lease. Run several
-// copies against one blob: one coordinates, the others wait. SIGTERM or
-// SIGINT cancels the coordinator, releases the lease and exits, so another
-// instance takes over within one retry interval instead of a lease duration.
+// copies against one blob: one coordinates, the others wait. It serves
+// /healthz, for a liveness probe, and /metrics, the library's metrics through
+// the OpenTelemetry Prometheus exporter. SIGTERM or SIGINT cancels the
+// coordinator, releases the lease once it has returned, and exits, so another
+// instance takes over within a retry interval instead of a lease duration.
+//
+// From the repository's root (a module of its own, so that the exporter stays
+// out of the library's dependencies):
 //
 //	AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true go run ./examples/coordinator
 //	go run ./examples/coordinator -account-url https://myaccount.blob.core.windows.net/   # managed identity
@@ -12,50 +17,100 @@ import (
 	"context"
 	"errors"
 	"flag"
-	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"time"
 
 	"github.com/blobelect/leaderelection"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 )
 
+// shutdownTimeout bounds the HTTP server's shutdown, which comes after the
+// lease is released: it only waits for a probe or a scrape in flight.
+const shutdownTimeout = 2 * time.Second
+
 func main() {
-	if err := run(); err != nil {
-		fmt.Fprintln(os.Stderr, "coordinator:", err)
+	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	err := run(ctx, logger, os.Args[1:])
+	stop()
+	if err != nil {
+		logger.Error("coordinator failed", "error", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
+func run(ctx context.Context, logger *slog.Logger, args []string) error {
+	fs := flag.NewFlagSet("coordinator", flag.ExitOnError)
 	var s leaderelection.BlobSettings
-	flag.StringVar(&s.ConnectionString, "connection-string", os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),
+	fs.StringVar(&s.ConnectionString, "connection-string", os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),
 		"storage connection string (env AZURE_STORAGE_CONNECTION_STRING)")
-	flag.StringVar(&s.ServiceURL, "account-url", os.Getenv("AZURE_STORAGE_ACCOUNT_URL"),
+	fs.StringVar(&s.ServiceURL, "account-url", os.Getenv("AZURE_STORAGE_ACCOUNT_URL"),
 		"blob service URL, authenticated with DefaultAzureCredential (env AZURE_STORAGE_ACCOUNT_URL)")
-	flag.StringVar(&s.Container, "container", envOr("LEASE_CONTAINER", "leases"), "container of the lease blob (env LEASE_CONTAINER)")
-	flag.StringVar(&s.Blob, "blob", envOr("LEASE_BLOB", "coordinator"), "lease blob (env LEASE_BLOB)")
-	flag.Parse()
+	fs.StringVar(&s.Container, "container", envOr("LEASE_CONTAINER", "leases"), "container of the lease blob (env LEASE_CONTAINER)")
+	fs.StringVar(&s.Blob, "blob", envOr("LEASE_BLOB", "coordinator"), "lease blob (env LEASE_BLOB)")
+	addr := fs.String("addr", envOr("HTTP_ADDR", ":8080"), "address to serve /healthz and /metrics on (env HTTP_ADDR)")
+	_ = fs.Parse(args) // ExitOnError: exits on a bad flag
 	if s.ConnectionString != "" && s.ServiceURL != "" {
 		s.ServiceURL = "" // an explicit connection string wins over the environment's URL
 	}
 
-	logger := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	mutex, err := leaderelection.NewBlobDistributedMutex(s, coordinate(logger), leaderelection.WithLogger(logger))
+	// The exporter registers with Prometheus's default registry, beside its
+	// Go runtime and process collectors; promhttp.Handler serves them all.
+	exporter, err := otelprom.New()
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
+	// The SDK's default histogram buckets suit milliseconds; the library
+	// records seconds.
+	seconds := sdkmetric.NewView(
+		sdkmetric.Instrument{Name: "leaderelection.*", Kind: sdkmetric.InstrumentKindHistogram},
+		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: prometheus.DefBuckets}})
+	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(seconds))
+	mutex, err := leaderelection.NewBlobDistributedMutex(s, coordinate(logger),
+		leaderelection.WithLogger(logger), leaderelection.WithMeterProvider(meters))
+	if err != nil {
+		return err
+	}
+
+	// Listen before contending, so that a taken port fails the start.
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /healthz", mutex.HealthHandler())
+	mux.Handle("GET /metrics", promhttp.Handler())
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	logger.Info("serving /healthz and /metrics", "addr", ln.Addr().String())
+
 	logger.Info("contending for the lease", "container", s.Container, "blob", s.Blob)
+	// Returns once ctx is done, the coordinator has returned and the lease
+	// is released; or at once if storage refuses us for good.
 	err = mutex.RunTaskWhenMutexAcquired(ctx)
 	if errors.Is(err, context.Canceled) {
 		logger.Info("shut down; lease released")
-		return nil
+		err = nil
 	}
-	return err
+
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if serr := srv.Shutdown(shutdownCtx); serr != nil {
+		err = errors.Join(err, serr)
+	}
+	if serr := <-served; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return errors.Join(err, meters.Shutdown(shutdownCtx))
 }
 
 // coordinate is the singleton work: it runs only while this instance leads,
@@ -71,7 +126,7 @@ func coordinate(logger *slog.Logger) func(ctx context.Context) error {
 				logger.Info("coordinator stopping", "cause", context.Cause(ctx))
 				return nil
 			case <-tick.C:
-				logger.Info("coordinator tick", "n", n)
+				logger.Debug("coordinator tick", "n", n)
 			}
 		}
 	}

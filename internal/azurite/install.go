@@ -43,7 +43,7 @@ const EnvDir = "LEADERELECTION_AZURITE_DIR"
 const installedMarker = ".leaderelection-installed"
 
 // lockName is the file in the prefix that concurrent installers flock, so
-// that test binaries started in parallel by `go test ./...` run npm once.
+// that test binaries started in parallel by `go test work` run npm once.
 const lockName = ".leaderelection-install.lock"
 
 // installDir returns the npm install prefix that Install uses: the value of

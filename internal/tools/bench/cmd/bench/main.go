@@ -1,13 +1,15 @@
 // Command bench measures failover and cost at the library's default settings,
-// side by side with the reference sample's algorithm (internal/baseline) under
-// the same faults, prints the tables and writes them to BENCHMARKS.md.
+// side by side with the reference sample's algorithm (internal/tools/baseline)
+// under the same faults, prints the tables and writes them to BENCHMARKS.md.
+// From the repository's root:
 //
-//	go run ./internal/bench/cmd/bench                # the full run, about 21 minutes
-//	go run ./internal/bench/cmd/bench -quick -out /tmp/b.md   # a smoke run
+//	go run ./internal/tools/bench/cmd/bench                          # the full run, about 21 minutes
+//	go run ./internal/tools/bench/cmd/bench -quick -out /tmp/b.md    # a smoke run
 //
-// Every trial is a fault injected by the chaos harness (internal/chaos) into
-// contenders running as separate processes, each behind its own proxy, against
-// a local Azurite; independent runs go in parallel, each with its own Azurite.
+// Every trial is a fault injected by the chaos harness (internal/tools/chaos)
+// into contenders running as separate processes, each behind its own proxy,
+// against a local Azurite; independent runs go in parallel, each with its own
+// Azurite.
 package main
 
 import (
@@ -30,8 +32,8 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/chaos"
-	"github.com/blobelect/leaderelection/internal/scale"
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/scale"
 )
 
 // envScaleWorker makes this binary run the scale benchmark in a process of
@@ -392,13 +394,13 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	steady [2]*batch, crowd, mixed *batch, sr scale.Result, libFaults int) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
 	p("# Benchmarks\n\n")
-	p("Produced by `go run ./internal/bench/cmd/bench` (%s), in {{ELAPSED}}, on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
+	p("Produced by `go run ./internal/tools/bench/cmd/bench` (%s), in {{ELAPSED}}, on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
 	p("Machine: %s, %d cores, %s. %s, %s, Azurite %s.\n\n", cpuModel(), runtime.NumCPU(), memTotal(), runtime.Version(), nodeVersion(), azurite.Version)
 	p("Module versions: %s. Commit: %s.\n\n", depVersions(), o.commit)
 	p("Settings: the library's defaults (lease 15 s, renew every 5 s, stop margin 3 s, follower retry every 2 s, request timeout 4 s); ")
-	p("the baseline is the reference C# sample's algorithm (`internal/baseline`: lease 15 s, renew every 10 s, acquire retry every 20 s, ")
+	p("the baseline is the reference C# sample's algorithm (`internal/tools/baseline`: lease 15 s, renew every 10 s, acquire retry every 20 s, ")
 	p("the SDK's default retries, the leader task cancelled only when a renew call fails). Every trial is a fault injected by the chaos ")
-	p("harness (`internal/chaos`) into contenders running as separate processes against a local Azurite, each behind its own ")
+	p("harness (`internal/tools/chaos`) into contenders running as separate processes against a local Azurite, each behind its own ")
 	p("toxiproxy; %d runs of each algorithm go in parallel, each with its own Azurite and 3 contenders. Times are between ", o.parallel)
 	p("CLOCK_MONOTONIC stamps written by the processes themselves. Percentiles are nearest-rank: with up to 100 trials, p99 is the maximum.\n\n")
 
@@ -475,7 +477,7 @@ func writeDoc(w io.Writer, o options, results map[string]map[string]*batch, scen
 	for _, r := range mixed.reports {
 		p(" %d", r.Seed)
 	}
-	p("; replay one with `go run ./internal/chaos/cmd/chaos -seed N -faults %d -duration 60m`).\n\n", (o.chaosFaults+o.chaosRuns-1)/o.chaosRuns)
+	p("; replay one with `go run ./internal/tools/chaos/cmd/chaos -seed N -faults %d -duration 60m`).\n\n", (o.chaosFaults+o.chaosRuns-1)/o.chaosRuns)
 	p("| fault | injected | leadership moved | gap p50 | gap max | stop margin min |\n|---|---|---|---|---|---|\n")
 	byKind := map[string][]chaos.FaultResult{}
 	for _, f := range mixed.faults() {

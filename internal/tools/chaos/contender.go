@@ -20,8 +20,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/baseline"
-	"github.com/blobelect/leaderelection/internal/reqcount"
+	"github.com/blobelect/leaderelection/internal/tools/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/reqcount"
 )
 
 // envContender carries a contender's configuration (JSON) to a process the

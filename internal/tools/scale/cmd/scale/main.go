@@ -2,8 +2,8 @@
 // how long until all lead, goroutines, CPU and memory, requests per mutex,
 // and terms lost while all lead.
 //
-//	go run ./internal/scale/cmd/scale -mutexes 1000 -steady 5m
-//	go run ./internal/scale/cmd/scale -mutexes 1000 -steady 1m -json
+//	go run ./internal/tools/scale/cmd/scale -mutexes 1000 -steady 5m
+//	go run ./internal/tools/scale/cmd/scale -mutexes 1000 -steady 1m -json
 //
 // It uses the Azurite at $LEADERELECTION_AZURITE_URL if set, and otherwise
 // starts its own (a child process, so its CPU and memory are not counted).
@@ -24,7 +24,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/scale"
+	"github.com/blobelect/leaderelection/internal/tools/scale"
 )
 
 func main() {

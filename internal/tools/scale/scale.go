@@ -31,7 +31,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	leaderelection "github.com/blobelect/leaderelection"
-	"github.com/blobelect/leaderelection/internal/reqcount"
+	"github.com/blobelect/leaderelection/internal/tools/reqcount"
 )
 
 // Defaults for Config's zero values.

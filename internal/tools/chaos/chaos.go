@@ -28,7 +28,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/baseline"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )

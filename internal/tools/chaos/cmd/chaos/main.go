@@ -4,7 +4,7 @@
 // -seed), a summary per fault kind, and exits 1 if two leaders overlapped or
 // leadership was not restored in time.
 //
-//	go run ./internal/chaos/cmd/chaos -duration 10m -runs 4 -svg timeline.svg
+//	go run ./internal/tools/chaos/cmd/chaos -duration 10m -runs 4 -svg timeline.svg
 package main
 
 import (
@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/blobelect/leaderelection/internal/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
 )
 
 func main() {

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/azuritetest"
+	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// envService makes the test binary run the service itself, so that the test
+// can send it a real SIGTERM.
+const envService = "COORDINATOR_TEST_SERVICE"
+
+func TestMain(m *testing.M) {
+	if os.Getenv(envService) != "" {
+		main()
+		os.Exit(0)
+	}
+	azuritetest.Main(m)
+}
+
+// The service as Kubernetes runs it: /healthz answers 200 "ok", /metrics
+// carries the library's metrics once it leads, and SIGTERM makes it release
+// the lease and exit 0 within StopMargin + RequestTimeout + shutdownTimeout,
+// the termination grace period the README derives.
+func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
+	settings := leaderelection.BlobSettings{
+		ConnectionString: azuritetest.ConnectionString(t),
+		Container:        "examples",
+		Blob:             fmt.Sprintf("coordinator-%d", time.Now().UnixNano()),
+	}
+	logs := &syncBuffer{}
+	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-container", settings.Container, "-blob", settings.Blob)
+	cmd.Env = append(os.Environ(), envService+"=1",
+		"AZURE_STORAGE_CONNECTION_STRING="+settings.ConnectionString, "AZURE_STORAGE_ACCOUNT_URL=")
+	cmd.Stderr = logs
+	require.NoError(t, cmd.Start())
+	var exitErr error
+	exited := make(chan struct{})
+	go func() { exitErr = cmd.Wait(); close(exited) }()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // if the test failed before the SIGTERM
+		<-exited
+		t.Logf("service log:\n%s", logs)
+	})
+
+	var addr string
+	serving := regexp.MustCompile(`msg="serving /healthz and /metrics" addr=(\S+)`)
+	require.Eventually(t, func() bool {
+		m := serving.FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 20*time.Millisecond, "the service never said where it serves")
+
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	client := &http.Client{Transport: tr, Timeout: 5 * time.Second}
+	get := func(path string) (int, string) {
+		res, err := client.Get("http://" + addr + path)
+		require.NoError(t, err)
+		defer res.Body.Close()
+		body, err := io.ReadAll(res.Body)
+		require.NoError(t, err)
+		return res.StatusCode, string(body)
+	}
+
+	// Healthy from the start, leader or not: a probe needs no initial delay.
+	status, body := get("/healthz")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "ok", strings.TrimSpace(body))
+
+	// It leads at once: nobody else contends for this blob.
+	isLeader := regexp.MustCompile(`(?m)^leaderelection_is_leader\{[^}]*leaderelection_blob="` + settings.Blob + `"[^}]*\} 1$`)
+	require.Eventually(t, func() bool {
+		_, body := get("/metrics")
+		return isLeader.MatchString(body)
+	}, 30*time.Second, 100*time.Millisecond, "/metrics never showed leaderelection_is_leader 1")
+	status, body = get("/healthz")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "ok", strings.TrimSpace(body))
+
+	// The first renewal comes a RenewInterval (5 s) after the lease was taken.
+	want := []string{"leaderelection_transitions_total{", "leaderelection_acquire_attempts_total{", "leaderelection_renew_duration_seconds_bucket{"}
+	// In seconds, the renewal durations land in the low buckets, not all in
+	// the SDK's default first bucket, [0, 5].
+	renewed := regexp.MustCompile(`(?m)^leaderelection_renew_duration_seconds_bucket\{[^}]*le="1"\} [1-9][0-9]*$`)
+	require.Eventually(t, func() bool {
+		_, body = get("/metrics")
+		for _, name := range want {
+			if !strings.Contains(body, name) {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 200*time.Millisecond, "/metrics lacks one of %q", want)
+	assert.Regexp(t, renewed, body, "a renewal against a local Azurite takes under 1 s")
+	assert.Contains(t, body, `leaderelection_acquire_attempts_total{leaderelection_blob="`+settings.Blob+`",leaderelection_container="examples",otel_scope_name="github.com/blobelect/leaderelection"`)
+
+	trs := faults.New()
+	t.Cleanup(trs.Close)
+	settings.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: trs}}
+	manager, err := leaderelection.NewBlobLeaseManager(settings)
+	require.NoError(t, err)
+	info, err := manager.Inspect(context.Background())
+	require.NoError(t, err)
+	require.True(t, info.Held(), "the service leads, so the lease is held")
+
+	s := manager.Settings() // the defaults, as the service has them
+	grace := s.StopMargin + s.RequestTimeout + shutdownTimeout
+	sent := time.Now()
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-exited:
+	case <-time.After(grace):
+		t.Fatalf("still running %v after SIGTERM", grace)
+	}
+	// Under -race, the child's exit alone takes 1 s (GORACE atexit_sleep_ms).
+	t.Logf("exited %v after SIGTERM (grace period needed: %v)", time.Since(sent).Round(time.Millisecond), grace)
+	require.NoError(t, exitErr, "exit status")
+	assert.Contains(t, logs.String(), "shut down; lease released")
+	info, err = manager.Inspect(context.Background())
+	require.NoError(t, err)
+	assert.False(t, info.Held(), "the lease is released, not left to expire: state %s", info.State)
+}
+
+// syncBuffer is the service's stderr, read while the service writes it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
