@@ -1,17 +1,20 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -551,13 +554,29 @@ func parseConnectionString(cs string) (connectionString, error) {
 	return c, nil
 }
 
-// containerClient builds the client for s's container, and the secrets that
-// must be kept out of errors and logs. s must have passed Validate.
-func (s BlobSettings) containerClient() (*container.Client, secretRedactor, error) {
-	opts := (*container.ClientOptions)(s.ClientOptions) // the same type underneath
+// containerClient builds the client for s's container, the secrets that
+// must be kept out of errors and logs, and the HTTP transport the library
+// built for it when the caller brought none (nil otherwise: the caller's
+// stays the caller's). s must have passed Validate.
+func (s BlobSettings) containerClient() (*container.Client, secretRedactor, *http.Transport, error) {
+	if s.Client != nil {
+		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil, nil
+	}
+	var opts container.ClientOptions
+	if s.ClientOptions != nil {
+		opts = container.ClientOptions(*s.ClientOptions) // a copy: the same type underneath
+	}
+	var own *http.Transport
+	if opts.Transport == nil {
+		own = newTransport()
+		opts.Transport = &http.Client{Transport: own}
+	}
+	cc, red, err := s.buildContainerClient(&opts)
+	return cc, red, own, err
+}
+
+func (s BlobSettings) buildContainerClient(opts *container.ClientOptions) (*container.Client, secretRedactor, error) {
 	switch {
-	case s.Client != nil:
-		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil
 	case s.ConnectionString != "":
 		c, err := parseConnectionString(s.ConnectionString)
 		if err != nil {
@@ -597,13 +616,17 @@ func (s BlobSettings) containerClient() (*container.Client, secretRedactor, erro
 		}
 		return cc, red, nil
 	default:
-		cred := s.Credential
-		if cred == nil {
-			dac, err := azidentity.NewDefaultAzureCredential(nil)
+		var cred azcore.TokenCredential = namedCredential{name: fmt.Sprintf("%T", s.Credential), cred: s.Credential}
+		if s.Credential == nil {
+			// Over the same transport as the storage requests, so that its
+			// connections are closed with theirs.
+			dac, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{
+				ClientOptions: azcore.ClientOptions{Transport: opts.Transport},
+			})
 			if err != nil {
 				return nil, secretRedactor{}, fmt.Errorf("leaderelection: Credential is nil and DefaultAzureCredential could not be built: %w", err)
 			}
-			cred = dac
+			cred = namedCredential{name: "DefaultAzureCredential", cred: dac}
 		}
 		cc, err := container.NewClient(strings.TrimRight(s.ServiceURL, "/")+"/"+url.PathEscape(s.Container), cred, opts)
 		if err != nil {
@@ -612,3 +635,28 @@ func (s BlobSettings) containerClient() (*container.Client, secretRedactor, erro
 		return cc, secretRedactor{}, nil
 	}
 }
+
+// namedCredential makes a token credential's failures say which credential
+// failed: a bare "no token" is no help to whoever reads the log.
+type namedCredential struct {
+	name string // the credential's type, e.g. "*azidentity.ManagedIdentityCredential"
+	cred azcore.TokenCredential
+}
+
+func (c namedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.cred.GetToken(ctx, opts)
+	if err != nil {
+		return tok, &credentialError{name: c.name, err: err}
+	}
+	return tok, nil
+}
+
+// credentialError is a credential's failure to get a token; the classifier
+// names the credential.
+type credentialError struct {
+	name string
+	err  error
+}
+
+func (e *credentialError) Error() string { return e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }
