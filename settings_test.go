@@ -183,6 +183,19 @@ func TestSASURLOnAHostWithoutDotsNamesTheAccountInItsPath(t *testing.T) {
 	assert.ErrorContains(t, err, "not a blob")
 }
 
+// The emulator reads the account from the path for localhost, as the
+// library now does: a SAS URL naming localhost reaches the lease.
+func TestSASURLOnLocalhostReachesTheEmulator(t *testing.T) {
+	t.Parallel()
+	s := sasSettings(t, testSettings(t))
+	require.Contains(t, s.SASURL, "http://127.0.0.1:")
+	s.SASURL = strings.Replace(s.SASURL, "http://127.0.0.1:", "http://localhost:", 1)
+	m := newManager(t, s)
+	_, err := m.Acquire(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, m.Release(context.Background()))
+}
+
 // Plain http is refused wherever a secret would cross the network in clear,
 // but the emulator keeps working: on a loopback address, or anywhere with
 // its development account, whose key is published (Azurite reached as
