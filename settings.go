@@ -51,24 +51,36 @@ type BlobSettings struct {
 	// ConnectionString is a storage account connection string: with
 	// AccountName and AccountKey, or with SharedAccessSignature and
 	// BlobEndpoint, or "UseDevelopmentStorage=true" for a local Azurite on
-	// 127.0.0.1:10000.
+	// 127.0.0.1:10000. Plain http (DefaultEndpointsProtocol=http, or an
+	// http BlobEndpoint) is accepted only where no secret crosses a network
+	// in clear: a loopback address, or, with an account key, the emulator's
+	// development account, whose key is published (for example Azurite at
+	// http://azurite:10000/devstoreaccount1 in docker compose).
 	ConnectionString string
 
 	// ServiceURL is the account's blob endpoint, e.g.
-	// "https://myaccount.blob.core.windows.net/", used with Credential.
+	// "https://myaccount.blob.core.windows.net/", used with Credential. It
+	// must use https. Where the host cannot name the account (an IP
+	// address, or a host name without dots such as localhost) the account
+	// is the one path segment: "https://127.0.0.1:10000/devstoreaccount1",
+	// as for the emulator.
 	ServiceURL string
 
 	// Credential authenticates requests to ServiceURL. Nil means
 	// azidentity.DefaultAzureCredential (environment, workload identity,
 	// managed identity, Azure CLI...). The identity needs the "Storage Blob
 	// Data Contributor" role on the container (or the account, if the
-	// container must be created).
+	// container must be created). A credential that cannot get a token
+	// makes RunTaskWhenMutexAcquired return an error matching ErrPermanent
+	// that names it, unless the failure may pass (a timeout, a network
+	// error, a 5xx or 429 from the identity endpoint).
 	Credential azcore.TokenCredential
 
 	// SASURL is the account's or the container's blob URL with a SAS token,
 	// e.g. "https://myaccount.blob.core.windows.net/leases?sv=...&sig=...".
 	// The token needs read, write and create permissions (and, if the
-	// container must be created by the library, an account SAS).
+	// container must be created by the library, an account SAS). It must
+	// use https, but for a local emulator on a loopback address.
 	SASURL string
 
 	// Client is a client the caller built. Its retry policy is overridden on
@@ -125,7 +137,12 @@ type BlobSettings struct {
 
 	// ClientOptions are used when the library builds the client (every
 	// source but Client): transport, telemetry, logging. Retry settings
-	// are overridden.
+	// are overridden. Without a Transport the library uses an HTTP
+	// transport of its own (the Azure SDK's default settings, a connection
+	// pool of its own, also used by the DefaultAzureCredential it builds),
+	// whose idle connections RunTaskWhenMutexAcquired closes when it
+	// returns (see [BlobLeaseManager.CloseIdleConnections]). A Transport
+	// given here stays the caller's to close.
 	ClientOptions *azblob.ClientOptions
 }
 
