@@ -92,7 +92,7 @@ func TestFailingCredentialFailsPromptlyNamingIt(t *testing.T) {
 	s := credentialSettings(t, &tokenSource{fn: func() (string, error) {
 		return "", errors.New("no managed identity is assigned to this VM")
 	}})
-	err, took, _ := runUntilItGivesUp(t, s)
+	took, _, err := runUntilItGivesUp(t, s)
 	require.ErrorIs(t, err, ErrPermanent)
 	assert.Less(t, took, 5*time.Second)
 	assert.ErrorContains(t, err, "credential *leaderelection.tokenSource could not get a token: no managed identity is assigned to this VM")
@@ -105,7 +105,7 @@ func TestTokenRefusedByStorageFailsPromptly(t *testing.T) {
 	s := credentialSettings(t, &tokenSource{fn: func() (string, error) {
 		return azurite.Token("https://vault.azure.net", time.Now().Add(time.Hour)), nil
 	}})
-	err, took, _ := runUntilItGivesUp(t, s)
+	took, _, err := runUntilItGivesUp(t, s)
 	require.ErrorIs(t, err, ErrPermanent)
 	assert.Less(t, took, 5*time.Second)
 	assert.Regexp(t, `40[13] (AuthenticationFailed|InvalidAuthenticationInfo)`, err.Error())
@@ -190,7 +190,7 @@ func TestDefaultAzureCredentialLeavesNoGoroutineWithDefaultSettings(t *testing.T
 	s := testSettings(t)
 	s.ConnectionString, s.ServiceURL = "", srv.URL()
 	before := goleak.IgnoreCurrent()
-	err, took, _ := runUntilItGivesUp(t, s)
+	took, _, err := runUntilItGivesUp(t, s)
 	require.ErrorIs(t, err, ErrPermanent)
 	assert.ErrorContains(t, err, "TLS certificate not trusted")
 	assert.Less(t, took, 5*time.Second)

@@ -21,7 +21,7 @@ import (
 
 // runUntilItGivesUp runs a mutex on s until RunTaskWhenMutexAcquired returns
 // (within 30 s at most), and says how long that took and what it logged.
-func runUntilItGivesUp(t *testing.T, s BlobSettings) (err error, took time.Duration, logs string) {
+func runUntilItGivesUp(t *testing.T, s BlobSettings) (took time.Duration, logs string, err error) {
 	t.Helper()
 	var buf syncBuffer
 	m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
@@ -32,7 +32,7 @@ func runUntilItGivesUp(t *testing.T, s BlobSettings) (err error, took time.Durat
 	err = m.RunTaskWhenMutexAcquired(ctx)
 	took = time.Since(start)
 	t.Logf("returned after %v: %v", took, err)
-	return err, took, buf.String()
+	return took, buf.String(), err
 }
 
 // An https URL to an endpoint that speaks plain http is a misconfiguration:
@@ -55,7 +55,7 @@ func TestHTTPSURLToAPlainHTTPEndpointFailsPromptly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s.Blob += strings.ReplaceAll(name, " ", "-")
-			err, took, logs := runUntilItGivesUp(t, s)
+			took, logs, err := runUntilItGivesUp(t, s)
 			require.ErrorIs(t, err, ErrPermanent)
 			assert.Less(t, took, 5*time.Second)
 			assert.ErrorContains(t, err, "answered https with plain http")
@@ -118,7 +118,7 @@ func TestTLSHandshakeThatCannotSucceedFailsPromptly(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := BlobSettings{SASURL: tc.url, Container: "leases", Blob: "b", RetryInterval: 500 * time.Millisecond}
-			err, took, logs := runUntilItGivesUp(t, s)
+			took, logs, err := runUntilItGivesUp(t, s)
 			require.ErrorIs(t, err, ErrPermanent)
 			assert.Less(t, took, 5*time.Second)
 			assert.ErrorContains(t, err, tc.want)
