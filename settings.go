@@ -406,7 +406,7 @@ func checkServiceURL(raw string) error {
 	case err != nil || u.Host == "":
 		return &SettingsError{Field: "ServiceURL", Rule: "must be an absolute URL such as https://myaccount.blob.core.windows.net/"}
 	case u.RawQuery != "" || u.Fragment != "":
-		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string; put a SAS URL in SASURL"}
+		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string or fragment; put a SAS URL in SASURL"}
 	case u.User != nil:
 		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a user name or password: the Credential authenticates"}
 	case u.Scheme != "https":

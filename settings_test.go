@@ -85,6 +85,15 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"SAS URL over http", func(s *BlobSettings) {
 			s.ConnectionString, s.SASURL = "", "http://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=abc"
 		}, "SASURL", "https"},
+		{"service URL with a SAS", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "https://acct.blob.core.windows.net/?sv=2023-01-01&sig=abc"
+		}, "ServiceURL", "put a SAS URL in SASURL"},
+		{"service URL with a password", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "https://user:secret@acct.blob.core.windows.net/"
+		}, "ServiceURL", "must not carry a user name or password"},
+		{"connection string with an unknown protocol", func(s *BlobSettings) {
+			s.ConnectionString = "DefaultEndpointsProtocol=ftp;AccountName=acct;AccountKey=" + fakeKey
+		}, "ConnectionString", "DefaultEndpointsProtocol must be https or http"},
 		{"connection string SAS over http", func(s *BlobSettings) {
 			s.ConnectionString = "BlobEndpoint=http://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=abc"
 		}, "ConnectionString", "must use https: a SAS token is a secret"},
