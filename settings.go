@@ -142,7 +142,8 @@ type BlobSettings struct {
 	// pool of its own, also used by the DefaultAzureCredential it builds),
 	// whose idle connections RunTaskWhenMutexAcquired closes when it
 	// returns (see [BlobLeaseManager.CloseIdleConnections]). A Transport
-	// given here stays the caller's to close.
+	// given here stays the caller's to close; a process running many
+	// mutexes can share one between them, rather than keep a pool each.
 	ClientOptions *azblob.ClientOptions
 }
 
