@@ -134,6 +134,7 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 // says whether the storage account has ever answered this manager.
 func classifyNoResponse(err error, reached bool) (detail string, kind error) {
 	var (
+		credErr      *credentialError
 		nonRetriable interface{ NonRetriable() } // azidentity marks errors no retry can fix
 		authFailed   *azidentity.AuthenticationFailedError
 		certErr      *tls.CertificateVerificationError
@@ -144,8 +145,12 @@ func classifyNoResponse(err error, reached bool) (detail string, kind error) {
 	)
 	// Order matters: azcore wraps every credential error as NonRetriable,
 	// even a token request that merely timed out, so timeouts and network
-	// errors are recognised first.
+	// errors are recognised first. And every *url.Error is a net.Error, so
+	// what the network cannot cure is recognised before that.
 	switch {
+	case errors.As(err, &credErr):
+		detail, kind = classifyNoResponse(credErr.err, reached)
+		return fmt.Sprintf("credential %s could not get a token: %s", credErr.name, detail), kind
 	case errors.As(err, &authFailed):
 		if r := authFailed.RawResponse; r != nil && r.StatusCode >= 400 && r.StatusCode < 500 &&
 			r.StatusCode != http.StatusRequestTimeout && r.StatusCode != http.StatusTooManyRequests {
@@ -162,6 +167,12 @@ func classifyNoResponse(err error, reached bool) (detail string, kind error) {
 		// A host that has never resolved is a misspelt account name, not
 		// an outage.
 		return fmt.Sprintf("no such host %q: check the account name or endpoint", dnsErr.Name), ErrPermanent
+	case !reached && tlsMisconfigured(err) != "":
+		// No TLS session with an endpoint that has never answered: the
+		// URL's scheme or port is wrong, or the two ends share no TLS
+		// version. Once it has answered, the same error is a fault on the
+		// way (a middlebox, a restart), retried like any other.
+		return tlsMisconfigured(err), ErrPermanent
 	case errors.As(err, &netErr), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF),
 		errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.EPIPE):
 		return "connection error: " + firstLine(err.Error()), ErrTransient
@@ -173,6 +184,37 @@ func classifyNoResponse(err error, reached bool) (detail string, kind error) {
 		// fast with it is kinder than retrying it forever.
 		return firstLine(err.Error()), ErrPermanent
 	}
+}
+
+// tlsMisconfigured describes err if it is a TLS handshake that failed for
+// want of a TLS peer that agrees with us, and returns "" otherwise (a
+// timeout, a reset, a refused connection are not).
+func tlsMisconfigured(err error) string {
+	var (
+		recordErr tls.RecordHeaderError
+		alertErr  tls.AlertError
+		opErr     *net.OpError
+	)
+	inner := err
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		inner = ue.Err
+	}
+	switch {
+	case errors.Is(err, http.ErrSchemeMismatch):
+		return "the endpoint answered https with plain http: check the URL's scheme and port"
+	case errors.As(err, &recordErr):
+		return "the endpoint does not speak TLS (" + recordErr.Msg + "): check the URL's scheme and port"
+	case errors.As(err, &alertErr), errors.As(err, &opErr) && opErr.Op == "remote error":
+		return "TLS handshake refused by the endpoint: " + firstLine(inner.Error())
+	case errors.As(err, &opErr) && opErr.Op == "local error":
+		return "TLS handshake failed: " + firstLine(inner.Error())
+	case strings.HasPrefix(inner.Error(), "tls: "):
+		// crypto/tls's own handshake errors (an unsupported version, a
+		// bad handshake message) are plain errors with this prefix.
+		return "TLS handshake failed: " + firstLine(inner.Error())
+	}
+	return ""
 }
 
 func contains(list []string, s string) bool {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -45,6 +46,7 @@ type BlobLeaseManager struct {
 
 	containerClient *container.Client
 	blobClient      *blockblob.Client
+	transport       *http.Transport // built by the library, nil for the caller's; see CloseIdleConnections
 
 	secretRedactor
 	logger  *slog.Logger
@@ -112,7 +114,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 	}
 	o := buildOptions(opts)
 	settings = settings.withDefaults()
-	cc, red, err := settings.containerClient()
+	cc, red, transport, err := settings.containerClient()
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +125,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		blob:            settings.Blob,
 		containerClient: cc,
 		blobClient:      bc,
+		transport:       transport,
 		secretRedactor:  red,
 		logger:          o.logger,
 	}

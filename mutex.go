@@ -108,6 +108,7 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 // No goroutine started by RunTaskWhenMutexAcquired outlives it. Calling it
 // again while it runs returns [ErrAlreadyRunning].
 func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) error {
+	defer m.lease.CloseIdleConnections()
 	if !m.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}

@@ -32,7 +32,8 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithIdentity names this contender in the lease blob's metadata, in events
-// and in logs: a pod name, say. Printable ASCII, at most 256 characters.
+// and in logs: a pod name, say. Printable ASCII, at most 256 characters, not
+// beginning or ending with a space (HTTP would trim it from the metadata).
 // Default: host name, process ID and a random suffix, e.g. "web-7-4242-a1b2c3".
 func WithIdentity(id string) Option {
 	return func(o *options) { o.identity = id }

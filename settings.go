@@ -1,15 +1,20 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -46,24 +51,36 @@ type BlobSettings struct {
 	// ConnectionString is a storage account connection string: with
 	// AccountName and AccountKey, or with SharedAccessSignature and
 	// BlobEndpoint, or "UseDevelopmentStorage=true" for a local Azurite on
-	// 127.0.0.1:10000.
+	// 127.0.0.1:10000. Plain http (DefaultEndpointsProtocol=http, or an
+	// http BlobEndpoint) is accepted only where no secret crosses a network
+	// in clear: a loopback address, or, with an account key, the emulator's
+	// development account, whose key is published (for example Azurite at
+	// http://azurite:10000/devstoreaccount1 in docker compose).
 	ConnectionString string
 
 	// ServiceURL is the account's blob endpoint, e.g.
-	// "https://myaccount.blob.core.windows.net/", used with Credential.
+	// "https://myaccount.blob.core.windows.net/", used with Credential. It
+	// must use https. Where the host cannot name the account (an IP
+	// address, or a host name without dots such as localhost) the account
+	// is the one path segment: "https://127.0.0.1:10000/devstoreaccount1",
+	// as for the emulator.
 	ServiceURL string
 
 	// Credential authenticates requests to ServiceURL. Nil means
 	// azidentity.DefaultAzureCredential (environment, workload identity,
 	// managed identity, Azure CLI...). The identity needs the "Storage Blob
 	// Data Contributor" role on the container (or the account, if the
-	// container must be created).
+	// container must be created). A credential that cannot get a token
+	// makes RunTaskWhenMutexAcquired return an error matching ErrPermanent
+	// that names it, unless the failure may pass (a timeout, a network
+	// error, a 5xx or 429 from the identity endpoint).
 	Credential azcore.TokenCredential
 
 	// SASURL is the account's or the container's blob URL with a SAS token,
 	// e.g. "https://myaccount.blob.core.windows.net/leases?sv=...&sig=...".
 	// The token needs read, write and create permissions (and, if the
-	// container must be created by the library, an account SAS).
+	// container must be created by the library, an account SAS). It must
+	// use https, but for a local emulator on a loopback address.
 	SASURL string
 
 	// Client is a client the caller built. Its retry policy is overridden on
@@ -120,12 +137,20 @@ type BlobSettings struct {
 
 	// ClientOptions are used when the library builds the client (every
 	// source but Client): transport, telemetry, logging. Retry settings
-	// are overridden.
+	// are overridden. Without a Transport the library uses an HTTP
+	// transport of its own (the Azure SDK's default settings, a connection
+	// pool of its own, also used by the DefaultAzureCredential it builds),
+	// whose idle connections RunTaskWhenMutexAcquired closes when it
+	// returns (see [BlobLeaseManager.CloseIdleConnections]). A Transport
+	// given here stays the caller's to close; a process running many
+	// mutexes can share one between them, rather than keep a pool each.
 	ClientOptions *azblob.ClientOptions
 }
 
-// String describes s without its secrets: account keys, SAS tokens and
-// connection strings are shown as REDACTED, so settings can be logged.
+// String describes s without its secrets, so settings can be logged: a
+// connection string is shown as REDACTED, and of a URL only the scheme, host
+// and path, whichever field holds it (a SAS token put in ServiceURL by
+// mistake, a user name and password in a URL).
 func (s BlobSettings) String() string {
 	return fmt.Sprintf("BlobSettings{%s Container:%q Blob:%q LeaseDuration:%v RenewInterval:%v RetryInterval:%v StopMargin:%v RequestTimeout:%v}",
 		s.source(), s.Container, s.Blob, s.LeaseDuration, s.RenewInterval, s.RetryInterval, s.StopMargin, s.RequestTimeout)
@@ -134,25 +159,68 @@ func (s BlobSettings) String() string {
 // GoString is String, so that %#v does not print secrets either.
 func (s BlobSettings) GoString() string { return s.String() }
 
+// Format prints String (GoString for %#v) whatever the verb: without it,
+// verbs that are not for strings (%d, %t) print the struct's fields raw,
+// secrets included. The one exception is %p, which is for pointers: given a
+// BlobSettings value, fmt prints its fields before consulting any method.
+func (s BlobSettings) Format(f fmt.State, verb rune) {
+	switch verb {
+	case 'v':
+		if f.Flag('#') {
+			_, _ = io.WriteString(f, s.GoString())
+			return
+		}
+	case 's', 'q', 'x', 'X':
+	default:
+		verb = 's'
+	}
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), s.String())
+}
+
 // LogValue lets log/slog print s without its secrets.
 func (s BlobSettings) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// MarshalText is String, so that encoders that would otherwise print every
+// field (encoding/json, as structured loggers use) do not show secrets
+// either. Settings are not meant to be read back from text.
+func (s BlobSettings) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 func (s BlobSettings) source() string {
 	switch {
 	case s.ConnectionString != "":
 		return "ConnectionString:REDACTED"
 	case s.SASURL != "":
-		if u, err := url.Parse(s.SASURL); err == nil {
-			u.RawQuery = "REDACTED"
-			return "SASURL:" + u.String()
-		}
-		return "SASURL:REDACTED"
+		return "SASURL:" + printableURL(s.SASURL)
 	case s.ServiceURL != "":
-		return fmt.Sprintf("ServiceURL:%s Credential:%T", s.ServiceURL, s.Credential)
+		return fmt.Sprintf("ServiceURL:%s Credential:%T", printableURL(s.ServiceURL), s.Credential)
 	case s.Client != nil:
-		return "Client:" + queryPattern.ReplaceAllString(s.Client.URL(), "$1?REDACTED")
+		return "Client:" + printableURL(s.Client.URL())
 	}
 	return "no source"
+}
+
+// printableURL shows where raw points without anything that may be secret
+// in it: user info, query (a SAS token), fragment, and a path that looks like
+// a token. A URL that does not parse, or names no host, may be a bare token:
+// it is not shown at all.
+func printableURL(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || u.Opaque != "" {
+		return "REDACTED"
+	}
+	if u.User != nil {
+		u.User = url.User("REDACTED")
+	}
+	if u.RawQuery != "" || u.ForceQuery {
+		u.RawQuery, u.ForceQuery = "REDACTED", false
+	}
+	if u.Fragment != "" || u.RawFragment != "" {
+		u.Fragment, u.RawFragment = "REDACTED", ""
+	}
+	if p := strings.ToLower(u.EscapedPath()); strings.Contains(p, "sig=") || strings.Contains(p, "sig%3d") {
+		u.Path, u.RawPath = "/REDACTED", ""
+	}
+	return u.String()
 }
 
 // SettingsError reports an invalid [BlobSettings] field.
@@ -331,17 +399,43 @@ func checkBlobName(name string) error {
 
 func checkServiceURL(raw string) error {
 	u, err := url.Parse(raw)
+	path := ""
+	if err == nil {
+		path = strings.Trim(u.Path, "/")
+	}
 	switch {
 	case err != nil || u.Host == "":
 		return &SettingsError{Field: "ServiceURL", Rule: "must be an absolute URL such as https://myaccount.blob.core.windows.net/"}
-	case u.RawQuery != "":
-		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string; put a SAS URL in SASURL"}
+	case u.RawQuery != "" || u.Fragment != "":
+		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string or fragment; put a SAS URL in SASURL"}
+	case u.User != nil:
+		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a user name or password: the Credential authenticates"}
 	case u.Scheme != "https":
 		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must use https (token credentials are never sent in clear), got %q", u.Scheme)}
-	case strings.Trim(u.Path, "/") != "":
+	case path == "":
+	case !pathStyleHost(u.Host):
 		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint, without a path (put the container in Container), got path %q", u.Path)}
+	case !accountNamePattern.MatchString(path):
+		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint: with a host that does not name the account, exactly one path segment, the account name "+
+			"(3 to 24 lowercase letters and digits), as in https://127.0.0.1:10000/devstoreaccount1 (put the container in Container), got path %q", u.Path)}
 	}
 	return nil
+}
+
+// accountNamePattern is Azure's rule for storage account names.
+var accountNamePattern = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
+
+// pathStyleHost reports whether host (with or without a port) cannot carry
+// the account name, so that an endpoint on it names the account in its first
+// path segment: an IP address (Azure's IP-style endpoints), or a name without
+// dots such as localhost or a docker-compose service (the emulator, which
+// reads the account from the path for these hosts and host.docker.internal).
+func pathStyleHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.Trim(host, "[]")
+	return net.ParseIP(host) != nil || !strings.Contains(host, ".") || strings.EqualFold(host, "host.docker.internal")
 }
 
 // sasContainerURL turns an account or container SAS URL into the container's
@@ -354,6 +448,14 @@ func sasContainerURL(raw, containerName string) (string, error) {
 	if parts.SAS.Signature() == "" {
 		return "", &SettingsError{Field: "SASURL", Rule: "has no SAS token (no sig= parameter)"}
 	}
+	// The SDK reads the account from the path only for IP addresses; the
+	// emulator also does for host names without dots (localhost, a
+	// docker-compose service).
+	account := ""
+	if parts.IPEndpointStyleInfo.AccountName == "" && pathStyleHost(parts.Host) {
+		account = parts.ContainerName
+		parts.ContainerName, parts.BlobName, _ = strings.Cut(parts.BlobName, "/")
+	}
 	if parts.Scheme != "https" && !isLoopback(parts.Host) {
 		return "", &SettingsError{Field: "SASURL", Rule: "must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)"}
 	}
@@ -364,7 +466,12 @@ func sasContainerURL(raw, containerName string) (string, error) {
 		return "", &SettingsError{Field: "SASURL", Rule: fmt.Sprintf("names container %q but Container is %q", parts.ContainerName, containerName)}
 	}
 	parts.ContainerName = containerName
-	return parts.String(), nil
+	out := parts.String()
+	if account != "" {
+		origin := parts.Scheme + "://" + parts.Host
+		out = origin + "/" + account + strings.TrimPrefix(out, origin)
+	}
+	return out, nil
 }
 
 // isLoopback reports whether host (with or without a port) is a loopback
@@ -436,6 +543,9 @@ func parseConnectionString(cs string) (connectionString, error) {
 		if suffix == "" {
 			suffix = "core.windows.net"
 		}
+		if protocol = strings.ToLower(protocol); protocol != "https" && protocol != "http" {
+			return bad("DefaultEndpointsProtocol must be https or http")
+		}
 		c.serviceURL = fmt.Sprintf("%s://%s.blob.%s/", protocol, c.accountName, suffix)
 	default:
 		return bad("needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)")
@@ -446,16 +556,45 @@ func parseConnectionString(cs string) (connectionString, error) {
 	case c.accountKey == "" && c.sas == "":
 		return bad("needs AccountKey (with AccountName) or SharedAccessSignature")
 	}
+	// Plain http only where no secret crosses a network in clear: to a
+	// loopback address, or with the emulator's development account, whose
+	// key is published (Azurite as http://azurite:10000 in docker compose).
+	// A request signed with a key carries no key, but whoever reads it can
+	// replay it and read what it reads.
+	if u, err := url.Parse(c.serviceURL); err == nil && u.Scheme != "https" && !isLoopback(u.Host) {
+		switch {
+		case c.sas != "":
+			return bad("must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)")
+		case c.accountKey != "" && (c.accountName != devAccountName || c.accountKey != devAccountKey):
+			return bad("must use https with an account key (plain http is accepted only for an emulator: on a loopback address, or with the emulator's development account, whose key is public)")
+		}
+	}
 	return c, nil
 }
 
-// containerClient builds the client for s's container, and the secrets that
-// must be kept out of errors and logs. s must have passed Validate.
-func (s BlobSettings) containerClient() (*container.Client, secretRedactor, error) {
-	opts := (*container.ClientOptions)(s.ClientOptions) // the same type underneath
+// containerClient builds the client for s's container, the secrets that
+// must be kept out of errors and logs, and the HTTP transport the library
+// built for it when the caller brought none (nil otherwise: the caller's
+// stays the caller's). s must have passed Validate.
+func (s BlobSettings) containerClient() (*container.Client, secretRedactor, *http.Transport, error) {
+	if s.Client != nil {
+		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil, nil
+	}
+	var opts container.ClientOptions
+	if s.ClientOptions != nil {
+		opts = container.ClientOptions(*s.ClientOptions) // a copy: the same type underneath
+	}
+	var own *http.Transport
+	if opts.Transport == nil {
+		own = newTransport()
+		opts.Transport = &http.Client{Transport: own}
+	}
+	cc, red, err := s.buildContainerClient(&opts)
+	return cc, red, own, err
+}
+
+func (s BlobSettings) buildContainerClient(opts *container.ClientOptions) (*container.Client, secretRedactor, error) {
 	switch {
-	case s.Client != nil:
-		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil
 	case s.ConnectionString != "":
 		c, err := parseConnectionString(s.ConnectionString)
 		if err != nil {
@@ -495,13 +634,17 @@ func (s BlobSettings) containerClient() (*container.Client, secretRedactor, erro
 		}
 		return cc, red, nil
 	default:
-		cred := s.Credential
-		if cred == nil {
-			dac, err := azidentity.NewDefaultAzureCredential(nil)
+		var cred azcore.TokenCredential = namedCredential{name: fmt.Sprintf("%T", s.Credential), cred: s.Credential}
+		if s.Credential == nil {
+			// Over the same transport as the storage requests, so that its
+			// connections are closed with theirs.
+			dac, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{
+				ClientOptions: azcore.ClientOptions{Transport: opts.Transport},
+			})
 			if err != nil {
 				return nil, secretRedactor{}, fmt.Errorf("leaderelection: Credential is nil and DefaultAzureCredential could not be built: %w", err)
 			}
-			cred = dac
+			cred = namedCredential{name: "DefaultAzureCredential", cred: dac}
 		}
 		cc, err := container.NewClient(strings.TrimRight(s.ServiceURL, "/")+"/"+url.PathEscape(s.Container), cred, opts)
 		if err != nil {
@@ -510,3 +653,28 @@ func (s BlobSettings) containerClient() (*container.Client, secretRedactor, erro
 		return cc, secretRedactor{}, nil
 	}
 }
+
+// namedCredential makes a token credential's failures say which credential
+// failed: a bare "no token" is no help to whoever reads the log.
+type namedCredential struct {
+	name string // the credential's type, e.g. "*azidentity.ManagedIdentityCredential"
+	cred azcore.TokenCredential
+}
+
+func (c namedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
+	tok, err := c.cred.GetToken(ctx, opts)
+	if err != nil {
+		return tok, &credentialError{name: c.name, err: err}
+	}
+	return tok, nil
+}
+
+// credentialError is a credential's failure to get a token; the classifier
+// names the credential.
+type credentialError struct {
+	name string
+	err  error
+}
+
+func (e *credentialError) Error() string { return e.err.Error() }
+func (e *credentialError) Unwrap() error { return e.err }

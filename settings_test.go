@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -84,6 +85,30 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"SAS URL over http", func(s *BlobSettings) {
 			s.ConnectionString, s.SASURL = "", "http://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=abc"
 		}, "SASURL", "https"},
+		{"service URL with a SAS", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "https://acct.blob.core.windows.net/?sv=2023-01-01&sig=abc"
+		}, "ServiceURL", "put a SAS URL in SASURL"},
+		{"service URL with a password", func(s *BlobSettings) {
+			s.ConnectionString, s.ServiceURL = "", "https://user:secret@acct.blob.core.windows.net/"
+		}, "ServiceURL", "must not carry a user name or password"},
+		{"connection string with an unknown protocol", func(s *BlobSettings) {
+			s.ConnectionString = "DefaultEndpointsProtocol=ftp;AccountName=acct;AccountKey=" + fakeKey
+		}, "ConnectionString", "DefaultEndpointsProtocol must be https or http"},
+		{"connection string SAS over http", func(s *BlobSettings) {
+			s.ConnectionString = "BlobEndpoint=http://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=abc"
+		}, "ConnectionString", "must use https: a SAS token is a secret"},
+		{"connection string SAS over http to a private address", func(s *BlobSettings) {
+			s.ConnectionString = "BlobEndpoint=http://10.1.2.3:10000/acct;SharedAccessSignature=sv=2023-01-01&sig=abc"
+		}, "ConnectionString", "must use https: a SAS token is a secret"},
+		{"connection string key over http", func(s *BlobSettings) {
+			s.ConnectionString = "DefaultEndpointsProtocol=http;AccountName=acct;AccountKey=" + fakeKey
+		}, "ConnectionString", "must use https with an account key"},
+		{"connection string key over an http endpoint", func(s *BlobSettings) {
+			s.ConnectionString = "AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=http://storage.example.com/acct"
+		}, "ConnectionString", "must use https with an account key"},
+		{"emulator's account name with another key over http", func(s *BlobSettings) {
+			s.ConnectionString = "AccountName=devstoreaccount1;AccountKey=" + fakeKey + ";BlobEndpoint=http://azurite:10000/devstoreaccount1"
+		}, "ConnectionString", "must use https with an account key"},
 		{"client options with a client", func(s *BlobSettings) {
 			s.ConnectionString, s.Client, s.ClientOptions = "", &azblob.Client{}, &azblob.ClientOptions{}
 		}, "ClientOptions", "not used with Client"},
@@ -118,20 +143,134 @@ func TestDefaultRenewIntervalFitsAGivenStopMargin(t *testing.T) {
 	assert.Equal(t, 4*time.Second, s.withDefaults().RenewInterval, "(15s - 7s)/2")
 }
 
+// A path-style account URL is what the emulator and IP-addressed endpoints
+// use: accepted where the host cannot name the account (an IP address, or a
+// host name without dots), with exactly one path segment, the account name.
+func TestServiceURLMayBePathStyleWhereTheHostCannotNameTheAccount(t *testing.T) {
+	for _, u := range []string{
+		"https://127.0.0.1:10000/devstoreaccount1",
+		"https://[::1]:10000/devstoreaccount1/",
+		"https://localhost:10000/devstoreaccount1",
+		"https://azurite:10000/devstoreaccount1",
+		"https://host.docker.internal:10000/devstoreaccount1",
+		"https://10.0.0.4/myaccount",
+		"https://acct.blob.core.windows.net/",
+	} {
+		s := BlobSettings{ServiceURL: u, Credential: fakeCredential{}, Container: "leases", Blob: "b"}
+		assert.NoError(t, s.Validate(), u)
+	}
+	for u, rule := range map[string]string{
+		"https://acct.blob.core.windows.net/leases":      "without a path",
+		"https://127.0.0.1:10000/devstoreaccount1/lease": "one path segment, the account name",
+		"https://localhost:10000/Dev_Account":            "one path segment, the account name",
+		"http://127.0.0.1:10000/devstoreaccount1":        "must use https",
+	} {
+		s := BlobSettings{ServiceURL: u, Credential: fakeCredential{}, Container: "leases", Blob: "b"}
+		err := s.Validate()
+		require.Error(t, err, u)
+		assert.ErrorContains(t, err, "BlobSettings.ServiceURL", u)
+		assert.ErrorContains(t, err, rule, u)
+	}
+}
+
+// The SDK parses only IP addresses as path-style; for a host name without
+// dots the account is the first path segment too.
+func TestSASURLOnAHostWithoutDotsNamesTheAccountInItsPath(t *testing.T) {
+	for raw, want := range map[string]string{
+		"http://localhost:10000/devstoreaccount1?sv=2023-01-01&sig=abc":        "http://localhost:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
+		"https://azurite:10000/devstoreaccount1/leases?sv=2023-01-01&sig=abc":  "https://azurite:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
+		"http://127.0.0.1:10000/devstoreaccount1/leases?sv=2023-01-01&sig=abc": "http://127.0.0.1:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
+		"https://acct.blob.core.windows.net/?sv=2023-01-01&sig=abc":            "https://acct.blob.core.windows.net/leases?sig=abc&sv=2023-01-01",
+	} {
+		got, err := sasContainerURL(raw, "leases")
+		require.NoError(t, err, raw)
+		assert.Equal(t, want, got, raw)
+	}
+	_, err := sasContainerURL("https://azurite:10000/devstoreaccount1/other?sv=2023-01-01&sig=abc", "leases")
+	assert.ErrorContains(t, err, `names container "other"`)
+	_, err = sasContainerURL("https://azurite:10000/devstoreaccount1/leases/b?sv=2023-01-01&sig=abc", "leases")
+	assert.ErrorContains(t, err, "not a blob")
+}
+
+// The emulator reads the account from the path for localhost, as the
+// library now does: a SAS URL naming localhost reaches the lease.
+func TestSASURLOnLocalhostReachesTheEmulator(t *testing.T) {
+	t.Parallel()
+	s := sasSettings(t, testSettings(t))
+	require.Contains(t, s.SASURL, "http://127.0.0.1:")
+	s.SASURL = strings.Replace(s.SASURL, "http://127.0.0.1:", "http://localhost:", 1)
+	m := newManager(t, s)
+	_, err := m.Acquire(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, m.Release(context.Background()))
+}
+
+// Plain http is refused wherever a secret would cross the network in clear,
+// but the emulator keeps working: on a loopback address, or anywhere with
+// its development account, whose key is published (Azurite reached as
+// http://azurite:10000 inside a docker-compose network).
+func TestPlainHTTPIsAcceptedOnlyForTheEmulator(t *testing.T) {
+	for _, cs := range []string{
+		"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + devAccountKey + ";BlobEndpoint=http://azurite:10000/devstoreaccount1;",
+		"UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite",
+		"AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=http://127.0.0.1:10000/acct",
+		"AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=http://[::1]:10000/acct",
+		"BlobEndpoint=http://localhost:10000/devstoreaccount1;SharedAccessSignature=sv=2023-01-01&sig=abc",
+		"BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=abc",
+		"DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=" + fakeKey,
+	} {
+		s := validSettings()
+		s.ConnectionString = cs
+		assert.NoError(t, s.Validate(), cs)
+	}
+}
+
+// Settings are safe to print whatever they hold, however they are printed:
+// a SAS in the wrong field, a password in a URL, a URL that does not parse.
 func TestSettingsPrintWithoutSecrets(t *testing.T) {
 	const sig = "c2lnbmF0dXJlc2VjcmV0"
+	const password = "hunter2pass"
 	for _, s := range []BlobSettings{
 		validSettings(),
+		{ConnectionString: "BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
 		{SASURL: "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
+		{SASURL: "https://user:" + password + "@acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
+		{SASURL: "https://acct.blob.core.windows.net/%zz?sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
+		{SASURL: "sig=" + sig + "&sv=2023-01-01", Container: "leases", Blob: "b"},
+		{ServiceURL: "https://acct.blob.core.windows.net/?sv=2023-01-01&sig=" + sig, Container: "leases", Blob: "b"},
+		{ServiceURL: "https://acct.blob.core.windows.net/leases#sig=" + sig, Container: "leases", Blob: "b"},
+		{ServiceURL: "https://user:" + password + "@acct.blob.core.windows.net/", Container: "leases", Blob: "b"},
+		{ServiceURL: "https://acct.blob.core.windows.net/%zz?sig=" + sig, Container: "leases", Blob: "b"},
+		{ServiceURL: "https://acct.blob.core.windows.net/", Credential: fakeCredential{}, Container: "leases", Blob: "b"},
 	} {
-		var logged strings.Builder
-		slog.New(slog.NewTextHandler(&logged, nil)).Info("settings", "s", s)
-		for _, out := range []string{fmt.Sprint(s), fmt.Sprintf("%+v", s), fmt.Sprintf("%#v", s), logged.String()} {
-			assert.NotContains(t, out, fakeKey)
-			assert.NotContains(t, out, sig)
-			assert.Contains(t, out, "Container:")
+		var text, js strings.Builder
+		slog.New(slog.NewTextHandler(&text, nil)).Info("settings", "s", s)
+		slog.New(slog.NewJSONHandler(&js, nil)).Info("settings", "s", s)
+		marshalled, err := json.Marshal(s)
+		require.NoError(t, err)
+		described := []string{text.String(), js.String(), string(marshalled), fmt.Sprintf("%#v", s), fmt.Sprint(&s),
+			fmt.Sprintf("%+v", struct{ S BlobSettings }{s})}
+		for _, verb := range []string{"%v", "%+v", "%s", "%q", "%d", "%t"} {
+			described = append(described, fmt.Sprintf(verb, s))
+		}
+		var others []string
+		// Not %p, which is for pointers: given a struct, fmt prints its
+		// fields raw before consulting any method.
+		for _, verb := range []string{"%x", "%10.3v"} {
+			others = append(others, fmt.Sprintf(verb, s))
+		}
+		for _, out := range append(described, others...) {
+			require.NotContains(t, out, fakeKey)
+			require.NotContains(t, out, sig)
+			require.NotContains(t, out, password)
+		}
+		for _, out := range described {
+			assert.Contains(t, out, "Container:", "still says what it is")
 		}
 	}
+	// What is not secret is still shown, to tell settings apart.
+	s := BlobSettings{ServiceURL: "https://user:" + password + "@acct.blob.core.windows.net/?sig=" + sig, Container: "leases", Blob: "b"}
+	assert.Contains(t, s.String(), "acct.blob.core.windows.net")
 }
 
 func TestNetworkErrorsAreClassified(t *testing.T) {

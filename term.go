@@ -113,7 +113,12 @@ func defaultIdentity() string {
 	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
 }
 
-// checkIdentity keeps identities to what blob metadata values can carry.
+// checkIdentity keeps identities to what blob metadata values carry
+// unchanged. Metadata travels in HTTP headers, whose values lose leading and
+// trailing spaces on the way (Go's client trims them): with an account key
+// the write is then refused (the SDK signed the untrimmed value), with a SAS
+// the stored identity silently differs from ours. Inner runs of spaces are
+// kept as they are (measured on Azurite, with a key and with a SAS).
 func checkIdentity(id string) error {
 	if id == "" || len(id) > 256 {
 		return fmt.Errorf("leaderelection: identity must be 1 to 256 characters, got %d", len(id))
@@ -122,6 +127,9 @@ func checkIdentity(id string) error {
 		if r < 0x20 || r > 0x7e {
 			return fmt.Errorf("leaderelection: identity must be printable ASCII (it is stored in blob metadata), got %q", id)
 		}
+	}
+	if id[0] == ' ' || id[len(id)-1] == ' ' {
+		return fmt.Errorf("leaderelection: identity must not begin or end with a space (HTTP trims it from the blob metadata, so the stored identity would not be ours), got %q", id)
 	}
 	return nil
 }

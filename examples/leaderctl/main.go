@@ -16,15 +16,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/signal"
 	"strings"
 	"syscall"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection"
 )
 
@@ -129,7 +126,7 @@ type session struct {
 	manager *leaderelection.BlobLeaseManager
 	name    string // container/blob, for output
 	timeout time.Duration
-	close   func() // closes the connections of our transport
+	close   func() // closes the manager's idle connections
 }
 
 // target holds the flags that say where the lease is, common to every
@@ -251,10 +248,8 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		return nil, c.usageError(fs.Name(), problems...), false
 	}
 
-	// Our own transport, so that its connections can be closed when the
-	// command ends rather than left to a process-wide pool.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}
+	// With no ClientOptions the manager uses a transport of its own, whose
+	// connections session.close closes when the command ends.
 	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
 	if err == nil {
 		// Each request is bounded by RequestTimeout (4 s by default), too
@@ -268,13 +263,12 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		}
 	}
 	if err != nil {
-		tr.CloseIdleConnections()
 		if problems := settingsProblems(err, origin); problems != nil {
 			return nil, c.usageError(fs.Name(), problems...), false
 		}
 		return nil, c.fail(err), false
 	}
-	return &session{manager: m, name: s.Container + "/" + s.Blob, timeout: t.timeout, close: tr.CloseIdleConnections}, exitOK, true
+	return &session{manager: m, name: s.Container + "/" + s.Blob, timeout: t.timeout, close: m.CloseIdleConnections}, exitOK, true
 }
 
 // settingsProblems rewords the library's settings errors in terms of the

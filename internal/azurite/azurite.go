@@ -19,6 +19,8 @@ package azurite
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -61,6 +63,17 @@ type Options struct {
 	// lifecycle messages). Nil discards them. Either way the last 4 KB are
 	// kept and quoted in errors from Start, Restart and Stop.
 	Log io.Writer
+
+	// TLSCert and TLSKey are PEM files of a certificate and its private
+	// key (see SelfSignedCert). With them Azurite serves https (--cert,
+	// --key) and URL says so; clients must trust the certificate.
+	TLSCert, TLSKey string
+
+	// OAuth makes Azurite accept bearer tokens besides the account key and
+	// SAS (--oauth basic). It checks a token's JWT claims (audience,
+	// issuer, lifetime: see Token) but not its signature. It needs TLSCert
+	// and TLSKey: Azurite takes bearer tokens only over https.
+	OAuth bool
 }
 
 // Server is a running Azurite blob service on 127.0.0.1, started by Start.
@@ -105,6 +118,21 @@ func Start(ctx context.Context, opts Options) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("azurite: node is not in PATH (%w): install Node.js, "+
 			"or point %s at a running Azurite blob endpoint", err, EnvURL)
+	}
+	if (opts.TLSCert == "") != (opts.TLSKey == "") {
+		return nil, errors.New("azurite: TLSCert and TLSKey go together")
+	}
+	if opts.OAuth && opts.TLSCert == "" {
+		return nil, errors.New("azurite: OAuth needs TLSCert and TLSKey: Azurite takes bearer tokens only over https")
+	}
+	// Azurite runs in another directory (see launch).
+	for _, f := range []*string{&opts.TLSCert, &opts.TLSKey} {
+		if *f == "" {
+			continue
+		}
+		if *f, err = filepath.Abs(*f); err != nil {
+			return nil, fmt.Errorf("azurite: %w", err)
+		}
 	}
 	if opts.Location != "" {
 		if opts.Location, err = filepath.Abs(opts.Location); err != nil {
@@ -154,6 +182,16 @@ func (s *Server) launch(ctx context.Context, port int) (*process, error) {
 		"--skipApiVersionCheck",
 		"--disableTelemetry",
 	}
+	if s.opts.TLSCert != "" {
+		args = append(args, "--cert", s.opts.TLSCert, "--key", s.opts.TLSKey)
+	}
+	if s.opts.OAuth {
+		args = append(args, "--oauth", "basic")
+	}
+	probeTLS, err := s.probeTLS()
+	if err != nil {
+		return nil, err
+	}
 	dir := os.TempDir()
 	if s.opts.Location != "" {
 		args = append(args, "--location", s.opts.Location)
@@ -182,7 +220,7 @@ func (s *Server) launch(ctx context.Context, port int) (*process, error) {
 	if err := <-started; err != nil {
 		return nil, fmt.Errorf("azurite: running %s: %w", s.node, err)
 	}
-	if err := p.waitReady(ctx, port); err != nil {
+	if err := p.waitReady(ctx, s.scheme(), port, probeTLS); err != nil {
 		p.kill()
 		return nil, err
 	}
@@ -216,7 +254,7 @@ func (p *process) supervise(started chan<- error) {
 // timeout or ctx ends. An HTTP request rather than a TCP connect: it also
 // proves that the listener is Azurite and not some other process that owns
 // the port.
-func (p *process) waitReady(ctx context.Context, port int) error {
+func (p *process) waitReady(ctx context.Context, scheme string, port int, tlsConfig *tls.Config) error {
 	begin := time.Now()
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -234,10 +272,10 @@ func (p *process) waitReady(ctx context.Context, port int) error {
 	}()
 	// No keep-alive: the probes must not leave connections (and their
 	// goroutines) behind, and an open connection would slow down Stop.
-	tr := &http.Transport{DisableKeepAlives: true}
+	tr := &http.Transport{DisableKeepAlives: true, TLSClientConfig: tlsConfig}
 	defer tr.CloseIdleConnections()
 	client := &http.Client{Transport: tr, Timeout: 2 * time.Second}
-	url := fmt.Sprintf("http://127.0.0.1:%d/%s?comp=list", port, AccountName)
+	url := fmt.Sprintf("%s://127.0.0.1:%d/%s?comp=list", scheme, port, AccountName)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -300,10 +338,34 @@ func (p *process) kill() {
 	<-p.done
 }
 
-// URL returns the blob service endpoint, http://127.0.0.1:PORT/devstoreaccount1.
-// It stays the same across Restart.
+// URL returns the blob service endpoint, http://127.0.0.1:PORT/devstoreaccount1
+// (https with Options.TLSCert). It stays the same across Restart.
 func (s *Server) URL() string {
-	return fmt.Sprintf("http://127.0.0.1:%d/%s", s.port, AccountName)
+	return fmt.Sprintf("%s://127.0.0.1:%d/%s", s.scheme(), s.port, AccountName)
+}
+
+func (s *Server) scheme() string {
+	if s.opts.TLSCert != "" {
+		return "https"
+	}
+	return "http"
+}
+
+// probeTLS is how the readiness probe trusts Azurite's certificate: as the
+// one certificate it trusts (Go accepts a leaf found among the roots).
+func (s *Server) probeTLS() (*tls.Config, error) {
+	if s.opts.TLSCert == "" {
+		return nil, nil
+	}
+	pem, err := os.ReadFile(s.opts.TLSCert)
+	if err != nil {
+		return nil, fmt.Errorf("azurite: reading TLSCert: %w", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		return nil, fmt.Errorf("azurite: TLSCert %s holds no PEM certificate", s.opts.TLSCert)
+	}
+	return &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
 }
 
 // ConnectionString returns a connection string for the development account at
