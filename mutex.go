@@ -23,6 +23,10 @@ type BlobDistributedMutex struct {
 	leading  atomic.Bool
 	health   health
 	observed int64 // highest term number reported or held; touched only by the Run goroutine
+
+	// silence is a follower's clock on an ETag lease (silence.go); touched
+	// only by the Run goroutine.
+	silence silenceWatch
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
@@ -130,7 +134,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		wait = jitter(s.RetryInterval)
 		if look {
 			info, err := m.lease.Inspect(ctx)
-			if err == nil && info.Held() {
+			silent := err == nil && m.breakIfSilent(ctx, info, &wait)
+			if err == nil && info.Held() && !silent {
 				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 				backoff = s.RetryInterval
 				m.metrics.attempt("held")
@@ -140,7 +145,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				}
 				continue
 			}
-			if err == nil && standAside {
+			if err == nil && standAside && !silent {
 				standAside = false
 				wait = behind(s.RetryInterval)
 				continue
@@ -333,8 +338,11 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 	retryDelay := max(m.lease.settings.RenewInterval/5, 100*time.Millisecond)
 	for {
 		callCtx, cancel := context.WithDeadline(ctx, fuse.current())
-		t, err := m.lease.RecordTerm(callCtx, m.opts.identity)
+		t, g, err := m.lease.recordTerm(callCtx, m.opts.identity)
 		cancel()
+		if err == nil {
+			m.securedByRecord(fuse, g)
+		}
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) {
 			return t, err
 		}
