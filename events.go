@@ -67,9 +67,10 @@ type Event struct {
 	At     time.Time
 	// FuncReturned and LeaseExpiry are set for StoppedLeading: when the func
 	// returned (or panicked), and the earliest moment the term's
-	// lease could have expired on the server (the send time of its last
-	// confirmed acquire or renewal + LeaseDuration). Both carry monotonic
-	// clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
+	// lease could have expired on the server, or an ETag lease been broken
+	// by a follower (the send time of its last confirmed acquire or renewal,
+	// or for an ETag lease its last confirmed write, + LeaseDuration). Both
+	// carry monotonic clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
 	// the leader stopped before another instance could lead. For
 	// ReasonLeaseLost the server ended the lease sooner (a break, a
 	// release): LeaseExpiry is then when it would have expired.

@@ -293,6 +293,15 @@ func (m *BlobLeaseManager) Release(ctx context.Context) error {
 // or connected: with a shorter period another instance may lead before the
 // holder has noticed. It returns how long until the lease is broken; a blob with no
 // lease gives 0 and no error.
+//
+// No period is safe for an [ETagLease]: Azure accepts the holder's writes
+// while its lease is breaking, so it learns of the break only when the
+// period ends, and a holder cut off from storage acts until its own
+// deadline, up to LeaseDuration (hours, perhaps) after its last renewal.
+// Break one with [BlobLeaseManager.BreakWhenSilent]; Break it at once
+// (period 0) only if its holder is dead, or connected (it stops at its
+// next renewal, within RenewInterval, and another instance may lead
+// meanwhile).
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
@@ -308,6 +317,11 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 // break period of at least LeaseDuration ends the lease no earlier than
 // that, while refusing the holder's renewals at once, so a live holder stops
 // within RenewInterval + StopMargin and a stuck one cannot renew any more.
+//
+// It is a native lease's rule, derived from this manager's settings: an
+// [ETagLease] has no safe break period (see Break), and for one it returns
+// the LeaseDuration all the same, which Break refuses above 60 s. Any native
+// lease lasts at most 60 s, so a 60 s period is safe for every one.
 func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
 	return m.settings.LeaseDuration
 }

@@ -81,7 +81,9 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 }
 
 // RunTaskWhenMutexAcquired contends for the lease until ctx is done, and runs
-// the leader func each time it wins. It returns ctx.Err() when ctx is done, or
+// the leader func each time it wins. While following, it breaks an
+// [ETagLease] whose holder has fallen silent (see [SilentLeaseBroken]) and
+// takes it. It returns ctx.Err() when ctx is done, or
 // an error matching [ErrPermanent] when storage refuses us for good (bad
 // credentials, missing permissions); transient storage failures are retried
 // forever with capped, jittered backoff.
