@@ -33,6 +33,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a storage request failed
 	exitUsage  = 2 // bad command line or environment: nothing was sent
+	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
 )
 
 func main() {
