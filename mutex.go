@@ -117,7 +117,9 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 
 	s := m.lease.settings
 	backoff := s.RetryInterval
-	maxBackoff := max(s.RetryInterval, s.LeaseDuration)
+	// Backing off longer than a native lease lasts gains nothing; a long
+	// ETag lease would have followers notice a recovery only after hours.
+	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
 	var failing failureLog
 	// look is whether to read the lease's state before trying to acquire
 	// it. Followers poll with a cheap read while someone leads (which also

@@ -107,7 +107,8 @@ type BlobSettings struct {
 	// Each wait is drawn uniformly from [3/4, 1] of it, so a fleet does not
 	// move in lockstep and a released lease is taken within one interval.
 	// Default 2 s; 100 ms to 1 min. After transient failures, followers back
-	// off exponentially from it up to max(RetryInterval, LeaseDuration).
+	// off exponentially from it up to max(RetryInterval, LeaseDuration), or
+	// 1 min for longer leases.
 	RetryInterval time.Duration
 
 	// StopMargin is how long before the lease could expire on the server
