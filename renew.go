@@ -63,8 +63,8 @@ import (
 // Followers never break a fixed, native lease, so a fleet that mixes kinds
 // stays safe, and a break that finds the lease released (409) just lets the
 // follower acquire it. The clocks of holder and follower may run apart by
-// up to 0.1% of D (Linux slews the monotonic clock by at most 0.05%):
-// StopMargin is at least D/100. What an ETag lease adds to the limits
+// 0.1% of D (NTP normally keeps each within 0.05% of true): StopMargin is
+// at least D/100, of which that is a tenth. What an ETag lease adds to the limits
 // above: no break period (60 s at most) covers a longer lease, so the safe
 // operator break is the followers' rule (BreakWhenSilent); and Azure
 // accepts writes under the lease ID while a lease is breaking, so a holder

@@ -119,9 +119,9 @@ type BlobSettings struct {
 	// monotonic clock. Default LeaseDuration/5 (3 s), at least 1 s and at
 	// most 30 s (or LeaseDuration/100, if more). At least 1 s and
 	// LeaseDuration/100, and at most LeaseDuration/2: the hundredth covers
-	// the rate difference between two hosts' clocks over a long lease
-	// (Linux slews the monotonic clock by at most 0.05%, so two hosts
-	// differ by at most 0.1%), and leaves nine tenths for the func.
+	// the rate difference between two hosts' clocks over a long lease (NTP
+	// normally keeps each within 0.05% of true, so two differ by at most
+	// 0.1%: a tenth of the margin), and leaves nine tenths for the func.
 	StopMargin time.Duration
 
 	// RequestTimeout bounds every storage request, including the SDK's own
@@ -215,10 +215,10 @@ const (
 )
 
 // minStopMargin is the smallest StopMargin for a lease of d: MinStopMargin,
-// or d/100 if more. Linux slews CLOCK_MONOTONIC by at most 500 ppm, so the
-// holder's and a follower's clocks (or the server's) may disagree by up to
-// d/1000 over a lease: a hundredth leaves nine tenths of the margin for the
-// leader func to stop.
+// or d/100 if more. NTP normally keeps a clock's rate within 500 ppm of
+// true, so the holder's and a follower's clocks (or the server's) may
+// disagree by up to d/1000 over a lease: a hundredth leaves nine tenths of
+// the margin for the leader func to stop.
 func minStopMargin(d time.Duration) time.Duration {
 	return max(MinStopMargin, d/100)
 }
@@ -299,7 +299,7 @@ func (s BlobSettings) Validate() error {
 		bad("StopMargin", "must be at least %v, got %v", MinStopMargin, M)
 		marginOK = false
 	case leaseOK && M < minStopMargin(L):
-		bad("StopMargin", "must be at least LeaseDuration/100 = %v (two hosts' clocks may drift apart by 0.1%% of the lease), got %v", minStopMargin(L), M)
+		bad("StopMargin", "must be at least LeaseDuration/100 = %v (two hosts' clocks may run 0.1%% apart over the lease), got %v", minStopMargin(L), M)
 		marginOK = false
 	case leaseOK && M > L/2:
 		bad("StopMargin", "must be at most LeaseDuration/2 = %v, got %v", L/2, M)
