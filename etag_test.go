@@ -668,3 +668,43 @@ func kinds(events []Event) []EventKind {
 	}
 	return out
 }
+
+// The conditional break a follower sends: it breaks only on the ETag it
+// timed, and tells a holder that wrote since, and a lease already released,
+// from a broken one.
+func TestConditionalBreakOnlyBreaksTheETagItTimed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testSettings(t)
+	s.LeaseDuration = 5 * time.Second
+	holder, follower := newManager(t, s), newManager(t, s)
+	_, err := holder.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = holder.RecordTerm(ctx, "holder")
+	require.NoError(t, err)
+	timed, err := follower.Inspect(ctx)
+	require.NoError(t, err)
+	_, err = holder.Renew(ctx)
+	require.NoError(t, err)
+
+	outcome, err := follower.breakIfUnchanged(ctx, timed.ETag)
+	require.NoError(t, err)
+	assert.Equal(t, etagChanged, outcome, "the holder wrote since: 412, and the lease stands")
+	_, err = holder.Renew(ctx)
+	require.NoError(t, err, "the failed break changed nothing")
+
+	current, err := follower.Inspect(ctx)
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(ctx))
+	outcome, err = follower.breakIfUnchanged(ctx, current.ETag)
+	require.NoError(t, err)
+	assert.Equal(t, noLease, outcome, "released (the ETag stays): 409, and the follower just acquires")
+
+	_, err = holder.Acquire(ctx)
+	require.NoError(t, err)
+	outcome, err = follower.breakIfUnchanged(ctx, current.ETag)
+	require.NoError(t, err)
+	assert.Equal(t, breakDone, outcome, "a holder that has not written since acquiring left the ETag as it was")
+	_, err = holder.RecordTerm(ctx, "holder")
+	require.ErrorIs(t, err, ErrLeaseLost, "its first write fails on the broken lease, so its func never starts")
+}
