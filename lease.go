@@ -218,8 +218,8 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
-	sent := time.Now()
 	m.forgetRecord()
+	sent := time.Now()
 	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), nil)
 	if err != nil {
 		return Grant{}, err

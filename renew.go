@@ -64,11 +64,11 @@ import (
 // stays safe, and a break that finds the lease released (409) just lets the
 // follower acquire it. The clocks of holder and follower may run apart by
 // 0.1% of D (NTP normally keeps each within 0.05% of true): StopMargin is
-// at least D/100, of which that is a tenth. What an ETag lease adds to the limits
-// above: no break period (60 s at most) covers a longer lease, so the safe
-// operator break is the followers' rule (BreakWhenSilent); and Azure
-// accepts writes under the lease ID while a lease is breaking, so a holder
-// learns of a break with a period only when it ends.
+// at least D/100, of which that is a tenth. What an ETag lease adds to the
+// limits above: no break period (60 s at most) covers a longer lease, so
+// the safe operator break is the followers' rule (BreakWhenSilent); and
+// Azure accepts writes under the lease ID while a lease is breaking, so a
+// holder learns of a break with a period only when it ends.
 
 // safetyFuse cancels a term's context at a deadline that each successful
 // renewal may push later. Once blown it stays blown.
