@@ -29,6 +29,14 @@
 // lease may pass to another instance. The lease is released only after the
 // func has returned, and the func is never started again while it still runs.
 //
+// A LeaseDuration of 15 to 60 s takes Azure's own lease, which the server
+// expires. Any other, from 3 s to 24 h, takes an [ETagLease]: an infinite
+// lease that the holder renews by rewriting the blob's metadata, and that a
+// follower breaks once the blob's ETag has stood unchanged for the lease
+// duration the holder declared, on condition that it is still unchanged.
+// The same deadline, from the send time of the holder's last confirmed
+// write, keeps the two leaders apart.
+//
 // Transient storage failures (5xx, 408, 429, timeouts, connection errors)
 // are retried, and do not end a term before its safety deadline. Permanent
 // ones (bad credentials, missing permissions) make RunTaskWhenMutexAcquired

@@ -15,6 +15,14 @@ const (
 	// NewLeaderObserved: while following, this instance saw another
 	// instance lead with a term it had not seen before.
 	NewLeaderObserved
+	// SilentLeaseBroken: while following, this instance broke an
+	// [ETagLease] whose ETag had stood unchanged for the lease duration its
+	// holder declared (see [BlobLeaseManager.BreakWhenSilent]): the holder
+	// crashed or was cut off from storage. Term is the record that ETag
+	// carried: the silent holder's, or an earlier leader's if the holder
+	// died before its first write. This instance tries to take the lease
+	// next.
+	SilentLeaseBroken
 )
 
 func (k EventKind) String() string {
@@ -25,6 +33,8 @@ func (k EventKind) String() string {
 		return "stopped leading"
 	case NewLeaderObserved:
 		return "new leader observed"
+	case SilentLeaseBroken:
+		return "silent lease broken"
 	}
 	return "unknown event"
 }
@@ -47,7 +57,8 @@ const (
 type Event struct {
 	Kind EventKind
 	// Term is this instance's term (StartedLeading, StoppedLeading) or the
-	// observed leader's (NewLeaderObserved, whose LeaseID is empty).
+	// observed leader's (NewLeaderObserved, SilentLeaseBroken; its LeaseID
+	// is empty).
 	Term Term
 	// Reason and Err are set for StoppedLeading: Err is the func's returned
 	// error for ReasonFuncReturned, the context's cause otherwise.
@@ -56,12 +67,16 @@ type Event struct {
 	At     time.Time
 	// FuncReturned and LeaseExpiry are set for StoppedLeading: when the func
 	// returned (or panicked), and the earliest moment the term's
-	// lease could have expired on the server (the send time of its last
-	// confirmed acquire or renewal + LeaseDuration). Both carry monotonic
-	// clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
+	// lease could have expired on the server, or an ETag lease been broken
+	// by a follower (the send time of its last confirmed acquire or renewal,
+	// or for an ETag lease its last confirmed write, + LeaseDuration). Both
+	// carry monotonic clock readings; LeaseExpiry.Sub(FuncReturned) is the margin by which
 	// the leader stopped before another instance could lead. For
 	// ReasonLeaseLost the server ended the lease sooner (a break, a
 	// release): LeaseExpiry is then when it would have expired.
 	FuncReturned time.Time
 	LeaseExpiry  time.Time
+	// Silence is set for SilentLeaseBroken: how long the lease's ETag had
+	// stood unchanged, on this instance's clock, when it broke the lease.
+	Silence time.Duration
 }

@@ -29,12 +29,16 @@ var nameCounter atomic.Int64
 func testSettings(t testing.TB) BlobSettings {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
-	return BlobSettings{
+	s := BlobSettings{
 		ConnectionString: azuritetest.ConnectionString(t),
 		Container:        fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, nameCounter.Add(1)),
 		Blob:             name,
 		RetryInterval:    500 * time.Millisecond,
 	}
+	if onETagLease(t) {
+		s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
+	}
+	return s
 }
 
 // withTransport points s at a transport of the test's own, closed when the

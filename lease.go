@@ -43,6 +43,9 @@ type BlobLeaseManager struct {
 	// id is the lease ID proposed and its client; replaced after a release
 	// whose outcome is unknown (see Release).
 	id atomic.Pointer[leaseHandle]
+	// record is the term record written under the current acquisition of
+	// an ETag lease, which its renewals write again (see etaglease.go).
+	record atomic.Pointer[termRecord]
 
 	containerClient *container.Client
 	blobClient      *blockblob.Client
@@ -63,6 +66,12 @@ type Grant struct {
 	// Expires is Sent + LeaseDuration: the server cannot expire the lease
 	// before this moment. Both carry Go's monotonic clock reading, so
 	// comparisons with time.Now are immune to wall-clock jumps.
+	//
+	// For an [ETagLease] only a write under the lease counts: a renewal,
+	// or the term record. The acquire itself secures nothing (a follower
+	// that has timed the blob's ETag since before it may break the lease
+	// until the holder's first write changes it): the Expires of its grant
+	// only bounds how long to try to record the term.
 	Expires time.Time
 
 	bootSent time.Duration // sinceBoot() when the request was sent
@@ -77,6 +86,9 @@ type LeaseInfo struct {
 	State    lease.StateType    // available, leased, expired, breaking or broken
 	Status   lease.StatusType   // locked or unlocked
 	Duration lease.DurationType // fixed or infinite; "" when not leased
+	// Kind is the kind of the lease held: [NativeLease] (fixed) or
+	// [ETagLease] (infinite); "" when not leased.
+	Kind LeaseKind
 	// Leader is the last recorded leader's term (its LeaseID is not
 	// readable and stays empty). While Held() it is the current leader's,
 	// unless TermPending().
@@ -85,9 +97,20 @@ type LeaseInfo struct {
 	// zero while its term runs, or if it ended it otherwise (crashed, cut
 	// off, lost its lease).
 	LeaderEnded time.Time
-	// ETag is the blob's ETag. Only metadata writes change it, such as a
-	// leader recording its term; lease operations do not.
+	// DeclaredDuration is the LeaseDuration the writer of the record
+	// declared, 0 if it declared none. Followers time an ETag lease's
+	// silence against it.
+	DeclaredDuration time.Duration
+	// ETag is the blob's ETag, which every write of the record (every
+	// renewal of an ETag lease, a term's record and its end) changes, and
+	// no lease operation does.
 	ETag azcore.ETag
+	// LastModified is when the blob was last written, by the server's
+	// clock, to the second: for an ETag lease, its last renewal or record.
+	LastModified time.Time
+	// Received is when the answer arrived, by this machine's clock (with
+	// its monotonic reading): after the server wrote what it describes.
+	Received time.Time
 }
 
 // Held reports whether someone holds the lease: it is leased, or breaking
@@ -219,8 +242,9 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
+	m.forgetRecord()
 	sent, bootSent := time.Now(), sinceBoot()
-	resp, err := h.client.AcquireLease(ctx, int32(m.settings.LeaseDuration/time.Second), nil)
+	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), nil)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -237,8 +261,13 @@ func (m *BlobLeaseManager) grant(id string, sent time.Time, bootSent time.Durati
 }
 
 // Renew extends the lease this manager holds. An error matching
-// [ErrLeaseLost] means the lease is no longer ours.
+// [ErrLeaseLost] means the lease is no longer ours. An [ETagLease] is
+// renewed by writing its term record again, so RecordTerm must have
+// succeeded since the last Acquire.
 func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
+	if m.Kind() == ETagLease {
+		return m.renewByWrite(ctx)
+	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
@@ -288,6 +317,15 @@ func (m *BlobLeaseManager) Release(ctx context.Context) error {
 // or connected: with a shorter period another instance may lead before the
 // holder has noticed. It returns how long until the lease is broken; a blob with no
 // lease gives 0 and no error.
+//
+// No period is safe for an [ETagLease]: Azure accepts the holder's writes
+// while its lease is breaking, so it learns of the break only when the
+// period ends, and a holder cut off from storage acts until its own
+// deadline, up to LeaseDuration (hours, perhaps) after its last renewal.
+// Break one with [BlobLeaseManager.BreakWhenSilent]; Break it at once
+// (period 0) only if its holder is dead, or connected (it stops at its
+// next renewal, within RenewInterval, and another instance may lead
+// meanwhile).
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
@@ -303,6 +341,11 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 // break period of at least LeaseDuration ends the lease no earlier than
 // that, while refusing the holder's renewals at once, so a live holder stops
 // within RenewInterval + StopMargin and a stuck one cannot renew any more.
+//
+// It is a native lease's rule, derived from this manager's settings: an
+// [ETagLease] has no safe break period (see Break), and for one it returns
+// the LeaseDuration all the same, which Break refuses above 60 s. Any native
+// lease lasts at most 60 s, so a 60 s period is safe for every one.
 func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
 	return m.settings.LeaseDuration
 }
@@ -330,8 +373,9 @@ func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration)
 // operators use it to see who leads and since when.
 func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 	props, err := m.properties(ctx)
+	received := time.Now()
 	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked}, nil
+		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked, Received: received}, nil
 	}
 	if err != nil {
 		return LeaseInfo{}, m.classify("get blob properties", err, nil, nil)
@@ -346,9 +390,7 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 	if props.LeaseDuration != nil {
 		info.Duration = *props.LeaseDuration
 	}
-	if props.ETag != nil {
-		info.ETag = *props.ETag
-	}
+	observed(&info, props, received)
 	if info.Leader, info.LeaderEnded, err = termFromMetadata(props.Metadata); err != nil {
 		return info, &StorageError{Op: "get blob properties", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
 	}
@@ -369,25 +411,37 @@ func (m *BlobLeaseManager) properties(ctx context.Context) (blob.GetPropertiesRe
 // manager must hold: the previous term's number plus one, identity, and now.
 // Only the lease holder can write the metadata, and the write is conditional
 // on the blob being unchanged since it was read, so no two terms get the same
-// number and numbers only grow. An error matching [ErrLeaseLost] means the
-// lease is no longer ours.
+// number and numbers only grow. The record also declares this manager's
+// LeaseDuration. An error matching [ErrLeaseLost] means the lease is no
+// longer ours.
+//
+// For an [ETagLease], this write is the first that secures the lease (see
+// [Grant]), and later renewals write the same record again.
 func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Term, error) {
+	t, _, err := m.recordTerm(ctx, identity)
+	return t, err
+}
+
+// recordTerm is RecordTerm, also returning the grant of its write: for an
+// ETag lease, the first that extends the term.
+func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Term, Grant, error) {
 	if err := checkIdentity(identity); err != nil {
-		return Term{}, err
+		return Term{}, Grant{}, err
 	}
 	props, err := m.properties(ctx)
 	if err != nil {
-		return Term{}, m.classify("read term", err, nil, lostCodes)
+		return Term{}, Grant{}, m.classify("read term", err, nil, lostCodes)
 	}
 	prev, _, err := termFromMetadata(props.Metadata)
 	if err != nil {
-		return Term{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
+		return Term{}, Grant{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
 	}
 	id := m.LeaseID()
 	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	_, err = m.blobClient.SetMetadata(ctx, termMetadata(t, time.Time{}),
+	sent, bootSent := time.Now(), sinceBoot()
+	_, err = m.blobClient.SetMetadata(ctx, recordMetadata(t, m.settings.LeaseDuration),
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
@@ -398,12 +452,13 @@ func (m *BlobLeaseManager) RecordTerm(ctx context.Context, identity string) (Ter
 		// too late: read again and retry. (Had the lease passed to another,
 		// the write would fail on our lease ID.)
 		if bloberror.HasCode(err, bloberror.ConditionNotMet) {
-			return Term{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
+			return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
 		}
-		return Term{}, m.classify("write term", err, nil, lostCodes)
+		return Term{}, Grant{}, m.classify("write term", err, nil, lostCodes)
 	}
-	return t, nil
+	m.record.Store(&termRecord{leaseID: id, term: t})
+	return t, m.grant(id, sent, bootSent), nil
 }
 
 // endTerm marks t, our term, as ended in the blob's metadata, under the
@@ -414,7 +469,10 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	id := m.LeaseID()
-	_, err := m.blobClient.SetMetadata(ctx, termMetadata(t, time.Now().UTC()),
+	md := recordMetadata(t, m.settings.LeaseDuration)
+	ended := time.Now().UTC().Format(time.RFC3339Nano)
+	md[metaEnded] = &ended
+	_, err := m.blobClient.SetMetadata(ctx, md,
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
 	if err != nil {
 		return m.classify("end term", err, nil, lostCodes)
@@ -422,29 +480,10 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	return nil
 }
 
-// termMetadata is the blob metadata that records t, and when it ended if
-// ended is not zero. It replaces all of the blob's metadata.
-func termMetadata(t Term, ended time.Time) map[string]*string {
-	identity, number, since := t.Identity, strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano)
-	md := map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since}
-	if !ended.IsZero() {
-		e := ended.Format(time.RFC3339Nano)
-		md[metaEnded] = &e
-	}
-	return md
-}
-
 // termFromMetadata reads a leader's record, and when its term ended (zero if
 // it did not end by releasing the lease). A blob with none is at term 0.
 func termFromMetadata(md map[string]*string) (Term, time.Time, error) {
-	get := func(key string) string {
-		for k, v := range md {
-			if strings.EqualFold(k, key) && v != nil {
-				return *v
-			}
-		}
-		return ""
-	}
+	get := func(key string) string { return metaValue(md, key) }
 	var t Term
 	t.Identity = get(metaIdentity)
 	if n := get(metaTerm); n != "" {
@@ -460,6 +499,16 @@ func termFromMetadata(md map[string]*string) (Term, time.Time, error) {
 	}
 	t.Since = readTime(metaSince)
 	return t, readTime(metaEnded), nil
+}
+
+// metaValue reads a metadata key case-insensitively ("" if missing).
+func metaValue(md map[string]*string, key string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, key) && v != nil {
+			return *v
+		}
+	}
+	return ""
 }
 
 // ensureBlob creates the container and the empty lease blob if they are

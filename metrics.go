@@ -18,6 +18,8 @@ import (
 //	leaderelection.acquire.attempts       counter    follower attempts; attribute outcome (acquired|held|transient|permanent)
 //	leaderelection.renew.duration         histogram  seconds per renewal request; attribute outcome (ok|lost|transient|permanent)
 //	leaderelection.term.stop_margin       histogram  seconds between a leader func's return and the moment its lease could expire
+//	leaderelection.silent_lease.breaks    counter    a follower's breaks of an ETag lease whose ETag stood for its declared duration;
+//	                                                 attribute outcome (broken|renewed: the holder wrote just in time|gone: no lease was left|failed)
 const meterName = "github.com/blobelect/leaderelection"
 
 type metrics struct {
@@ -28,6 +30,7 @@ type metrics struct {
 	renew       metric.Float64Histogram
 	margin      metric.Float64Histogram
 	isLeader    metric.Int64ObservableGauge
+	silent      metric.Int64Counter
 }
 
 func newMetrics(mp metric.MeterProvider, container, blob string) *metrics {
@@ -46,6 +49,8 @@ func newMetrics(mp metric.MeterProvider, container, blob string) *metrics {
 	m.margin, _ = m.meter.Float64Histogram("leaderelection.term.stop_margin", metric.WithUnit("s"),
 		metric.WithDescription("Time between a leader func's return and the moment its lease could expire."))
 	m.isLeader, _ = m.meter.Int64ObservableGauge("leaderelection.is_leader", metric.WithDescription("1 while this instance's leader func runs."))
+	m.silent, _ = m.meter.Int64Counter("leaderelection.silent_lease.breaks",
+		metric.WithDescription("Breaks of an ETag lease whose ETag stood unchanged for its holder's declared lease duration, by outcome."))
 	return m
 }
 
@@ -103,4 +108,9 @@ func outcome(err error, ok string) string {
 		return "permanent"
 	}
 	return "transient"
+}
+
+func (m *metrics) silentBreak(o breakOutcome) {
+	name := map[breakOutcome]string{breakDone: "broken", etagChanged: "renewed", noLease: "gone", breakFailed: "failed"}[o]
+	m.silent.Add(context.Background(), 1, m.with(attribute.String("outcome", name)))
 }

@@ -26,6 +26,10 @@ type BlobDistributedMutex struct {
 	health   health
 	observed int64       // highest term number reported or held; touched only by the Run goroutine
 	freeETag azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
+
+	// silence is a follower's clock on an ETag lease (silence.go); touched
+	// only by the Run goroutine.
+	silence silenceWatch
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
@@ -80,7 +84,9 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 }
 
 // RunTaskWhenMutexAcquired contends for the lease until ctx is done, and runs
-// the leader func each time it wins. It returns ctx.Err() when ctx is done, or
+// the leader func each time it wins. While following, it breaks an
+// [ETagLease] whose holder has fallen silent (see [SilentLeaseBroken]) and
+// takes it. It returns ctx.Err() when ctx is done, or
 // an error matching [ErrPermanent] when storage refuses us for good (bad
 // credentials, missing permissions); transient storage failures are retried
 // forever with capped, jittered backoff.
@@ -117,7 +123,9 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 
 	s := m.lease.settings
 	backoff := s.RetryInterval
-	maxBackoff := max(s.RetryInterval, s.LeaseDuration)
+	// Backing off longer than a native lease lasts gains nothing; a long
+	// ETag lease would have followers notice a recovery only after hours.
+	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
 	var failing failureLog
 	// look is whether to read the lease's state before trying to acquire
 	// it. Followers poll with a cheap read while someone leads (which also
@@ -148,7 +156,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			if err == nil {
 				m.observe(info)
 			}
-			if err == nil && info.Held() {
+			silent := err == nil && m.breakIfSilent(ctx, info, &wait)
+			if err == nil && info.Held() && !silent {
 				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 				backoff = s.RetryInterval
 				m.metrics.attempt("held")
@@ -157,7 +166,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				}
 				continue
 			}
-			if err == nil && standAside {
+			if err == nil && standAside && !silent {
 				standAside = false
 				wait = behind(s.RetryInterval)
 				continue
@@ -378,8 +387,11 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 	retryDelay := max(m.lease.settings.RenewInterval/5, 100*time.Millisecond)
 	for {
 		callCtx, cancel := context.WithDeadline(ctx, fuse.current())
-		t, err := m.lease.RecordTerm(callCtx, m.opts.identity)
+		t, g, err := m.lease.recordTerm(callCtx, m.opts.identity)
 		cancel()
+		if err == nil {
+			m.securedByRecord(fuse, g)
+		}
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) {
 			return t, err
 		}

@@ -52,7 +52,8 @@ func WithStallTimeout(d time.Duration) Option {
 
 // WithEvents calls fn for every leadership event: [StartedLeading] and
 // [StoppedLeading] for this instance, [NewLeaderObserved] for a leader seen
-// while following. Calls are made one at a time, in order, from the
+// while following, [SilentLeaseBroken] for a silent leader's ETag lease this
+// instance broke. Calls are made one at a time, in order, from the
 // goroutine running RunTaskWhenMutexAcquired; fn must not block for long
 // (StartedLeading delays the leader func's start, the others delay
 // contention). StoppedLeading always follows a StartedLeading.

@@ -53,6 +53,38 @@ import (
 // (see SafeBreakPeriod). Neither can be fixed from
 // inside the process; fencing tokens (the term) let downstream systems reject
 // such a leader's writes.
+//
+// An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
+// infinite blob lease, which the server never expires: the followers do,
+// with the same arithmetic (silence.go). The holder renews by writing its
+// term record under its lease ID, which the server accepts only while the
+// lease is ours, and which changes the blob's ETag (no lease operation
+// does). Only such a write, confirmed, extends the term; the func starts
+// after the first (the term record). A write sent at S is processed after
+// S; a follower sees the ETag it made in an answer received at R, later
+// still, and breaks the lease only when that ETag has stood for D on its
+// own monotonic clock, at or after R + D, and only on condition (If-Match)
+// that the ETag is still that one: a holder that wrote again since has
+// changed it, and the break fails. D is the duration the holder declared in
+// the record of that same answer, never the follower's own. The holder
+// stopped at S + D - StopMargin for its last confirmed write (a later write
+// that the server processed, unconfirmed, only delays the break), so it has
+// stopped StopMargin before any break can succeed. The same fuse and
+// CLOCK_BOOTTIME apply to it; a follower's clock that stops while its host
+// sleeps only counts the silence short, and breaks later. Breaking a lease
+// whose holder has not yet written is safe at any moment (the ETag, and the
+// duration, are an earlier writer's): that holder's func has not started,
+// and its first write fails on the broken lease.
+//
+// Followers never break a fixed, native lease, so a fleet that mixes kinds
+// stays safe, and a break that finds the lease released (409) just lets the
+// follower acquire it. The clocks of holder and follower may run apart by
+// 0.1% of D (NTP normally keeps each within 0.05% of true): StopMargin is
+// at least D/100, of which that is a tenth. What an ETag lease adds to the
+// limits above: no break period (60 s at most) covers a longer lease, so
+// the safe operator break is the followers' rule (BreakWhenSilent); and
+// Azure accepts writes under the lease ID while a lease is breaking, so a
+// holder learns of a break with a period only when it ends.
 
 // deadline is one moment read on two clocks: Go's monotonic clock, and the
 // clock that counts suspended time (see safetyFuse).

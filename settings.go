@@ -34,6 +34,8 @@ const (
 )
 
 // Azure accepts fixed leases of 15 to 60 seconds (LEASE-FACTS: 14 and 61 give 400 InvalidHeaderValue).
+// Any other LeaseDuration from minETagLeaseDuration to maxETagLeaseDuration
+// is an ETag lease (see etaglease.go).
 const (
 	minLeaseDuration  = 15 * time.Second
 	maxLeaseDuration  = 60 * time.Second
@@ -96,14 +98,21 @@ type BlobSettings struct {
 	// group of instances that elects one leader shares one blob.
 	Blob string
 
-	// LeaseDuration is how long the server keeps the lease after each
-	// acquire or renew. Azure allows whole seconds from 15 s to 60 s.
-	// Default 15 s: the shortest, so a crashed leader is replaced fastest.
+	// LeaseDuration is how long the lease outlives its holder's last
+	// renewal: how long a crashed or cut-off leader blocks everyone.
+	// Whole seconds from 15 s to 60 s take a native Azure lease, which the
+	// server expires. Any other value from 3 s to 24 h takes an ETag lease
+	// (see [ETagLease]): an infinite blob lease that the holder renews by
+	// rewriting the blob's metadata, and that followers break once its
+	// ETag has stood unchanged this long. Default 15 s: the shortest native
+	// lease.
 	LeaseDuration time.Duration
 
 	// RenewInterval is how often the leader renews. Default LeaseDuration/3
 	// (5 s), so two renewals can fail in a row before leadership is at
-	// risk, or (LeaseDuration - StopMargin)/2 if that is less. It must be
+	// risk, or (LeaseDuration - StopMargin)/2 if that is less, and at most
+	// 1 min (long ETag leases: a holder learns of a forced break, and an
+	// operator sees it alive, within a minute). It must be
 	// at least 500 ms (faster risks throttling) and at most
 	// (LeaseDuration - StopMargin)/2, which leaves room for at least one
 	// retry before the safety deadline. After a
@@ -115,7 +124,8 @@ type BlobSettings struct {
 	// Each wait is drawn uniformly from [3/4, 1] of it, so a fleet does not
 	// move in lockstep and a released lease is taken within one interval.
 	// Default 2 s; 100 ms to 1 min. After transient failures, followers back
-	// off exponentially from it up to max(RetryInterval, LeaseDuration).
+	// off exponentially from it up to max(RetryInterval, LeaseDuration), or
+	// 1 min for longer leases.
 	RetryInterval time.Duration
 
 	// StopMargin is how long before the lease could expire on the server
@@ -123,16 +133,21 @@ type BlobSettings struct {
 	// within it. The lease could expire LeaseDuration after the last
 	// successful renewal was sent, so the context is cancelled at
 	// (send time of that renewal) + LeaseDuration - StopMargin, on the
-	// monotonic clock. Default LeaseDuration/5 (3 s); at least 1 s and at
-	// most LeaseDuration/2.
+	// monotonic clock. Default LeaseDuration/5 (3 s), at least 1 s and at
+	// most 30 s (or LeaseDuration/100, if more). At least 1 s and
+	// LeaseDuration/100, and at most LeaseDuration/2: the hundredth covers
+	// the rate difference between two hosts' clocks over a long lease (NTP
+	// normally keeps each within 0.05% of true, so two differ by at most
+	// 0.1%: a tenth of the margin), and leaves nine tenths for the func.
 	StopMargin time.Duration
 
 	// RequestTimeout bounds every storage request, including the SDK's own
 	// retries (which the library turns off: it retries on its own schedule).
-	// A renewal is further bounded by the safety deadline. Default 4 s; at
-	// least 100 ms and at most LeaseDuration - StopMargin - RenewInterval
-	// (7 s with the defaults), so that a renewal stuck on a silent server
-	// gives up before the safety deadline.
+	// A renewal is further bounded by the safety deadline. Default 4 s, or
+	// LeaseDuration - StopMargin - RenewInterval if that is less (short
+	// ETag leases); at least 100 ms and at most LeaseDuration - StopMargin
+	// - RenewInterval (7 s with the defaults), so that a renewal stuck on a
+	// silent server gives up before the safety deadline.
 	RequestTimeout time.Duration
 
 	// ClientOptions are used when the library builds the client (every
@@ -239,18 +254,41 @@ func (s BlobSettings) withDefaults() BlobSettings {
 		s.LeaseDuration = DefaultLeaseDuration
 	}
 	if s.StopMargin == 0 {
-		s.StopMargin = s.LeaseDuration / 5
+		least := minStopMargin(s.LeaseDuration)
+		s.StopMargin = min(max(s.LeaseDuration/5, least), max(maxDefaultStopMargin, least))
 	}
 	if s.RenewInterval == 0 {
-		s.RenewInterval = min(s.LeaseDuration/3, (s.LeaseDuration-s.StopMargin)/2)
+		s.RenewInterval = min(s.LeaseDuration/3, (s.LeaseDuration-s.StopMargin)/2, maxDefaultRenewInterval)
 	}
 	if s.RetryInterval == 0 {
 		s.RetryInterval = DefaultRetryInterval
 	}
 	if s.RequestTimeout == 0 {
 		s.RequestTimeout = DefaultRequestTimeout
+		// A short ETag lease leaves less room than that; settings whose
+		// room is too small are reported for the fields that took it.
+		if room := s.LeaseDuration - s.StopMargin - s.RenewInterval; room >= minRequestTimeout {
+			s.RequestTimeout = min(s.RequestTimeout, room)
+		}
 	}
 	return s
+}
+
+// Caps on the defaults that scale with the lease: they matter only for long
+// ETag leases, where a fifth or a third of the lease would be minutes or
+// hours.
+const (
+	maxDefaultStopMargin    = 30 * time.Second
+	maxDefaultRenewInterval = time.Minute
+)
+
+// minStopMargin is the smallest StopMargin for a lease of d: MinStopMargin,
+// or d/100 if more. NTP normally keeps a clock's rate within 500 ppm of
+// true, so the holder's and a follower's clocks (or the server's) may
+// disagree by up to d/1000 over a lease: a hundredth leaves nine tenths of
+// the margin for the leader func to stop.
+func minStopMargin(d time.Duration) time.Duration {
+	return max(MinStopMargin, d/100)
 }
 
 // Validate reports every invalid field of s (after defaults are applied), as
@@ -315,17 +353,21 @@ func (s BlobSettings) Validate() error {
 	L, R, M := s.LeaseDuration, s.RenewInterval, s.StopMargin
 	leaseOK := true
 	switch {
-	case L < minLeaseDuration || L > maxLeaseDuration:
-		bad("LeaseDuration", "must be from 15s to 60s (Azure's limits), got %v", L)
+	case L >= minLeaseDuration && L <= maxLeaseDuration && L%time.Second != 0:
+		bad("LeaseDuration", "must be a whole number of seconds from 15s to 60s (a native Azure lease), got %v", L)
 		leaseOK = false
-	case L%time.Second != 0:
-		bad("LeaseDuration", "must be a whole number of seconds, got %v", L)
+	case L < minETagLeaseDuration || L > maxETagLeaseDuration:
+		bad("LeaseDuration", "must be from %v to %v (whole seconds from 15s to 60s take a native Azure lease, other values an ETag lease), got %v",
+			minETagLeaseDuration, maxETagLeaseDuration, L)
 		leaseOK = false
 	}
 	marginOK := true
 	switch {
 	case M < MinStopMargin:
 		bad("StopMargin", "must be at least %v, got %v", MinStopMargin, M)
+		marginOK = false
+	case leaseOK && M < minStopMargin(L):
+		bad("StopMargin", "must be at least LeaseDuration/100 = %v (two hosts' clocks may run 0.1%% apart over the lease), got %v", minStopMargin(L), M)
 		marginOK = false
 	case leaseOK && M > L/2:
 		bad("StopMargin", "must be at most LeaseDuration/2 = %v, got %v", L/2, M)

@@ -73,10 +73,19 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"missing blob", func(s *BlobSettings) { s.Blob = "" }, "Blob", "required"},
 		{"blob ends with dot", func(s *BlobSettings) { s.Blob = "lease." }, "Blob", "dot or a slash"},
 		{"blob too long", func(s *BlobSettings) { s.Blob = strings.Repeat("x", 1025) }, "Blob", "1024"},
-		{"lease too short", func(s *BlobSettings) { s.LeaseDuration = 10 * time.Second }, "LeaseDuration", "15s to 60s"},
-		{"lease too long", func(s *BlobSettings) { s.LeaseDuration = 61 * time.Second }, "LeaseDuration", "15s to 60s"},
-		{"lease infinite", func(s *BlobSettings) { s.LeaseDuration = -1 }, "LeaseDuration", "15s to 60s"},
-		{"lease fractional", func(s *BlobSettings) { s.LeaseDuration = 15500 * time.Millisecond }, "LeaseDuration", "whole number"},
+		{"lease too short", func(s *BlobSettings) { s.LeaseDuration = 2999 * time.Millisecond }, "LeaseDuration", "from 3s to 24h0m0s"},
+		{"lease too long", func(s *BlobSettings) { s.LeaseDuration = 24*time.Hour + time.Second }, "LeaseDuration", "from 3s to 24h0m0s"},
+		{"lease infinite", func(s *BlobSettings) { s.LeaseDuration = -1 }, "LeaseDuration", "from 3s to 24h0m0s"},
+		{"native lease fractional", func(s *BlobSettings) { s.LeaseDuration = 15500 * time.Millisecond }, "LeaseDuration", "whole number of seconds from 15s to 60s"},
+		{"margin below a hundredth of a long lease", func(s *BlobSettings) {
+			s.LeaseDuration, s.StopMargin = time.Hour, 30*time.Second
+		}, "StopMargin", "LeaseDuration/100 = 36s"},
+		{"request timeout too large for a short ETag lease", func(s *BlobSettings) {
+			s.LeaseDuration, s.RequestTimeout = 3*time.Second, 1500*time.Millisecond
+		}, "RequestTimeout", "LeaseDuration - StopMargin - RenewInterval = 1s"},
+		{"renew too close to a short ETag lease", func(s *BlobSettings) {
+			s.LeaseDuration, s.RenewInterval = 4*time.Second, 2*time.Second
+		}, "RenewInterval", "(LeaseDuration - StopMargin)/2 = 1.5s"},
 		{"renew negative", func(s *BlobSettings) { s.RenewInterval = -time.Second }, "RenewInterval", "at least 500ms"},
 		{"renew too fast", func(s *BlobSettings) { s.RenewInterval = time.Nanosecond }, "RenewInterval", "at least 500ms"},
 		{"service URL with a path", func(s *BlobSettings) {
@@ -132,6 +141,39 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 			assert.Contains(t, err.Error(), "BlobSettings."+tc.field)
 			assert.Contains(t, err.Error(), tc.rule)
 			assert.NotContains(t, err.Error(), fakeKey)
+		})
+	}
+}
+
+// Outside Azure's 15-60 s, the lease is an ETag lease, and the defaults
+// scale: valid down to 3 s, and capped for long leases so that a holder
+// renews at least every minute and its stop margin stays a margin.
+func TestLeaseKindAndDefaultsFollowTheLeaseDuration(t *testing.T) {
+	for _, tc := range []struct {
+		lease                     time.Duration
+		kind                      LeaseKind
+		margin, renew, reqTimeout time.Duration
+	}{
+		{3 * time.Second, ETagLease, time.Second, time.Second, time.Second},
+		{5 * time.Second, ETagLease, time.Second, 5 * time.Second / 3, 5*time.Second - time.Second - 5*time.Second/3},
+		{14 * time.Second, ETagLease, 2800 * time.Millisecond, 14 * time.Second / 3, 4 * time.Second},
+		{15 * time.Second, NativeLease, 3 * time.Second, 5 * time.Second, 4 * time.Second},
+		{60 * time.Second, NativeLease, 12 * time.Second, 20 * time.Second, 4 * time.Second},
+		{61 * time.Second, ETagLease, 12200 * time.Millisecond, 61 * time.Second / 3, 4 * time.Second},
+		{3 * time.Minute, ETagLease, 30 * time.Second, time.Minute, 4 * time.Second},
+		{time.Hour, ETagLease, 36 * time.Second, time.Minute, 4 * time.Second},
+		{24 * time.Hour, ETagLease, 864 * time.Second, time.Minute, 4 * time.Second},
+	} {
+		t.Run(tc.lease.String(), func(t *testing.T) {
+			s := validSettings()
+			s.LeaseDuration = tc.lease
+			require.NoError(t, s.Validate())
+			d := s.withDefaults()
+			assert.Equal(t, tc.kind, d.kind())
+			assert.Equal(t, tc.margin, d.StopMargin, "StopMargin")
+			assert.Equal(t, tc.renew, d.RenewInterval, "RenewInterval")
+			assert.Equal(t, tc.reqTimeout, d.RequestTimeout, "RequestTimeout")
+			assert.Equal(t, DefaultRetryInterval, d.RetryInterval)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"time"
@@ -17,6 +18,7 @@ const maxBreakPeriod = 60 * time.Second
 type breakCmd struct {
 	target
 	period time.Duration
+	force  bool
 }
 
 func (cmd *breakCmd) flags() *flag.FlagSet {
@@ -24,6 +26,7 @@ func (cmd *breakCmd) flags() *flag.FlagSet {
 	cmd.timings = true
 	cmd.register(fs)
 	fs.Var((*duration)(&cmd.period), "period", "")
+	fs.BoolVar(&cmd.force, "force", false, "")
 	return fs
 }
 
@@ -46,26 +49,24 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	}
 	defer l.close()
 
-	safe := l.manager.SafeBreakPeriod()
+	// Every native lease lasts at most 60 s, so a 60 s period is safe for
+	// one even when the holders' LeaseDuration is longer (an ETag lease's).
+	safe := min(l.manager.SafeBreakPeriod(), maxBreakPeriod)
 	if !periodGiven {
 		cmd.period = safe
 	}
 
 	var info leaderelection.LeaseInfo
-	var remaining time.Duration
 	err := l.call(ctx, func(ctx context.Context) (err error) {
-		// Read first, to say whose lease this is, and to leave alone a
-		// lease nobody holds: we break only a holder we have shown.
-		if info, err = l.manager.Inspect(ctx); err != nil || !info.Held() {
-			return err
-		}
-		remaining, err = l.manager.Break(ctx, cmd.period)
+		// Read first, to say whose lease this is and what kind, and to
+		// leave alone a lease nobody holds: we break only a holder we have
+		// shown.
+		info, err = l.manager.Inspect(ctx)
 		return err
 	})
 	if err != nil {
 		return c.fail(err)
 	}
-	now := time.Now()
 	switch {
 	case !info.Exists:
 		fmt.Fprintf(c.stdout, "no leader: lease blob %s does not exist yet; nothing to break\n", l.name)
@@ -73,19 +74,30 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	case !info.Held():
 		fmt.Fprintf(c.stdout, "no leader: the lease on %s is %s; nothing to break\n", l.name, info.State)
 		return exitOK
+	case info.Kind == leaderelection.ETagLease:
+		if periodGiven {
+			fmt.Fprintf(c.stderr, "leaderctl: warning: -period is for native leases; the lease on %s is an ETag lease: ignored\n", l.name)
+		}
+		if cmd.force {
+			return c.forceBreakETag(ctx, l, info)
+		}
+		return c.breakWhenSilent(ctx, l, info)
 	}
+
+	var remaining time.Duration
+	err = l.call(ctx, func(ctx context.Context) (err error) {
+		remaining, err = l.manager.Break(ctx, cmd.period)
+		return err
+	})
+	if err != nil {
+		return c.fail(err)
+	}
+	now := time.Now()
 	if cmd.period < safe {
 		fmt.Fprintf(c.stderr, "leaderctl: warning: -period %v is shorter than the safe break period %v (the holders' LeaseDuration): "+
 			"unless the holder is dead, another instance may lead while it still acts\n", cmd.period, safe)
 	}
-	holder := "a holder that has not recorded its term"
-	switch {
-	case info.TermPending():
-		holder += " (the previous leader, " + describeTerm(info.Leader, now) + ", had released it)"
-	case info.Leader.Number > 0:
-		holder = describeTerm(info.Leader, now)
-	}
-	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder)
+	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder(info, now))
 	if info.State == lease.StateTypeBreaking {
 		fmt.Fprintln(c.stdout, "it was already being broken: a break can only shorten the time left")
 	}
@@ -96,4 +108,73 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	fmt.Fprintf(c.stdout, "the lease is broken in %v, at %s: the leader stops at its next renewal, then any instance can take it\n",
 		remaining, now.Add(remaining).UTC().Format(time.RFC3339))
 	return exitOK
+}
+
+// breakWhenSilent breaks an ETag lease by the followers' rule, the only
+// safe way: no break period covers a lease that may be longer than 60 s.
+// It waits as long as the holder declared, and -timeout more.
+func (c *cli) breakWhenSilent(ctx context.Context, l *session, info leaderelection.LeaseInfo) int {
+	d := declared(info, l.manager.Settings().LeaseDuration)
+	fmt.Fprintf(c.stdout, "the lease on %s is an ETag lease, held by %s\n", l.name, holder(info, time.Now()))
+	fmt.Fprintf(c.stdout, "waiting until its ETag has stood unchanged for %v, as seen from here, to break it (-force breaks at once)\n", d)
+	wait := d + l.timeout
+	ctx, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	start := time.Now()
+	last, broke, err := l.manager.BreakWhenSilent(ctx)
+	switch {
+	case errors.Is(err, leaderelection.ErrLeaseHeld):
+		fmt.Fprintf(c.stderr, "leaderctl: not broken: the ETag changed after %v: the holder renewed its lease and is alive. "+
+			"-force breaks it at once (a connected holder stops at its next renewal; another instance may lead meanwhile)\n",
+			time.Since(start).Round(time.Millisecond))
+		return exitAlive
+	case err != nil && ctx.Err() != nil:
+		return c.fail(fmt.Errorf("%w; gave up after %v (the declared %v and -timeout %v)", err, wait, d, l.timeout))
+	case err != nil:
+		return c.fail(err)
+	case !broke:
+		fmt.Fprintf(c.stdout, "no leader: the lease ended while we waited (it is %s); nothing to break\n", last.State)
+		return exitOK
+	}
+	fmt.Fprintf(c.stdout, "broke the lease after %v: its ETag stood unchanged for the declared %v, as seen from here; its holder has stopped, and any instance can take it now\n",
+		time.Since(start).Round(time.Millisecond), d)
+	return exitOK
+}
+
+// forceBreakETag breaks an ETag lease at once: what the operator asked for,
+// and not safe for a holder cut off from storage.
+func (c *cli) forceBreakETag(ctx context.Context, l *session, info leaderelection.LeaseInfo) int {
+	err := l.call(ctx, func(ctx context.Context) error {
+		_, err := l.manager.Break(ctx, 0)
+		return err
+	})
+	if err != nil {
+		return c.fail(err)
+	}
+	d := declared(info, l.manager.Settings().LeaseDuration)
+	fmt.Fprintf(c.stderr, "leaderctl: warning: -force broke an ETag lease at once: a holder cut off from storage acts until its own deadline, "+
+		"up to %v after its last renewal, while another instance may lead\n", d)
+	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder(info, time.Now()))
+	fmt.Fprintln(c.stdout, "the lease is broken now: a connected leader stops at its next renewal, and any instance can take it")
+	return exitOK
+}
+
+// declared is the lease duration an ETag lease's followers time its
+// silence against: the one its record declares, or the holders' own.
+func declared(info leaderelection.LeaseInfo, own time.Duration) time.Duration {
+	if info.DeclaredDuration > 0 {
+		return info.DeclaredDuration
+	}
+	return own
+}
+
+// holder describes who holds a lease.
+func holder(info leaderelection.LeaseInfo, now time.Time) string {
+	switch {
+	case info.TermPending():
+		return "a holder that has not recorded its term (the previous leader, " + describeTerm(info.Leader, now) + ", had released it)"
+	case info.Leader.Number == 0:
+		return "a holder that has not recorded its term"
+	}
+	return describeTerm(info.Leader, now)
 }

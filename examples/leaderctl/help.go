@@ -26,7 +26,8 @@ Usage:
   leaderctl help [command]
 
 ` + connectionHelp + `
-Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent).
+Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
+3 break found the holder of an ETag lease alive, and did not break it.
 `
 
 const statusHelp = `Usage: leaderctl status [flags]
@@ -34,12 +35,22 @@ const statusHelp = `Usage: leaderctl status [flags]
 Shows who leads (the identity and term the leader recorded in the blob), since
 when (UTC, and how long ago), and the lease's state, status and duration. When
 nobody holds the lease it says "no leader" and shows the last leader, if any.
-Reading needs no lease and disturbs nobody.
+For a held lease it shows its kind and the lease duration the leader declared;
+for an ETag lease (a LeaseDuration outside 15s-60s), also the blob's ETag, how
+long it has stood unchanged as seen from here, and when it was last written:
+every renewal changes it, and followers break the lease once it has stood for
+the declared duration. Reading needs no lease and disturbs nobody.
 
+  -watch D              read the lease every 500ms for D, to see whether the
+                        ETag changes (the holder renews) or stands (default 0:
+                        one read, and the ETag is first seen now)
   -json                 print one JSON object instead:
                         {"container", "blob", "exists", "held", "state", "status",
-                         "duration", "leader": null or {"identity", "term", "since",
-                         "ageSeconds"}, "lastLeader": the same, when nobody leads}
+                         "duration", "kind", "declaredSeconds", "etag",
+                         "etagStoodSeconds", "etagChanges", "watchedSeconds",
+                         "lastModified", "leader": null or {"identity", "term",
+                         "since", "ageSeconds"}, "lastLeader": the same, when
+                         nobody leads}
 
 ` + connectionHelp
 
@@ -51,17 +62,34 @@ lease. It shows who held the lease before breaking it. The deposed leader
 lets the free lease pass once, so a waiting instance takes over; alone, it
 leads again. A lease nobody holds is left alone.
 
-  -period D             the break period, whole seconds from 0s to 60s. Default:
-                        the safe break period, the holders' LeaseDuration
-                        (15s with the library's defaults). A connected leader
-                        stops at its next renewal whatever the period; one cut
-                        off from storage never learns of the break and acts
-                        until its own safety deadline, which a break this long
-                        never precedes. Give a shorter one only if the holder
-                        is known to be dead: otherwise another instance may
-                        lead while the old leader still acts.
+An ETag lease (a LeaseDuration outside 15s-60s) may outlast any break period,
+so break follows the followers' rule for it: it waits until the blob's ETag
+has stood unchanged, as seen from here, for the lease duration the leader
+declared, then breaks the lease on condition that the ETag is unchanged. It
+waits that long and -timeout more. If the ETag changes, the leader is alive
+and renewing: break exits with status 3 without breaking anything.
+
+  -period D             for a native lease, the break period, whole seconds
+                        from 0s to 60s. Default: the safe break period, the
+                        holders' LeaseDuration, at most 60s
+                        (15s with the library's defaults). A connected
+                        leader stops at its next renewal whatever the
+                        period; one cut off from
+                        storage never learns of the break and acts until its
+                        own safety deadline, which a break this long never
+                        precedes. Give a shorter one only if the holder is
+                        known to be dead: otherwise another instance may lead
+                        while the old leader still acts.
+  -force                for an ETag lease, break it at once instead of waiting
+                        for its ETag to stand. A connected leader stops at its
+                        next renewal (within its RenewInterval), and another
+                        instance may lead meanwhile; one cut off from storage
+                        acts until its own deadline, up to its lease duration
+                        after its last renewal. Only for a holder known to be
+                        dead, or a live one that must stop now.
   -lease-duration D     the holders' BlobSettings.LeaseDuration, if it is not
-                        the library's default 15s; it only sets the default
-                        -period
+                        the library's default 15s; it sets the default -period,
+                        and how long an ETag lease whose record declares no
+                        duration must stand
 
 ` + connectionHelp

@@ -7,7 +7,8 @@
 //	  -container leases -blob coordinator
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
-// storage request fails and 2 on a usage error.
+// storage request fails, 2 on a usage error, and 3 when break finds the
+// holder of an ETag lease alive and leaves its lease alone.
 package main
 
 import (
@@ -30,6 +31,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a storage request failed
 	exitUsage  = 2 // bad command line or environment: nothing was sent
+	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
 )
 
 func main() {

@@ -100,8 +100,9 @@ func (l *terms) get(tm *term) term {
 }
 
 // contender runs a BlobDistributedMutex with identity who until the test
-// ends. Its leader func leads until its context is cancelled.
-func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who string) {
+// ends. Its leader func leads until its context is cancelled. It returns the
+// contender's transport, to cut it off from storage.
+func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who string) *faults.Transport {
 	t.Helper()
 	tr := faults.New()
 	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
@@ -133,6 +134,7 @@ func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who strin
 		}
 		tr.Close()
 	})
+	return tr
 }
 
 // testLogger sends a contender's logs to the test log.
@@ -191,6 +193,8 @@ func TestStatusShowsTheLeaderItsTermAndTheLease(t *testing.T) {
 	assert.Regexp(t, `(?m)^term: +1$`, r.stdout)
 	assert.Regexp(t, `(?m)^since: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago\)$`, r.stdout)
 	assert.Regexp(t, `(?m)^lease: +leased, locked, fixed$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +native lease, declared 15s: Azure expires it that long after its last renewal`, r.stdout)
+	assert.NotContains(t, r.stdout, "etag:", "a native lease's ETag says nothing about its holder")
 	assert.Regexp(t, `(?m)^blob: +`+regexp.QuoteMeta(s.Container+"/"+s.Blob)+`$`, r.stdout)
 
 	r = leaderctl(t, env, "status", "-json")
@@ -201,6 +205,8 @@ func TestStatusShowsTheLeaderItsTermAndTheLease(t *testing.T) {
 	assert.Equal(t, "leased", got["state"])
 	assert.Equal(t, "locked", got["status"])
 	assert.Equal(t, "fixed", got["duration"])
+	assert.Equal(t, "native", got["kind"])
+	assert.Equal(t, 15.0, got["declaredSeconds"])
 	leader, ok := got["leader"].(map[string]any)
 	require.True(t, ok, "leader is an object while someone leads: %v", got["leader"])
 	assert.Equal(t, "worker-1", leader["identity"])
@@ -317,7 +323,8 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 		{"zero timeout", full, []string{"status", "-timeout", "0s"}, "-timeout must be positive"},
 		{"bad container name", full, []string{"status", "-container", "Leases"}, `invalid -container: may contain only lowercase letters, digits and hyphens, got "Leases"`},
 		{"bad container name from the environment", with("LEASE_CONTAINER", "a"), []string{"status"}, "invalid LEASE_CONTAINER: must be 3 to 63 characters long"},
-		{"lease duration out of range", full, []string{"break", "-lease-duration", "10s"}, "invalid -lease-duration: must be from 15s to 60s (Azure's limits), got 10s"},
+		{"lease duration out of range", full, []string{"break", "-lease-duration", "2s"}, "invalid -lease-duration: must be from 3s to 24h0m0s"},
+		{"native lease duration fractional", full, []string{"break", "-lease-duration", "15500ms"}, "invalid -lease-duration: must be a whole number of seconds from 15s to 60s"},
 		{"account key that is not base64", with("AZURE_STORAGE_CONNECTION_STRING", "AccountName=acct;AccountKey=s3cr3t!"+key), []string{"status"},
 			"invalid AZURE_STORAGE_CONNECTION_STRING: AccountKey is not valid base64"},
 		{"SAS URL of a blob", full, []string{"break", "-sas-url", "https://acct.blob.core.windows.net/leases/worker?sv=2024-01-01&sig=" + sig},
@@ -399,4 +406,98 @@ func TestBreakHelpStatesTheDefaultSafeBreakPeriod(t *testing.T) {
 	}, leaderelection.WithLogger(nil))
 	require.NoError(t, err)
 	assert.Contains(t, breakHelp, "("+m.SafeBreakPeriod().String()+" with the library's defaults)")
+}
+
+// status shows an ETag lease's kind, its declared duration and its ETag;
+// -watch shows the ETag change with every renewal.
+func TestStatusShowsAnETagLeaseAndWhetherItsETagStands(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.LeaseDuration = 3 * time.Second // an ETag lease, renewed every second
+	log := newTerms()
+	log.contender(t, s, "worker-1")
+	log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^leader: +worker-1$`, r.stdout)
+	assert.Regexp(t, `(?m)^lease: +leased, locked, infinite$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +ETag lease, declared 3s: a follower breaks it once its ETag has stood unchanged that long$`, r.stdout)
+	assert.Regexp(t, `(?m)^etag: +"0x[0-9A-F]+" unchanged for 0s, as seen from here \(first seen now; -watch D measures it\)$`, r.stdout)
+	assert.Regexp(t, `(?m)^written: +\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ \(\d+s ago, by the server's clock\): the holder's last renewal$`, r.stdout)
+
+	r = leaderctl(t, env, "status", "-watch", "2500ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^etag: +"0x[0-9A-F]+" unchanged for [0-9.]+m?s, as seen from here \(watched 2\.\ds: changed [1-9]\d* times, the holder is renewing\)$`, r.stdout)
+
+	r = leaderctl(t, env, "status", "-json", "-watch", "1500ms")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "infinite", got["duration"])
+	assert.Equal(t, "etag", got["kind"])
+	assert.Equal(t, 3.0, got["declaredSeconds"])
+	assert.Regexp(t, `^"0x[0-9A-F]+"$`, got["etag"])
+	assert.GreaterOrEqual(t, got["etagChanges"], 1.0)
+	assert.InDelta(t, 1.5, got["watchedSeconds"], 0.5)
+	assert.Less(t, got["etagStoodSeconds"], 1.5)
+}
+
+// break waits for an ETag lease whose holder is cut off to fall silent for
+// the duration it declared, then breaks it: by then the holder has stopped.
+func TestBreakWaitsForACutOffETagHolderToFallSilent(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.LeaseDuration = 3 * time.Second
+	log := newTerms()
+	tr := log.contender(t, s, "w1")
+	old := log.next(t, 30*time.Second)
+	tr.Blackhole()
+
+	start := time.Now()
+	r := leaderctl(t, env, "break")
+	took := time.Since(start)
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Contains(t, r.stdout, "is an ETag lease, held by w1, term 1, since ")
+	assert.Contains(t, r.stdout, "waiting until its ETag has stood unchanged for 3s, as seen from here")
+	assert.Regexp(t, `broke the lease after 3\.\d+s: its ETag stood unchanged for the declared 3s`, r.stdout)
+	assert.GreaterOrEqual(t, took, s.LeaseDuration)
+	deposed := log.get(old)
+	require.False(t, deposed.cancelled.IsZero(), "the cut-off leader had not stopped when its lease was broken")
+	assert.ErrorIs(t, deposed.cause, leaderelection.ErrRenewDeadline)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "broken", got["state"])
+	assert.Equal(t, false, got["held"])
+}
+
+// A live ETag holder keeps renewing, so its ETag never stands: break says so
+// and breaks nothing, unless told -force, which breaks at once.
+func TestBreakLeavesALiveETagHolderAloneUnlessForced(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.LeaseDuration = 3 * time.Second
+	log := newTerms()
+	log.contender(t, s, "w1")
+	old := log.next(t, 30*time.Second)
+
+	start := time.Now()
+	r := leaderctl(t, env, "break")
+	assert.Equal(t, exitAlive, r.code)
+	assert.Less(t, time.Since(start), s.LeaseDuration, "the first renewal tells it the holder is alive")
+	assert.Regexp(t, `leaderctl: not broken: the ETag changed after .*: the holder renewed its lease and is alive. -force breaks it at once`, r.stderr)
+	assert.True(t, log.get(old).cancelled.IsZero(), "the live holder still leads")
+
+	broke := time.Now()
+	r = leaderctl(t, env, "break", "-force")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -force broke an ETag lease at once")
+	assert.Contains(t, r.stdout, "broke the lease on "+s.Container+"/"+s.Blob+", held by w1, term 1")
+	require.Eventually(t, func() bool { return !log.get(old).cancelled.IsZero() }, 3*time.Second, 20*time.Millisecond,
+		"a connected holder stops at its next renewal")
+	deposed := log.get(old)
+	assert.ErrorIs(t, deposed.cause, leaderelection.ErrLeaseLost)
+	t.Logf("the holder stopped %v after the forced break", deposed.cancelled.Sub(broke))
 }

@@ -1,0 +1,161 @@
+package leaderelection
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+)
+
+// LeaseKind says who keeps a lease's time: the server, or the followers.
+type LeaseKind string
+
+const (
+	// NativeLease is Azure's own fixed-duration blob lease, of 15 to 60
+	// whole seconds: the server expires it LeaseDuration after the
+	// holder's last acquire or renew. Followers never break it.
+	NativeLease LeaseKind = "native"
+
+	// ETagLease is a lease of any length from 3 s to 24 h, timed by the
+	// followers. The holder takes an infinite blob lease and renews it by
+	// rewriting the blob's metadata under its lease ID (its term record
+	// and its LeaseDuration), which changes the blob's ETag every time. A
+	// follower that has seen the same ETag for the lease duration the
+	// holder declared in that record, on its own monotonic clock, breaks
+	// the lease on condition that the ETag is still the one it timed, and
+	// takes it. (Amazon's Kinesis Client Library times its leases the same
+	// way.)
+	ETagLease LeaseKind = "etag"
+)
+
+// ETag leases may be this short or this long. Below 3 s the relations
+// between the timings leave no room (StopMargin at least 1 s, two renewals
+// of at least 500 ms before the deadline, a request timeout); above a day,
+// a crashed leader would block everyone for longer than anyone means to.
+const (
+	minETagLeaseDuration = 3 * time.Second
+	maxETagLeaseDuration = 24 * time.Hour
+)
+
+// kind is the kind of lease that settings with defaults applied take.
+func (s BlobSettings) kind() LeaseKind {
+	if s.LeaseDuration >= minLeaseDuration && s.LeaseDuration <= maxLeaseDuration {
+		return NativeLease
+	}
+	return ETagLease
+}
+
+// Kind is the kind of lease this manager takes: [NativeLease] for a
+// LeaseDuration of 15 to 60 s, [ETagLease] otherwise.
+func (m *BlobLeaseManager) Kind() LeaseKind { return m.settings.kind() }
+
+// leaseSeconds is the duration to ask the server for: an ETag lease is an
+// infinite one (-1), which only a break ends.
+func (m *BlobLeaseManager) leaseSeconds() int32 {
+	if m.Kind() == ETagLease {
+		return -1
+	}
+	return int32(m.settings.LeaseDuration / time.Second)
+}
+
+// metaLeaseDuration is the record's key for its writer's LeaseDuration:
+// followers of an ETag lease time the holder's silence against it.
+const metaLeaseDuration = "leaderleaseduration"
+
+// termRecord is the record a holder wrote under its lease ID: what every
+// renewal of an ETag lease writes again, in full, because a metadata write
+// replaces all of the blob's metadata.
+type termRecord struct {
+	leaseID string // the lease ID it was written under
+	term    Term
+}
+
+// recordMetadata is the blob metadata of term t, written by a holder whose
+// LeaseDuration is d.
+func recordMetadata(t Term, d time.Duration) map[string]*string {
+	number, since, declared := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano), d.String()
+	identity := t.Identity
+	return map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since, metaLeaseDuration: &declared}
+}
+
+// declaredDuration reads the lease duration a record's writer declared; 0
+// when there is none (a blob nobody recorded a term on, or a record by a
+// version of this library that did not declare one) or it is unreadable.
+func declaredDuration(md map[string]*string) time.Duration {
+	d, err := time.ParseDuration(metaValue(md, metaLeaseDuration))
+	if err != nil || d <= 0 {
+		return 0
+	}
+	return d
+}
+
+// forgetRecord drops the record before each acquire, so that a renewal never
+// rewrites a record from an earlier acquisition: the blob may carry a newer
+// leader's term since. (After a release the record stays: a renewal then
+// fails on the lease, as it should, and reports the lease lost.)
+func (m *BlobLeaseManager) forgetRecord() { m.record.Store(nil) }
+
+// renewByWrite renews an ETag lease: it writes the holder's term record
+// again, under its lease ID. The server accepts the write only while the
+// lease is ours, and every write changes the ETag, which is what followers
+// time. The record replaces all the metadata, so it is written in full.
+func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
+	h := m.id.Load()
+	r := m.record.Load()
+	if r == nil || r.leaseID != h.id {
+		// Until the term is recorded there is nothing to write: rewriting
+		// an older record could lower the term on the blob. The mutex
+		// records the term right after acquiring; a renewal due before
+		// that has succeeded is retried.
+		return Grant{}, &StorageError{Op: "renew lease", Container: m.container, Blob: m.blob,
+			detail: "the term is not recorded yet under this lease", kind: ErrTransient}
+	}
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	id := h.id
+	sent, bootSent := time.Now(), sinceBoot()
+	_, err := m.blobClient.SetMetadata(ctx, recordMetadata(r.term, m.settings.LeaseDuration), &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}},
+	})
+	if err != nil {
+		// 412 LeaseIdMismatchWithBlobOperation (another holds it), LeaseLost
+		// (Azure) or LeaseNotPresentWithBlobOperation (Azurite: broken or
+		// released): all in lostCodes.
+		return Grant{}, m.classify("renew lease (write record)", err, nil, lostCodes)
+	}
+	m.reached.Store(true)
+	return m.grant(id, sent, bootSent), nil
+}
+
+// observed fills in what an answer to GetProperties says about the lease's
+// kind and its holder's liveness.
+func observed(info *LeaseInfo, props blob.GetPropertiesResponse, received time.Time) {
+	info.Received = received
+	if props.ETag != nil {
+		info.ETag = *props.ETag
+	}
+	if props.LastModified != nil {
+		info.LastModified = *props.LastModified
+	}
+	switch info.Duration {
+	case lease.DurationTypeFixed:
+		info.Kind = NativeLease
+	case lease.DurationTypeInfinite:
+		info.Kind = ETagLease
+	}
+	info.DeclaredDuration = declaredDuration(props.Metadata)
+}
+
+// securedByRecord extends an ETag lease's term by the write of its term
+// record: the first write that secures the lease, and so the first that
+// sets the safety deadline (the acquire's grant only bounded how long the
+// record could take). A metadata write does not move a native lease's clock
+// on the server: for one it does nothing. If the deadline passed while the
+// record was being written, the fuse blows and the func is not started.
+func (m *BlobDistributedMutex) securedByRecord(fuse *safetyFuse, g Grant) {
+	if m.lease.Kind() == ETagLease {
+		fuse.extend(g.safetyDeadline(m.lease.settings.StopMargin))
+	}
+}

@@ -1,0 +1,201 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+)
+
+// How a follower ends an ETag lease whose holder has fallen silent: the
+// other half of the argument at the top of renew.go.
+//
+// A follower remembers the ETag of an infinite lease and the moment it
+// received the first answer that showed it. That answer came after the
+// server processed the write that made the ETag, which came after the
+// holder sent it. Once the ETag has stood, on the follower's monotonic
+// clock, for the lease duration the writer declared in that same answer's
+// metadata, the follower breaks the lease at once, on condition that the
+// ETag is still the one it timed. A holder that wrote since has changed it,
+// and the break fails (412 ConditionNotMet) without changing anything.
+
+// silenceWatch is a follower's clock on the ETag of an infinite lease.
+type silenceWatch struct {
+	etag     azcore.ETag
+	since    time.Time     // when the first answer that showed etag arrived
+	declared time.Duration // the lease duration its writer declared
+	leader   Term          // the record that etag carries
+}
+
+// observe updates the watch with an answer, and returns the moment from
+// which the lease may be broken: zero when it may not be, because it is not
+// an infinite lease that is leased (a native lease is the server's to
+// expire; a breaking one ends by itself).
+//
+// The duration is the one the writer of that ETag declared, never ours:
+// holders and followers may have different settings. A blob whose record
+// declares none (its holder died between acquiring and its first write, on
+// a blob nobody recorded a term on before) gets own, the follower's
+// LeaseDuration, so that no lease blocks the blob forever. Breaking such a
+// holder early is safe whatever the duration: it has not written under its
+// lease, so its func has not started.
+func (w *silenceWatch) observe(info LeaseInfo, own time.Duration) time.Time {
+	if info.State != lease.StateTypeLeased || info.Kind != ETagLease || info.ETag == "" {
+		*w = silenceWatch{}
+		return time.Time{}
+	}
+	if info.ETag != w.etag {
+		d := info.DeclaredDuration
+		if d <= 0 {
+			d = own
+		}
+		*w = silenceWatch{etag: info.ETag, since: info.Received, declared: d, leader: info.Leader}
+	}
+	return w.since.Add(w.declared)
+}
+
+// breakOutcome is what a conditional break found.
+type breakOutcome int
+
+const (
+	breakFailed breakOutcome = iota // the request failed: see the error
+	breakDone                       // the lease is broken: any instance can acquire it
+	etagChanged                     // the blob was written since: its holder is alive
+	noLease                         // the lease had ended already: acquire it
+)
+
+// breakIfUnchanged breaks the lease at once (period 0) if the blob's ETag is
+// still etag.
+func (m *BlobLeaseManager) breakIfUnchanged(ctx context.Context, etag azcore.ETag) (breakOutcome, error) {
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	var period int32
+	_, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{
+		BreakPeriod:              &period,
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	})
+	switch {
+	case err == nil:
+		m.reached.Store(true)
+		return breakDone, nil
+	case bloberror.HasCode(err, bloberror.ConditionNotMet):
+		return etagChanged, nil
+	case bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+		// Released (which leaves the ETag as it was) or deleted.
+		return noLease, nil
+	}
+	return breakFailed, m.classify("break silent lease", err, nil, nil)
+}
+
+// breakIfSilent is a follower's rule for an ETag lease, applied to each
+// answer while someone holds the lease. It reports true when the lease has
+// just been broken, or had ended: the follower should acquire it now.
+// Otherwise it shortens wait so that the follower reads again at the moment
+// the lease may be broken, not at its next regular poll.
+func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo, wait *time.Duration) bool {
+	due := m.silence.observe(info, m.lease.settings.LeaseDuration)
+	if due.IsZero() {
+		return false
+	}
+	if left := time.Until(due); left > 0 {
+		*wait = min(*wait, left)
+		return false
+	}
+	w := m.silence
+	m.silence = silenceWatch{} // whatever happens next, this ETag's clock is spent
+	s := m.lease.settings
+	outcome, err := m.lease.breakIfUnchanged(ctx, w.etag)
+	m.metrics.silentBreak(outcome)
+	switch outcome {
+	case breakDone:
+		stood := time.Since(w.since)
+		m.logger.Warn("leaderelection: broke the lease of a silent leader: its ETag stood unchanged for the lease duration it declared",
+			"container", s.Container, "blob", s.Blob, "leader", w.leader.Identity, "term", w.leader.Number,
+			"declared", w.declared, "stood", stood.Round(time.Millisecond))
+		m.emit(Event{Kind: SilentLeaseBroken, Term: w.leader, Silence: stood})
+		return true
+	case noLease:
+		return true
+	case etagChanged:
+		m.logger.Debug("leaderelection: a leader renewed just before its lease would have been broken", "container", s.Container, "blob", s.Blob)
+	default:
+		m.logger.Debug("leaderelection: could not break a silent leader's lease; reading it again", "container", s.Container, "blob", s.Blob, "error", err)
+	}
+	return false
+}
+
+// BreakWhenSilent is the safe way to break an [ETagLease]: the rule every
+// follower applies. A break period cannot exceed 60 s, so no period covers a
+// longer lease whose holder is cut off from storage; instead it reads the
+// lease every RetryInterval, and once the blob's ETag has stood unchanged,
+// on this machine's clock, from the first answer that showed it, for the
+// lease duration its holder declared (this manager's LeaseDuration if it
+// declared none), it breaks the lease at once, on condition that the ETag
+// is still that one. The holder, which stops at the send time of its last
+// renewal + LeaseDuration - StopMargin, has then stopped.
+//
+// It returns the last answer read, and whether it broke the lease. It
+// breaks nothing, and returns no error, when nobody holds the lease or the
+// lease ends while it waits. It returns an error matching [ErrLeaseHeld]
+// when the ETag changes: the holder is alive and renewing, and only a
+// forced [BlobLeaseManager.Break] ends its lease (then a connected holder
+// stops at its next renewal, within RenewInterval, while another instance
+// may already lead). A native lease is the server's to expire: for one it
+// returns an error without breaking it (use Break with SafeBreakPeriod).
+// It waits at most until ctx is done.
+func (m *BlobLeaseManager) BreakWhenSilent(ctx context.Context) (LeaseInfo, bool, error) {
+	var (
+		w     silenceWatch
+		first azcore.ETag
+	)
+	for {
+		info, err := m.Inspect(ctx)
+		switch {
+		case err != nil:
+			return info, false, err
+		case !info.Held():
+			return info, false, nil
+		case info.Kind == NativeLease:
+			return info, false, fmt.Errorf("leaderelection: the lease on %s/%s is a native lease, which the server expires: "+
+				"break it with Break and SafeBreakPeriod", m.container, m.blob)
+		case first != "" && info.ETag != first:
+			return info, false, m.holderAlive()
+		}
+		first = info.ETag
+		wait := jitter(m.settings.RetryInterval)
+		if due := w.observe(info, m.settings.LeaseDuration); !due.IsZero() {
+			if left := time.Until(due); left > 0 {
+				wait = min(wait, left)
+			} else {
+				outcome, err := m.breakIfUnchanged(ctx, w.etag)
+				switch outcome {
+				case breakDone:
+					return info, true, nil
+				case noLease:
+					return info, false, nil
+				case etagChanged:
+					return info, false, m.holderAlive()
+				}
+				if errors.Is(err, ErrPermanent) {
+					return info, false, err
+				}
+				// A transient failure: read again, and break if still due.
+				wait = min(wait, time.Second)
+			}
+		}
+		if !sleep(ctx, wait) {
+			return info, false, ctx.Err()
+		}
+	}
+}
+
+// holderAlive is BreakWhenSilent's answer when the ETag changed.
+func (m *BlobLeaseManager) holderAlive() error {
+	return &StorageError{Op: "break silent lease", Container: m.container, Blob: m.blob,
+		detail: "the lease's ETag changed while it was watched: its holder is alive", kind: ErrLeaseHeld}
+}
