@@ -283,9 +283,17 @@ func report(trials []trial, followerLed int64, took time.Duration) string {
 	row("a second process on the same file: RunTaskWhenMutexAcquired refused in", refusedIn)
 	fmt.Fprintf(&b, "\nResumed with the same lease ID and the next term number: %d of %d restarts. "+
 		"Second processes refused with `ErrLeaseIDFileLocked`: %d of %d. The follower led %d times. "+
+		"Against Azure, add three round trips to storage (acquire, read and write of the term) to restart to leading. "+
 		"Without the file, a crashed leader's successor waits for its lease to expire: 13.47 s p50 (crash failover, above). "+
-		"Percentiles are nearest-rank: with fewer than 100 restarts, p99 is the maximum.\n", resumed, n, refused, n, followerLed)
+		"Percentiles are nearest-rank%s.\n", resumed, n, refused, n, followerLed, maxNote(n))
 	return b.String()
+}
+
+func maxNote(n int) string {
+	if n < 100 {
+		return ": with fewer than 100 restarts, p99 is the maximum"
+	}
+	return ""
 }
 
 // pct is the nearest-rank percentile p of d.
@@ -300,7 +308,7 @@ func ms(d time.Duration) string {
 	if d < 10*time.Millisecond {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
-	return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
 }
 
 // writeSection replaces this command's section of the Markdown file (from
