@@ -137,7 +137,8 @@ func (m *BlobLeaseManager) proposeLeaseID(id string) error {
 // LeaseID is the GUID this manager proposes as the lease ID. It stays the
 // same until a release fails (see Release), so an acquire whose response was
 // lost can be retried: the server answers the same ID's second acquire with
-// success.
+// success. With [WithLeaseIDFile] it is the file's while the file is held,
+// and changes at every release.
 func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 
 // Settings returns the settings in force, with defaults applied.

@@ -23,7 +23,9 @@ import (
 // earlier holder has exited, and acquires with their ID at once; the server
 // grants the same ID's acquire while the lease stands. It then records a new
 // term (number + 1) before its leader func starts, as on any other win. The
-// reasoning is at the top of renew.go.
+// reasoning is at the top of renew.go. The lock proves the process dead, not
+// work it handed to others (child processes, remote jobs): as after any
+// failover, the term is what fences those.
 //
 // A second live process pointed at the same file is refused at once: its
 // RunTaskWhenMutexAcquired returns an error matching [ErrLeaseIDFileLocked]
