@@ -54,6 +54,7 @@ type BlobLeaseManager struct {
 	secretRedactor
 	logger  *slog.Logger
 	reached atomic.Bool // the account has answered at least once
+	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
 }
 
 // Grant describes a successful acquire or renew.
@@ -136,6 +137,9 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		return nil, err
 	}
 	o := buildOptions(opts)
+	if err := checkLeaseIDFile(o.leaseIDFile, o.leaseIDFileSet); err != nil {
+		return nil, err
+	}
 	settings = settings.withDefaults()
 	cc, red, transport, err := settings.containerClient()
 	if err != nil {
@@ -151,6 +155,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		transport:       transport,
 		secretRedactor:  red,
 		logger:          o.logger,
+		idFile:          leaseIDFile{path: o.leaseIDFile},
 	}
 	if err := m.newLeaseID(); err != nil {
 		return nil, err
@@ -165,8 +170,10 @@ type leaseHandle struct {
 }
 
 // newLeaseID makes the manager propose a fresh GUID from now on.
-func (m *BlobLeaseManager) newLeaseID() error {
-	id := uuid.NewString()
+func (m *BlobLeaseManager) newLeaseID() error { return m.proposeLeaseID(uuid.NewString()) }
+
+// proposeLeaseID makes the manager propose id from now on.
+func (m *BlobLeaseManager) proposeLeaseID(id string) error {
 	lc, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &id})
 	if err != nil {
 		return fmt.Errorf("leaderelection: building the lease client: %s", m.redact(err.Error()))
@@ -178,7 +185,8 @@ func (m *BlobLeaseManager) newLeaseID() error {
 // LeaseID is the GUID this manager proposes as the lease ID. It stays the
 // same until a release fails (see Release), so an acquire whose response was
 // lost can be retried: the server answers the same ID's second acquire with
-// success.
+// success. With [WithLeaseIDFile] it is the file's while the file is held,
+// and changes at every release.
 func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 
 // Settings returns the settings in force, with defaults applied.
@@ -291,17 +299,26 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 // When the outcome is unknown (a timeout, a connection error, a 5xx), the
 // release may still reach the server later. The manager then proposes a new
 // lease ID from now on, so that a late release cannot end a lease it acquires
-// afterwards; the old lease, if the release never arrives, expires.
+// afterwards; the old lease, if the release never arrives, expires. With the
+// lease ID file held (see [WithLeaseIDFile]) it moves on to a fresh ID before
+// every release, and sends none if the file cannot be written.
 func (m *BlobLeaseManager) Release(ctx context.Context) error {
+	h, err := m.retireLeaseID()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	_, err := m.id.Load().client.ReleaseLease(ctx, nil)
+	_, err = h.client.ReleaseLease(ctx, nil)
 	if err == nil {
 		return nil
 	}
 	err = m.classify("release lease", err, nil, lostCodes)
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
+	}
+	if m.id.Load() != h {
+		return err // already proposing another ID: see retireLeaseID
 	}
 	if nerr := m.newLeaseID(); nerr != nil {
 		return errors.Join(err, nerr)

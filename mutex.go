@@ -112,13 +112,22 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 // running.
 //
 // No goroutine started by RunTaskWhenMutexAcquired outlives it. Calling it
-// again while it runs returns [ErrAlreadyRunning].
+// again while it runs returns [ErrAlreadyRunning]. With [WithLeaseIDFile] it
+// holds the file for its whole run; if another holder has it, it returns an
+// error matching [ErrLeaseIDFileLocked] at once, without contending.
 func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) error {
 	defer m.lease.CloseIdleConnections()
 	if !m.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
 	defer m.running.Store(false)
+	// Held for the whole run, so for as long as any lease with its ID may
+	// be ours: every lease activity ends before Run returns.
+	unlock, err := m.lease.LockLeaseIDFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	defer m.metrics.observeLeading(m.leading.Load)()
 
 	s := m.lease.settings

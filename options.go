@@ -16,6 +16,9 @@ type options struct {
 	stallTimeout  time.Duration
 	onEvent       func(Event)
 	meterProvider metric.MeterProvider
+
+	leaseIDFile    string // see WithLeaseIDFile, in resume.go
+	leaseIDFileSet bool
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

@@ -1,0 +1,226 @@
+package leaderelection
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/google/uuid"
+)
+
+// WithLeaseIDFile lets a leader that crashed and was restarted (by systemd,
+// or a container runtime restarting the container in place) take its lease
+// straight back, rather than waiting for it to expire (about 13.5 s with the
+// defaults). The lease ID is kept in the file at path, which the running
+// process holds under an exclusive flock(2) while it may use the ID:
+// [BlobDistributedMutex.RunTaskWhenMutexAcquired] takes the lock when it
+// starts and releases it when it returns, and the kernel releases it when the
+// process dies. A process that gets the lock therefore knows that every
+// earlier holder has exited, and acquires with their ID at once; the server
+// grants the same ID's acquire while the lease stands. It then records a new
+// term (number + 1) before its leader func starts, as on any other win. The
+// reasoning is at the top of renew.go. The lock proves the process dead, not
+// work it handed to others (child processes, remote jobs): as after any
+// failover, the term is what fences those.
+//
+// A second live process pointed at the same file is refused at once: its
+// RunTaskWhenMutexAcquired returns an error matching [ErrLeaseIDFileLocked]
+// without contending. So the file must be one per instance, never shared by
+// replicas (a rolling update that starts the new process before the old one
+// exits is refused until the old one has gone).
+//
+// Sound only on a local filesystem of one host: a host directory, or a
+// volume that outlives a container's restart on that host. Not on a network
+// filesystem: NFS and SMB locks are advisory and may be lost across a server
+// or client failure, and two hosts must never share the file, nor a copy of
+// it (restoring or copying it elsewhere would let two live processes propose
+// one lease ID). Do not delete or replace the file while a process may hold
+// it: a new file is a new lock. A Kubernetes pod that is replaced, rather
+// than its container restarted, gets a fresh emptyDir and so a fresh ID.
+//
+// The file holds one GUID and a newline, and is created (mode 0600) if
+// missing; an empty file gets a fresh ID; any other content is an error, and
+// the file is left as it is. Before any release is sent, the file moves on to
+// a fresh ID, durably, so a release still in flight when the process died can
+// never end the lease of its successor. The lease ID lets its holder release
+// the lease: keep the file readable by the service only.
+//
+// flock(2) is needed: on other platforms (Windows) the option is refused at
+// construction. With [NewBlobLeaseManager], the file is used only between
+// [BlobLeaseManager.LockLeaseIDFile] and the call of the function it returns.
+func WithLeaseIDFile(path string) Option {
+	return func(o *options) {
+		o.leaseIDFile = path
+		o.leaseIDFileSet = true
+	}
+}
+
+// ErrLeaseIDFileLocked is returned by
+// [BlobDistributedMutex.RunTaskWhenMutexAcquired] and
+// [BlobLeaseManager.LockLeaseIDFile] when another live process, or another
+// mutex or manager in this one, holds the lease ID file (see
+// [WithLeaseIDFile]). Two holders of one lease ID would both believe they
+// lead, so the second is refused rather than made to wait.
+var ErrLeaseIDFileLocked = errors.New("leaderelection: the lease ID file is locked by another live holder")
+
+// leaseIDFile is the state of the manager's lease ID file (see
+// WithLeaseIDFile).
+type leaseIDFile struct {
+	path string // "" when not configured
+
+	mu sync.Mutex // serialises locking, unlocking and moving on to a new ID
+	f  *os.File   // open and flocked while held, nil otherwise
+}
+
+// checkLeaseIDFile validates the option at construction.
+func checkLeaseIDFile(path string, set bool) error {
+	switch {
+	case !set:
+		return nil
+	case path == "":
+		return errors.New("leaderelection: WithLeaseIDFile: the path is empty")
+	case !flockSupported:
+		return errors.New("leaderelection: WithLeaseIDFile needs flock(2), which this platform does not have")
+	}
+	return nil
+}
+
+// LockLeaseIDFile takes the lease ID file given with [WithLeaseIDFile] and
+// makes the manager propose its lease ID (a fresh one, stored durably first,
+// if the file is new or empty). It fails at once, with an error matching
+// [ErrLeaseIDFileLocked], if another holder has the file. Call unlock when
+// done with the lease: from then on the manager proposes a fresh ID that is
+// not in the file, since another process may take the file, and its ID, the
+// moment the lock is gone. Without WithLeaseIDFile it does nothing.
+//
+// [BlobDistributedMutex.RunTaskWhenMutexAcquired] calls it for its whole run;
+// call it yourself only when driving a [BlobLeaseManager] directly.
+func (m *BlobLeaseManager) LockLeaseIDFile() (unlock func(), err error) {
+	fl := &m.idFile
+	if fl.path == "" {
+		return func() {}, nil
+	}
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	if fl.f != nil {
+		return nil, fmt.Errorf("%w: %s is already held by this manager", ErrLeaseIDFileLocked, fl.path)
+	}
+	f, err := lockFile(fl.path)
+	if err != nil {
+		return nil, err
+	}
+	id, err := readLeaseID(f, fl.path)
+	if err == nil && id == "" {
+		// Stored before it is ever sent: a crash after the first acquire
+		// must find this ID in the file.
+		id = uuid.NewString()
+		err = writeLeaseID(f, fl.path, id)
+		if err == nil {
+			err = syncDir(filepath.Dir(fl.path))
+		}
+	}
+	if err == nil {
+		err = m.proposeLeaseID(id)
+	}
+	if err != nil {
+		_ = f.Close() // drops the lock
+		return nil, err
+	}
+	fl.f = f
+	return sync.OnceFunc(func() {
+		fl.mu.Lock()
+		defer fl.mu.Unlock()
+		// Move off the file's ID before the lock goes, so there is no moment
+		// when another process may hold it and this manager still proposes it.
+		if err := m.newLeaseID(); err != nil {
+			m.logger.Error("leaderelection: could not make a fresh lease ID after unlocking the lease ID file", "error", err)
+		}
+		_ = fl.f.Close()
+		fl.f = nil
+	}), nil
+}
+
+// retireLeaseID returns the lease ID handle a release must use. With the
+// lease ID file held, it first moves the file, and the manager, on to a fresh
+// ID, durably: the file then never holds an ID whose release has been sent,
+// so a process that resumes from it cannot have its lease ended by a release
+// that its dead predecessor sent and that reaches the server late. If the
+// file cannot be written, nothing may be sent: the lease expires by itself.
+func (m *BlobLeaseManager) retireLeaseID() (*leaseHandle, error) {
+	fl := &m.idFile
+	fl.mu.Lock()
+	defer fl.mu.Unlock()
+	h := m.id.Load()
+	if fl.f == nil {
+		return h, nil
+	}
+	next := uuid.NewString()
+	if err := writeLeaseID(fl.f, fl.path, next); err != nil {
+		return nil, fmt.Errorf("leaderelection: release lease not sent, it will expire by itself: %w", err)
+	}
+	if err := m.proposeLeaseID(next); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// maxLeaseIDFile is the most a valid lease ID file holds: a GUID (36) and a
+// newline, with room for a carriage return or stray spaces.
+const maxLeaseIDFile = 64
+
+// readLeaseID returns the ID stored in f, "" if it is empty.
+func readLeaseID(f *os.File, path string) (string, error) {
+	buf := make([]byte, maxLeaseIDFile+1)
+	n, err := f.ReadAt(buf, 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return "", fmt.Errorf("leaderelection: reading lease ID file %s (WithLeaseIDFile): %w", path, err)
+	}
+	text := strings.TrimSpace(string(buf[:n]))
+	if text == "" {
+		return "", nil
+	}
+	if _, perr := uuid.Parse(text); perr != nil || len(text) != 36 || n > maxLeaseIDFile {
+		shown := text
+		if len(shown) > 40 {
+			shown = shown[:40] + "..."
+		}
+		return "", fmt.Errorf("leaderelection: lease ID file %s (WithLeaseIDFile) holds %q, not a lease ID (one GUID); "+
+			"with no process running, remove it to start with a fresh ID", path, shown)
+	}
+	return text, nil
+}
+
+// writeLeaseID replaces f's content with id, durably. It writes in place
+// rather than renaming a new file over it: the lock belongs to this inode,
+// and a renamed-in file would be a new, unlocked one. IDs all have the same
+// length, so an interrupted write leaves either ID, whole, on a local disk.
+func writeLeaseID(f *os.File, path, id string) error {
+	data := []byte(id + "\n")
+	if _, err := f.WriteAt(data, 0); err != nil {
+		return fmt.Errorf("leaderelection: writing lease ID file %s (WithLeaseIDFile): %w", path, err)
+	}
+	if err := f.Truncate(int64(len(data))); err != nil {
+		return fmt.Errorf("leaderelection: writing lease ID file %s (WithLeaseIDFile): %w", path, err)
+	}
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("leaderelection: syncing lease ID file %s (WithLeaseIDFile): %w", path, err)
+	}
+	return nil
+}
+
+// syncDir makes a newly created file's directory entry durable.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("leaderelection: syncing the directory of the lease ID file (WithLeaseIDFile): %w", err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("leaderelection: syncing the directory of the lease ID file (WithLeaseIDFile): %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,244 @@
+package leaderelection
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// openInThisProcess reports whether any file descriptor of this process
+// refers to path.
+func openInThisProcess(t *testing.T, path string) bool {
+	t.Helper()
+	entries, err := os.ReadDir("/proc/self/fd")
+	require.NoError(t, err)
+	for _, e := range entries {
+		if target, err := os.Readlink(filepath.Join("/proc/self/fd", e.Name())); err == nil && target == path {
+			return true
+		}
+	}
+	return false
+}
+
+// The file is a resource RunTaskWhenMutexAcquired holds for its run: a
+// second mutex on it is refused at once, and nothing of it is left open
+// when the run ends, whether by cancellation or by a panic.
+func TestMutexHoldsLeaseIDFileOnlyWhileRunning(t *testing.T) {
+	t.Parallel()
+	s, _ := withTransport(t, testSettings(t))
+	path := filepath.Join(t.TempDir(), "lease-id")
+	log := newTermLog()
+	leaseIDs := make(chan string, 10)
+	a := startContender(t, "a", s, log.leaderFunc("a", func(ctx context.Context) error {
+		term, _ := TermFromContext(ctx)
+		leaseIDs <- term.LeaseID
+		<-ctx.Done()
+		return nil
+	}), WithLeaseIDFile(path))
+	log.next(t, 10*time.Second)
+	id := <-leaseIDs
+	assert.Equal(t, id, readIDFile(t, path), "the leader's lease ID is in the file")
+	require.True(t, openInThisProcess(t, path))
+
+	b, err := NewBlobDistributedMutex(s, untilCancelled, WithLeaseIDFile(path), WithLogger(testLogger(t, "b")))
+	require.NoError(t, err)
+	bounded, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = b.RunTaskWhenMutexAcquired(bounded)
+	require.ErrorIs(t, err, ErrLeaseIDFileLocked)
+	assert.Less(t, time.Since(start), 2*time.Second, "refused at once, not after contending")
+	assert.True(t, a.mutex.IsLeader(), "the refused mutex did not disturb the leader")
+
+	require.ErrorIs(t, a.stop(t), context.Canceled)
+	assert.False(t, openInThisProcess(t, path), "no descriptor of the file outlives the run")
+	assert.NotEqual(t, id, readIDFile(t, path), "the file moved on to a fresh ID before the lease was released")
+
+	// A panic in the func ends the run, and the hold on the file, too.
+	c, err := NewBlobDistributedMutex(s, func(context.Context) error { panic("leader failed") },
+		WithLeaseIDFile(path), WithLogger(testLogger(t, "c")))
+	require.NoError(t, err)
+	func() {
+		defer func() { assert.Equal(t, "leader failed", recover()) }()
+		_ = c.RunTaskWhenMutexAcquired(context.Background())
+	}()
+	assert.False(t, openInThisProcess(t, path), "no descriptor of the file outlives a panic")
+	unlock, err := newFileManager(t, s, path).LockLeaseIDFile()
+	require.NoError(t, err)
+	unlock()
+}
+
+// Variables that make this test binary act as a leader process; see
+// TestLeaseIDFileLeaderProcess.
+const (
+	envResumeHelper    = "LEADERELECTION_TEST_RESUME_HELPER"
+	envResumeConn      = "LEADERELECTION_TEST_RESUME_CONNECTION_STRING"
+	envResumeContainer = "LEADERELECTION_TEST_RESUME_CONTAINER"
+	envResumeBlob      = "LEADERELECTION_TEST_RESUME_BLOB"
+	envResumeFile      = "LEADERELECTION_TEST_RESUME_FILE"
+)
+
+// TestLeaseIDFileLeaderProcess is the leader process of
+// TestRestartedLeaderResumesItsLeaseAtOnce, run by re-executing this test
+// binary. It contends with a lease ID file until it is killed, printing
+// "LEADING <term> <lease ID>" when its func starts, and "RETURNED <µs>
+// <refused> <error>" if RunTaskWhenMutexAcquired returns. In a normal test
+// run (envResumeHelper unset) it does nothing.
+func TestLeaseIDFileLeaderProcess(t *testing.T) {
+	if os.Getenv(envResumeHelper) != "1" {
+		return
+	}
+	s := BlobSettings{
+		ConnectionString: os.Getenv(envResumeConn),
+		Container:        os.Getenv(envResumeContainer),
+		Blob:             os.Getenv(envResumeBlob),
+		RetryInterval:    500 * time.Millisecond,
+	}
+	m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
+		term, _ := TermFromContext(ctx)
+		fmt.Printf("LEADING %d %s\n", term.Number, term.LeaseID)
+		<-ctx.Done()
+		return nil
+	}, WithLeaseIDFile(os.Getenv(envResumeFile)),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	require.NoError(t, err)
+	start := time.Now()
+	err = m.RunTaskWhenMutexAcquired(context.Background())
+	fmt.Printf("RETURNED %d %t %v\n", time.Since(start).Microseconds(), errors.Is(err, ErrLeaseIDFileLocked), err)
+}
+
+// leaderProcess is a TestLeaseIDFileLeaderProcess running as a child.
+type leaderProcess struct {
+	cmd     *exec.Cmd
+	lines   chan string
+	eof     chan struct{} // closed when its stdout is closed
+	stderr  *syncBuffer
+	once    sync.Once
+	skipped []string // lines expect passed over
+}
+
+func startLeaderProcess(t *testing.T, s BlobSettings, file string) *leaderProcess {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestLeaseIDFileLeaderProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), envResumeHelper+"=1", envResumeConn+"="+s.ConnectionString,
+		envResumeContainer+"="+s.Container, envResumeBlob+"="+s.Blob, envResumeFile+"="+file)
+	// The kernel kills the child if this test binary dies first.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	p := &leaderProcess{cmd: cmd, lines: make(chan string, 100), eof: make(chan struct{}), stderr: &syncBuffer{}}
+	cmd.Stderr = p.stderr
+	out, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	go func() {
+		defer close(p.eof)
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+	}()
+	t.Cleanup(func() {
+		p.kill()
+		if t.Failed() {
+			t.Logf("leader process %d's log:\n%s", cmd.Process.Pid, p.stderr.String())
+		}
+	})
+	return p
+}
+
+// kill SIGKILLs the process (no deferred release can run) and reaps it.
+func (p *leaderProcess) kill() {
+	p.once.Do(func() {
+		_ = p.cmd.Process.Kill()
+		<-p.eof
+		_ = p.cmd.Wait()
+	})
+}
+
+// expect waits for the process to print a line starting with word, and
+// returns that line's other fields.
+func (p *leaderProcess) expect(t *testing.T, word string, within time.Duration) []string {
+	t.Helper()
+	timeout := time.After(within)
+	for {
+		select {
+		case line := <-p.lines:
+			if f := strings.Fields(line); len(f) > 0 && f[0] == word {
+				return f[1:]
+			}
+			p.skipped = append(p.skipped, line)
+		case <-p.eof:
+			t.Fatalf("leader process ended without printing %s; its log:\n%s", word, p.stderr.String())
+		case <-timeout:
+			t.Fatalf("leader process printed no %s within %v; its log:\n%s", word, within, p.stderr.String())
+		}
+	}
+}
+
+// leading waits for the process to lead and returns its term and lease ID.
+func (p *leaderProcess) leading(t *testing.T, within time.Duration) (int64, string) {
+	t.Helper()
+	f := p.expect(t, "LEADING", within)
+	require.Len(t, f, 2)
+	n, err := strconv.ParseInt(f[0], 10, 64)
+	require.NoError(t, err)
+	return n, f[1]
+}
+
+// A leader that is SIGKILLed and started again with the same lease ID file
+// takes its lease straight back, with the next term number, while its lease
+// still stands and a follower waits; a second process on the same file is
+// refused at once and disturbs nothing.
+func TestRestartedLeaderResumesItsLeaseAtOnce(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	file := filepath.Join(t.TempDir(), "lease-id")
+	leader := startLeaderProcess(t, s, file)
+	term, id := leader.leading(t, 30*time.Second)
+
+	follower := newTermLog()
+	fs, _ := withTransport(t, s)
+	startContender(t, "follower", fs, follower.leaderFunc("follower", untilCancelled))
+
+	for restart := 1; restart <= 2; restart++ {
+		leader.kill()
+		started := time.Now()
+		leader = startLeaderProcess(t, s, file)
+		nextTerm, nextID := leader.leading(t, 30*time.Second)
+		took := time.Since(started)
+		t.Logf("restart %d: leading %v after the new process was started", restart, took.Round(time.Millisecond))
+		assert.Equal(t, id, nextID, "restart %d resumed the same lease ID", restart)
+		assert.Equal(t, term+1, nextTerm, "restart %d: the next term, so nobody led in between", restart)
+		assert.Less(t, took, time.Second, "restart %d: leading again within 1 s", restart)
+		term = nextTerm
+	}
+
+	second := startLeaderProcess(t, s, file)
+	f := second.expect(t, "RETURNED", 30*time.Second)
+	require.GreaterOrEqual(t, len(f), 3)
+	micros, err := strconv.ParseInt(f[0], 10, 64)
+	require.NoError(t, err)
+	assert.Equal(t, "true", f[1], "refused as ErrLeaseIDFileLocked: %s", strings.Join(f[2:], " "))
+	assert.Contains(t, strings.Join(f[2:], " "), file)
+	assert.Less(t, time.Duration(micros)*time.Microsecond, time.Second, "refused at once")
+	assert.Empty(t, second.skipped, "the refused process printed nothing before it returned")
+
+	info, err := newManager(t, s).Inspect(context.Background())
+	require.NoError(t, err)
+	assert.True(t, info.Held())
+	assert.Equal(t, term, info.Leader.Number, "the refused process recorded no term")
+	assert.Empty(t, follower.snapshot(), "the follower never led")
+}
