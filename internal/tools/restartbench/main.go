@@ -8,7 +8,7 @@
 // which must be refused. It prints a Markdown section and, with -out,
 // replaces that section in the file (BENCHMARKS.md) or appends it.
 //
-//	go run ./internal/restartbench -out BENCHMARKS.md
+//	go run ./internal/tools/restartbench -out BENCHMARKS.md
 package main
 
 import (
@@ -268,7 +268,7 @@ func report(trials []trial, followerLed int64, took time.Duration) string {
 	n := len(trials)
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n", heading)
-	fmt.Fprintf(&b, "Produced by `go run ./internal/restartbench -restarts %d -out BENCHMARKS.md` in %v, on %s; commit %s; %s, %d cores, %s.\n\n",
+	fmt.Fprintf(&b, "Produced by `go run ./internal/tools/restartbench -restarts %d -out BENCHMARKS.md` in %v, on %s; commit %s; %s, %d cores, %s.\n\n",
 		n, took.Round(time.Second), time.Now().Format("2006-01-02"), revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
 	fmt.Fprintf(&b, "A leader process using `WithLeaseIDFile` (default timings: lease 15 s) is SIGKILLed and started again with the same file, %d times, "+
 		"against a local Azurite, while a follower in the measuring process polls the same blob every 250 ms. "+
