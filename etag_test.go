@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/assert"
@@ -707,4 +708,52 @@ func TestConditionalBreakOnlyBreaksTheETagItTimed(t *testing.T) {
 	assert.Equal(t, breakDone, outcome, "a holder that has not written since acquiring left the ETag as it was")
 	_, err = holder.RecordTerm(ctx, "holder")
 	require.ErrorIs(t, err, ErrLeaseLost, "its first write fails on the broken lease, so its func never starts")
+}
+
+// A renewal of an ETag lease is conditional on the ETag its writer's last
+// confirmed write left. So a write that reaches the server after a newer
+// term was recorded under the same lease ID (a process that died and was
+// restarted with WithLeaseIDFile, its last renewal still on the way) fails,
+// and never puts the older term back; while a write of our own that was
+// answered too late only makes the next renewal adopt the ETag it left.
+func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := testSettings(t)
+	s.LeaseDuration = 5 * time.Second
+	dead, restarted, reader := newManager(t, s), newManager(t, s), newManager(t, s)
+	_, err := dead.Acquire(ctx)
+	require.NoError(t, err)
+	first, err := dead.RecordTerm(ctx, "dead")
+	require.NoError(t, err)
+	_, err = dead.Renew(ctx)
+	require.NoError(t, err)
+
+	// A write of ours that the server processed, with its answer lost.
+	id := dead.LeaseID()
+	_, err = dead.blobClient.SetMetadata(ctx, recordMetadata(first, s.LeaseDuration), &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+	require.NoError(t, err)
+	_, err = dead.Renew(ctx)
+	require.ErrorIs(t, err, ErrTransient, "our own late write: adopt its ETag")
+	_, err = dead.Renew(ctx)
+	require.NoError(t, err, "and renew on")
+
+	// The process dies; its successor resumes the lease with the same ID and
+	// records a newer term. Then the dead process's last renewal arrives.
+	require.NoError(t, restarted.proposeLeaseID(id))
+	_, err = restarted.Acquire(ctx)
+	require.NoError(t, err)
+	second, err := restarted.RecordTerm(ctx, "restarted")
+	require.NoError(t, err)
+	require.Greater(t, second.Number, first.Number)
+	_, err = dead.Renew(ctx)
+	require.ErrorIs(t, err, ErrLeaseLost, "a stale writer learns that a newer term was written")
+	info, err := reader.Inspect(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, second.Number, info.Leader.Number, "the term on the blob never goes back")
+	assert.Equal(t, "restarted", info.Leader.Identity)
+	_, err = restarted.Renew(ctx)
+	require.NoError(t, err, "the successor renews on")
+	require.NoError(t, restarted.Release(ctx))
 }

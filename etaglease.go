@@ -5,7 +5,9 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 )
 
@@ -70,6 +72,7 @@ const metaLeaseDuration = "leaderleaseduration"
 type termRecord struct {
 	leaseID string // the lease ID it was written under
 	term    Term
+	etag    azcore.ETag // the blob's ETag after our last confirmed write of it
 }
 
 // recordMetadata is the blob metadata of term t, written by a holder whose
@@ -101,6 +104,11 @@ func (m *BlobLeaseManager) forgetRecord() { m.record.Store(nil) }
 // again, under its lease ID. The server accepts the write only while the
 // lease is ours, and every write changes the ETag, which is what followers
 // time. The record replaces all the metadata, so it is written in full.
+//
+// The write is also conditional on the ETag our last confirmed write left.
+// A write of ours that the server processes late (its sender gave up on it,
+// or died: see WithLeaseIDFile) then fails, instead of putting back an
+// older record over a newer term written under the same lease ID since.
 func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 	h := m.id.Load()
 	r := m.record.Load()
@@ -114,11 +122,17 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	id := h.id
+	id, etag := h.id, r.etag
 	sent, bootSent := time.Now(), sinceBoot()
-	_, err := m.blobClient.SetMetadata(ctx, recordMetadata(r.term, m.settings.LeaseDuration), &blob.SetMetadataOptions{
-		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}},
+	resp, err := m.blobClient.SetMetadata(ctx, recordMetadata(r.term, m.settings.LeaseDuration), &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+		},
 	})
+	if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+		return Grant{}, m.writtenSince(ctx, r, err)
+	}
 	if err != nil {
 		// 412 LeaseIdMismatchWithBlobOperation (another holds it), LeaseLost
 		// (Azure) or LeaseNotPresentWithBlobOperation (Azurite: broken or
@@ -126,7 +140,30 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 		return Grant{}, m.classify("renew lease (write record)", err, nil, lostCodes)
 	}
 	m.reached.Store(true)
+	if resp.ETag != nil {
+		m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: *resp.ETag})
+	}
 	return m.grant(id, sent, bootSent), nil
+}
+
+// writtenSince sorts out a renewal refused because the blob changed since
+// our last confirmed write r. If it still carries our term, the change was
+// a write of ours answered too late: adopt its ETag and retry (transient).
+// If it carries another term, a newer holder recorded it: the lease is lost.
+func (m *BlobLeaseManager) writtenSince(ctx context.Context, r *termRecord, refused error) error {
+	props, err := m.properties(ctx)
+	if err != nil {
+		return m.classify("renew lease (read record)", err, nil, lostCodes)
+	}
+	cur, _, _ := termFromMetadata(props.Metadata)
+	se := &StorageError{Op: "renew lease (write record)", Container: m.container, Blob: m.blob,
+		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: refused}
+	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || props.ETag == nil {
+		se.kind = ErrLeaseLost
+		return se
+	}
+	m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: *props.ETag})
+	return se
 }
 
 // observed fills in what an answer to GetProperties says about the lease's

@@ -458,7 +458,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	sent, bootSent := time.Now(), sinceBoot()
-	_, err = m.blobClient.SetMetadata(ctx, recordMetadata(t, m.settings.LeaseDuration),
+	resp, err := m.blobClient.SetMetadata(ctx, recordMetadata(t, m.settings.LeaseDuration),
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
@@ -474,7 +474,11 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		}
 		return Term{}, Grant{}, m.classify("write term", err, nil, lostCodes)
 	}
-	m.record.Store(&termRecord{leaseID: id, term: t})
+	r := &termRecord{leaseID: id, term: t}
+	if resp.ETag != nil {
+		r.etag = *resp.ETag
+	}
+	m.record.Store(r)
 	return t, m.grant(id, sent, bootSent), nil
 }
 

@@ -94,7 +94,9 @@ import (
 // still runs. Requests the dead process had already sent may still reach the
 // server later; with this ID they can only be acquires and renewals, which
 // extend the lease we now hold, and term writes, which are conditional on
-// the blob's ETag and so cannot overwrite a newer term. Never a release: the
+// the blob's ETag and so cannot overwrite a newer term. (An ETag lease's
+// renewal is such a write too: conditional on the ETag its writer's last
+// confirmed write left, which our new term record has changed.) Never a release: the
 // file moves on to a fresh ID, durably, before any release is sent. The new
 // process records a new term (number + 1) under the lease before its func
 // starts, so the term still fences, and from then on the deadline above
