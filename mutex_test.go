@@ -436,6 +436,14 @@ func TestContainerAndBlobCreatedWhenManyStartAtOnce(t *testing.T) {
 // when it returns.
 func TestNoGoroutineOutlivesRunTaskWhenMutexAcquired(t *testing.T) {
 	s, tr := withTransport(t, testSettings(t))
+	leadThenStop(t, s, tr.Close)
+}
+
+// leadThenStop leads for a few renewals, cancels, and checks that no
+// goroutine started meanwhile is left once closeTransport has run. Not
+// for parallel tests: it counts goroutines.
+func leadThenStop(t *testing.T, s BlobSettings, closeTransport func()) {
+	t.Helper()
 	s.RenewInterval = time.Second
 	before := goleak.IgnoreCurrent()
 	started := make(chan struct{})
@@ -452,7 +460,7 @@ func TestNoGoroutineOutlivesRunTaskWhenMutexAcquired(t *testing.T) {
 	time.Sleep(2500 * time.Millisecond) // a few renewals
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
-	tr.Close()
+	closeTransport()
 	goleak.VerifyNone(t, before)
 }
 

@@ -22,23 +22,7 @@ import (
 func TestNoGoroutineOutlivesRunTaskWhenMutexAcquiredWithDefaultSettings(t *testing.T) {
 	s := testSettings(t) // starts the shared Azurite before goroutines are counted
 	require.Nil(t, s.ClientOptions)
-	s.RenewInterval = time.Second
-	before := goleak.IgnoreCurrent()
-	started := make(chan struct{})
-	m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
-		close(started)
-		<-ctx.Done()
-		return nil
-	}, WithLogger(testLogger(t, "a")))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
-	<-started
-	time.Sleep(2500 * time.Millisecond) // a few renewals
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-	goleak.VerifyNone(t, before)
+	leadThenStop(t, s, func() {})
 }
 
 // A caller who drives the manager directly closes its idle connections with

@@ -23,7 +23,6 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -33,6 +32,7 @@ import (
 
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 )
 
 // processStart is as close to the process's start as Go code can note it.
@@ -269,7 +269,7 @@ func report(trials []trial, followerLed int64, took time.Duration) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\n", heading)
 	fmt.Fprintf(&b, "Produced by `go run ./internal/tools/restartbench -restarts %d -out BENCHMARKS.md` in %v, on %s; commit %s; %s, %d cores, %s.\n\n",
-		n, took.Round(time.Second), time.Now().Format("2006-01-02"), revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
+		n, took.Round(time.Second), time.Now().Format("2006-01-02"), buildinfo.Revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
 	fmt.Fprintf(&b, "A leader process using `WithLeaseIDFile` (default timings: lease 15 s) is SIGKILLed and started again with the same file, %d times, "+
 		"against a local Azurite, while a follower in the measuring process polls the same blob every 250 ms. "+
 		"Restart to leading is from starting the new process to its leader func starting (the old one is dead and reaped first): "+
@@ -331,32 +331,4 @@ func writeSection(path, section string) error {
 		doc = strings.TrimRight(doc, "\n") + "\n\n" + section
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
-}
-
-// revision is the commit the binary was built from, or "unknown".
-func revision() string {
-	rev, modified := "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, st := range bi.Settings {
-			switch {
-			case st.Key == "vcs.revision" && len(st.Value) >= 7:
-				rev = st.Value[:7]
-			case st.Key == "vcs.modified":
-				modified = st.Value == "true"
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
-		modified = err != nil || len(strings.TrimSpace(string(status))) > 0
-	}
-	if modified {
-		return rev + " (with uncommitted changes)"
-	}
-	return rev
 }
