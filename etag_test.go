@@ -749,6 +749,7 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 	require.Greater(t, second.Number, first.Number)
 	_, err = dead.Renew(ctx)
 	require.ErrorIs(t, err, ErrLeaseLost, "a stale writer learns that a newer term was written")
+	assert.Error(t, dead.endTerm(ctx, first), "nor can a late end-of-term mark put the old term back")
 	info, err := reader.Inspect(ctx)
 	require.NoError(t, err)
 	assert.Equal(t, second.Number, info.Leader.Number, "the term on the blob never goes back")

@@ -485,16 +485,23 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 // endTerm marks t, our term, as ended in the blob's metadata, under the
 // lease we still hold, just before we release it: a reader who then finds
 // the lease held, and t still the last record, knows that the new holder
-// has not recorded its term yet. Best effort: one request, no retry.
+// has not recorded its term yet. Best effort: one request, no retry. Like
+// every write of a record, it is conditional on the ETag our last confirmed
+// write left, so that, arriving late, it cannot put t back over a newer term.
 func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
+	r := m.record.Load()
+	if r == nil || r.term.Number != t.Number || r.leaseID != m.LeaseID() {
+		return nil // not recorded under this lease: nothing to mark
+	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	id := m.LeaseID()
 	md := recordMetadata(t, m.settings.LeaseDuration)
 	ended := time.Now().UTC().Format(time.RFC3339Nano)
 	md[metaEnded] = &ended
-	_, err := m.blobClient.SetMetadata(ctx, md,
-		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+	_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &r.leaseID},
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &r.etag},
+	}})
 	if err != nil {
 		return m.classify("end term", err, nil, lostCodes)
 	}

@@ -74,7 +74,9 @@ import (
 // sleeps only counts the silence short, and breaks later. Breaking a lease
 // whose holder has not yet written is safe at any moment (the ETag, and the
 // duration, are an earlier writer's): that holder's func has not started,
-// and its first write fails on the broken lease.
+// and its first write fails on the broken lease. Each renewal is also
+// conditional on the ETag its writer's previous confirmed write left, so a
+// write the server processes late can never put an older term back.
 //
 // Followers never break a fixed, native lease, so a fleet that mixes kinds
 // stays safe, and a break that finds the lease released (409) just lets the
@@ -89,23 +91,23 @@ import (
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease that
 // has not expired, with the ID its previous holder used. That is safe because
 // the previous holder is dead: the new process proposes the ID only while it
-// holds the file's exclusive flock, and the kernel drops a process's lock
-// only once all its threads have exited, so no leader func of the old process
-// still runs. Requests the dead process had already sent may still reach the
-// server later; with this ID they can only be acquires and renewals, which
-// extend the lease we now hold, and term writes, which are conditional on
-// the blob's ETag and so cannot overwrite a newer term. (An ETag lease's
-// renewal is such a write too: conditional on the ETag its writer's last
-// confirmed write left, which our new term record has changed.) Never a release: the
-// file moves on to a fresh ID, durably, before any release is sent. The new
-// process records a new term (number + 1) under the lease before its func
-// starts, so the term still fences, and from then on the deadline above
-// applies to its own renewals. The lock proves a process dead, not work it
-// handed to others (child processes, remote jobs): as after any failover,
-// the term is what fences those. And it proves nothing across hosts: network
-// filesystems (NFS, SMB) may lose a lock across a server or client failure,
-// and a file shared by two hosts, or copied, lets two live processes hold one
-// ID; hence one local filesystem, one host.
+// holds the file's exclusive flock, and the kernel drops a process's lock only
+// once all its threads have exited, so no leader func of the old process still
+// runs. Requests the dead process had already sent may still reach the server
+// later; with this ID they can only be acquires and renewals, which extend the
+// lease we now hold, and term writes, which are conditional on the blob's ETag
+// and so cannot overwrite a newer term. (An ETag lease's renewal is such a
+// write too: conditional on the ETag its writer's last confirmed write left,
+// which our new term record has changed.) Never a release: the file moves on
+// to a fresh ID, durably, before any release is sent. The new process records
+// a new term (number + 1) under the lease before its func starts, so the term
+// still fences, and from then on the deadline above applies to its own
+// renewals. The lock proves a process dead, not work it handed to others
+// (child processes, remote jobs): as after any failover, the term is what
+// fences those. And it proves nothing across hosts: network filesystems (NFS,
+// SMB) may lose a lock across a server or client failure, and a file shared by
+// two hosts, or copied, lets two live processes hold one ID; hence one local
+// filesystem, one host.
 
 // deadline is one moment read on two clocks: Go's monotonic clock, and the
 // clock that counts suspended time (see safetyFuse).
