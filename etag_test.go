@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -757,4 +758,71 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 	_, err = restarted.Renew(ctx)
 	require.NoError(t, err, "the successor renews on")
 	require.NoError(t, restarted.Release(ctx))
+}
+
+// A follower's conditional break that fails (a 503) keeps the silence it
+// timed: it breaks on its next read, rather than time the same ETag for a
+// whole lease duration again (24 h, perhaps).
+func TestAFailedSilentBreakIsRetriedSoon(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.LeaseDuration = 6 * time.Second
+	d := s.withDefaults()
+	log := newTermLog()
+	sa, ta := withTransport(t, s)
+	writes := watchRecordWrites(ta)
+	startContender(t, "a", sa, log.leaderFunc("a", untilCancelled), WithIdentity("a"))
+	require.Equal(t, "a", log.next(t, 10*time.Second).who)
+	sb, tb := withTransport(t, s)
+	var breaks atomic.Int32
+	tb.Observe(func(x faults.Exchange) {
+		if x.LeaseAction == "break" {
+			breaks.Add(1)
+		}
+	})
+	tb.FailNext("break", http.StatusServiceUnavailable, "ServerBusy")
+	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+	time.Sleep(2 * d.RenewInterval)
+
+	ta.Blackhole()
+	bTerm := log.next(t, 3*d.LeaseDuration+10*time.Second)
+	require.Equal(t, "b", bTerm.who)
+	require.GreaterOrEqual(t, breaks.Load(), int32(2), "the first break failed, another followed")
+	lastSent, _, _ := writes.last()
+	took := bTerm.start.Sub(lastSent)
+	t.Logf("b led %v after a's last write (D = %v)", took, d.LeaseDuration)
+	assert.Less(t, took, d.LeaseDuration+d.RetryInterval+slack, "one failed break cost another lease duration")
+}
+
+// A release that fails once (a 503) is sent again: an ETag lease, which
+// never expires, would otherwise hold every follower off for a whole lease
+// duration instead of handing over gracefully.
+func TestAFailedReleaseIsSentAgain(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.LeaseDuration = 8 * time.Second
+	d := s.withDefaults()
+	log := newTermLog()
+	sa, ta := withTransport(t, s)
+	var releases atomic.Int32
+	ta.Observe(func(x faults.Exchange) {
+		if x.LeaseAction == "release" {
+			releases.Add(1)
+		}
+	})
+	a := startContender(t, "a", sa, log.leaderFunc("a", untilCancelled), WithIdentity("a"))
+	require.Equal(t, "a", log.next(t, 10*time.Second).who)
+	sb, _ := withTransport(t, s)
+	startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+	time.Sleep(time.Second)
+
+	ta.FailNext("release", http.StatusServiceUnavailable, "ServerBusy")
+	stopped := time.Now()
+	a.stop(t) // graceful: a's func returns, it marks its term ended and releases
+	require.GreaterOrEqual(t, releases.Load(), int32(2), "the failed release was sent again")
+	bTerm := log.next(t, 2*d.LeaseDuration+10*time.Second)
+	require.Equal(t, "b", bTerm.who)
+	took := bTerm.start.Sub(stopped)
+	t.Logf("b led %v after a was stopped (D = %v, RetryInterval %v)", took, d.LeaseDuration, d.RetryInterval)
+	assert.Less(t, took, d.RetryInterval+slack, "graceful handover")
 }

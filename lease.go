@@ -303,25 +303,41 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 // lease ID file held (see [WithLeaseIDFile]) it moves on to a fresh ID before
 // every release, and sends none if the file cannot be written.
 func (m *BlobLeaseManager) Release(ctx context.Context) error {
+	_, err := m.release(ctx)
+	return err
+}
+
+// release is Release, and also returns the handle it released with, so that
+// a release whose outcome is unknown can be sent again (releaseWith): the
+// manager no longer proposes that ID, so a late duplicate can end nothing
+// but the lease this one was meant to end.
+func (m *BlobLeaseManager) release(ctx context.Context) (*leaseHandle, error) {
 	h, err := m.retireLeaseID()
 	if err != nil {
-		return err
+		return nil, err
 	}
+	err = m.releaseWith(ctx, h)
+	if err == nil || m.id.Load() != h {
+		return h, err // released, or already proposing another ID: see retireLeaseID
+	}
+	if nerr := m.newLeaseID(); nerr != nil {
+		return h, errors.Join(err, nerr)
+	}
+	return h, err
+}
+
+// releaseWith sends one release with h's ID. A lease that is no longer ours
+// counts as released.
+func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) error {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	_, err = h.client.ReleaseLease(ctx, nil)
+	_, err := h.client.ReleaseLease(ctx, nil)
 	if err == nil {
 		return nil
 	}
 	err = m.classify("release lease", err, nil, lostCodes)
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
-	}
-	if m.id.Load() != h {
-		return err // already proposing another ID: see retireLeaseID
-	}
-	if nerr := m.newLeaseID(); nerr != nil {
-		return errors.Join(err, nerr)
 	}
 	return err
 }

@@ -393,7 +393,7 @@ func stopReason(returned bool, cause, funcErr error) (StopReason, error) {
 // recordTerm writes this term into the blob's metadata, retrying transient
 // failures until ctx (the leader's, cancelled at the safety deadline) ends.
 func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse) (Term, error) {
-	retryDelay := max(m.lease.settings.RenewInterval/5, 100*time.Millisecond)
+	retryDelay := m.lease.settings.retryDelay()
 	for {
 		callCtx, cancel := context.WithDeadline(ctx, fuse.current())
 		t, g, err := m.lease.recordTerm(callCtx, m.opts.identity)
@@ -462,11 +462,26 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 }
 
 // releaseQuietly gives the lease back, best effort: if it fails the lease
-// expires on its own. It runs even when ctx is cancelled (a fast handover on
-// shutdown is the point).
+// expires on its own (an ETag lease, once followers have timed its silence).
+// It runs even when ctx is cancelled (a fast handover on shutdown is the
+// point). A release whose outcome is unknown is sent again while attempts
+// fail fast, for one RequestTimeout in all: an unreleased ETag lease holds
+// everyone off for a whole lease duration, perhaps hours.
 func (m *BlobDistributedMutex) releaseQuietly(ctx context.Context) {
-	if err := m.lease.Release(context.WithoutCancel(ctx)); err != nil {
-		m.logger.Warn("leaderelection: could not release the lease; it will expire by itself",
-			"container", m.lease.container, "blob", m.lease.blob, "error", err)
+	s := m.lease.settings
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.RequestTimeout)
+	defer cancel()
+	h, err := m.lease.release(ctx)
+	for h != nil && errors.Is(err, ErrTransient) && sleep(ctx, s.retryDelay()) {
+		err = m.lease.releaseWith(ctx, h)
 	}
+	if err == nil {
+		return
+	}
+	then := "it will expire by itself"
+	if m.lease.Kind() == ETagLease {
+		then = fmt.Sprintf("followers will break it once its ETag has stood for its lease duration, %v", s.LeaseDuration)
+	}
+	m.logger.Warn("leaderelection: could not release the lease; "+then,
+		"container", m.lease.container, "blob", m.lease.blob, "error", err)
 }

@@ -4,21 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net"
-	"net/http"
-	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -629,60 +623,34 @@ func TestWindingDownFuncIsToldWhenItsLeaseMayPass(t *testing.T) {
 	t.Logf("a told to stop now %v before its lease could expire; b started %v after that", expires.Sub(stop.at), bTerm.start.Sub(stop.at))
 }
 
-// loseAcquireAnswer passes requests to a real transport, but replaces the
-// answer to the first successful acquire with a connection reset: the server
-// granted the lease, and the contender does not know it.
-type loseAcquireAnswer struct {
-	inner *faults.Transport
-	once  sync.Once
-	lost  chan struct{}
-}
-
-func (l *loseAcquireAnswer) Do(req *http.Request) (*http.Response, error) {
-	resp, err := l.inner.Do(req)
-	action := ""
-	for k, v := range req.Header { // the SDK sets it in lower case, past Header.Get
-		if strings.EqualFold(k, "x-ms-lease-action") && len(v) > 0 {
-			action = v[0]
-		}
-	}
-	if err != nil || action != "acquire" || resp.StatusCode != http.StatusCreated {
-		return resp, err
-	}
-	lose := false
-	l.once.Do(func() { lose = true })
-	if !lose {
-		return resp, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	close(l.lost)
-	return nil, &url.Error{Op: req.Method, URL: req.URL.Redacted(), Err: &net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}}
-}
-
 // A caller who gives up while an acquire whose answer was lost waits for its
 // retry releases the lease it may hold, so followers need not wait it out.
 func TestCancelAfterALostAcquireAnswerReleasesTheLease(t *testing.T) {
 	t.Parallel()
 	s := testSettings(t)
 	s.RetryInterval = 2 * time.Second // the retry after the lost answer waits at least 1.5 s
-	tr := faults.New()
-	t.Cleanup(tr.Close)
-	lossy := &loseAcquireAnswer{inner: tr, lost: make(chan struct{})}
-	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: lossy}}
+	s, tr := withTransport(t, s)
+	lost := make(chan struct{}, 1)
+	tr.Observe(func(x faults.Exchange) {
+		if x.LeaseAction == "acquire" && x.Err != nil {
+			select {
+			case lost <- struct{}{}:
+			default:
+			}
+		}
+	})
+	tr.LoseNextAnswer("acquire")
 	log := newTermLog()
 	c := startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
 	select {
-	case <-lossy.lost:
+	case <-lost:
 	case <-time.After(10 * time.Second):
-		t.Fatal("no acquire was granted")
+		t.Fatal("no acquire answer was lost")
 	}
 	time.Sleep(300 * time.Millisecond) // waiting for its retry now
 	require.ErrorIs(t, c.stop(t), context.Canceled)
 
-	observer, err := NewBlobLeaseManager(s)
-	require.NoError(t, err)
-	info, err := observer.Inspect(context.Background())
+	info, err := newManager(t, s).Inspect(context.Background())
 	require.NoError(t, err)
 	assert.False(t, info.Held(), "the lease granted to a contender that left is still %s", info.State)
 	assert.Empty(t, log.snapshot(), "no func ran")

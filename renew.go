@@ -246,7 +246,7 @@ func (f *safetyFuse) stop() {
 func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, ts termStop,
 	renew func(context.Context) (Grant, error), term *termState) error {
 	s := m.lease.settings
-	retryDelay := max(s.RenewInterval/5, 100*time.Millisecond)
+	retryDelay := s.retryDelay()
 	next := first.Sent.Add(s.RenewInterval)
 	var failing failureLog
 	timer := time.NewTimer(time.Until(next))

@@ -248,6 +248,12 @@ func (e *SettingsError) Error() string {
 	return fmt.Sprintf("leaderelection: invalid BlobSettings.%s: %s", e.Field, e.Rule)
 }
 
+// retryDelay is how soon a leader tries again after a renewal, a term
+// record or a release failed: RenewInterval/5, at least 100 ms.
+func (s BlobSettings) retryDelay() time.Duration {
+	return max(s.RenewInterval/5, 100*time.Millisecond)
+}
+
 // withDefaults returns s with every zero timing replaced by its default.
 func (s BlobSettings) withDefaults() BlobSettings {
 	if s.LeaseDuration == 0 {

@@ -107,10 +107,12 @@ func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo
 		return false
 	}
 	w := m.silence
-	m.silence = silenceWatch{} // whatever happens next, this ETag's clock is spent
 	s := m.lease.settings
 	outcome, err := m.lease.breakIfUnchanged(ctx, w.etag)
 	m.metrics.silentBreak(outcome)
+	if outcome != breakFailed {
+		m.silence = silenceWatch{} // this ETag's clock is spent
+	}
 	switch outcome {
 	case breakDone:
 		stood := time.Since(w.since)
@@ -124,6 +126,10 @@ func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo
 	case etagChanged:
 		m.logger.Debug("leaderelection: a leader renewed just before its lease would have been broken", "container", s.Container, "blob", s.Blob)
 	default:
+		// The ETag has stood long enough whatever the break's fate: keep
+		// timing it, and try again soon, rather than wait a whole lease
+		// duration more (the break stays conditional on that ETag).
+		*wait = min(*wait, s.retryDelay())
 		m.logger.Debug("leaderelection: could not break a silent leader's lease; reading it again", "container", s.Container, "blob", s.Blob, "error", err)
 	}
 	return false

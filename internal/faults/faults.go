@@ -88,6 +88,7 @@ type Transport struct {
 	delay      time.Duration
 	blackholes uint64 // Blackhole calls so far; see heldBack
 	observe    func(Exchange)
+	once       map[string]onceFault // by lease action: see FailNext, LoseNextAnswer
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -168,6 +169,48 @@ func (t *Transport) Heal() {
 	t.mode = passThrough
 }
 
+// onceFault is a fault for the next request with a given lease action.
+type onceFault struct {
+	status int    // the synthetic error's status; 0 means lose the answer
+	code   string // its error code
+}
+
+// FailNext makes the next request whose lease action (x-ms-lease-action:
+// acquire, renew, release, break, change) is action get, without being
+// sent, the synthetic error response Fail gives. Other requests, and later
+// ones with that action, are not affected.
+func (t *Transport) FailNext(action string, status int, code string) {
+	t.setOnce(action, onceFault{status: status, code: code})
+}
+
+// LoseNextAnswer forwards the next request whose lease action is action,
+// and replaces its answer with a connection reset: the request takes effect
+// on the server, and its caller never learns so.
+func (t *Transport) LoseNextAnswer(action string) {
+	t.setOnce(action, onceFault{})
+}
+
+func (t *Transport) setOnce(action string, f onceFault) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.once == nil {
+		t.once = map[string]onceFault{}
+	}
+	t.once[action] = f
+}
+
+// takeOnce returns, and forgets, the fault armed for the request's lease
+// action.
+func (t *Transport) takeOnce(action string) (onceFault, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	f, ok := t.once[action]
+	if ok {
+		delete(t.once, action)
+	}
+	return f, ok
+}
+
 // Observe makes the Transport call fn after each request, just before Do
 // returns, with a description of the exchange; nil stops it. fn is called
 // from the goroutines that call Do, concurrently, so it must be safe for
@@ -197,7 +240,22 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 		LeaseAction: leaseAction(req.Header),
 		Sent:        time.Now(),
 	}
-	resp, err := t.do(req, &ex)
+	var resp *http.Response
+	var err error
+	switch f, ok := t.takeOnce(ex.LeaseAction); {
+	case ok && f.status != 0:
+		closeBody(req)
+		resp = errorResponse(req, f.status, f.code)
+	case ok:
+		resp, err = t.do(req, &ex)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			resp, err = nil, resetError(req)
+		}
+	default:
+		resp, err = t.do(req, &ex)
+	}
 	ex.Done = time.Now()
 	if err != nil {
 		ex.Err = err

@@ -447,3 +447,38 @@ func TestSwitchingWhileBusy(t *testing.T) {
 		t.Fatalf("observed %d exchanges, want %d", n, workers*perWorker)
 	}
 }
+
+func TestFailNextAndLoseNextAnswerTouchOneRequestOfOneAction(t *testing.T) {
+	srv := newServer(t, nil)
+	ft := newTransport(t)
+	_, lc := newBlobClients(t, srv, ft)
+	ctx := context.Background()
+
+	ft.FailNext("acquire", http.StatusServiceUnavailable, "ServerBusy")
+	// The test server answers 201 to everything, which a renewal does not
+	// expect: what matters is that it reached the server.
+	if _, err := lc.RenewLease(ctx, nil); bloberror.HasCode(err, bloberror.ServerBusy) || srv.hits.Load() != 1 {
+		t.Fatalf("a renewal is not the armed action, yet: %v", err)
+	}
+	if _, err := lc.AcquireLease(ctx, 15, nil); !bloberror.HasCode(err, bloberror.ServerBusy) {
+		t.Fatalf("first acquire: %v, want ServerBusy", err)
+	}
+	if n := srv.hits.Load(); n != 1 {
+		t.Fatalf("server got %d requests, want 1 (the renewal): the failed acquire is not sent", n)
+	}
+	if _, err := lc.AcquireLease(ctx, 15, nil); err != nil {
+		t.Fatalf("second acquire: %v", err)
+	}
+
+	ft.LoseNextAnswer("acquire")
+	_, err := lc.AcquireLease(ctx, 15, nil)
+	if !errors.Is(err, syscall.ECONNRESET) {
+		t.Fatalf("acquire with its answer lost: %v, want a connection reset", err)
+	}
+	if n := srv.hits.Load(); n != 3 {
+		t.Fatalf("server got %d requests, want 3: the lost answer's request was sent", n)
+	}
+	if _, err := lc.AcquireLease(ctx, 15, nil); err != nil {
+		t.Fatalf("the next acquire: %v", err)
+	}
+}
