@@ -49,13 +49,6 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	}
 	defer l.close()
 
-	// Every native lease lasts at most 60 s, so a 60 s period is safe for
-	// one even when the holders' LeaseDuration is longer (an ETag lease's).
-	safe := min(l.manager.SafeBreakPeriod(), maxBreakPeriod)
-	if !periodGiven {
-		cmd.period = safe
-	}
-
 	var info leaderelection.LeaseInfo
 	err := l.call(ctx, func(ctx context.Context) (err error) {
 		// Read first, to say whose lease this is and what kind, and to
@@ -84,6 +77,10 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 		return c.breakWhenSilent(ctx, l, info)
 	}
 
+	safe := safeBreakPeriod(info)
+	if !periodGiven {
+		cmd.period = safe
+	}
 	var remaining time.Duration
 	err = l.call(ctx, func(ctx context.Context) (err error) {
 		remaining, err = l.manager.Break(ctx, cmd.period)
@@ -94,7 +91,7 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	}
 	now := time.Now()
 	if cmd.period < safe {
-		fmt.Fprintf(c.stderr, "leaderctl: warning: -period %v is shorter than the safe break period %v (the holders' LeaseDuration): "+
+		fmt.Fprintf(c.stderr, "leaderctl: warning: -period %v is shorter than the safe break period %v (the LeaseDuration the holder declared): "+
 			"unless the holder is dead, another instance may lead while it still acts\n", cmd.period, safe)
 	}
 	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder(info, now))
@@ -169,6 +166,18 @@ func declared(info leaderelection.LeaseInfo, own time.Duration) time.Duration {
 }
 
 // holder describes who holds a lease.
+// safeBreakPeriod is the shortest break period that lets no other instance
+// lead while the holder of a native lease may still act: the LeaseDuration
+// the holder declared in its record. When the record is not the holder's
+// (it has not recorded its term yet) or declares none (an older version of
+// the library), 60 s, which is safe for every native lease.
+func safeBreakPeriod(info leaderelection.LeaseInfo) time.Duration {
+	if d := info.DeclaredDuration; d > 0 && !info.TermPending() && info.Leader.Number > 0 {
+		return min(d, maxBreakPeriod)
+	}
+	return maxBreakPeriod
+}
+
 func holder(info leaderelection.LeaseInfo, now time.Time) string {
 	switch {
 	case info.TermPending():

@@ -71,8 +71,8 @@ and renewing: break exits with status 3 without breaking anything.
 
   -period D             for a native lease, the break period, whole seconds
                         from 0s to 60s. Default: the safe break period, the
-                        holders' LeaseDuration, at most 60s
-                        (15s with the library's defaults). A connected
+                        LeaseDuration the holder declared in its record (60s
+                        if it declared none). A connected
                         leader stops at its next renewal whatever the
                         period; one cut off from
                         storage never learns of the break and acts until its
@@ -88,8 +88,7 @@ and renewing: break exits with status 3 without breaking anything.
                         after its last renewal. Only for a holder known to be
                         dead, or a live one that must stop now.
   -lease-duration D     the holders' BlobSettings.LeaseDuration, if it is not
-                        the library's default 15s; it sets the default -period,
-                        and how long an ETag lease whose record declares no
-                        duration must stand
+                        the library's default 15s: how long an ETag lease
+                        whose record declares no duration must stand
 
 ` + connectionHelp

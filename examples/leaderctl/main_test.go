@@ -260,19 +260,20 @@ func TestBreakHandsLeadershipToAWaitingContender(t *testing.T) {
 func TestBreakWarnsOfAPeriodShorterThanTheSafeOne(t *testing.T) {
 	t.Parallel()
 	s, env := newLease(t)
+	s.LeaseDuration = 20 * time.Second
 	s.RenewInterval = time.Second
 	log := newTerms()
 	log.contender(t, s, "solo")
 	first := log.next(t, 30*time.Second)
 
-	r := leaderctl(t, env, "break", "-lease-duration", "20s", "-period", "16s")
+	r := leaderctl(t, env, "break", "-period", "16s")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "leaderctl: warning: -period 16s is shorter than the safe break period 20s (the holders' LeaseDuration)")
+	assert.Contains(t, r.stderr, "leaderctl: warning: -period 16s is shorter than the safe break period 20s (the LeaseDuration the holder declared)")
 	assert.Regexp(t, `the lease is broken in 1[56]s`, r.stdout)
 
 	r = leaderctl(t, env, "break", "-period", "0s")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.Contains(t, r.stderr, "leaderctl: warning: -period 0s is shorter than the safe break period 15s")
+	assert.Contains(t, r.stderr, "leaderctl: warning: -period 0s is shorter than the safe break period 20s")
 	assert.Contains(t, r.stdout, "held by solo, term 1, since ")
 	assert.Contains(t, r.stdout, "it was already being broken")
 	assert.Contains(t, r.stdout, "the lease is broken now")
@@ -401,11 +402,9 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 
 // The help states the default break period; it must be the library's.
 func TestBreakHelpStatesTheDefaultSafeBreakPeriod(t *testing.T) {
-	m, err := leaderelection.NewBlobLeaseManager(leaderelection.BlobSettings{
-		ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "worker",
-	}, leaderelection.WithLogger(nil))
-	require.NoError(t, err)
-	assert.Contains(t, breakHelp, "("+m.SafeBreakPeriod().String()+" with the library's defaults)")
+	assert.Contains(t, breakHelp, "LeaseDuration the holder declared in its record")
+	assert.Contains(t, breakHelp, "(60s\n                        if it declared none)")
+	assert.Equal(t, 60*time.Second, maxBreakPeriod)
 }
 
 // status shows an ETag lease's kind, its declared duration and its ETag;
@@ -500,4 +499,21 @@ func TestBreakLeavesALiveETagHolderAloneUnlessForced(t *testing.T) {
 	deposed := log.get(old)
 	assert.ErrorIs(t, deposed.cause, leaderelection.ErrLeaseLost)
 	t.Logf("the holder stopped %v after the forced break", deposed.cancelled.Sub(broke))
+}
+
+// Without -period, break uses the LeaseDuration the holder declared in its
+// record (30 s here), not leaderctl's own -lease-duration (15 s by default),
+// which would let another instance lead while a cut-off holder still acts.
+func TestBreakDefaultsToTheDeclaredLeaseDuration(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.LeaseDuration = 30 * time.Second
+	log := newTerms()
+	log.contender(t, s, "solo")
+	log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "break")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `the lease is broken in (29|30)s`, r.stdout)
+	assert.NotContains(t, r.stderr, "warning")
 }
