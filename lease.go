@@ -57,6 +57,20 @@ type BlobLeaseManager struct {
 	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
 }
 
+// String describes m by its settings, without their secrets (see
+// [BlobSettings.String]); GoString, Format and LogValue print the same, so
+// that a manager printed or logged with any verb shows no key or token.
+func (m *BlobLeaseManager) String() string { return "BlobLeaseManager{" + m.settings.String() + "}" }
+
+// GoString is String.
+func (m *BlobLeaseManager) GoString() string { return m.String() }
+
+// Format prints String whatever the verb.
+func (m *BlobLeaseManager) Format(f fmt.State, verb rune) { printRedacted(f, verb, m.String()) }
+
+// LogValue lets log/slog print m without its secrets.
+func (m *BlobLeaseManager) LogValue() slog.Value { return slog.StringValue(m.String()) }
+
 // Grant describes a successful acquire or renew.
 type Grant struct {
 	// LeaseID is the lease's ID, as the server confirmed it.

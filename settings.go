@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -178,18 +177,16 @@ func (s BlobSettings) GoString() string { return s.String() }
 // verbs that are not for strings (%d, %t) print the struct's fields raw,
 // secrets included. The one exception is %p, which is for pointers: given a
 // BlobSettings value, fmt prints its fields before consulting any method.
-func (s BlobSettings) Format(f fmt.State, verb rune) {
+func (s BlobSettings) Format(f fmt.State, verb rune) { printRedacted(f, verb, s.String()) }
+
+// printRedacted prints text, a description without secrets, for any verb.
+func printRedacted(f fmt.State, verb rune, text string) {
 	switch verb {
-	case 'v':
-		if f.Flag('#') {
-			_, _ = io.WriteString(f, s.GoString())
-			return
-		}
 	case 's', 'q', 'x', 'X':
 	default:
 		verb = 's'
 	}
-	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), s.String())
+	_, _ = fmt.Fprintf(f, fmt.FormatString(f, verb), text)
 }
 
 // LogValue lets log/slog print s without its secrets.

@@ -394,3 +394,23 @@ type fakeCredential struct{}
 func (fakeCredential) GetToken(context.Context, policy.TokenRequestOptions) (azcore.AccessToken, error) {
 	return azcore.AccessToken{}, errors.New("fake")
 }
+
+// A lease manager (mutex.LeaseManager() hands one out) printed or logged
+// with any verb shows its settings without their secrets, not its fields.
+func TestLeaseManagerPrintsWithoutSecrets(t *testing.T) {
+	const key = "c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5"
+	s := BlobSettings{ConnectionString: "AccountName=acct;AccountKey=" + key, Container: "leases", Blob: "b"}
+	m, err := NewBlobLeaseManager(s, WithLogger(nil))
+	require.NoError(t, err)
+	var text, js strings.Builder
+	slog.New(slog.NewTextHandler(&text, nil)).Info("manager", "m", m)
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("manager", "m", m)
+	described := []string{text.String(), js.String(), fmt.Sprint(m)}
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d"} {
+		described = append(described, fmt.Sprintf(verb, m))
+	}
+	for _, out := range described {
+		assert.NotContains(t, out, key)
+		assert.Contains(t, out, "BlobLeaseManager{BlobSettings{ConnectionString:REDACTED")
+	}
+}
