@@ -38,8 +38,9 @@ func TestMain(m *testing.M) {
 
 // The service as Kubernetes runs it: /healthz answers 200 "ok", /metrics
 // carries the library's metrics once it leads, and SIGTERM makes it release
-// the lease and exit 0 within StopMargin + RequestTimeout + shutdownTimeout,
-// the termination grace period the README derives.
+// the lease and exit 0 within StopMargin + 2 RequestTimeouts (the end-of-term
+// mark, the release) + shutdownTimeout, the termination grace period the
+// README derives.
 func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	settings := leaderelection.BlobSettings{
 		ConnectionString: azuritetest.ConnectionString(t),
@@ -125,7 +126,7 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	require.True(t, info.Held(), "the service leads, so the lease is held")
 
 	s := manager.Settings() // the defaults, as the service has them
-	grace := s.StopMargin + s.RequestTimeout + shutdownTimeout
+	grace := s.StopMargin + 2*s.RequestTimeout + shutdownTimeout
 	sent := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
