@@ -57,6 +57,8 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	fs.StringVar(&s.Container, "container", envOr("LEASE_CONTAINER", "leases"), "container of the lease blob (env LEASE_CONTAINER)")
 	fs.StringVar(&s.Blob, "blob", envOr("LEASE_BLOB", "coordinator"), "lease blob (env LEASE_BLOB)")
 	addr := fs.String("addr", envOr("HTTP_ADDR", ":8080"), "address to serve /healthz and /metrics on (env HTTP_ADDR)")
+	idFile := fs.String("lease-id-file", os.Getenv("LEASE_ID_FILE"),
+		"file on a local volume that outlives the process, to take the lease straight back after a restart (env LEASE_ID_FILE)")
 	_ = fs.Parse(args) // ExitOnError: exits on a bad flag
 	if s.ConnectionString != "" && s.ServiceURL != "" {
 		s.ServiceURL = "" // an explicit connection string wins over the environment's URL
@@ -74,8 +76,11 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 		sdkmetric.Instrument{Name: "leaderelection.*", Kind: sdkmetric.InstrumentKindHistogram},
 		sdkmetric.Stream{Aggregation: sdkmetric.AggregationExplicitBucketHistogram{Boundaries: prometheus.DefBuckets}})
 	meters := sdkmetric.NewMeterProvider(sdkmetric.WithReader(exporter), sdkmetric.WithView(seconds))
-	mutex, err := leaderelection.NewBlobDistributedMutex(s, coordinate(logger),
-		leaderelection.WithLogger(logger), leaderelection.WithMeterProvider(meters))
+	opts := []leaderelection.Option{leaderelection.WithLogger(logger), leaderelection.WithMeterProvider(meters)}
+	if *idFile != "" {
+		opts = append(opts, leaderelection.WithLeaseIDFile(*idFile))
+	}
+	mutex, err := leaderelection.NewBlobDistributedMutex(s, coordinate(logger), opts...)
 	if err != nil {
 		return err
 	}

@@ -36,6 +36,71 @@ func TestMain(m *testing.M) {
 	azuritetest.Main(m)
 }
 
+// service is the coordinator running as a child process.
+type service struct {
+	cmd    *exec.Cmd
+	logs   *syncBuffer
+	exited chan struct{}
+	err    error // what Wait returned, once exited is closed
+}
+
+// startService runs the service against settings' container and blob, with
+// extra flags; it is killed, if still running, when the test ends.
+func startService(t *testing.T, settings leaderelection.BlobSettings, flags ...string) *service {
+	t.Helper()
+	svc := &service{logs: &syncBuffer{}, exited: make(chan struct{})}
+	svc.cmd = exec.Command(os.Args[0], append([]string{"-addr", "127.0.0.1:0", "-container", settings.Container, "-blob", settings.Blob}, flags...)...)
+	svc.cmd.Env = append(os.Environ(), envService+"=1",
+		"AZURE_STORAGE_CONNECTION_STRING="+settings.ConnectionString, "AZURE_STORAGE_ACCOUNT_URL=")
+	svc.cmd.Stderr = svc.logs
+	require.NoError(t, svc.cmd.Start())
+	go func() { svc.err = svc.cmd.Wait(); close(svc.exited) }()
+	t.Cleanup(func() {
+		_ = svc.cmd.Process.Kill() // if the test failed before the service ended
+		<-svc.exited
+		t.Logf("service log:\n%s", svc.logs)
+	})
+	return svc
+}
+
+// With -lease-id-file on a volume that outlives it, a coordinator killed and
+// restarted in place (a container restarted in its pod) leads again at once,
+// with the next term, rather than after its old lease runs out.
+func TestRestartedWithTheLeaseIDFileItLeadsAgainAtOnce(t *testing.T) {
+	settings := leaderelection.BlobSettings{
+		ConnectionString: azuritetest.ConnectionString(t),
+		Container:        "examples",
+		Blob:             fmt.Sprintf("coordinator-restart-%d", time.Now().UnixNano()),
+	}
+	tr := faults.New()
+	t.Cleanup(tr.Close)
+	observer := settings
+	observer.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+	manager, err := leaderelection.NewBlobLeaseManager(observer)
+	require.NoError(t, err)
+	leadsWithTerm := func(n int64) func() bool {
+		return func() bool {
+			info, err := manager.Inspect(context.Background())
+			return err == nil && info.Held() && info.Leader.Number == n
+		}
+	}
+	idFile := t.TempDir() + "/lease-id"
+
+	first := startService(t, settings, "-lease-id-file", idFile)
+	require.Eventually(t, leadsWithTerm(1), 30*time.Second, 20*time.Millisecond, "the first run never led")
+	require.NoError(t, first.cmd.Process.Kill())
+	<-first.exited
+
+	restarted := time.Now()
+	startService(t, settings, "-lease-id-file", idFile)
+	// The lease stands for 15 s after the killed run's last renewal; without
+	// the file the restarted run would wait that out.
+	require.Eventually(t, leadsWithTerm(2), 10*time.Second, 10*time.Millisecond, "the restarted run did not take its lease back")
+	took := time.Since(restarted)
+	t.Logf("restarted run led %v after it was started (a process under -race)", took)
+	assert.Less(t, took, 5*time.Second, "it waited for its old lease to run out")
+}
+
 // The service as Kubernetes runs it: /healthz answers 200 "ok", /metrics
 // carries the library's metrics once it leads, and SIGTERM makes it release
 // the lease and exit 0 within StopMargin + 2 RequestTimeouts (the end-of-term
@@ -47,20 +112,8 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 		Container:        "examples",
 		Blob:             fmt.Sprintf("coordinator-%d", time.Now().UnixNano()),
 	}
-	logs := &syncBuffer{}
-	cmd := exec.Command(os.Args[0], "-addr", "127.0.0.1:0", "-container", settings.Container, "-blob", settings.Blob)
-	cmd.Env = append(os.Environ(), envService+"=1",
-		"AZURE_STORAGE_CONNECTION_STRING="+settings.ConnectionString, "AZURE_STORAGE_ACCOUNT_URL=")
-	cmd.Stderr = logs
-	require.NoError(t, cmd.Start())
-	var exitErr error
-	exited := make(chan struct{})
-	go func() { exitErr = cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill() // if the test failed before the SIGTERM
-		<-exited
-		t.Logf("service log:\n%s", logs)
-	})
+	svc := startService(t, settings)
+	cmd, logs, exited := svc.cmd, svc.logs, svc.exited
 
 	var addr string
 	serving := regexp.MustCompile(`msg="serving /healthz and /metrics" addr=(\S+)`)
@@ -136,7 +189,7 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	}
 	// Under -race, the child's exit alone takes 1 s (GORACE atexit_sleep_ms).
 	t.Logf("exited %v after SIGTERM (grace period needed: %v)", time.Since(sent).Round(time.Millisecond), grace)
-	require.NoError(t, exitErr, "exit status")
+	require.NoError(t, svc.err, "exit status")
 	assert.Contains(t, logs.String(), "shut down; lease released")
 	info, err = manager.Inspect(context.Background())
 	require.NoError(t, err)
