@@ -49,7 +49,12 @@ func (s BlobSettings) kind() LeaseKind {
 
 // Kind is the kind of lease this manager takes: [NativeLease] for a
 // LeaseDuration of 15 to 60 s, [ETagLease] otherwise.
-func (m *BlobLeaseManager) Kind() LeaseKind { return m.settings.kind() }
+func (m *BlobLeaseManager) Kind() LeaseKind {
+	if m.alwaysETag {
+		return ETagLease
+	}
+	return m.settings.kind()
+}
 
 // leaseSeconds is the duration to ask the server for: an ETag lease is an
 // infinite one (-1), which only a break ends.
@@ -116,7 +121,7 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 	defer cancel()
 	id := h.id
 	sent, bootSent := time.Now(), sinceBoot()
-	_, err := m.blobClient.SetMetadata(ctx, recordMetadata(r.term, m.settings.LeaseDuration), &blob.SetMetadataOptions{
+	_, err := m.blobClient.SetMetadata(ctx, m.metadataOf(r.term), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}},
 	})
 	if err != nil {
