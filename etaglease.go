@@ -51,7 +51,12 @@ func (s BlobSettings) kind() LeaseKind {
 
 // Kind is the kind of lease this manager takes: [NativeLease] for a
 // LeaseDuration of 15 to 60 s, [ETagLease] otherwise.
-func (m *BlobLeaseManager) Kind() LeaseKind { return m.settings.kind() }
+func (m *BlobLeaseManager) Kind() LeaseKind {
+	if m.alwaysETag {
+		return ETagLease
+	}
+	return m.settings.kind()
+}
 
 // leaseSeconds is the duration to ask the server for: an ETag lease is an
 // infinite one (-1), which only a break ends.
@@ -124,7 +129,7 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 	defer cancel()
 	id, etag := h.id, r.etag
 	sent, bootSent := time.Now(), sinceBoot()
-	resp, err := m.blobClient.SetMetadata(ctx, recordMetadata(r.term, m.settings.LeaseDuration), &blob.SetMetadataOptions{
+	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(r.term), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},

@@ -23,6 +23,13 @@ const (
 	// died before its first write. This instance tries to take the lease
 	// next.
 	SilentLeaseBroken
+	// SessionStarted: a [ShardOwner] started a session (Session is its ID,
+	// Term its record): it may now claim shards.
+	SessionStarted
+	// SessionEnded: a [ShardOwner]'s session ended, after every shard func
+	// it ran had returned; Reason and Err say why. A session never
+	// revives: the owner starts a new one unless its caller cancelled.
+	SessionEnded
 )
 
 func (k EventKind) String() string {
@@ -35,6 +42,10 @@ func (k EventKind) String() string {
 		return "new leader observed"
 	case SilentLeaseBroken:
 		return "silent lease broken"
+	case SessionStarted:
+		return "session started"
+	case SessionEnded:
+		return "session ended"
 	}
 	return "unknown event"
 }
@@ -51,6 +62,8 @@ const (
 	ReasonStorageRefused  StopReason = "storage refused"         // a permanent error while renewing
 	ReasonFuncReturned    StopReason = "func returned"           // Event.Err is what it returned
 	ReasonFuncPanicked    StopReason = "func panicked"           // the panic propagates after the event
+	ReasonHandedOver      StopReason = "handed over"             // a ShardOwner gave the shard up to balance the load
+	ReasonShardRemoved    StopReason = "shard removed"           // the shard left the ShardOwner's set (SetShards)
 )
 
 // Event is a change of leadership, as this instance saw it.
@@ -79,4 +92,10 @@ type Event struct {
 	// Silence is set for SilentLeaseBroken: how long the lease's ETag had
 	// stood unchanged, on this instance's clock, when it broke the lease.
 	Silence time.Duration
+	// Shard is the shard a [ShardOwner]'s StartedLeading or StoppedLeading
+	// is about, and Session the ID of the session it runs (or, for
+	// SilentLeaseBroken, the silent session this instance broke); both ""
+	// for a [BlobDistributedMutex].
+	Shard   string
+	Session string
 }

@@ -55,6 +55,11 @@ type BlobLeaseManager struct {
 	logger  *slog.Logger
 	reached atomic.Bool // the account has answered at least once
 	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
+
+	// A session's lease (session.go): always an ETag lease, whatever its
+	// duration, and its record carries what extraMetadata adds.
+	alwaysETag    bool
+	extraMetadata func(map[string]*string)
 }
 
 // String describes m by its settings, without their secrets (see
@@ -488,7 +493,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	sent, bootSent := time.Now(), sinceBoot()
-	resp, err := m.blobClient.SetMetadata(ctx, recordMetadata(t, m.settings.LeaseDuration),
+	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(t),
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
@@ -525,7 +530,7 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	md := recordMetadata(t, m.settings.LeaseDuration)
+	md := m.metadataOf(t)
 	ended := time.Now().UTC().Format(time.RFC3339Nano)
 	md[metaEnded] = &ended
 	_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{

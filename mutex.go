@@ -268,6 +268,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		cancel(cause)
 	}}
 	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow)
+	state.fuse = fuse
 	m.health.beginTerm()
 	// Renewal outlives the caller's cancellation: it stops when the func has
 	// returned.

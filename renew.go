@@ -88,6 +88,45 @@ import (
 // Azure accepts writes under the lease ID while a lease is breaking, so a
 // holder learns of a break with a period only when it ends.
 //
+// Sessions and shards (ShardOwner: session.go, shards.go). A session is an
+// ETag lease on a blob of its own, whatever its duration D, and its shard
+// funcs run under contexts derived from its own: each shard's lease context
+// ends no later than the session's, at S + D - StopMargin for the send time
+// S of the session's last confirmed write, so the rule above covers every
+// shard with the session's one fuse. A shard's lease is infinite and never
+// renewed: it passes to another instance only by a release, sent after its
+// func has returned, or by a break, which a claimer makes only when the
+// shard's record names a session that is dead. Dead means: its blob shows
+// no lease although its owner wrote its record under one (released, which
+// its owner does only after every shard func returned; or broken), or its
+// blob is gone (deleted only once unleased). A session is broken only by
+// the followers' rule above: on an ETag first seen at R, after its write
+// was processed, after S; at R + D or later, after the owner stopped every
+// shard func. A dead session stays dead: no one acquires a session's blob
+// but its owner, once, and a session whose lease ends is never taken up
+// again (its owner starts a new one, with a new ID and a new blob; a
+// session's blob is never created twice). So a shard of a live, unbroken
+// session is never free. A session that a listing did not show is not dead:
+// a session writes its record before it claims any shard, so a shard that
+// names it names a session that existed; missing from the sessions, listed
+// first (the listing of the shards that follows is no snapshot with it), it
+// is a new one, unless a lookup finds its blob gone, or unleased after its
+// record was written. The break, the acquire and the shard's record write
+// that make a claim are each conditional (If-Match) on the ETag the listing
+// showed: a claim made meanwhile has written its record, and so changed the
+// ETag, before its func started, and then the break fails and that claim
+// stands; a claim that has not written yet has not started its func, and
+// its write fails on the broken lease. Likewise a shard lease that no live
+// holder's record names (no record, or the record of the very session that
+// looks at it and does not hold it: a claim that failed half-way) may be
+// broken at any time; a claimer waits until its ETag has stood for D, not
+// to fight a claim in flight. Every claim proposes a lease ID of its own: a
+// release whose answer was lost may reach the server later, and must not
+// end a later claim of the same shard by the same session. What sessions
+// add to the limits above: a shard's lease broken by hand is not noticed by
+// its holder, which has no renewal of it to fail, until it next lists the
+// shards: never break one by hand.
+//
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease that
 // has not expired, with the ID its previous holder used. That is safe because
 // the previous holder is dead: the new process proposes the ID only while it

@@ -43,6 +43,7 @@ type termState struct {
 	lastBeat atomic.Int64 // nanoseconds after beatBase of the last heartbeat
 	started  atomic.Bool
 	lease    context.Context // see LeaseContext; set before the func starts
+	fuse     *safetyFuse     // the term's deadline; set before the func starts
 }
 
 // start records the term and marks the func as started: from now on the

@@ -1,0 +1,74 @@
+package leaderelection
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every session computes every session's share from the same sorted list:
+// the shares add up to the number of shards and differ by at most one.
+func TestFairSharesAddUpAndDifferByAtMostOne(t *testing.T) {
+	t.Parallel()
+	for _, n := range []int{0, 1, 7, 100, 10000} {
+		for _, l := range []int{1, 2, 3, 10, 11, 200} {
+			live := make([]string, l)
+			for i := range live {
+				live[i] = uuid.NewString()
+			}
+			slices.Sort(live)
+			sum, lo, hi := 0, n, 0
+			for _, id := range live {
+				s := fairShare(n, live, id)
+				sum += s
+				lo, hi = min(lo, s), max(hi, s)
+			}
+			require.Equal(t, n, sum, "n=%d l=%d", n, l)
+			require.LessOrEqual(t, hi-lo, 1, "n=%d l=%d", n, l)
+		}
+	}
+	assert.Equal(t, 5, fairShare(5, nil, "x"), "no live session listed yet: all of them")
+}
+
+// Rendezvous hashing spreads the preferred sessions evenly, and a join
+// changes the preference of about 1/(L+1) of the shards, all toward the
+// newcomer.
+func TestRendezvousPreferenceSpreadsAndMovesLittleOnAJoin(t *testing.T) {
+	t.Parallel()
+	live := []string{uuid.NewString(), uuid.NewString(), uuid.NewString(), uuid.NewString()}
+	slices.Sort(live)
+	const n = 20000
+	count := map[string]int{}
+	before := make([]string, n)
+	for i := range before {
+		before[i] = preferred(live, fmt.Sprintf("shard-%05d", i))
+		count[before[i]]++
+	}
+	for _, id := range live {
+		assert.InDelta(t, n/4, count[id], n/4*0.05, "session %s", id)
+	}
+	joined := uuid.NewString()
+	moved := 0
+	for i := range before {
+		now := preferred(append(slices.Clone(live), joined), fmt.Sprintf("shard-%05d", i))
+		if now != before[i] {
+			moved++
+			require.Equal(t, joined, now, "a preference only ever moves to the newcomer")
+		}
+	}
+	assert.InDelta(t, n/5, moved, n/5*0.05)
+}
+
+func TestShardNameRules(t *testing.T) {
+	t.Parallel()
+	for _, ok := range []string{"a", "tenant-42", "orders/eu/3", "q:high@v=2", "x_y.z~1", string(make([]byte, 0)) + "A9"} {
+		assert.NoError(t, checkShardName(ok), ok)
+	}
+	for _, bad := range []string{"", "a b", "a//b", "/a", "a/", "./a", "a/..", "a.", "ä", "a?b", "a#b", "a%20", `a\b`} {
+		assert.Error(t, checkShardName(bad), bad)
+	}
+}

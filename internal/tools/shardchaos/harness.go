@@ -1,0 +1,509 @@
+// Package shardchaos runs leaderelection.ShardOwner instances as separate OS
+// processes against Azurite, each behind a fault-injecting TCP proxy of its
+// own (toxiproxy, embedded), kills, freezes, partitions and stops them, and
+// checks the log of every shard's runs for two funcs at once: per shard,
+// with the chaos harness's checker (package chaos). The shard benchmark
+// (internal/tools/shardbench) drives the same harness.
+//
+// Every process it starts (instances, Azurite) is stopped by its PID before
+// Close returns. An instance also exits when its standard input closes, and
+// the kernel kills it if the harness dies (even while it is stopped).
+package shardchaos
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	toxiproxy "github.com/Shopify/toxiproxy/v2"
+	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/rs/zerolog"
+)
+
+// Record is one line of a run's log (JSON lines): chaos.Record's, with the
+// shard a run is of, and the session for session records. Stamps are
+// CLOCK_MONOTONIC nanoseconds, comparable across the processes of a machine.
+type Record struct {
+	Mono     int64  `json:"mono"`
+	Who      string `json:"who"`
+	Kind     string `json:"kind"` // chaos.Kind*, KindSession or KindSessionEnd
+	Shard    string `json:"shard,omitempty"`
+	Term     int64  `json:"term,omitempty"`
+	Expires  int64  `json:"expires,omitempty"`
+	Fault    string `json:"fault,omitempty"`
+	Target   string `json:"target,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+	Requests int64  `json:"requests,omitempty"`
+	Session  string `json:"session,omitempty"`
+}
+
+// Record kinds of sessions (the others are chaos's).
+const (
+	KindSession    = "session"     // an instance started a session (Session)
+	KindSessionEnd = "session-end" // it ended (Session, Detail: reason)
+)
+
+// Fault kinds: an instance killed, frozen past its lease, cut off from
+// storage, or stopped gracefully. The names are chaos's where they mean the
+// same.
+const (
+	FaultKill      = chaos.FaultKill
+	FaultFreeze    = chaos.FaultFreeze
+	FaultPartition = chaos.FaultBlackhole
+	FaultGraceful  = chaos.FaultGraceful
+)
+
+// AllFaults is every fault kind.
+var AllFaults = []string{FaultKill, FaultFreeze, FaultPartition, FaultGraceful}
+
+// Timings are the instances' settings.
+type Timings struct {
+	LeaseDuration time.Duration
+	RenewInterval time.Duration // 0: the library's default
+	RetryInterval time.Duration
+	StopMargin    time.Duration
+}
+
+// Config configures a Harness.
+type Config struct {
+	Algo    string // AlgoOwner (default) or AlgoMutex
+	Shards  int
+	Timings Timings
+	// Command starts an instance: a binary that calls MaybeInstance first.
+	// Default: this executable.
+	Command []string
+	// Dir receives records.jsonl, each lane's log, and Azurite's log.
+	Dir      string
+	Progress io.Writer // progress lines; nil discards
+	// CountEvery is how often instances report their request count.
+	CountEvery time.Duration
+}
+
+type lane struct {
+	name   string
+	proxy  *toxiproxy.Proxy
+	cmd    *exec.Cmd
+	stdin  io.Closer
+	done   chan struct{} // closed when the process has been reaped
+	toxics []string
+}
+
+// Harness runs instances as processes and tracks, from their records, which
+// shard runs where.
+type Harness struct {
+	cfg     Config
+	azurite *azurite.Server
+	server  *toxiproxy.ApiServer
+	readers sync.WaitGroup
+	out     *os.File
+
+	mu      sync.Mutex
+	lanes   map[string]*lane
+	order   []string
+	records []Record
+	running map[string]map[string]bool // shard -> lanes running it
+	owned   map[string]int             // lane -> shards it runs
+	alive   map[string]bool            // lanes with a process
+	reqs    map[string]int64           // lane -> requests of its current process
+	changed chan struct{}              // closed and replaced on every record
+}
+
+// Start starts Azurite (in memory) and the proxy server; no instance yet.
+func Start(ctx context.Context, cfg Config) (*Harness, error) {
+	if cfg.Algo == "" {
+		cfg.Algo = AlgoOwner
+	}
+	if len(cfg.Command) == 0 {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cfg.Command = []string{exe}
+	}
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
+		return nil, err
+	}
+	h := &Harness{cfg: cfg, lanes: map[string]*lane{}, running: map[string]map[string]bool{}, owned: map[string]int{},
+		alive: map[string]bool{}, reqs: map[string]int64{}, changed: make(chan struct{})}
+	out, err := os.Create(filepath.Join(cfg.Dir, "records.jsonl"))
+	if err != nil {
+		return nil, err
+	}
+	h.out = out
+	azLog, err := os.Create(filepath.Join(cfg.Dir, "azurite.log"))
+	if err != nil {
+		out.Close()
+		return nil, err
+	}
+	h.azurite, err = azurite.Start(ctx, azurite.Options{Log: azLog})
+	azLog.Close() // Azurite holds its own descriptor
+	if err != nil {
+		out.Close()
+		return nil, fmt.Errorf("shardchaos: starting Azurite: %w", err)
+	}
+	h.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	return h, nil
+}
+
+// Azurite is the storage the instances use.
+func (h *Harness) Azurite() *azurite.Server { return h.azurite }
+
+func (h *Harness) progress(format string, args ...any) {
+	fmt.Fprintf(h.cfg.Progress, "shardchaos: "+format+"\n", args...)
+}
+
+// add records r, in memory and in records.jsonl, and tracks who runs what.
+func (h *Harness) add(r Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.records = append(h.records, r)
+	if b, err := json.Marshal(r); err == nil && h.out != nil {
+		_, _ = h.out.Write(append(b, '\n'))
+	}
+	switch r.Kind {
+	case chaos.KindStart:
+		if h.running[r.Shard] == nil {
+			h.running[r.Shard] = map[string]bool{}
+		}
+		if !h.running[r.Shard][r.Who] {
+			h.running[r.Shard][r.Who] = true
+			h.owned[r.Who]++
+		}
+	case chaos.KindEnd:
+		if h.running[r.Shard][r.Who] {
+			delete(h.running[r.Shard], r.Who)
+			h.owned[r.Who]--
+		}
+	case chaos.KindSpawn:
+		h.alive[r.Who] = true
+		h.reqs[r.Who] = 0
+	case chaos.KindExit:
+		h.alive[r.Who] = false
+		for _, lanes := range h.running {
+			if lanes[r.Who] {
+				delete(lanes, r.Who)
+				h.owned[r.Who]--
+			}
+		}
+	case chaos.KindRequests:
+		h.reqs[r.Who] = r.Requests
+	}
+	close(h.changed)
+	h.changed = make(chan struct{})
+}
+
+// Note stamps a harness record (a fault, its heal, a phase of a benchmark).
+func (h *Harness) Note(kind, fault, target, detail string) int64 {
+	r := Record{Mono: chaos.Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
+	h.add(r)
+	return r.Mono
+}
+
+// AddLane creates a lane (a proxy to Azurite) and starts an instance in it.
+func (h *Harness) AddLane() (string, error) {
+	h.mu.Lock()
+	name := fmt.Sprintf("i%02d", len(h.order)+1)
+	h.mu.Unlock()
+	upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
+	p := toxiproxy.NewProxy(h.server, name, "127.0.0.1:0", upstream)
+	if err := p.Start(); err != nil {
+		return "", fmt.Errorf("shardchaos: proxy for %s: %w", name, err)
+	}
+	h.mu.Lock()
+	h.lanes[name] = &lane{name: name, proxy: p}
+	h.order = append(h.order, name)
+	h.mu.Unlock()
+	return name, h.Spawn(name)
+}
+
+// Lanes returns the lanes, in the order they were added.
+func (h *Harness) Lanes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.order...)
+}
+
+func (h *Harness) lane(name string) *lane {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lanes[name]
+}
+
+// Spawn starts an instance process in lane name (whose previous process, if
+// any, has exited).
+func (h *Harness) Spawn(name string) error {
+	l := h.lane(name)
+	cfg, err := json.Marshal(instanceConfig{
+		Lane: name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
+		Container: "shards", Prefix: "bench", Shards: h.cfg.Shards, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
+	})
+	if err != nil {
+		return err
+	}
+	logFile, err := os.OpenFile(filepath.Join(h.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(h.cfg.Command[0], h.cfg.Command[1:]...)
+	cmd.Env = append(os.Environ(), envInstance+"="+string(cfg))
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logFile.Close()
+		return err
+	}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("shardchaos: starting instance %s: %w", name, err)
+	}
+	done := make(chan struct{})
+	h.mu.Lock()
+	l.cmd, l.stdin, l.done = cmd, stdin, done
+	h.mu.Unlock()
+	h.add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid)})
+	h.readers.Add(1)
+	go func() {
+		defer h.readers.Done()
+		sc := bufio.NewScanner(stdout)
+		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		for sc.Scan() {
+			var r Record
+			if json.Unmarshal(sc.Bytes(), &r) == nil {
+				h.add(r)
+			}
+		}
+		werr := cmd.Wait()
+		logFile.Close()
+		status := "exit 0"
+		if werr != nil {
+			status = werr.Error()
+		}
+		h.add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindExit, Detail: status})
+		close(done)
+	}()
+	return nil
+}
+
+// PID is the process ID of lane name's instance.
+func (h *Harness) PID(name string) int {
+	l := h.lane(name)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if l == nil || l.cmd == nil || l.cmd.Process == nil {
+		return 0
+	}
+	return l.cmd.Process.Pid
+}
+
+// Kill SIGKILLs lane name's instance and waits until it is reaped.
+func (h *Harness) Kill(name string) {
+	l := h.lane(name)
+	_ = l.cmd.Process.Kill()
+	<-l.done
+}
+
+// Terminate SIGTERMs lane name's instance and waits up to d for it to exit,
+// then kills it.
+func (h *Harness) Terminate(name string, d time.Duration) error {
+	l := h.lane(name)
+	_ = l.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-l.done:
+		return nil
+	case <-time.After(d):
+		_ = l.cmd.Process.Kill()
+		<-l.done
+		return fmt.Errorf("shardchaos: %s did not exit within %v of SIGTERM", name, d)
+	}
+}
+
+// Freeze stops lane name's instance (SIGSTOP); Thaw continues it.
+func (h *Harness) Freeze(name string) { _ = h.lane(name).cmd.Process.Signal(syscall.SIGSTOP) }
+
+// Thaw continues a frozen instance (SIGCONT).
+func (h *Harness) Thaw(name string) { _ = h.lane(name).cmd.Process.Signal(syscall.SIGCONT) }
+
+// Partition cuts lane name off from storage: its proxy drops everything.
+func (h *Harness) Partition(name string) error {
+	l := h.lane(name)
+	for _, t := range []string{
+		`{"name":"bh-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
+		`{"name":"bh-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
+	} {
+		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
+		if err != nil {
+			return fmt.Errorf("shardchaos: partition %s: %w", name, err)
+		}
+		l.toxics = append(l.toxics, w.Name)
+	}
+	return nil
+}
+
+// Heal ends lane name's partition.
+func (h *Harness) Heal(name string) {
+	l := h.lane(name)
+	for _, n := range l.toxics {
+		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
+	}
+	l.toxics = nil
+}
+
+// State is who runs what, from the records so far.
+type State struct {
+	Running int            // shards running on at least one lane
+	Doubled []string       // shards running on more than one lane (frozen ones count until they thaw)
+	Owned   map[string]int // lane -> shards it runs
+	Alive   map[string]bool
+}
+
+// State returns the current state.
+func (h *Harness) State() State {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := State{Owned: map[string]int{}, Alive: map[string]bool{}}
+	for shard, lanes := range h.running {
+		if len(lanes) > 0 {
+			s.Running++
+		}
+		if len(lanes) > 1 {
+			s.Doubled = append(s.Doubled, shard)
+		}
+	}
+	for l, n := range h.owned {
+		if n != 0 {
+			s.Owned[l] = n
+		}
+	}
+	for l, a := range h.alive {
+		s.Alive[l] = a
+	}
+	sort.Strings(s.Doubled)
+	return s
+}
+
+// Converged reports whether every one of n shards runs on exactly one of
+// lanes, and their counts differ by at most one.
+func (s State) Converged(n int, lanes []string) bool {
+	if s.Running != n || len(s.Doubled) > 0 {
+		return false
+	}
+	lo, hi, total := n, 0, 0
+	for _, l := range lanes {
+		lo, hi = min(lo, s.Owned[l]), max(hi, s.Owned[l])
+		total += s.Owned[l]
+	}
+	return total == n && hi-lo <= 1
+}
+
+// Spread is the largest difference between two of lanes' counts.
+func (s State) Spread(lanes []string) int {
+	lo, hi := int(^uint(0)>>1), 0
+	for _, l := range lanes {
+		lo, hi = min(lo, s.Owned[l]), max(hi, s.Owned[l])
+	}
+	return hi - lo
+}
+
+// WaitFor waits up to d for cond to hold, and returns how long it took.
+func (h *Harness) WaitFor(ctx context.Context, d time.Duration, cond func(State) bool) (time.Duration, bool) {
+	start := time.Now()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		h.mu.Lock()
+		ch := h.changed
+		h.mu.Unlock()
+		if cond(h.State()) {
+			return time.Since(start), true
+		}
+		select {
+		case <-ctx.Done():
+			return time.Since(start), false
+		case <-t.C:
+			return time.Since(start), false
+		case <-ch:
+		}
+	}
+}
+
+// Requests is how many requests lane name's current process has reported.
+func (h *Harness) Requests(name string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reqs[name]
+}
+
+// Records returns a copy of every record so far.
+func (h *Harness) Records() []Record {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]Record(nil), h.records...)
+}
+
+// Close stops every instance by its PID (thawed, SIGTERM, then SIGKILL after
+// 30 s), the proxies and Azurite.
+func (h *Harness) Close() error {
+	h.Note(chaos.KindShutdown, "", "", "")
+	h.mu.Lock()
+	lanes := make([]*lane, 0, len(h.lanes))
+	for _, l := range h.lanes {
+		lanes = append(lanes, l)
+	}
+	h.mu.Unlock()
+	for _, l := range lanes {
+		if l.cmd != nil {
+			_ = l.cmd.Process.Signal(syscall.SIGCONT)
+			_ = l.cmd.Process.Signal(syscall.SIGTERM)
+		}
+	}
+	var errs []error
+	for _, l := range lanes {
+		if l.cmd == nil {
+			continue
+		}
+		select {
+		case <-l.done:
+		case <-time.After(30 * time.Second):
+			errs = append(errs, fmt.Errorf("shardchaos: %s did not exit within 30s of SIGTERM", l.name))
+			_ = l.cmd.Process.Kill()
+			<-l.done
+		}
+		_ = l.stdin.Close()
+	}
+	h.readers.Wait()
+	for _, l := range lanes {
+		l.proxy.Stop()
+	}
+	if h.azurite != nil {
+		errs = append(errs, h.azurite.Stop())
+	}
+	h.mu.Lock()
+	if h.out != nil {
+		errs = append(errs, h.out.Close())
+		h.out = nil
+	}
+	h.mu.Unlock()
+	return errors.Join(errs...)
+}

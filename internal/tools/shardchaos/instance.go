@@ -1,0 +1,198 @@
+package shardchaos
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/reqcount"
+)
+
+// envInstance carries an instance's configuration (JSON) to a process the
+// harness starts. A binary that hosts instances calls MaybeInstance first.
+const envInstance = "LEADERELECTION_SHARDCHAOS_INSTANCE"
+
+// The algorithms an instance can run.
+const (
+	AlgoOwner = "owner" // one leaderelection.ShardOwner for every shard
+	AlgoMutex = "mutex" // one leaderelection.BlobDistributedMutex per shard: what the ShardOwner replaces
+)
+
+// instanceConfig is what an instance process is told.
+type instanceConfig struct {
+	Lane      string
+	Algo      string
+	BlobURL   string // the account's blob endpoint, through this lane's proxy
+	Container string
+	Prefix    string
+	Shards    int
+	Timings   Timings
+	// CountEvery is how often to report the request count.
+	CountEvery time.Duration
+}
+
+// ShardName is the name of shard i of a run.
+func ShardName(i int) string { return fmt.Sprintf("shard-%05d", i) }
+
+// MaybeInstance turns this process into an instance, and exits, if the
+// harness started it as one; otherwise it returns at once. Call it first in
+// main or TestMain of any binary whose path is given as Config.Command.
+func MaybeInstance() {
+	raw := os.Getenv(envInstance)
+	if raw == "" {
+		return
+	}
+	var cfg instanceConfig
+	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "shardchaos instance: bad configuration:", err)
+		os.Exit(2)
+	}
+	if err := instance(cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "shardchaos instance:", err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// recorder writes records to stdout, one JSON object a line.
+type recorder struct {
+	mu  sync.Mutex
+	enc *json.Encoder
+	who string
+}
+
+func (r *recorder) write(rec Record) {
+	if rec.Mono == 0 {
+		rec.Mono = chaos.Mono()
+	}
+	rec.Who = r.who
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	_ = r.enc.Encode(rec)
+}
+
+func instance(cfg instanceConfig) error {
+	rec := &recorder{enc: json.NewEncoder(os.Stdout), who: cfg.Lane}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// The harness holds our standard input open: when it dies, we stop.
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		stop()
+	}()
+
+	counter := &reqcount.Policy{}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 64
+	defer tr.CloseIdleConnections()
+	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter}}
+
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	countCtx, stopCounting := context.WithCancel(ctx)
+	defer stopCounting()
+	if cfg.CountEvery > 0 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(cfg.CountEvery)
+			defer t.Stop()
+			for {
+				select {
+				case <-countCtx.Done():
+					return
+				case <-t.C:
+					rec.write(Record{Kind: chaos.KindRequests, Requests: counter.Count()})
+				}
+			}
+		}()
+	}
+	defer func() { rec.write(Record{Kind: chaos.KindRequests, Requests: counter.Count()}) }()
+
+	fn := func(ctx context.Context, shard string) error {
+		var n int64
+		if t, ok := leaderelection.TermFromContext(ctx); ok {
+			n = t.Number
+		}
+		rec.write(Record{Kind: chaos.KindStart, Shard: shard, Term: n})
+		<-ctx.Done()
+		rec.write(Record{Kind: chaos.KindEnd, Shard: shard, Term: n, Detail: fmt.Sprint(context.Cause(ctx))})
+		return nil
+	}
+	events := leaderelection.WithEvents(func(e leaderelection.Event) {
+		switch e.Kind {
+		case leaderelection.StoppedLeading:
+			rec.write(Record{Kind: chaos.KindStopped, Shard: e.Shard, Term: e.Term.Number, Expires: chaos.MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
+		case leaderelection.SessionStarted:
+			rec.write(Record{Kind: KindSession, Session: e.Session})
+		case leaderelection.SessionEnded:
+			rec.write(Record{Kind: KindSessionEnd, Session: e.Session, Detail: string(e.Reason)})
+		}
+	})
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("lane", cfg.Lane)
+	t := cfg.Timings
+	s := leaderelection.BlobSettings{
+		ConnectionString: azurite.ConnectionStringFor(cfg.BlobURL),
+		Container:        cfg.Container,
+		Blob:             cfg.Prefix,
+		LeaseDuration:    t.LeaseDuration,
+		RenewInterval:    t.RenewInterval,
+		RetryInterval:    t.RetryInterval,
+		StopMargin:       t.StopMargin,
+		ClientOptions:    &azblob.ClientOptions{ClientOptions: copts},
+	}
+	names := make([]string, cfg.Shards)
+	for i := range names {
+		names[i] = ShardName(i)
+	}
+	switch cfg.Algo {
+	case AlgoMutex:
+		// Only leadership changes are logged: a thousand followers polling
+		// would drown the log otherwise.
+		quiet := leaderelection.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("lane", cfg.Lane))
+		errs := make(chan error, len(names))
+		var runs sync.WaitGroup
+		for _, name := range names {
+			ms := s
+			ms.Blob = cfg.Prefix + "-" + name
+			m, err := leaderelection.NewBlobDistributedMutex(ms, func(ctx context.Context) error { return fn(ctx, name) },
+				leaderelection.WithIdentity(cfg.Lane), quiet, events)
+			if err != nil {
+				return err
+			}
+			runs.Add(1)
+			go func() {
+				defer runs.Done()
+				if err := m.RunTaskWhenMutexAcquired(ctx); ctx.Err() == nil {
+					errs <- err
+				}
+			}()
+		}
+		runs.Wait()
+		close(errs)
+		return <-errs
+	default:
+		o, err := leaderelection.NewShardOwner(s, names, fn, leaderelection.WithIdentity(cfg.Lane), leaderelection.WithLogger(logger), events)
+		if err != nil {
+			return err
+		}
+		if err := o.Run(ctx); ctx.Err() == nil {
+			return err
+		}
+		return nil
+	}
+}

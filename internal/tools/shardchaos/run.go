@@ -1,0 +1,219 @@
+package shardchaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
+)
+
+// ChaosConfig configures RunChaos.
+type ChaosConfig struct {
+	Config
+	Instances int
+	Seed      int64    // the faults are drawn from it
+	Faults    int      // how many faults to inject
+	Kinds     []string // default AllFaults
+	// Sequence, if set, is the faults' kinds in order (Faults and Kinds
+	// are then ignored); only their targets are drawn.
+	Sequence []string
+	// Overlap lets faults overlap: a new one every 1 to 3 s on an instance
+	// not already hit, with at most half the instances hit at once, and
+	// no wait for the shards to settle in between. Otherwise each fault
+	// waits until every shard runs, spread within one.
+	Overlap bool
+	// Settle bounds the wait for the shards to settle after a fault (and
+	// at the start and the end). Default 30 s.
+	Settle time.Duration
+}
+
+// ChaosResult is what RunChaos did and found.
+type ChaosResult struct {
+	Report
+	// Settled is, for each fault (without Overlap), how long after it
+	// healed every shard ran again, spread within one.
+	Settled   []time.Duration
+	Unsettled int // faults after which the shards did not settle within Settle
+	Records   []Record
+}
+
+// RunChaos starts cfg.Instances instances, injects faults, stops them all,
+// and checks the records.
+func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error) {
+	if len(cfg.Kinds) == 0 {
+		cfg.Kinds = AllFaults
+	}
+	if cfg.Settle == 0 {
+		cfg.Settle = 30 * time.Second
+	}
+	h, err := Start(ctx, cfg.Config)
+	if err != nil {
+		return ChaosResult{}, err
+	}
+	defer func() {
+		err = errors.Join(err, h.Close())
+		res.Records = h.Records()
+		res.Report = Check(res.Records, cfg.checkTimings())
+	}()
+	for range cfg.Instances {
+		if _, err := h.AddLane(); err != nil {
+			return res, err
+		}
+	}
+	lanes := h.Lanes()
+	settled := func(s State) bool {
+		for _, l := range lanes {
+			if !s.Alive[l] {
+				return false
+			}
+		}
+		return s.Converged(cfg.Shards, lanes)
+	}
+	if _, ok := h.WaitFor(ctx, cfg.Settle, settled); !ok {
+		return res, fmt.Errorf("shardchaos: %d shards did not settle over %d instances within %v: %+v", cfg.Shards, cfg.Instances, cfg.Settle, h.State())
+	}
+	rng := rand.New(rand.NewPCG(uint64(cfg.Seed), uint64(cfg.Seed)>>32|1))
+	D := cfg.Timings.LeaseDuration
+	if len(cfg.Sequence) > 0 {
+		cfg.Faults = len(cfg.Sequence)
+	}
+	if !cfg.Overlap {
+		for n := 0; n < cfg.Faults && ctx.Err() == nil; n++ {
+			kind := cfg.Kinds[rng.IntN(len(cfg.Kinds))]
+			if len(cfg.Sequence) > 0 {
+				kind = cfg.Sequence[n]
+			}
+			target := lanes[rng.IntN(len(lanes))]
+			hold := D + time.Duration(1000+rng.IntN(2000))*time.Millisecond
+			respawnAfter := time.Duration(rng.IntN(int(D/time.Millisecond))) * time.Millisecond
+			if err := h.inject(ctx, kind, target, hold, respawnAfter); err != nil {
+				return res, err
+			}
+			took, ok := h.WaitFor(ctx, cfg.Settle, settled)
+			if ok {
+				res.Settled = append(res.Settled, took)
+			} else {
+				res.Unsettled++
+				h.progress("shards did not settle within %v after %s of %s: %+v", cfg.Settle, kind, target, h.State())
+			}
+			h.progress("fault %d: %s %s; settled %v later", n+1, kind, target, took.Round(time.Millisecond))
+		}
+		return res, ctx.Err()
+	}
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	hit := map[string]bool{}
+	var injectErr error
+	for n := 0; n < cfg.Faults && ctx.Err() == nil; n++ {
+		if !chaosSleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
+			break
+		}
+		kind := cfg.Kinds[rng.IntN(len(cfg.Kinds))]
+		hold := D + time.Duration(1000+rng.IntN(2000))*time.Millisecond
+		respawnAfter := time.Duration(rng.IntN(int(D/time.Millisecond))) * time.Millisecond
+		pick := rng.IntN(len(lanes))
+		mu.Lock()
+		var free []string
+		for _, l := range lanes {
+			if !hit[l] {
+				free = append(free, l)
+			}
+		}
+		if len(free) <= len(lanes)-len(lanes)/2 {
+			mu.Unlock()
+			n-- // wait for a fault to end
+			continue
+		}
+		target := free[pick%len(free)]
+		hit[target] = true
+		mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := h.inject(ctx, kind, target, hold, respawnAfter); err != nil {
+				mu.Lock()
+				injectErr = errors.Join(injectErr, err)
+				mu.Unlock()
+			}
+			mu.Lock()
+			delete(hit, target)
+			mu.Unlock()
+		}()
+		if (n+1)%25 == 0 {
+			h.progress("%d faults injected", n+1)
+		}
+	}
+	wg.Wait()
+	if injectErr != nil {
+		return res, injectErr
+	}
+	if _, ok := h.WaitFor(ctx, cfg.Settle, settled); !ok {
+		res.Unsettled++
+		h.progress("shards did not settle within %v after the last fault: %+v", cfg.Settle, h.State())
+	}
+	return res, ctx.Err()
+}
+
+// checkTimings are the chaos checker's timings for these instances.
+func (cfg ChaosConfig) checkTimings() chaos.Timings {
+	t := cfg.Timings
+	return chaos.Timings{LeaseDuration: t.LeaseDuration, RetryInterval: t.RetryInterval, Slack: 5 * time.Second, Detect: t.LeaseDuration}
+}
+
+// inject applies one fault to lane target, holds it, heals it, and for a
+// kill or a graceful stop starts a new instance in the lane respawnAfter
+// later.
+func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawnAfter time.Duration) error {
+	switch kind {
+	case FaultKill:
+		h.Note(chaos.KindFault, kind, target, "SIGKILL")
+		h.Kill(target)
+		h.Note(chaos.KindHeal, kind, target, "")
+		chaosSleep(ctx, respawnAfter)
+		return h.Spawn(target)
+	case FaultGraceful:
+		h.Note(chaos.KindFault, kind, target, "SIGTERM")
+		err := h.Terminate(target, 30*time.Second)
+		h.Note(chaos.KindHeal, kind, target, "")
+		if err != nil {
+			return err
+		}
+		chaosSleep(ctx, respawnAfter)
+		return h.Spawn(target)
+	case FaultFreeze:
+		h.Note(chaos.KindFault, kind, target, "hold "+hold.Round(time.Millisecond).String())
+		h.Freeze(target)
+		chaosSleep(ctx, hold)
+		// Stamped before the signal: the thawed process stamps its own
+		// records at once.
+		h.Note(chaos.KindHeal, kind, target, "SIGCONT")
+		h.Thaw(target)
+		return nil
+	case FaultPartition:
+		h.Note(chaos.KindFault, kind, target, "hold "+hold.Round(time.Millisecond).String())
+		if err := h.Partition(target); err != nil {
+			return err
+		}
+		chaosSleep(ctx, hold)
+		h.Heal(target)
+		h.Note(chaos.KindHeal, kind, target, "")
+		return nil
+	}
+	return fmt.Errorf("shardchaos: unknown fault kind %q", kind)
+}
+
+func chaosSleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

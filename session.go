@@ -1,0 +1,444 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+)
+
+// A session is one run of a ShardOwner on one instance: a blob of its own,
+// P/sessions/<ID> under the owner's prefix P (BlobSettings.Blob), holding an
+// infinite lease with the session's ID, renewed by rewriting the blob's
+// metadata under that lease every RenewInterval: an ETag lease (see
+// etaglease.go), whatever the LeaseDuration. The record it rewrites says who
+// runs it, since when, the lease duration it declares, and how many shards
+// it holds. Every shard func runs under a context derived from the
+// session's, so the session's safety deadline is every shard's.
+//
+// Other instances time a session's ETag from the listing of P/sessions/
+// they make every poll, and break its lease once that ETag has stood for the
+// duration the session declared, with If-Match on it: the followers' rule
+// of silence.go. A session whose lease has ended after it wrote its record
+// (released, broken) is dead for good: its owner never acquires it again,
+// and starts a new session, with a new ID, blob and lease. So is a session
+// whose blob is gone (see the top of renew.go for why that is safe).
+
+// Blob layout under the prefix, and the metadata keys only sessions and
+// shards write (the rest is a term record: see term.go).
+const (
+	sessionsDir = "sessions/"
+	shardsDir   = "shards/"
+	metaSession = "leadersession" // a shard's record: the session that holds it
+	metaOwned   = "leadershards"  // a session's record: how many shards it holds
+)
+
+// metadataOf is the metadata a holder writes for term t: its record, and
+// what the lease's user adds to it (a session: how many shards it holds).
+func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
+	md := recordMetadata(t, m.settings.LeaseDuration)
+	if m.extraMetadata != nil {
+		m.extraMetadata(md)
+	}
+	return md
+}
+
+// session is this instance's current session.
+type session struct {
+	id string
+	m  *BlobDistributedMutex // the session's lease, on its own blob; lead() runs it
+}
+
+// managerFor returns a lease manager for one blob under the owner's prefix,
+// proposing leaseID, on the owner's client: the sessions' and shards'
+// leases share one connection pool.
+func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
+	s := o.settings
+	s.Blob = name
+	m := &BlobLeaseManager{
+		settings:        s,
+		container:       s.Container,
+		blob:            name,
+		containerClient: o.cc,
+		blobClient:      o.cc.NewBlockBlobClient(name),
+		secretRedactor:  o.red,
+		logger:          o.logger,
+	}
+	if o.reached.Load() {
+		m.reached.Store(true) // a DNS or TLS failure is an outage now, not a misspelt account
+	}
+	// Building a lease client fails only for a nil blob client.
+	lc, _ := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &leaseID})
+	m.id.Store(&leaseHandle{id: leaseID, client: lc})
+	return m
+}
+
+func (o *ShardOwner) sessionBlob(id string) string { return o.prefix + sessionsDir + id }
+func (o *ShardOwner) shardBlob(name string) string { return o.prefix + shardsDir + name }
+
+// startSession creates a session: a fresh ID, its blob (created, never
+// re-created: a session whose blob is gone is dead), and the infinite lease
+// on it. The session counts only once lead() has written its record.
+func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) {
+	id := uuid.NewString()
+	lm := o.managerFor(o.sessionBlob(id), id)
+	lm.alwaysETag = true
+	lm.extraMetadata = func(md map[string]*string) {
+		n := strconv.Itoa(o.ownedCount())
+		md[metaOwned] = &n
+	}
+	s := &session{id: id}
+	opts := o.opts
+	opts.stallTimeout = 0
+	opts.onEvent = func(e Event) {
+		switch e.Kind {
+		case StartedLeading:
+			e.Kind = SessionStarted
+		case StoppedLeading:
+			e.Kind = SessionEnded
+		default:
+			return
+		}
+		e.Session = id
+		o.emit(e)
+	}
+	s.m = &BlobDistributedMutex{
+		lease:   lm,
+		fn:      func(ctx context.Context) error { return o.manage(ctx, s) },
+		logger:  o.logger.With("session", id),
+		opts:    opts,
+		metrics: o.sessionMetrics,
+	}
+	if err := lm.ensureBlob(ctx); err != nil {
+		return nil, Grant{}, err
+	}
+	var g Grant
+	var err error
+	for attempt := 0; ; attempt++ {
+		g, err = lm.acquire(ctx)
+		if err == nil {
+			break
+		}
+		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+			// Collected as abandoned between its creation and now: this
+			// ID is spent (a session blob is never created twice).
+			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+		}
+		err = lm.classify("acquire session lease", err, heldCodes, nil)
+		// The same ID's acquire is granted again: one whose answer was
+		// lost may be retried. After that the ID is given up; a lease it
+		// may hold carries no record and is broken as silent.
+		if !errors.Is(err, ErrTransient) || attempt > 0 || !sleep(ctx, max(o.settings.RetryInterval/4, 100*time.Millisecond)) {
+			return nil, Grant{}, err
+		}
+	}
+	o.reached.Store(true)
+	return s, g, nil
+}
+
+// endSession cleans up after a session whose lead() has returned: its lease
+// released (unless it was lost), it deletes the blob so that the listing
+// does not grow with every restart. Best effort: a blob still leased (its
+// release failed) is refused, and collected later by another instance.
+func (o *ShardOwner) endSession(ctx context.Context, s *session) {
+	lm := s.m.lease
+	ctx, cancel := lm.call(context.WithoutCancel(ctx))
+	defer cancel()
+	if _, err := lm.blobClient.Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+		o.logger.Debug("leaderelection: could not delete the ended session's blob; another instance collects it",
+			"container", lm.container, "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+	}
+}
+
+// listed is one blob of a listing under the prefix, as far as leases go.
+type listed struct {
+	name    string    // the session ID or the shard name: the blob's name after its directory
+	info    LeaseInfo // lease state and kind, ETag, the record, when the page arrived
+	session string    // a shard's record: the session that wrote it ("" if none)
+	owned   int       // a session's record: how many shards it held (-1 if none)
+	record  bool      // the blob carries a record: its holder wrote it under its lease
+}
+
+// list reads every blob under dir (sessionsDir or shardsDir) with its
+// metadata, 5,000 a page, and calls fn for each in name order. Each page is
+// one request, bounded by RequestTimeout; Received is when its page arrived.
+func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) error {
+	full := o.prefix + dir
+	pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
+		Prefix:     &full,
+		Include:    container.ListBlobsInclude{Metadata: true},
+		MaxResults: &listPage,
+	})
+	for pager.More() {
+		callCtx, cancel := o.ops.call(ctx)
+		page, err := pager.NextPage(callCtx)
+		received := time.Now()
+		cancel()
+		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return nil // nothing there yet
+		}
+		if err != nil {
+			return o.ops.classify("list "+strings.TrimSuffix(dir, "/"), err, nil, nil)
+		}
+		o.reached.Store(true)
+		for _, item := range page.Segment.BlobItems {
+			if item.Name == nil || item.Properties == nil || !strings.HasPrefix(*item.Name, full) {
+				continue
+			}
+			fn(listedItem(strings.TrimPrefix(*item.Name, full), item.Properties, item.Metadata, received))
+		}
+	}
+	return nil
+}
+
+// listPage is the most blobs a List Blobs page holds (Azure's maximum).
+var listPage int32 = 5000
+
+func listedItem(name string, p *container.BlobProperties, md map[string]*string, received time.Time) listed {
+	l := listed{name: name, owned: -1}
+	l.info = LeaseInfo{Exists: true, Received: received}
+	if p.LeaseState != nil {
+		l.info.State = *p.LeaseState
+	}
+	if p.LeaseStatus != nil {
+		l.info.Status = *p.LeaseStatus
+	}
+	if p.LeaseDuration != nil {
+		l.info.Duration = *p.LeaseDuration
+	}
+	switch l.info.Duration {
+	case lease.DurationTypeFixed:
+		l.info.Kind = NativeLease
+	case lease.DurationTypeInfinite:
+		l.info.Kind = ETagLease
+	}
+	if p.ETag != nil {
+		l.info.ETag = quotedETag(*p.ETag)
+	}
+	if p.LastModified != nil {
+		l.info.LastModified = *p.LastModified
+	}
+	l.info.DeclaredDuration = declaredDuration(md)
+	l.info.Leader, l.info.LeaderEnded, _ = termFromMetadata(md) // a record that does not read is no record
+	l.record = l.info.Leader.Identity != ""
+	l.session = metaValue(md, metaSession)
+	if n, err := strconv.Atoi(metaValue(md, metaOwned)); err == nil && n >= 0 {
+		l.owned = n
+	}
+	return l
+}
+
+// sessionView is what one listing of the sessions says, judged by this
+// instance: who is alive (counts for balance), and how many shards each
+// holds by its own last record.
+type sessionView struct {
+	live  []string       // IDs of the live sessions that have written their record, this one's included; sorted
+	owned map[string]int // the shards each live session said it held
+}
+
+// sessionWatch is this instance's knowledge of other sessions, kept across
+// listings by the manager goroutine of one session.
+type sessionWatch struct {
+	silence  map[string]*silenceWatch // by session ID: its ETag, and since when it stands
+	unleased map[string]unleasedSince // by session ID: sessions seen without a lease, to collect
+	dead     map[string]time.Time     // by session ID: dead for good, and when this was learnt
+}
+
+type unleasedSince struct {
+	etag  azcore.ETag
+	since time.Time
+}
+
+func newSessionWatch() *sessionWatch {
+	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}}
+}
+
+// deadFor is how long a dead session is remembered without being seen:
+// long after any shard could still name it (the lookup of an unknown
+// session finds it again if one does).
+const deadFor = time.Hour
+
+// judgeSessions lists the sessions and judges each: live, dead for good,
+// or silent long enough to be broken (which it does, on the ETag it timed).
+// It collects the blobs of sessions that have stood unleased for a lease
+// duration, and shortens wait to the moment the next silent session may be
+// broken.
+func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *sessionWatch, wait *time.Duration) (sessionView, error) {
+	var seen []listed
+	if err := o.list(ctx, sessionsDir, func(l listed) { seen = append(seen, l) }); err != nil {
+		return sessionView{}, err
+	}
+	D := o.settings.LeaseDuration
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}}
+	listedIDs := map[string]bool{}
+	for _, l := range seen {
+		listedIDs[l.name] = true
+		if l.name == own.id {
+			continue
+		}
+		if _, ok := w.dead[l.name]; ok {
+			w.dead[l.name] = time.Now()
+			o.collect(ctx, w, l)
+			continue
+		}
+		switch {
+		case l.info.State == lease.StateTypeLeased && l.info.Kind == ETagLease:
+			delete(w.unleased, l.name)
+			sw := w.silence[l.name]
+			if sw == nil {
+				sw = &silenceWatch{}
+				w.silence[l.name] = sw
+			}
+			due := sw.observe(l.info, D)
+			if left := time.Until(due); left > 0 {
+				*wait = min(*wait, left)
+			} else if o.breakSilentSession(ctx, l.name, sw) {
+				delete(w.silence, l.name)
+				w.dead[l.name] = time.Now()
+				continue
+			}
+		case l.info.Held():
+			// Breaking (an operator's break with a period), or a fixed
+			// lease nobody of ours takes: alive until it ends.
+		case l.record || l.info.State == lease.StateTypeBroken:
+			// Its lease ended after its owner wrote under it (released,
+			// broken): dead for good.
+			delete(w.silence, l.name)
+			w.dead[l.name] = time.Now()
+			o.collect(ctx, w, l)
+			continue
+		default:
+			// Created and not leased yet: a session being started (or one
+			// abandoned before it was: collected once it stands that way).
+			o.collect(ctx, w, l)
+			continue
+		}
+		if l.record {
+			view.live = append(view.live, l.name)
+			view.owned[l.name] = max(l.owned, 0)
+		}
+	}
+	for id := range w.silence {
+		if !listedIDs[id] {
+			delete(w.silence, id)
+		}
+	}
+	for id := range w.unleased {
+		if !listedIDs[id] {
+			delete(w.unleased, id)
+		}
+	}
+	for id, at := range w.dead {
+		if time.Since(at) > max(deadFor, 10*D) {
+			delete(w.dead, id)
+		}
+	}
+	slices.Sort(view.live)
+	return view, nil
+}
+
+// breakSilentSession breaks the lease of a session whose ETag stood for the
+// duration it declared, on condition that the ETag is still the one timed,
+// and reports whether the session is now dead.
+func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *silenceWatch) bool {
+	w := *sw
+	*sw = silenceWatch{} // whatever happens next, this ETag's clock is spent
+	lm := o.managerFor(o.sessionBlob(id), uuid.NewString())
+	outcome, err := lm.breakIfUnchanged(ctx, w.etag)
+	o.sessionMetrics.silentBreak(outcome)
+	switch outcome {
+	case breakDone:
+		stood := time.Since(w.since)
+		o.logger.Warn("leaderelection: broke the lease of a silent session: its ETag stood unchanged for the lease duration it declared; its shards are free",
+			"container", o.settings.Container, "blob", lm.blob, "identity", w.leader.Identity,
+			"declared", w.declared, "stood", stood.Round(time.Millisecond))
+		o.emit(Event{Kind: SilentLeaseBroken, Term: w.leader, Silence: stood, Session: id})
+		return true
+	case noLease:
+		// Released or deleted meanwhile: dead all the same.
+		return true
+	case etagChanged:
+		o.logger.Debug("leaderelection: a session renewed just before it would have been broken", "blob", lm.blob)
+	default:
+		o.logger.Debug("leaderelection: could not break a silent session; reading it again", "blob", lm.blob, "error", err)
+	}
+	return false
+}
+
+// collect deletes the blob of a session that has stood without a lease, with
+// the same ETag, for a lease duration on this instance's clock: dead, or
+// abandoned before it was leased (its creator, if alive, finds it gone and
+// starts another). Deleting it is safe at any time (see the top of
+// renew.go); waiting a lease duration lets the other instances see it dead
+// in their listings rather than look it up. One request, best effort.
+func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed) {
+	if l.info.Held() {
+		return
+	}
+	u, ok := w.unleased[l.name]
+	if !ok || u.etag != l.info.ETag {
+		w.unleased[l.name] = unleasedSince{etag: l.info.ETag, since: l.info.Received}
+		return
+	}
+	if time.Since(u.since) < o.settings.LeaseDuration {
+		return
+	}
+	delete(w.unleased, l.name)
+	lm := o.managerFor(o.sessionBlob(l.name), uuid.NewString())
+	callCtx, cancel := lm.call(ctx)
+	defer cancel()
+	etag := l.info.ETag
+	_, err := lm.blobClient.Delete(callCtx, &blob.DeleteOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
+	})
+	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ConditionNotMet) {
+		o.logger.Debug("leaderelection: could not collect a dead session's blob", "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+	}
+}
+
+// sessionState looks up a session that a shard's record names but the last
+// listing of the sessions did not show. A session writes its record before
+// it claims any shard, so such a session is either one that started after
+// that listing (alive: its shard is owned) or one whose blob was deleted
+// after its lease ended (dead). One request; dead is remembered for good.
+func (o *ShardOwner) sessionState(ctx context.Context, w *sessionWatch, id string) (dead bool, err error) {
+	if _, ok := w.dead[id]; ok {
+		return true, nil
+	}
+	lm := o.managerFor(o.sessionBlob(id), uuid.NewString())
+	info, err := lm.Inspect(ctx)
+	switch {
+	case err != nil:
+		return false, err
+	case !info.Exists:
+		dead = true
+	case info.Held():
+		dead = false
+	default:
+		dead = info.Leader.Identity != "" || info.State == lease.StateTypeBroken
+	}
+	if dead {
+		w.dead[id] = time.Now()
+	}
+	return dead, nil
+}
+
+// quotedETag is etag in the form the blob service's headers use, quoted:
+// List Blobs returns ETags without the quotes (so does Azurite, to match),
+// and an ETag from a listing is compared with, and sent back as, a header's.
+func quotedETag(etag azcore.ETag) azcore.ETag {
+	if e := string(etag); e != "" && !strings.HasPrefix(e, `"`) && !strings.HasPrefix(e, `W/`) {
+		return azcore.ETag(`"` + e + `"`)
+	}
+	return etag
+}
