@@ -26,9 +26,8 @@ import (
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/tools/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -59,7 +58,11 @@ type Config struct {
 	Duration   time.Duration // no fault starts after this; default 3 min
 	MaxFaults  int           // stop after this many faults; 0 means no limit, -1 no faults at all
 	Kinds      []string      // fault kinds to draw from; default AllFaults
-	Algo       string        // AlgoLibrary (default) or AlgoBaseline
+	// Fleet is what the lanes run: lane i runs Fleet[i%len(Fleet)], so a
+	// fleet may mix algorithms and timings (but not etcd with the others).
+	// Empty: every lane runs Algo at its defaults.
+	Fleet []Contender
+	Algo  string // AlgoLibrary (default), AlgoBaseline or AlgoEtcd; used when Fleet is empty
 	// Command starts a contender: a binary that calls MaybeContend first.
 	// Default: this executable.
 	Command []string
@@ -83,13 +86,11 @@ type Timings struct {
 
 // TimingsFor returns the timings of an algorithm at its defaults.
 func TimingsFor(algo string) Timings {
-	if algo == AlgoBaseline {
-		return Timings{LeaseDuration: baseline.LeaseDuration, RetryInterval: baseline.AcquireAttemptInterval, Slack: 5 * time.Second,
-			Detect: baseline.RenewInterval + 5*time.Second}
+	t, err := TimingsOf([]Contender{{Algo: algo}})
+	if err != nil {
+		panic(err) // an unknown algorithm: a programming error
 	}
-	renew := leaderelection.DefaultLeaseDuration / 3 // the default RenewInterval
-	return Timings{LeaseDuration: leaderelection.DefaultLeaseDuration, RetryInterval: leaderelection.DefaultRetryInterval, Slack: 5 * time.Second,
-		Detect: renew + leaderelection.DefaultRequestTimeout + 5*time.Second}
+	return t
 }
 
 // Run runs one chaos run and checks it.
@@ -106,6 +107,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Algo == "" {
 		cfg.Algo = AlgoLibrary
 	}
+	if len(cfg.Fleet) == 0 {
+		cfg.Fleet = []Contender{{Algo: cfg.Algo}}
+	}
+	timings, err := TimingsOf(cfg.Fleet)
+	if err != nil {
+		return Report{}, err
+	}
+	useEtcd, err := etcdFleet(cfg.Fleet)
+	if err != nil {
+		return Report{}, err
+	}
 	if len(cfg.Command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -119,8 +131,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Report{}, err
 	}
-	h := &harness{cfg: cfg, timings: TimingsFor(cfg.Algo), open: map[string]int64{}, changed: make(chan struct{})}
-	err := h.run(ctx)
+	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, changed: make(chan struct{})}
+	err = h.run(ctx)
 	h.mu.Lock()
 	records := append([]Record(nil), h.records...)
 	h.mu.Unlock()
@@ -130,17 +142,26 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 type lane struct {
-	name  string
-	proxy *toxiproxy.Proxy
-	cmd   *exec.Cmd
-	stdin io.Closer
-	done  chan struct{} // closed when the process has been reaped
+	name    string
+	who     Contender
+	timings laneTimings
+	proxy   *toxiproxy.Proxy
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	done    chan struct{} // closed when the process has been reaped
+}
+
+// storage is the server the contenders share: Azurite, or etcd.
+type storage interface {
+	Restart(context.Context) error
+	Stop() error
 }
 
 type harness struct {
 	cfg     Config
 	timings Timings
-	azurite *azurite.Server
+	etcd    bool // the fleet runs against etcd, not Azurite
+	store   storage
 	lanes   []*lane
 	readers sync.WaitGroup
 	out     *os.File
@@ -229,16 +250,11 @@ func (h *harness) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	azLog, err := os.Create(filepath.Join(h.cfg.Dir, "azurite.log"))
+	upstream, closeLog, err := h.startStorage(ctx)
 	if err != nil {
 		return err
 	}
-	defer azLog.Close()
-	h.azurite, err = azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: azLog})
-	if err != nil {
-		return fmt.Errorf("chaos: starting Azurite: %w", err)
-	}
-	upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
+	defer closeLog()
 
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
@@ -248,13 +264,22 @@ func (h *harness) run(ctx context.Context) (err error) {
 		if err := p.Start(); err != nil {
 			return fmt.Errorf("chaos: proxy for %s: %w", name, err)
 		}
-		l := &lane{name: name, proxy: p}
+		who := h.cfg.Fleet[(i-1)%len(h.cfg.Fleet)]
+		lt, err := who.timings()
+		if err != nil {
+			return err
+		}
+		l := &lane{name: name, who: who, timings: lt, proxy: p}
 		h.lanes = append(h.lanes, l)
 		if err := h.spawn(l, blob); err != nil {
 			return err
 		}
 	}
-	h.progress("seed %d: %d %s contenders on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, h.cfg.Algo, blob, h.cfg.Kinds, h.cfg.Duration)
+	var labels []string
+	for _, l := range h.lanes {
+		labels = append(labels, l.who.Label())
+	}
+	h.progress("seed %d: %d contenders (%s) on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, strings.Join(labels, ", "), blob, h.cfg.Kinds, h.cfg.Duration)
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(h.cfg.Seed)>>32|1))
 	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
@@ -271,11 +296,11 @@ func (h *harness) run(ctx context.Context) (err error) {
 		// so a seed replays the same faults.
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
-		hold := h.holdFor(kind, rng)
+		u := rng.Float64() // how long the fault lasts, within its kind's range
 		if !sleepCtx(ctx, settle) {
 			break
 		}
-		if err := h.inject(ctx, kind, hold, blob); err != nil {
+		if err := h.inject(ctx, kind, u, blob); err != nil {
 			return err
 		}
 		if who := h.waitLeader(ctx, bound+h.timings.Slack); who == "" && ctx.Err() == nil {
@@ -285,23 +310,32 @@ func (h *harness) run(ctx context.Context) (err error) {
 	return ctx.Err()
 }
 
-// holdFor draws how long a fault lasts.
-func (h *harness) holdFor(kind string, rng *rand.Rand) time.Duration {
-	L := h.timings.LeaseDuration
+// holdFor is how long a fault on a leader with timings t lasts, u (in
+// [0, 1)) of the way through its kind's range. Faults "past the lease" last
+// the leader's lease duration and 2-6 s more. Low resets last 1/7 to 4/7 of
+// how long a leader can go without a confirmed renewal and keep its term,
+// counted from a renewal due at the fault's start (LeaseDuration -
+// StopMargin - RenewInterval: 7 s, so 1-4 s, at the defaults; 0.14-0.57 s
+// for a 3 s ETag lease); low latency (300 +- 150 ms) holds for 6-12 s.
+func holdFor(kind string, u float64, t laneTimings) time.Duration {
 	switch kind {
 	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh:
-		return L + time.Duration(2000+rng.IntN(4000))*time.Millisecond
+		return t.LeaseDuration + 2*time.Second + time.Duration(u*float64(4*time.Second))
 	case FaultLatencyLow:
-		return time.Duration(6000+rng.IntN(6000)) * time.Millisecond
+		return 6*time.Second + time.Duration(u*float64(6*time.Second))
 	case FaultResetLow:
-		return time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+		tolerance := t.LeaseDuration - t.StopMargin - t.RenewInterval
+		if t.Kind == "" {
+			tolerance = 7 * time.Second // the baseline and etcd: the library's default
+		}
+		return time.Duration((1 + 3*u) * float64(tolerance) / 7)
 	}
 	return 0
 }
 
-// inject applies one fault to the current leader (or to storage), holds it,
-// and heals it.
-func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, blob string) error {
+// inject applies one fault to the current leader (or to storage), holds it
+// (see holdFor), and heals it.
+func (h *harness) inject(ctx context.Context, kind string, u float64, blob string) error {
 	target := h.leader()
 	var l *lane
 	for _, x := range h.lanes {
@@ -312,6 +346,10 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 	if l == nil && kind != FaultStorageRestart {
 		h.progress("no leader to hit with %s; skipped", kind)
 		return nil
+	}
+	var hold time.Duration
+	if l != nil {
+		hold = holdFor(kind, u, l.timings)
 	}
 	detail := ""
 	if hold > 0 {
@@ -346,8 +384,8 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 		return nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
-		if err := h.azurite.Restart(ctx); err != nil {
-			return fmt.Errorf("chaos: restarting Azurite: %w", err)
+		if err := h.store.Restart(ctx); err != nil {
+			return fmt.Errorf("chaos: restarting storage: %w", err)
 		}
 		h.note(KindHeal, kind, "", "")
 		return nil
@@ -396,10 +434,13 @@ func (h *harness) respawn(ctx context.Context, l *lane, blob string) error {
 
 // spawn starts a contender process in lane l.
 func (h *harness) spawn(l *lane, blob string) error {
-	cfg, err := json.Marshal(contenderConfig{
-		Name: l.name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
-		Container: "chaos", Blob: blob, CountEvery: 5 * time.Second,
-	})
+	cc := contenderConfig{Name: l.name, Contender: l.who, Container: "chaos", Blob: blob, CountEvery: 5 * time.Second}
+	if h.etcd {
+		cc.Endpoint = l.proxy.Listen
+	} else {
+		cc.BlobURL = "http://" + l.proxy.Listen + "/" + azurite.AccountName
+	}
+	cfg, err := json.Marshal(cc)
 	if err != nil {
 		return err
 	}
@@ -426,7 +467,7 @@ func (h *harness) spawn(l *lane, blob string) error {
 		return fmt.Errorf("chaos: starting contender %s: %w", l.name, err)
 	}
 	l.cmd, l.stdin, l.done = cmd, stdin, make(chan struct{})
-	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid)})
+	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid), Contender: l.who.Label()})
 	done := l.done
 	h.readers.Add(1)
 	go func() {
@@ -477,9 +518,39 @@ func (h *harness) shutdown() {
 	for _, l := range h.lanes {
 		l.proxy.Stop()
 	}
-	if h.azurite != nil {
-		_ = h.azurite.Stop()
+	if h.store != nil {
+		_ = h.store.Stop()
 	}
+}
+
+// startStorage starts the server the fleet needs, its data and log under
+// the run's directory, and returns the address the proxies forward to.
+func (h *harness) startStorage(ctx context.Context) (upstream string, closeLog func(), err error) {
+	name := "azurite"
+	if h.etcd {
+		name = "etcd"
+	}
+	log, err := os.Create(filepath.Join(h.cfg.Dir, name+".log"))
+	if err != nil {
+		return "", nil, err
+	}
+	closeLog = func() { log.Close() }
+	if h.etcd {
+		srv, err := etcdpeer.Start(ctx, etcdpeer.Options{Dir: filepath.Join(h.cfg.Dir, "etcd-data"), Log: log})
+		if err != nil {
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: starting etcd: %w", err)
+		}
+		h.store = srv
+		return srv.Endpoint(), closeLog, nil
+	}
+	srv, err := azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: log})
+	if err != nil {
+		closeLog()
+		return "", nil, fmt.Errorf("chaos: starting Azurite: %w", err)
+	}
+	h.store = srv
+	return strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/"+azurite.AccountName), "http://"), closeLog, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {
