@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,7 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
+	"github.com/blobelect/leaderelection/internal/tools/procnet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -291,7 +293,10 @@ func (h *harness) run(ctx context.Context) (err error) {
 		sleepCtx(ctx, time.Until(deadline))
 		return ctx.Err()
 	}
-	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+	// n counts faults injected: one skipped for want of a leader does not
+	// count, so that a benchmark gets the trials it asked for.
+	skipped := 0
+	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; {
 		// Every draw comes from rng in the same order whatever happens,
 		// so a seed replays the same faults.
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
@@ -300,9 +305,18 @@ func (h *harness) run(ctx context.Context) (err error) {
 		if !sleepCtx(ctx, settle) {
 			break
 		}
-		if err := h.inject(ctx, kind, u, blob); err != nil {
+		injected, err := h.inject(ctx, kind, u, blob)
+		if err != nil {
 			return err
 		}
+		if !injected {
+			if skipped++; skipped == 5 {
+				h.progress("no leader to hit %d times in a row; the run ends here", skipped)
+				break
+			}
+			continue
+		}
+		n, skipped = n+1, 0
 		if who := h.waitLeader(ctx, bound+h.timings.Slack); who == "" && ctx.Err() == nil {
 			h.progress("no leader %v after the %s healed", bound+h.timings.Slack, kind)
 		}
@@ -335,7 +349,8 @@ func holdFor(kind string, u float64, t laneTimings) time.Duration {
 
 // inject applies one fault to the current leader (or to storage), holds it
 // (see holdFor), and heals it.
-func (h *harness) inject(ctx context.Context, kind string, u float64, blob string) error {
+// It reports false, having done nothing, when there is no leader to hit.
+func (h *harness) inject(ctx context.Context, kind string, u float64, blob string) (bool, error) {
 	target := h.leader()
 	var l *lane
 	for _, x := range h.lanes {
@@ -345,7 +360,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	}
 	if l == nil && kind != FaultStorageRestart {
 		h.progress("no leader to hit with %s; skipped", kind)
-		return nil
+		return false, nil
 	}
 	var hold time.Duration
 	if l != nil {
@@ -361,7 +376,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		_ = l.cmd.Process.Kill()
 		<-l.done
 		h.note(KindHeal, kind, target, "")
-		return h.respawn(ctx, l, blob)
+		return true, h.respawn(ctx, l, blob)
 	case FaultGraceful:
 		h.note(KindFault, kind, target, "SIGTERM")
 		_ = l.cmd.Process.Signal(syscall.SIGTERM)
@@ -372,7 +387,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 			<-l.done
 		}
 		h.note(KindHeal, kind, target, "")
-		return h.respawn(ctx, l, blob)
+		return true, h.respawn(ctx, l, blob)
 	case FaultFreeze:
 		h.note(KindFault, kind, target, detail)
 		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
@@ -381,14 +396,14 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		// records at once.
 		h.note(KindHeal, kind, target, "SIGCONT")
 		_ = l.cmd.Process.Signal(syscall.SIGCONT)
-		return nil
+		return true, nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
 		if err := h.store.Restart(ctx); err != nil {
-			return fmt.Errorf("chaos: restarting storage: %w", err)
+			return false, fmt.Errorf("chaos: restarting storage: %w", err)
 		}
 		h.note(KindHeal, kind, "", "")
-		return nil
+		return true, nil
 	}
 	var toxics []string
 	switch kind {
@@ -404,14 +419,14 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	case FaultResetLow, FaultResetHigh:
 		toxics = []string{`{"name":"rst","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
 	default:
-		return fmt.Errorf("chaos: unknown fault kind %q", kind)
+		return false, fmt.Errorf("chaos: unknown fault kind %q", kind)
 	}
 	h.note(KindFault, kind, target, detail)
 	var names []string
 	for _, t := range toxics {
 		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
 		if err != nil {
-			return fmt.Errorf("chaos: %s toxic: %w", kind, err)
+			return false, fmt.Errorf("chaos: %s toxic: %w", kind, err)
 		}
 		names = append(names, w.Name)
 	}
@@ -420,7 +435,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
 	}
 	h.note(KindHeal, kind, target, "")
-	return nil
+	return true, nil
 }
 
 // respawn starts a new process in the lane of one that was stopped, once
@@ -544,13 +559,31 @@ func (h *harness) startStorage(ctx context.Context) (upstream string, closeLog f
 		h.store = srv
 		return srv.Endpoint(), closeLog, nil
 	}
-	srv, err := azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: log})
-	if err != nil {
-		closeLog()
-		return "", nil, fmt.Errorf("chaos: starting Azurite: %w", err)
+	for attempt := 1; ; attempt++ {
+		srv, err := azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: log})
+		if err != nil {
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: starting Azurite: %w", err)
+		}
+		addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/"+azurite.AccountName), "http://")
+		// Runs in parallel each start an Azurite on a port found free; two
+		// may pick the same one, and the loser's readiness probe is then
+		// answered by the winner's Azurite while its own exits, unable to
+		// bind. Two runs sharing one Azurite would share its restarts and
+		// its end: make sure the listener is ours.
+		_, port, _ := strings.Cut(addr, ":")
+		n, _ := strconv.Atoi(port)
+		if ok, err := procnet.ListensOn(srv.PID(), n); err == nil && !ok {
+			_ = srv.Stop()
+			if attempt < 5 {
+				continue
+			}
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: Azurite on port %d answered, but it was not the one we started (%d attempts)", n, attempt)
+		}
+		h.store = srv
+		return addr, closeLog, nil
 	}
-	h.store = srv
-	return strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/"+azurite.AccountName), "http://"), closeLog, nil
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) bool {

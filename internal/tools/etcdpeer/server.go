@@ -23,6 +23,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/blobelect/leaderelection/internal/tools/procnet"
 )
 
 // Debian's package that holds the etcd server, and the command it installs.
@@ -184,6 +186,13 @@ func (s *Server) launch(ctx context.Context) (*process, error) {
 	if err := s.waitReady(ctx, p); err != nil {
 		p.stop()
 		return nil, err
+	}
+	// The health check may have been answered by another run's etcd that
+	// took the port first (ours then exits, unable to bind): make sure the
+	// listener is ours.
+	if ok, err := procnet.ListensOn(p.cmd.Process.Pid, s.clientPort); err == nil && !ok {
+		p.stop()
+		return nil, fmt.Errorf("etcdpeer: port %d answered, but not by the etcd we started", s.clientPort)
 	}
 	return p, nil
 }
