@@ -399,8 +399,17 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		return true, nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
-		if err := h.store.Restart(ctx); err != nil {
-			return false, fmt.Errorf("chaos: restarting storage: %w", err)
+		// On a loaded machine a start can exceed its timeout: try again
+		// (the fault then lasts longer, which the checker allows for).
+		for attempt := 1; ; attempt++ {
+			err := h.store.Restart(ctx)
+			if err == nil {
+				break
+			}
+			if attempt == 3 || ctx.Err() != nil {
+				return false, fmt.Errorf("chaos: restarting storage: %w", err)
+			}
+			h.progress("restarting storage: %v; trying again", err)
 		}
 		h.note(KindHeal, kind, "", "")
 		return true, nil
@@ -538,14 +547,37 @@ func (h *harness) shutdown() {
 	}
 }
 
+// startSlots bounds how many servers the runs of one process start at
+// once: a benchmark starts dozens of runs together, and as many Node.js
+// processes starting at the same time on a small machine can take longer
+// than Azurite's start timeout.
+var startSlots = make(chan struct{}, 4)
+
 // startStorage starts the server the fleet needs, its data and log under
-// the run's directory, and returns the address the proxies forward to.
+// the run's directory, and returns the address the proxies forward to. A
+// start that fails is tried again, twice.
 func (h *harness) startStorage(ctx context.Context) (upstream string, closeLog func(), err error) {
+	select {
+	case startSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", nil, ctx.Err()
+	}
+	defer func() { <-startSlots }()
+	for attempt := 1; ; attempt++ {
+		upstream, closeLog, err = h.startStorageOnce(ctx)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return upstream, closeLog, err
+		}
+		h.progress("%v; trying again", err)
+	}
+}
+
+func (h *harness) startStorageOnce(ctx context.Context) (upstream string, closeLog func(), err error) {
 	name := "azurite"
 	if h.etcd {
 		name = "etcd"
 	}
-	log, err := os.Create(filepath.Join(h.cfg.Dir, name+".log"))
+	log, err := os.OpenFile(filepath.Join(h.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return "", nil, err
 	}
