@@ -5,7 +5,7 @@
 // prints the tables and writes them to BENCHMARKS.md. From the repository's
 // root:
 //
-//	go run ./internal/tools/bench/cmd/bench                          # the full run, about 35 minutes
+//	go run ./internal/tools/bench/cmd/bench                          # the full run, about 21 minutes on 2 cores
 //	go run ./internal/tools/bench/cmd/bench -quick -out /tmp/b.md    # a smoke run
 //
 // Every trial is a fault injected by the chaos harness (internal/tools/chaos)
