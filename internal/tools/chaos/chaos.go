@@ -20,15 +20,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
-	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
-	"github.com/blobelect/leaderelection/internal/tools/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
+	"github.com/blobelect/leaderelection/internal/tools/procnet"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -59,7 +60,11 @@ type Config struct {
 	Duration   time.Duration // no fault starts after this; default 3 min
 	MaxFaults  int           // stop after this many faults; 0 means no limit, -1 no faults at all
 	Kinds      []string      // fault kinds to draw from; default AllFaults
-	Algo       string        // AlgoLibrary (default) or AlgoBaseline
+	// Fleet is what the lanes run: lane i runs Fleet[i%len(Fleet)], so a
+	// fleet may mix algorithms and timings (but not etcd with the others).
+	// Empty: every lane runs Algo at its defaults.
+	Fleet []Contender
+	Algo  string // AlgoLibrary (default), AlgoBaseline or AlgoEtcd; used when Fleet is empty
 	// Command starts a contender: a binary that calls MaybeContend first.
 	// Default: this executable.
 	Command []string
@@ -83,13 +88,11 @@ type Timings struct {
 
 // TimingsFor returns the timings of an algorithm at its defaults.
 func TimingsFor(algo string) Timings {
-	if algo == AlgoBaseline {
-		return Timings{LeaseDuration: baseline.LeaseDuration, RetryInterval: baseline.AcquireAttemptInterval, Slack: 5 * time.Second,
-			Detect: baseline.RenewInterval + 5*time.Second}
+	t, err := TimingsOf([]Contender{{Algo: algo}})
+	if err != nil {
+		panic(err) // an unknown algorithm: a programming error
 	}
-	renew := leaderelection.DefaultLeaseDuration / 3 // the default RenewInterval
-	return Timings{LeaseDuration: leaderelection.DefaultLeaseDuration, RetryInterval: leaderelection.DefaultRetryInterval, Slack: 5 * time.Second,
-		Detect: renew + leaderelection.DefaultRequestTimeout + 5*time.Second}
+	return t
 }
 
 // Run runs one chaos run and checks it.
@@ -106,6 +109,17 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Algo == "" {
 		cfg.Algo = AlgoLibrary
 	}
+	if len(cfg.Fleet) == 0 {
+		cfg.Fleet = []Contender{{Algo: cfg.Algo}}
+	}
+	timings, err := TimingsOf(cfg.Fleet)
+	if err != nil {
+		return Report{}, err
+	}
+	useEtcd, err := etcdFleet(cfg.Fleet)
+	if err != nil {
+		return Report{}, err
+	}
 	if len(cfg.Command) == 0 {
 		exe, err := os.Executable()
 		if err != nil {
@@ -119,8 +133,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Report{}, err
 	}
-	h := &harness{cfg: cfg, timings: TimingsFor(cfg.Algo), open: map[string]int64{}, changed: make(chan struct{})}
-	err := h.run(ctx)
+	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, changed: make(chan struct{})}
+	err = h.run(ctx)
 	h.mu.Lock()
 	records := append([]Record(nil), h.records...)
 	h.mu.Unlock()
@@ -130,17 +144,26 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 }
 
 type lane struct {
-	name  string
-	proxy *toxiproxy.Proxy
-	cmd   *exec.Cmd
-	stdin io.Closer
-	done  chan struct{} // closed when the process has been reaped
+	name    string
+	who     Contender
+	timings laneTimings
+	proxy   *toxiproxy.Proxy
+	cmd     *exec.Cmd
+	stdin   io.Closer
+	done    chan struct{} // closed when the process has been reaped
+}
+
+// storage is the server the contenders share: Azurite, or etcd.
+type storage interface {
+	Restart(context.Context) error
+	Stop() error
 }
 
 type harness struct {
 	cfg     Config
 	timings Timings
-	azurite *azurite.Server
+	etcd    bool // the fleet runs against etcd, not Azurite
+	store   storage
 	lanes   []*lane
 	readers sync.WaitGroup
 	out     *os.File
@@ -229,16 +252,11 @@ func (h *harness) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	azLog, err := os.Create(filepath.Join(h.cfg.Dir, "azurite.log"))
+	upstream, closeLog, err := h.startStorage(ctx)
 	if err != nil {
 		return err
 	}
-	defer azLog.Close()
-	h.azurite, err = azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: azLog})
-	if err != nil {
-		return fmt.Errorf("chaos: starting Azurite: %w", err)
-	}
-	upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
+	defer closeLog()
 
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
@@ -248,13 +266,22 @@ func (h *harness) run(ctx context.Context) (err error) {
 		if err := p.Start(); err != nil {
 			return fmt.Errorf("chaos: proxy for %s: %w", name, err)
 		}
-		l := &lane{name: name, proxy: p}
+		who := h.cfg.Fleet[(i-1)%len(h.cfg.Fleet)]
+		lt, err := who.timings()
+		if err != nil {
+			return err
+		}
+		l := &lane{name: name, who: who, timings: lt, proxy: p}
 		h.lanes = append(h.lanes, l)
 		if err := h.spawn(l, blob); err != nil {
 			return err
 		}
 	}
-	h.progress("seed %d: %d %s contenders on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, h.cfg.Algo, blob, h.cfg.Kinds, h.cfg.Duration)
+	var labels []string
+	for _, l := range h.lanes {
+		labels = append(labels, l.who.Label())
+	}
+	h.progress("seed %d: %d contenders (%s) on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, strings.Join(labels, ", "), blob, h.cfg.Kinds, h.cfg.Duration)
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(h.cfg.Seed)>>32|1))
 	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
@@ -266,18 +293,30 @@ func (h *harness) run(ctx context.Context) (err error) {
 		sleepCtx(ctx, time.Until(deadline))
 		return ctx.Err()
 	}
-	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; n++ {
+	// n counts faults injected: one skipped for want of a leader does not
+	// count, so that a benchmark gets the trials it asked for.
+	skipped := 0
+	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; {
 		// Every draw comes from rng in the same order whatever happens,
 		// so a seed replays the same faults.
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
-		hold := h.holdFor(kind, rng)
+		u := rng.Float64() // how long the fault lasts, within its kind's range
 		if !sleepCtx(ctx, settle) {
 			break
 		}
-		if err := h.inject(ctx, kind, hold, blob); err != nil {
+		injected, err := h.inject(ctx, kind, u, blob)
+		if err != nil {
 			return err
 		}
+		if !injected {
+			if skipped++; skipped == 5 {
+				h.progress("no leader to hit %d times in a row; the run ends here", skipped)
+				break
+			}
+			continue
+		}
+		n, skipped = n+1, 0
 		if who := h.waitLeader(ctx, bound+h.timings.Slack); who == "" && ctx.Err() == nil {
 			h.progress("no leader %v after the %s healed", bound+h.timings.Slack, kind)
 		}
@@ -285,23 +324,33 @@ func (h *harness) run(ctx context.Context) (err error) {
 	return ctx.Err()
 }
 
-// holdFor draws how long a fault lasts.
-func (h *harness) holdFor(kind string, rng *rand.Rand) time.Duration {
-	L := h.timings.LeaseDuration
+// holdFor is how long a fault on a leader with timings t lasts, u (in
+// [0, 1)) of the way through its kind's range. Faults "past the lease" last
+// the leader's lease duration and 2-6 s more. Low resets last 1/7 to 4/7 of
+// how long a leader can go without a confirmed renewal and keep its term,
+// counted from a renewal due at the fault's start (LeaseDuration -
+// StopMargin - RenewInterval: 7 s, so 1-4 s, at the defaults; 0.14-0.57 s
+// for a 3 s ETag lease); low latency (300 +- 150 ms) holds for 6-12 s.
+func holdFor(kind string, u float64, t laneTimings) time.Duration {
 	switch kind {
 	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh:
-		return L + time.Duration(2000+rng.IntN(4000))*time.Millisecond
+		return t.LeaseDuration + 2*time.Second + time.Duration(u*float64(4*time.Second))
 	case FaultLatencyLow:
-		return time.Duration(6000+rng.IntN(6000)) * time.Millisecond
+		return 6*time.Second + time.Duration(u*float64(6*time.Second))
 	case FaultResetLow:
-		return time.Duration(1000+rng.IntN(3000)) * time.Millisecond
+		tolerance := t.LeaseDuration - t.StopMargin - t.RenewInterval
+		if t.Kind == "" {
+			tolerance = 7 * time.Second // the baseline and etcd: the library's default
+		}
+		return time.Duration((1 + 3*u) * float64(tolerance) / 7)
 	}
 	return 0
 }
 
-// inject applies one fault to the current leader (or to storage), holds it,
-// and heals it.
-func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, blob string) error {
+// inject applies one fault to the current leader (or to storage), holds it
+// (see holdFor), and heals it.
+// It reports false, having done nothing, when there is no leader to hit.
+func (h *harness) inject(ctx context.Context, kind string, u float64, blob string) (bool, error) {
 	target := h.leader()
 	var l *lane
 	for _, x := range h.lanes {
@@ -311,7 +360,11 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 	}
 	if l == nil && kind != FaultStorageRestart {
 		h.progress("no leader to hit with %s; skipped", kind)
-		return nil
+		return false, nil
+	}
+	var hold time.Duration
+	if l != nil {
+		hold = holdFor(kind, u, l.timings)
 	}
 	detail := ""
 	if hold > 0 {
@@ -323,7 +376,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 		_ = l.cmd.Process.Kill()
 		<-l.done
 		h.note(KindHeal, kind, target, "")
-		return h.respawn(ctx, l, blob)
+		return true, h.respawn(ctx, l, blob)
 	case FaultGraceful:
 		h.note(KindFault, kind, target, "SIGTERM")
 		_ = l.cmd.Process.Signal(syscall.SIGTERM)
@@ -334,7 +387,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 			<-l.done
 		}
 		h.note(KindHeal, kind, target, "")
-		return h.respawn(ctx, l, blob)
+		return true, h.respawn(ctx, l, blob)
 	case FaultFreeze:
 		h.note(KindFault, kind, target, detail)
 		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
@@ -343,14 +396,23 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 		// records at once.
 		h.note(KindHeal, kind, target, "SIGCONT")
 		_ = l.cmd.Process.Signal(syscall.SIGCONT)
-		return nil
+		return true, nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
-		if err := h.azurite.Restart(ctx); err != nil {
-			return fmt.Errorf("chaos: restarting Azurite: %w", err)
+		// On a loaded machine a start can exceed its timeout: try again
+		// (the fault then lasts longer, which the checker allows for).
+		for attempt := 1; ; attempt++ {
+			err := h.store.Restart(ctx)
+			if err == nil {
+				break
+			}
+			if attempt == 3 || ctx.Err() != nil {
+				return false, fmt.Errorf("chaos: restarting storage: %w", err)
+			}
+			h.progress("restarting storage: %v; trying again", err)
 		}
 		h.note(KindHeal, kind, "", "")
-		return nil
+		return true, nil
 	}
 	var toxics []string
 	switch kind {
@@ -366,14 +428,14 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 	case FaultResetLow, FaultResetHigh:
 		toxics = []string{`{"name":"rst","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
 	default:
-		return fmt.Errorf("chaos: unknown fault kind %q", kind)
+		return false, fmt.Errorf("chaos: unknown fault kind %q", kind)
 	}
 	h.note(KindFault, kind, target, detail)
 	var names []string
 	for _, t := range toxics {
 		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
 		if err != nil {
-			return fmt.Errorf("chaos: %s toxic: %w", kind, err)
+			return false, fmt.Errorf("chaos: %s toxic: %w", kind, err)
 		}
 		names = append(names, w.Name)
 	}
@@ -382,7 +444,7 @@ func (h *harness) inject(ctx context.Context, kind string, hold time.Duration, b
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
 	}
 	h.note(KindHeal, kind, target, "")
-	return nil
+	return true, nil
 }
 
 // respawn starts a new process in the lane of one that was stopped, once
@@ -396,10 +458,13 @@ func (h *harness) respawn(ctx context.Context, l *lane, blob string) error {
 
 // spawn starts a contender process in lane l.
 func (h *harness) spawn(l *lane, blob string) error {
-	cfg, err := json.Marshal(contenderConfig{
-		Name: l.name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
-		Container: "chaos", Blob: blob, CountEvery: 5 * time.Second,
-	})
+	cc := contenderConfig{Name: l.name, Contender: l.who, Container: "chaos", Blob: blob, CountEvery: 5 * time.Second}
+	if h.etcd {
+		cc.Endpoint = l.proxy.Listen
+	} else {
+		cc.BlobURL = "http://" + l.proxy.Listen + "/" + azurite.AccountName
+	}
+	cfg, err := json.Marshal(cc)
 	if err != nil {
 		return err
 	}
@@ -426,7 +491,7 @@ func (h *harness) spawn(l *lane, blob string) error {
 		return fmt.Errorf("chaos: starting contender %s: %w", l.name, err)
 	}
 	l.cmd, l.stdin, l.done = cmd, stdin, make(chan struct{})
-	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid)})
+	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid), Contender: l.who.Label()})
 	done := l.done
 	h.readers.Add(1)
 	go func() {
@@ -477,8 +542,79 @@ func (h *harness) shutdown() {
 	for _, l := range h.lanes {
 		l.proxy.Stop()
 	}
-	if h.azurite != nil {
-		_ = h.azurite.Stop()
+	if h.store != nil {
+		_ = h.store.Stop()
+	}
+}
+
+// startSlots bounds how many servers the runs of one process start at
+// once: a benchmark starts dozens of runs together, and as many Node.js
+// processes starting at the same time on a small machine can take longer
+// than Azurite's start timeout.
+var startSlots = make(chan struct{}, 4)
+
+// startStorage starts the server the fleet needs, its data and log under
+// the run's directory, and returns the address the proxies forward to. A
+// start that fails is tried again, twice.
+func (h *harness) startStorage(ctx context.Context) (upstream string, closeLog func(), err error) {
+	select {
+	case startSlots <- struct{}{}:
+	case <-ctx.Done():
+		return "", nil, ctx.Err()
+	}
+	defer func() { <-startSlots }()
+	for attempt := 1; ; attempt++ {
+		upstream, closeLog, err = h.startStorageOnce(ctx)
+		if err == nil || attempt == 3 || ctx.Err() != nil {
+			return upstream, closeLog, err
+		}
+		h.progress("%v; trying again", err)
+	}
+}
+
+func (h *harness) startStorageOnce(ctx context.Context) (upstream string, closeLog func(), err error) {
+	name := "azurite"
+	if h.etcd {
+		name = "etcd"
+	}
+	log, err := os.OpenFile(filepath.Join(h.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return "", nil, err
+	}
+	closeLog = func() { log.Close() }
+	if h.etcd {
+		srv, err := etcdpeer.Start(ctx, etcdpeer.Options{Dir: filepath.Join(h.cfg.Dir, "etcd-data"), Log: log})
+		if err != nil {
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: starting etcd: %w", err)
+		}
+		h.store = srv
+		return srv.Endpoint(), closeLog, nil
+	}
+	for attempt := 1; ; attempt++ {
+		srv, err := azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: log})
+		if err != nil {
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: starting Azurite: %w", err)
+		}
+		addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/"+azurite.AccountName), "http://")
+		// Runs in parallel each start an Azurite on a port found free; two
+		// may pick the same one, and the loser's readiness probe is then
+		// answered by the winner's Azurite while its own exits, unable to
+		// bind. Two runs sharing one Azurite would share its restarts and
+		// its end: make sure the listener is ours.
+		_, port, _ := strings.Cut(addr, ":")
+		n, _ := strconv.Atoi(port)
+		if ok, err := procnet.ListensOn(srv.PID(), n); err == nil && !ok {
+			_ = srv.Stop()
+			if attempt < 5 {
+				continue
+			}
+			closeLog()
+			return "", nil, fmt.Errorf("chaos: Azurite on port %d answered, but it was not the one we started (%d attempts)", n, attempt)
+		}
+		h.store = srv
+		return addr, closeLog, nil
 	}
 }
 

@@ -30,17 +30,29 @@ func Check(records []Record, tm Timings) Report {
 		case KindStart:
 			running[rec.Who] = len(r.Terms)
 			r.Terms = append(r.Terms, TermSpan{Who: rec.Who, Number: rec.Term, Start: rec.Mono})
+		case KindSpawn:
+			if rec.Contender != "" {
+				if r.LaneLabels == nil {
+					r.LaneLabels = map[string]string{}
+				}
+				r.LaneLabels[rec.Who] = rec.Contender
+			}
 		case KindEnd:
 			if i, ok := running[rec.Who]; ok {
-				r.Terms[i].End = rec.Mono
+				r.Terms[i].End, r.Terms[i].Expires = rec.Mono, rec.Expires
 				delete(running, rec.Who)
 			}
 		case KindStopped:
 			// It follows its term's end; attach it to the lane's last term.
+			// (Older runs carried the expiry here, not on end.)
 			for i := len(r.Terms) - 1; i >= 0; i-- {
 				if r.Terms[i].Who == rec.Who {
-					if r.Terms[i].Expires == 0 {
-						r.Terms[i].Expires, r.Terms[i].Reason = rec.Expires, rec.Detail
+					t := &r.Terms[i]
+					if t.Reason == "" && t.Claimed == 0 {
+						t.Reason, t.Claimed = rec.Detail, rec.Claimed
+						if t.Expires == 0 {
+							t.Expires = rec.Expires
+						}
 					}
 					break
 				}
@@ -68,7 +80,7 @@ func Check(records []Record, tm Timings) Report {
 		if rec.Kind != KindFault {
 			continue
 		}
-		f := FaultResult{Kind: rec.Fault, Target: rec.Target, Detail: rec.Detail, At: rec.Mono, Healed: rec.Mono}
+		f := FaultResult{Kind: rec.Fault, Target: rec.Target, Detail: rec.Detail, At: rec.Mono, Healed: rec.Mono, TargetRuns: r.LaneLabels[rec.Target]}
 		for _, h := range recs[i+1:] {
 			if h.Kind == KindHeal && h.Fault == rec.Fault && h.Target == rec.Target {
 				f.Healed = h.Mono

@@ -21,7 +21,9 @@ import (
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/blobelect/leaderelection/internal/tools/reqcount"
+	"go.uber.org/zap"
 )
 
 // envContender carries a contender's configuration (JSON) to a process the
@@ -30,15 +32,17 @@ const envContender = "LEADERELECTION_CHAOS_CONTENDER"
 
 // The algorithms a contender can run.
 const (
-	AlgoLibrary  = "library"  // this module's BlobDistributedMutex, default settings
+	AlgoLibrary  = "library"  // this module's BlobDistributedMutex
 	AlgoBaseline = "baseline" // the reference sample's algorithm (package baseline)
+	AlgoEtcd     = "etcd"     // etcd's concurrency.Election against an etcd server (package etcdpeer)
 )
 
 // contenderConfig is what a contender process is told.
 type contenderConfig struct {
-	Name      string
-	Algo      string
-	BlobURL   string // the account's blob endpoint, through this lane's proxy
+	Name string
+	Contender
+	BlobURL   string // the account's blob endpoint, through this lane's proxy (Azure algorithms)
+	Endpoint  string // the etcd server's address, through this lane's proxy (etcd)
 	Container string
 	Blob      string
 	// CountEvery is how often to report the request count.
@@ -91,17 +95,25 @@ func contend(cfg contenderConfig) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		stop()
 	}()
+	eff, err := cfg.Contender.timings()
+	if err != nil {
+		return err
+	}
 
-	counter := &reqcount.Policy{}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter}}
-
+	// The request counts, by class, reported every CountEvery and at the end.
+	var counts func() reqcount.Counts
+	report := func() {
+		c := counts()
+		rec.write(Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read})
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	countCtx, stopCounting := context.WithCancel(ctx)
 	defer stopCounting()
-	if cfg.CountEvery > 0 {
+	startCounting := func() {
+		if cfg.CountEvery <= 0 {
+			return
+		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -112,12 +124,49 @@ func contend(cfg contenderConfig) error {
 				case <-countCtx.Done():
 					return
 				case <-t.C:
-					rec.write(Record{Kind: KindRequests, Requests: counter.Count()})
+					report()
 				}
 			}
 		}()
 	}
-	defer func() { rec.write(Record{Kind: KindRequests, Requests: counter.Count()}) }()
+
+	// lead is every algorithm's leader func: it records the term's start,
+	// waits until told to stop, and records its end together with the
+	// earliest moment the lease could expire as this process's requests
+	// show it (couldExpire, read as the func returns: a renewal confirmed
+	// later does not count, though it may extend the lease further).
+	lead := func(ctx context.Context, n int64, couldExpire func() int64) {
+		rec.write(Record{Kind: KindStart, Term: n})
+		<-ctx.Done()
+		end := Mono()
+		rec.write(Record{Mono: end, Kind: KindEnd, Term: n, Expires: couldExpire(), Detail: fmt.Sprint(context.Cause(ctx))})
+	}
+
+	if cfg.Algo == AlgoEtcd {
+		meter := &etcdpeer.Meter{}
+		counts = meter.Counts
+		startCounting()
+		defer report()
+		var terms atomic.Int64
+		return etcdpeer.Contend(ctx, etcdpeer.Config{
+			Endpoint: cfg.Endpoint, Prefix: "/chaos/" + cfg.Blob + "/", Name: cfg.Name, TTL: eff.LeaseDuration, Meter: meter,
+			Log: etcdLogger(),
+			Lead: func(ctx context.Context, rev int64, couldExpire func() time.Time) {
+				terms.Store(rev)
+				lead(ctx, rev, func() int64 { return monoOrZero(couldExpire()) })
+				rec.write(Record{Kind: KindStopped, Term: rev})
+			},
+		})
+	}
+
+	counter := &reqcount.Policy{}
+	clock := &leaseClock{etag: eff.Kind == leaderelection.ETagLease, d: eff.LeaseDuration}
+	counts = counter.Counts
+	startCounting()
+	defer report()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter, clock}}
 
 	var terms atomic.Int64
 	task := func(ctx context.Context) error {
@@ -125,9 +174,7 @@ func contend(cfg contenderConfig) error {
 		if t, ok := leaderelection.TermFromContext(ctx); ok {
 			n = t.Number
 		}
-		rec.write(Record{Kind: KindStart, Term: n})
-		<-ctx.Done()
-		rec.write(Record{Kind: KindEnd, Term: n, Detail: fmt.Sprint(context.Cause(ctx))})
+		lead(ctx, n, clock.couldExpire)
 		return nil
 	}
 
@@ -141,24 +188,21 @@ func contend(cfg contenderConfig) error {
 		}
 		m := &baseline.Mutex{Container: cc, Blob: cc.NewBlockBlobClient(cfg.Blob), Task: task}
 		m.OnTermEnd = func(expiry time.Time) {
-			rec.write(Record{Kind: KindStopped, Term: terms.Load(), Expires: MonoOf(expiry)})
+			rec.write(Record{Kind: KindStopped, Term: terms.Load(), Claimed: MonoOf(expiry)})
 		}
 		_ = m.RunTaskWhenMutexAcquired(ctx)
 		return nil
 	case AlgoLibrary, "":
 		logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
-		s := leaderelection.BlobSettings{
-			ConnectionString: conn,
-			Container:        cfg.Container,
-			Blob:             cfg.Blob,
-			ClientOptions:    &azblob.ClientOptions{ClientOptions: copts},
-		}
+		s := cfg.Contender.settings()
+		s.ConnectionString, s.Container, s.Blob = conn, cfg.Container, cfg.Blob
+		s.ClientOptions = &azblob.ClientOptions{ClientOptions: copts}
 		m, err := leaderelection.NewBlobDistributedMutex(s, task,
 			leaderelection.WithIdentity(cfg.Name),
 			leaderelection.WithLogger(logger.With("contender", cfg.Name)),
 			leaderelection.WithEvents(func(e leaderelection.Event) {
 				if e.Kind == leaderelection.StoppedLeading {
-					rec.write(Record{Kind: KindStopped, Term: e.Term.Number, Expires: MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
+					rec.write(Record{Kind: KindStopped, Term: e.Term.Number, Claimed: MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
 				}
 			}))
 		if err != nil {
@@ -170,4 +214,80 @@ func contend(cfg contenderConfig) error {
 		return nil
 	}
 	return fmt.Errorf("unknown algorithm %q", cfg.Algo)
+}
+
+// leaseClock is a pipeline policy that watches a contender's requests for
+// those that extend its lease, and remembers the send time of the last one
+// the server confirmed: the checker's own account of when the lease could
+// expire, independent of what the library under test believes. A native
+// lease is extended by an acquire or a renew (the server starts its clock
+// when it processes one, after we sent it); an ETag lease only by a
+// metadata write under the lease ID (followers time the ETag that write
+// makes from when they first see it, later still). The send time is read
+// before the request goes out, so it is early: the moment it gives is a
+// lower bound, and a stop margin measured from it is never flattering.
+type leaseClock struct {
+	etag bool
+	d    time.Duration // the holder's lease duration
+	last atomic.Int64  // CLOCK_MONOTONIC ns; 0 none yet
+}
+
+func (c *leaseClock) Do(req *policy.Request) (*http.Response, error) {
+	raw := req.Raw()
+	var extends bool
+	if c.etag {
+		extends = raw.Method == http.MethodPut && raw.URL.Query().Get("comp") == "metadata" && header(raw.Header, "x-ms-lease-id") != ""
+	} else {
+		action := header(raw.Header, "x-ms-lease-action")
+		extends = raw.URL.Query().Get("comp") == "lease" && (action == "acquire" || action == "renew")
+	}
+	sent := Mono()
+	resp, err := req.Next()
+	if extends && err == nil && resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		for {
+			old := c.last.Load()
+			if sent <= old || c.last.CompareAndSwap(old, sent) {
+				break
+			}
+		}
+	}
+	return resp, err
+}
+
+// header reads a request header whether it was set in canonical form or,
+// as the SDK's generated code sets the x-ms- ones, verbatim.
+func header(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return h.Get(name)
+}
+
+// couldExpire is the send time of the last confirmed extension + the lease
+// duration, in CLOCK_MONOTONIC ns; 0 if there was none.
+func (c *leaseClock) couldExpire() int64 {
+	if last := c.last.Load(); last != 0 {
+		return last + int64(c.d)
+	}
+	return 0
+}
+
+func monoOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return MonoOf(t)
+}
+
+// etcdLogger logs the etcd client's warnings to standard error (the lane's
+// log file); standard output carries the records.
+func etcdLogger() *zap.Logger {
+	c := zap.NewProductionConfig()
+	c.Level = zap.NewAtomicLevelAt(zap.WarnLevel)
+	c.OutputPaths, c.ErrorOutputPaths = []string{"stderr"}, []string{"stderr"}
+	l, err := c.Build()
+	if err != nil {
+		return zap.NewNop()
+	}
+	return l
 }

@@ -20,19 +20,33 @@ type Record struct {
 	Kind string `json:"kind"` // one of the Kind* constants
 	// Term is the term number (start, end, stopped).
 	Term int64 `json:"term,omitempty"`
-	// Expires is, for stopped, the CLOCK_MONOTONIC moment the term's lease
-	// could first expire on the server (send time of its last confirmed
-	// renewal + lease duration); 0 if unknown.
+	// Expires is, for end, the CLOCK_MONOTONIC moment the term's lease
+	// could first pass to another instance, as the contender's own requests
+	// show it when its func returned: the send time of the last acquire or
+	// renewal the server confirmed (for an ETag lease, of the last write
+	// under the lease; for etcd, of the last grant or keepalive) + the
+	// lease duration. 0 if unknown. (Runs recorded before this field moved
+	// to end had it on stopped, from the library's own account.)
 	Expires int64 `json:"expires,omitempty"`
+	// Claimed is, for stopped, the same moment as the algorithm under test
+	// reported it (the library's StoppedLeading LeaseExpiry).
+	Claimed int64 `json:"claimed,omitempty"`
 	// Fault is the fault kind (fault, heal), Target the lane it hit ("" for
 	// storage-wide faults), Detail free text (the stop reason, the exit
 	// status, the fault's parameters).
 	Fault  string `json:"fault,omitempty"`
 	Target string `json:"target,omitempty"`
 	Detail string `json:"detail,omitempty"`
-	// Requests is, for requests records, how many HTTP requests the
-	// contender has sent so far (counted by a pipeline policy).
+	// Requests is, for requests records, how many requests the contender
+	// has sent so far (counted by a pipeline policy, or for etcd a gRPC
+	// interceptor); Leases, Writes and Reads split them by class (see
+	// reqcount.Counts).
 	Requests int64 `json:"requests,omitempty"`
+	Leases   int64 `json:"leases,omitempty"`
+	Writes   int64 `json:"writes,omitempty"`
+	Reads    int64 `json:"reads,omitempty"`
+	// Contender is, for spawn, what the lane runs (Contender.Label).
+	Contender string `json:"contender,omitempty"`
 }
 
 // Record kinds.

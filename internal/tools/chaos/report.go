@@ -4,13 +4,16 @@ import "time"
 
 // Report is what the checker found in a run's records.
 type Report struct {
-	Seed    int64
-	Start   int64    // CLOCK_MONOTONIC ns of the run's first record
-	End     int64    // and of its last
-	Lanes   []string // contender lanes, in order
-	Terms   []TermSpan
-	Faults  []FaultResult
-	Overlap []Overlap // two leader funcs running at once, not excused by a freeze
+	Seed  int64
+	Start int64    // CLOCK_MONOTONIC ns of the run's first record
+	End   int64    // and of its last
+	Lanes []string // contender lanes, in order
+	// LaneLabels says what each lane ran (Contender.Label), when the run
+	// recorded it.
+	LaneLabels map[string]string
+	Terms      []TermSpan
+	Faults     []FaultResult
+	Overlap    []Overlap // two leader funcs running at once, not excused by a freeze
 	// Amnesia are overlaps after Azurite restarted without a lease it had
 	// granted (it saves its data only every few seconds): a storage fault
 	// no client can guard against, reported apart.
@@ -28,9 +31,12 @@ type TermSpan struct {
 	Start  int64 // CLOCK_MONOTONIC ns
 	End    int64 // when the func returned, or the process died; 0 if still running at the end
 	Killed bool  // the process died (SIGKILL) while the func ran: End is the kill
-	// Expires is when the term's lease could first expire on the server
-	// (0 unknown, e.g. for a killed process).
+	// Expires is when the term's lease could first pass to another
+	// instance, from the contender's own requests (see Record.Expires; 0
+	// unknown, e.g. for a killed process); Claimed is that moment as the
+	// algorithm under test reported it.
 	Expires int64
+	Claimed int64
 	Reason  string // why it ended, as the library reported it
 }
 
@@ -47,9 +53,11 @@ func (t TermSpan) StopMargin() (time.Duration, bool) {
 type FaultResult struct {
 	Kind   string
 	Target string // the lane hit; "" for storage-wide faults
-	Detail string
-	At     int64 // CLOCK_MONOTONIC ns when the fault began
-	Healed int64 // and when it ended
+	// TargetRuns is what that lane ran (Contender.Label), if recorded.
+	TargetRuns string
+	Detail     string
+	At         int64 // CLOCK_MONOTONIC ns when the fault began
+	Healed     int64 // and when it ended
 	// LeaderAt is who led when the fault began ("" nobody).
 	LeaderAt string
 	// Changed is whether leadership moved: the leader at the fault's start

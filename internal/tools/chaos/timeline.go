@@ -115,7 +115,11 @@ func WriteSVG(w io.Writer, r Report) error {
 		if i%2 == 0 {
 			c.printf(`<rect x="0" y="%.1f" width="%.1f" height="%.1f" fill="#f4f6f8"/>`+"\n", y, width, svgLaneH)
 		}
-		c.printf(`<text class="lane" x="10" y="%.1f">%s</text>`+"\n", y+svgLaneH/2+4, svgEsc(name))
+		label := name
+		if runs := r.LaneLabels[name]; runs != "" {
+			label += " " + runs // what the lane ran: a mixed fleet is read at a glance
+		}
+		c.printf(`<text class="lane" x="10" y="%.1f">%s</text>`+"\n", y+svgLaneH/2+4, svgEsc(label))
 	}
 
 	for _, t := range r.Terms {

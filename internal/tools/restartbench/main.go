@@ -284,7 +284,7 @@ func report(trials []trial, followerLed int64, took time.Duration) string {
 	fmt.Fprintf(&b, "\nResumed with the same lease ID and the next term number: %d of %d restarts. "+
 		"Second processes refused with `ErrLeaseIDFileLocked`: %d of %d. The follower led %d times. "+
 		"Against Azure, add three round trips to storage (acquire, read and write of the term) to restart to leading. "+
-		"Without the file, a crashed leader's successor waits for its lease to expire: 13.47 s p50 (crash failover, above). "+
+		"Without the file, a crashed leader's successor waits for its lease to expire (crash failover of the native lease, in the Failover section above). "+
 		"Percentiles are nearest-rank%s.\n", resumed, n, refused, n, followerLed, maxNote(n))
 	return b.String()
 }

@@ -5,6 +5,13 @@
 // leadership was not restored in time.
 //
 //	go run ./internal/tools/chaos/cmd/chaos -duration 10m -runs 4 -svg timeline.svg
+//	go run ./internal/tools/chaos/cmd/chaos -lease 5s -retry 1s               # ETag leases of 5 s
+//	go run ./internal/tools/chaos/cmd/chaos -lease 3s,5s,15s -retry 1s,1s,2s  # a fleet mixing kinds
+//
+// The timing flags are comma-separated lists, cycled over the lanes (lane i
+// takes element i of each list, modulo its length); each may also be given
+// in the environment as LEADERELECTION_CHAOS_LEASE, _RENEW, _RETRY,
+// _STOP_MARGIN and _REQUEST_TIMEOUT, which a flag overrides.
 package main
 
 import (
@@ -31,18 +38,31 @@ func main() {
 		maxFaults  = flag.Int("faults", 0, "stop each run after this many faults (0: no limit)")
 		contenders = flag.Int("contenders", 5, "contender processes per run")
 		kinds      = flag.String("kinds", strings.Join(chaos.AllFaults, ","), "fault kinds to draw from")
-		algo       = flag.String("algo", chaos.AlgoLibrary, "library, or baseline (the reference sample's algorithm)")
+		algo       = flag.String("algo", chaos.AlgoLibrary, "library, baseline (the reference sample's algorithm) or etcd (etcd's election; needs Debian's etcd-server); a comma list is cycled over the lanes")
+		lease      = flag.String("lease", os.Getenv("LEADERELECTION_CHAOS_LEASE"), "LeaseDuration per lane (etcd: the session TTL); empty: the default")
+		renew      = flag.String("renew", os.Getenv("LEADERELECTION_CHAOS_RENEW"), "RenewInterval per lane")
+		retry      = flag.String("retry", os.Getenv("LEADERELECTION_CHAOS_RETRY"), "RetryInterval per lane")
+		margin     = flag.String("stop-margin", os.Getenv("LEADERELECTION_CHAOS_STOP_MARGIN"), "StopMargin per lane")
+		timeout    = flag.String("request-timeout", os.Getenv("LEADERELECTION_CHAOS_REQUEST_TIMEOUT"), "RequestTimeout per lane")
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		svg        = flag.String("svg", "", "write the first run's timeline here")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with -algo) instead of running")
 	)
 	flag.Parse()
+	fleet, err := chaos.ParseFleet(*contenders, *algo, *lease, *renew, *retry, *margin, *timeout)
+	if err != nil {
+		fail(err)
+	}
 	if *recheck != "" {
 		recs, err := chaos.ReadRecords(*recheck)
 		if err != nil {
 			fail(err)
 		}
-		rep := chaos.Check(recs, chaos.TimingsFor(*algo))
+		timings, err := chaos.TimingsOf(fleet)
+		if err != nil {
+			fail(err)
+		}
+		rep := chaos.Check(recs, timings)
 		fmt.Print(rep.Summary())
 		if len(rep.Overlap) > 0 || len(rep.Liveness) > 0 {
 			os.Exit(1)
@@ -69,7 +89,7 @@ func main() {
 			defer wg.Done()
 			reports[i], errs[i] = chaos.Run(ctx, chaos.Config{
 				Seed: *seed + int64(i), Contenders: *contenders, Duration: *duration, MaxFaults: *maxFaults,
-				Kinds: strings.Split(*kinds, ","), Algo: *algo,
+				Kinds: strings.Split(*kinds, ","), Fleet: fleet,
 				Dir: filepath.Join(*dir, fmt.Sprintf("run-%d", *seed+int64(i))), Progress: os.Stderr,
 			})
 		}()
