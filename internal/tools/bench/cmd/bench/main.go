@@ -37,6 +37,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/blobelect/leaderelection/internal/tools/scale"
@@ -98,7 +99,7 @@ func main() {
 		check(err)
 		o.dir = d
 	}
-	o.commit = revision()
+	o.commit = buildinfo.Revision()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if o.etcd {
@@ -806,33 +807,4 @@ func depVersions() string {
 		}
 	}
 	return strings.Join(vs, ", ")
-}
-
-// revision is the commit the binary was built from, as go build stamps it,
-// or else (GOFLAGS=-buildvcs=false) the work tree's, as git tells it.
-func revision() string {
-	rev, modified := "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, st := range bi.Settings {
-			switch {
-			case st.Key == "vcs.revision" && len(st.Value) >= 7:
-				rev = st.Value[:7]
-			case st.Key == "vcs.modified":
-				modified = st.Value == "true"
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
-		modified = err != nil || len(strings.TrimSpace(string(status))) > 0
-	}
-	if modified {
-		return rev + " (with uncommitted changes)"
-	}
-	return rev
 }
