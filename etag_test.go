@@ -791,7 +791,9 @@ func TestAFailedSilentBreakIsRetriedSoon(t *testing.T) {
 	lastSent, _, _ := writes.last()
 	took := bTerm.start.Sub(lastSent)
 	t.Logf("b led %v after a's last write (D = %v)", took, d.LeaseDuration)
-	assert.Less(t, took, d.LeaseDuration+d.RetryInterval+slack, "one failed break cost another lease duration")
+	// Timing the ETag again would take another D: at least 2D after the
+	// last write. Half a D of slack leaves room for a loaded machine.
+	assert.Less(t, took, d.LeaseDuration+d.RetryInterval+d.LeaseDuration/2+slack, "one failed break cost another lease duration")
 }
 
 // A release that fails once (a 503) is sent again: an ETag lease, which
@@ -824,5 +826,6 @@ func TestAFailedReleaseIsSentAgain(t *testing.T) {
 	require.Equal(t, "b", bTerm.who)
 	took := bTerm.start.Sub(stopped)
 	t.Logf("b led %v after a was stopped (D = %v, RetryInterval %v)", took, d.LeaseDuration, d.RetryInterval)
-	assert.Less(t, took, d.RetryInterval+slack, "graceful handover")
+	// Left to the followers' clock, the lease would pass only after D.
+	assert.Less(t, took, d.LeaseDuration/2, "graceful handover")
 }
