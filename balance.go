@@ -20,10 +20,11 @@ import (
 // survivors claim exactly the dead one's shards.
 //
 // Which shards move is chosen by rendezvous hashing, highest
-// hash(session, shard) first: each shard has one preferred session among the
-// live ones, and claimers try their preferred shards first, so instances
-// claiming at once (a cold start, a death) rarely race for the same shard,
-// and a session hands over first the shards another session prefers.
+// hash(session, shard) first. Free shards are assigned (assign) to the
+// sessions with room by the same rule on every instance, so instances
+// claiming at once (a cold start, a death) claim disjoint shards; a shard
+// left free for long is anyone's. A session hands over first the shards
+// another session prefers.
 
 // fairShare is how many of n shards the session id should hold, live being
 // the live sessions' IDs, sorted, id among them.
@@ -66,6 +67,59 @@ func preferred(live []string, shard string) string {
 		}
 	}
 	return best
+}
+
+// assign shares the free shards out among the live sessions that have room
+// (their share less what they hold), the same way on every instance that
+// sees the same listing: each shard, in name order, goes to the session with
+// the highest rendezvous score among those with room left. It returns the
+// shards assigned to self, highest score first. Instances claiming at once
+// (a cold start, a death) thus claim disjoint shards, and need not list
+// again to find what the others left.
+func assign(free []string, live []string, room map[string]int, self string) []string {
+	left := make(map[string]int, len(room))
+	for id, r := range room {
+		left[id] = r
+	}
+	names := slices.Clone(free)
+	slices.Sort(names)
+	type mine struct {
+		name  string
+		score uint64
+	}
+	var out []mine
+	for _, name := range names {
+		best, bestScore := "", uint64(0)
+		for _, id := range live {
+			if left[id] <= 0 {
+				continue
+			}
+			if s := rendezvous(id, name); best == "" || s > bestScore {
+				best, bestScore = id, s
+			}
+		}
+		if best == "" {
+			break // no room left anywhere
+		}
+		left[best]--
+		if best == self {
+			out = append(out, mine{name, bestScore})
+		}
+	}
+	slices.SortFunc(out, func(a, b mine) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	names = names[:0]
+	for _, m := range out {
+		names = append(names, m.name)
+	}
+	return names
 }
 
 // maxShardName is the longest shard name accepted.

@@ -72,3 +72,38 @@ func TestShardNameRules(t *testing.T) {
 		assert.Error(t, checkShardName(bad), bad)
 	}
 }
+
+// Instances that see the same free shards and the same records assign them
+// the same way: disjoint parts, each within its session's room, all the
+// free shards while there is room.
+func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
+	t.Parallel()
+	live := make([]string, 10)
+	room := map[string]int{}
+	for i := range live {
+		live[i] = uuid.NewString()
+		room[live[i]] = 100 + i // 1,045 of room
+	}
+	slices.Sort(live)
+	free := make([]string, 1000)
+	for i := range free {
+		free[i] = fmt.Sprintf("shard-%05d", i)
+	}
+	seen := map[string]string{}
+	total := 0
+	for _, id := range live {
+		part := assign(free, live, room, id)
+		require.LessOrEqual(t, len(part), room[id])
+		for _, name := range part {
+			require.Empty(t, seen[name], "%s assigned twice", name)
+			seen[name] = id
+		}
+		total += len(part)
+		for i := 1; i < len(part); i++ {
+			require.GreaterOrEqual(t, rendezvous(id, part[i-1]), rendezvous(id, part[i]), "best first")
+		}
+	}
+	require.Equal(t, 1000, total)
+	room[live[0]] = 0
+	assert.Empty(t, assign(free, live, room, live[0]), "no room, nothing")
+}

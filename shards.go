@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,7 +37,7 @@ import (
 // shard is a blob whose infinite lease its owner takes, with a record naming
 // its session; it needs no renewal of its own, as the session's safety
 // deadline is every shard's. An instance lists the sessions once per
-// RetryInterval (one request) and lists the shards (5,000 a page) only while
+// RetryInterval (one request) and lists the shards (1,000 a page) only while
 // ownership must move: it holds fewer than its share, or a session died. In
 // steady state an instance therefore makes one write per RenewInterval and
 // one list per RetryInterval, whatever the number of shards.
@@ -96,7 +98,7 @@ var errShardPanicked = errors.New("leaderelection: another shard's func panicked
 
 // Limits on how much ownership moves at once.
 const (
-	claimParallel  = 16 // claims in flight at once
+	claimParallel  = 8  // claims in flight at once: on Azurite, 40 claimers got through 30 % more than 160, at half the latency
 	claimBatch     = 64 // claims before the sessions are listed again (and the share recomputed)
 	releaseAtOnce  = 16 // releases in flight at once
 	lookupsPerList = 8  // unknown sessions looked up per listing of the shards
@@ -390,13 +392,11 @@ type shardRun struct {
 
 // candidate is a shard that a listing showed free to claim.
 type candidate struct {
-	name    string
-	exists  bool        // its blob exists (else the claim creates it)
-	etag    azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
-	leased  bool        // its lease must be broken first: its session is dead, or it was never recorded
-	prev    int64       // the term number on the blob
-	prefers bool        // this session is its preferred one
-	score   uint64      // rendezvous(this session, name)
+	name   string
+	exists bool        // its blob exists (else the claim creates it)
+	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
+	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
+	prev   int64       // the term number on the blob
 }
 
 // manager is one session's loop: it balances, claims, hands over, and runs
@@ -411,10 +411,41 @@ type manager struct {
 	watch     *sessionWatch
 	deadline  func() time.Time // the session's safety deadline
 
-	cands     []candidate
-	candsAt   time.Time
+	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
+	freeSince map[string]time.Time // since when each was seen free
+	part      []string             // this session's part of them (see assign), best first
+	partFor   string               // the live sessions it was assigned among
+	liveSig   string               // the live sessions, at the last change
+	liveSince time.Time            // when they last changed
+	stale     bool                 // the last claims from them mostly failed: list again
+	listedAt  time.Time            // when the listing they come from started
+	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList  time.Time
+	listTook  time.Duration
 	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
+
+	// owners is who held each shard by the last listing (and this
+	// session's own claims since): when a session dies, its shards are
+	// claimed from here, without a listing of every shard.
+	owners   map[string]holder
+	ownersMu sync.Mutex // claims write owners in parallel
+	// The view of the sessions (who is live, what each holds) settles
+	// after ownership moved; the shards are then listed once, at a random
+	// moment, so that owners is fresh for the next death.
+	viewSig   string
+	viewSince time.Time
+	settleAt  time.Time
+	settled   bool
+	// listNotBefore delays this instance's listing of the shards to its
+	// turn, after a death.
+	listNotBefore time.Time
+}
+
+// holder is who held a shard, by a listing.
+type holder struct {
+	session string
+	etag    azcore.ETag
+	term    int64
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -422,7 +453,8 @@ type manager struct {
 // returns once every shard func has returned and its lease is released.
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
-	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{},
+	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
+		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
 		deadline: func() time.Time { return state.fuse.current() }}
 	shardsCtx, stopShards := context.WithCancelCause(ctx)
 	g.shardsCtx = shardsCtx
@@ -529,26 +561,135 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	g.retryLeftovers()
 	deficit := target - own
-	// Everyone holds its share but not every shard is held: a lease left
-	// by a failed request, held by nobody that can say so. Look, seldom.
-	stray := deficit <= 0 && held < n && time.Since(g.lastList) >= max(o.settings.LeaseDuration, time.Minute)
-	if deficit <= 0 && !stray {
-		g.cands = nil
+	// Claim only once the live sessions have stood one poll: instances
+	// that start, or see a session die, at about the same moment then
+	// agree on who is alive, and so on who claims what.
+	// (A death needs no such wait: every instance that sees it sees one
+	// session fewer, and claims from what it knew that session held.)
+	rank, _ := slices.BinarySearch(view.live, g.s.id)
+	if live := strings.Join(view.live, ","); live != g.liveSig {
+		grew := false
+		for _, id := range view.live {
+			if !strings.Contains(g.liveSig, id) {
+				grew = true
+			}
+		}
+		g.liveSig = live
+		if grew {
+			g.liveSince = time.Now()
+		}
+	}
+	if left := o.settings.RetryInterval - time.Since(g.liveSince); deficit > 0 && left > 0 {
+		*wait = min(*wait, left)
 		return nil
 	}
-	if len(g.cands) == 0 || time.Since(g.candsAt) > o.settings.RetryInterval || stray {
+	if len(view.died) > 0 {
+		// Every survivor is below its share now. Those that still need to
+		// list take turns, by rank, rather than all list at once.
+		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
+	}
+	if deficit > 0 && len(view.died) > 0 {
+		g.takeFromDead(view)
+	}
+	sig := view.signature()
+	if sig != g.viewSig {
+		g.viewSig, g.viewSince, g.settled, g.settleAt = sig, time.Now(), false, time.Time{}
+	}
+	if held < n {
+		if g.strayAt.IsZero() {
+			g.strayAt = time.Now().Add(strayAfter + time.Duration(rand.Int64N(int64(strayAfter))))
+		}
+	} else {
+		g.strayAt = time.Time{}
+	}
+	list := false
+	switch {
+	case deficit > 0:
+		// Claims are conditional, so claiming from an old listing is safe;
+		// list again only when it has nothing left, or its shards were
+		// mostly taken meanwhile.
+		list = len(g.cands) == 0 || g.stale
+	case held < n:
+		// Fewer shards are held than the set has, and it lasts: a session
+		// below its share would have claimed them, so some may be held by
+		// a lease that nobody's record counts (a claim whose record was
+		// written with its answer lost, then given up, then its release
+		// lost too): only the session its record names can tell. Look,
+		// seldom, and not all at once.
+		list = !time.Now().Before(g.strayAt)
+		if list {
+			g.strayAt = time.Time{}
+		}
+	case held == n && deficit == 0 && !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
+		// Settled: every session's record says it holds its share. List
+		// once, each instance in its turn by rank, to know who holds what
+		// when one of them dies.
+		if g.settleAt.IsZero() {
+			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
+		}
+		list = !time.Now().Before(g.settleAt)
+	}
+	if list && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
 		if err := g.listShards(view); err != nil {
 			return err
 		}
+		g.settled = deficit == 0
 	}
 	if deficit <= 0 {
+		clear(g.cands)
 		return nil
 	}
-	claimed := g.claim(min(deficit, claimBatch))
+	if g.stale {
+		return nil // its shards were mostly taken: wait for the next listing rather than fail on the rest
+	}
+	claimed := g.claim(min(deficit, claimBatch), deficit, view)
 	if claimed > 0 && claimed < deficit {
 		*wait = 0 // more to claim: list the sessions again and go on
 	}
 	return nil
+}
+
+// strayAfter is how long fewer shards than the set must stay held before
+// the sessions at their share look for a lease nobody counts: 5 to 10
+// minutes, drawn by each.
+const strayAfter = 5 * time.Minute
+
+// listSpacing is the least time between two listings of the shards: one
+// RetryInterval, or four times what the last one took, if more. A listing
+// costs the storage account in proportion to the shards (Azurite: about a
+// second for 10,000), and every instance below its share lists.
+func (g *manager) listSpacing() time.Duration {
+	return max(g.o.settings.RetryInterval, 4*g.listTook)
+}
+
+// listTurn is how long each instance's turn to list the shards lasts when
+// they take turns: what its last listing took, twice, or half a
+// RetryInterval if more.
+func (g *manager) listTurn() time.Duration {
+	return max(2*g.listTook, g.o.settings.RetryInterval/2)
+}
+
+// takeFromDead adds to the candidates the shards that, by the last listing,
+// sessions that just died held: free to take, each on condition that its
+// ETag is still the one listed, with no listing of every shard. A shard a
+// dead session claimed after that listing is found by the next listing.
+func (g *manager) takeFromDead(view sessionView) {
+	dead := map[string]bool{}
+	for _, id := range view.died {
+		dead[id] = true
+	}
+	now := time.Now()
+	for name, h := range g.owners {
+		if dead[h.session] {
+			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term}
+			if _, ok := g.freeSince[name]; !ok {
+				g.freeSince[name] = now
+			}
+			delete(g.owners, name)
+		}
+	}
+	// As fresh as a listing can make them, without one: claim them first.
+	g.stale, g.listedAt, g.part = false, now, nil
 }
 
 // handOver asks k running shards to stop, to be released for a session
@@ -620,6 +761,8 @@ func (g *manager) listShards(view sessionView) error {
 		return err
 	}
 	g.lastList = time.Now()
+	g.listTook = g.lastList.Sub(start)
+	owners := make(map[string]holder, len(entries))
 	live := map[string]bool{}
 	for _, id := range view.live {
 		live[id] = true
@@ -633,6 +776,9 @@ func (g *manager) listShards(view sessionView) error {
 		g.checkHeld(l, start)
 		if !set[l.name] {
 			continue
+		}
+		if l.info.Held() && l.session != "" {
+			owners[l.name] = holder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
 		}
 		c := candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
 		switch {
@@ -696,16 +842,6 @@ func (g *manager) listShards(view sessionView) error {
 			cands = append(cands, candidate{name: name})
 		}
 	}
-	for i := range cands {
-		cands[i].score = rendezvous(g.s.id, cands[i].name)
-		cands[i].prefers = preferred(view.live, cands[i].name) == g.s.id
-	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].prefers != cands[j].prefers {
-			return cands[i].prefers
-		}
-		return cands[i].score > cands[j].score
-	})
 	// Runs the listing did not show at all: their blob is gone.
 	o.mu.Lock()
 	var gone []*shardRun
@@ -718,7 +854,17 @@ func (g *manager) listShards(view sessionView) error {
 	for _, r := range gone {
 		g.lost(r, "its blob is gone")
 	}
-	g.cands, g.candsAt = cands, start
+	g.cands = make(map[string]candidate, len(cands))
+	freeSince := make(map[string]time.Time, len(cands))
+	for _, c := range cands {
+		g.cands[c.name] = c
+		if at, ok := g.freeSince[c.name]; ok {
+			freeSince[c.name] = at
+		} else {
+			freeSince[c.name] = start
+		}
+	}
+	g.freeSince, g.stale, g.owners, g.listedAt, g.part = freeSince, false, owners, start, nil
 	return nil
 }
 
@@ -769,25 +915,94 @@ func (o *ShardOwner) holds(name string) bool {
 	return o.runs[name] != nil || o.claiming[name] || left
 }
 
-// claim claims up to k candidates, claimParallel at a time, and returns how
-// many it won.
-func (g *manager) claim(k int) int {
+// claim claims up to k candidates, claimParallel at a time, toward a
+// deficit of shards, and returns how many it won.
+func (g *manager) claim(k, deficit int, view sessionView) int {
 	o := g.o
 	now := time.Now()
-	var picked []candidate
 	o.mu.Lock()
-	for len(g.cands) > 0 && len(picked) < k {
-		c := g.cands[0]
-		g.cands = g.cands[1:]
-		_, left := o.leftover[c.name]
-		if !o.set[c.name] || o.runs[c.name] != nil || o.claiming[c.name] || left || now.Before(o.cooldown[c.name]) {
+	n := len(o.set)
+	free := make([]string, 0, len(g.cands))
+	for name := range g.cands {
+		_, left := o.leftover[name]
+		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || now.Before(o.cooldown[name]) {
 			continue
 		}
-		delete(o.cooldown, c.name)
-		o.claiming[c.name] = true
-		picked = append(picked, c)
+		free = append(free, name)
 	}
 	o.mu.Unlock()
+	// This session's part of the free shards, by the rule every instance
+	// applies to the same listing and the same records, computed once per
+	// listing and set of live sessions (records change as shards are
+	// claimed, and instances read them at different moments); then the
+	// shards left free for long, whoever they were assigned to.
+	if live := strings.Join(view.live, ","); g.part == nil || live != g.partFor {
+		room := make(map[string]int, len(view.live))
+		for _, id := range view.live {
+			room[id] = max(0, fairShare(n, view.live, id)-view.owned[id])
+		}
+		room[g.s.id] = max(room[g.s.id], deficit)
+		g.part, g.partFor = assign(free, view.live, room, g.s.id), live
+	}
+	isFree := make(map[string]bool, len(free))
+	for _, name := range free {
+		isFree[name] = true
+	}
+	var order []string
+	mine := make(map[string]bool, len(g.part))
+	for _, name := range g.part {
+		mine[name] = true
+		if isFree[name] {
+			order = append(order, name)
+		}
+	}
+	if len(order) == 0 {
+		g.part = nil // spent: assign again at the next claim, from the records then
+	}
+	// A shard another session was assigned but has not claimed while its
+	// record had time to be rewritten and read again (its room was
+	// overstated, or it is stuck) is anyone's.
+	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
+	var others []string
+	for _, name := range free {
+		if !mine[name] && now.Sub(g.freeSince[name]) >= long {
+			others = append(others, name)
+		}
+	}
+	slices.SortFunc(others, func(a, b string) int {
+		sa, sb := rendezvous(g.s.id, a), rendezvous(g.s.id, b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return 0
+	})
+	order = append(order, others...)
+
+	var picked []candidate
+	o.mu.Lock()
+	for _, name := range order {
+		if len(picked) == k {
+			break
+		}
+		if o.claiming[name] {
+			continue
+		}
+		delete(o.cooldown, name)
+		o.claiming[name] = true
+		picked = append(picked, g.cands[name])
+		delete(g.cands, name)
+	}
+	o.mu.Unlock()
+	if len(picked) > 0 && len(g.part) > 0 {
+		taken := make(map[string]bool, len(picked))
+		for _, c := range picked {
+			taken[c.name] = true
+		}
+		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
+	}
 	var won atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, claimParallel)
@@ -803,6 +1018,9 @@ func (g *manager) claim(k int) int {
 		}()
 	}
 	wg.Wait()
+	g.stale = 2*int(won.Load()) < len(picked) // half of them or more were taken meanwhile: list again
+	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", won.Load(), "tried", len(picked),
+		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free))
 	return int(won.Load())
 }
 
@@ -861,7 +1079,16 @@ func (g *manager) claimOne(c candidate) bool {
 	} else {
 		o.counts.claim("claimed")
 	}
+	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})
 	return g.start(c.name, lm, t, newETag)
+}
+
+// noteOwner records a claim of this session in owners (claims run in
+// parallel).
+func (g *manager) noteOwner(name string, h holder) {
+	g.ownersMu.Lock()
+	defer g.ownersMu.Unlock()
+	g.owners[name] = h
 }
 
 // createShard creates a shard's blob, empty, if nobody has: a conditional
@@ -1039,13 +1266,21 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		m.leading.Store(false)
 		expires := g.deadline().Add(s.StopMargin)
 		cause := context.Cause(leaseCtx)
+		ours := cause == nil // the shard's lease is still ours to give back
 		if cause == nil {
 			cause = context.Cause(leaderCtx)
 		}
 		close(funcDone)
 		r.ts.stopNow(errTermEnded)
 		watcher.Wait()
-		o.releaseShard(r)
+		if ours {
+			// Once the session must stop now, its shards are not released
+			// one by one: the session's lease is (lead() does it, if it is
+			// still ours), which sets them all free at once, and spares
+			// storage a request per shard when it may be what failed. So
+			// releases still waiting then are dropped.
+			o.releaseShard(g.stopNow, r)
+		}
 		m.health.endTerm()
 		o.mu.Lock()
 		delete(o.runs, r.name)
@@ -1096,12 +1331,16 @@ func stopAll(o *ShardOwner) {
 // releaseShard gives a shard's lease back once its func has returned, a few
 // at a time; a failed release is retried by the session's loop. A lease
 // that is no longer ours counts as released.
-func (o *ShardOwner) releaseShard(r *shardRun) {
-	o.release <- struct{}{}
+func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
+	select {
+	case o.release <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
 	defer func() { <-o.release }()
 	lm := r.m.lease
 	id := lm.LeaseID()
-	if err := lm.Release(context.Background()); err != nil {
+	if err := lm.Release(ctx); err != nil && ctx.Err() == nil {
 		o.logger.Debug("leaderelection: could not release a shard; retrying", "shard", r.name, "error", err)
 		o.addLeftover(r.name, id)
 	}
@@ -1190,7 +1429,7 @@ type ShardInfo struct {
 
 // Inspect lists the sessions and the shards: who is alive, and who holds
 // what. Read access is enough; it holds nothing. Two or more requests (the
-// sessions, then the shards 5,000 a page), not one snapshot: a shard may
+// sessions, then the shards 1,000 a page), not one snapshot: a shard may
 // name a session that started after the sessions were listed.
 func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	var info ShardsInfo

@@ -143,7 +143,11 @@ func instance(cfg instanceConfig) error {
 			rec.write(Record{Kind: KindSessionEnd, Session: e.Session, Detail: string(e.Reason)})
 		}
 	})
-	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo})).With("lane", cfg.Lane)
+	level := slog.LevelInfo
+	if os.Getenv("SHARDCHAOS_DEBUG") != "" {
+		level = slog.LevelDebug
+	}
+	logger := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})).With("lane", cfg.Lane)
 	t := cfg.Timings
 	s := leaderelection.BlobSettings{
 		ConnectionString: azurite.ConnectionStringFor(cfg.BlobURL),
