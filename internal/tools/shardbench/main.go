@@ -17,17 +17,16 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"runtime"
-	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
 )
@@ -459,7 +458,7 @@ func report(c config, main, small, base *result, ch *shardchaos.ChaosResult, too
 		"the library's default timings (session lease 15 s, renewed every 5 s, sessions listed every 2 s, stop margin 3 s). "+
 		"Requests are counted in each instance by a pipeline policy (every HTTP request); CPU and memory are read from `/proc`. "+
 		"Azurite serves every request on one thread: it, not the instances, sets the pace of a cold start here.\n\n",
-		took.Round(time.Second), time.Now().Format("2006-01-02"), revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
+		took.Round(time.Second), time.Now().Format("2006-01-02"), buildinfo.Revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
 
 	fmt.Fprintf(&b, "| | ShardOwner, %d shards | ShardOwner, %s shards | a BlobDistributedMutex per shard, %s shards |\n|---|---|---|---|\n",
 		main.shards, smallShards(small), baseShards(base))
@@ -576,32 +575,4 @@ func writeSection(path, section string) error {
 		doc = strings.TrimRight(doc, "\n") + "\n\n" + section
 	}
 	return os.WriteFile(path, []byte(doc), 0o644)
-}
-
-// revision is the commit the binary was built from, or "unknown".
-func revision() string {
-	rev, modified := "", false
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		for _, st := range bi.Settings {
-			switch {
-			case st.Key == "vcs.revision" && len(st.Value) >= 7:
-				rev = st.Value[:7]
-			case st.Key == "vcs.modified":
-				modified = st.Value == "true"
-			}
-		}
-	}
-	if rev == "" {
-		out, err := exec.Command("git", "rev-parse", "--short=7", "HEAD").Output()
-		if err != nil {
-			return "unknown"
-		}
-		rev = strings.TrimSpace(string(out))
-		status, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output()
-		modified = err != nil || len(strings.TrimSpace(string(status))) > 0
-	}
-	if modified {
-		return rev + " (with uncommitted changes)"
-	}
-	return rev
 }
