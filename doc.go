@@ -14,6 +14,12 @@
 //	}
 //	err = mutex.RunTaskWhenMutexAcquired(ctx) // until ctx is done or storage refuses us
 //
+// A service with many singleton jobs (one per tenant, partition or queue)
+// runs them through one [ShardOwner]: each instance holds a session (an
+// ETag lease of its own), each job is a shard tied to a session, and the
+// shards spread evenly over the live instances, at a cost per instance, not
+// per shard.
+//
 // # What is guaranteed
 //
 // The leader func's context is cancelled before the lease can expire on the

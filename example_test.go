@@ -87,3 +87,32 @@ func ExampleLeaseContext() {
 	}
 	_ = coordinate
 }
+
+// A worker service with one singleton job per tenant runs them all through
+// one ShardOwner: each tenant's job runs on exactly one instance, the jobs
+// spread evenly over the instances, and the whole fleet costs one write
+// and one list per instance per interval, however many tenants there are.
+func ExampleNewShardOwner() {
+	settings := leaderelection.BlobSettings{
+		ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),
+		Container:        "leases",
+		Blob:             "tenant-jobs", // the prefix of the sessions' and shards' blobs
+	}
+	tenants := []string{"tenant-1", "tenant-2", "tenant-3"}
+	runTenant := func(ctx context.Context, tenant string) error {
+		term, _ := leaderelection.TermFromContext(ctx) // term.Number fences this tenant's writes
+		log.Printf("running %s, term %d", tenant, term.Number)
+		<-ctx.Done() // handed over, removed, shutting down, or the session's deadline
+		return nil
+	}
+	owner, err := leaderelection.NewShardOwner(settings, tenants, runTenant)
+	if err != nil {
+		log.Fatal(err) // names the invalid field or shard
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	// When tenants come and go: owner.SetShards(newList).
+	if err := owner.Run(ctx); !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}
