@@ -38,9 +38,11 @@ import (
 // its session; it needs no renewal of its own, as the session's safety
 // deadline is every shard's. An instance lists the sessions once per
 // RetryInterval (one request) and lists the shards (1,000 a page) only while
-// ownership must move: it holds fewer than its share, or a session died. In
-// steady state an instance therefore makes one write per RenewInterval and
-// one list per RetryInterval, whatever the number of shards.
+// ownership moves: while it holds fewer than its share, and once after each
+// change settles (the instances take turns), so that when a session dies its
+// shards are claimed from that listing. In steady state an instance
+// therefore makes one write per RenewInterval and one list per
+// RetryInterval, whatever the number of shards.
 //
 // Blobs live under BlobSettings.Blob + "/": sessions/<session ID> and
 // shards/<shard name>. The prefix is reserved for the owner; a shard's blob
@@ -397,6 +399,7 @@ type candidate struct {
 	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
+	dead   bool        // a dead session held it: once this session's part is claimed, take it without waiting
 }
 
 // manager is one session's loop: it balances, claims, hands over, and runs
@@ -681,7 +684,7 @@ func (g *manager) takeFromDead(view sessionView) {
 	now := time.Now()
 	for name, h := range g.owners {
 		if dead[h.session] {
-			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term}
+			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
 			if _, ok := g.freeSince[name]; !ok {
 				g.freeSince[name] = now
 			}
@@ -865,6 +868,8 @@ func (g *manager) listShards(view sessionView) error {
 		}
 	}
 	g.freeSince, g.stale, g.owners, g.listedAt, g.part = freeSince, false, owners, start, nil
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
+		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
 	return nil
 }
 
@@ -963,9 +968,12 @@ func (g *manager) claim(k, deficit int, view sessionView) int {
 	// record had time to be rewritten and read again (its room was
 	// overstated, or it is stuck) is anyone's.
 	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
+	// So is, once this session's part is claimed, a shard a dead session
+	// held: the survivors' listings may differ (each knows what its last
+	// one showed), and so may their parts, but not what must be claimed.
 	var others []string
 	for _, name := range free {
-		if !mine[name] && now.Sub(g.freeSince[name]) >= long {
+		if !mine[name] && (now.Sub(g.freeSince[name]) >= long || len(order) == 0 && g.cands[name].dead) {
 			others = append(others, name)
 		}
 	}
