@@ -418,6 +418,9 @@ type manager struct {
 	freeSince map[string]time.Time // since when each was seen free
 	part      []string             // this session's part of them (see assign), best first
 	partFor   string               // the live sessions it was assigned among
+	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
+	deathFor  string               // the live sessions deathRoom is for
+	fromDeath bool                 // the candidates are a dead session's shards by owners, not a listing's
 	liveSig   string               // the live sessions, at the last change
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
@@ -431,6 +434,7 @@ type manager struct {
 	// session's own claims since): when a session dies, its shards are
 	// claimed from here, without a listing of every shard.
 	owners   map[string]holder
+	ownersAt time.Time  // when the listing owners comes from started
 	ownersMu sync.Mutex // claims write owners in parallel
 	// The view of the sessions (who is live, what each holds) settles
 	// after ownership moved; the shards are then listed once, at a random
@@ -592,7 +596,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
 	}
 	if deficit > 0 && len(view.died) > 0 {
-		g.takeFromDead(view)
+		g.takeFromDead(view, n)
 	}
 	sig := view.signature()
 	if sig != g.viewSig {
@@ -645,9 +649,12 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	if g.stale {
 		return nil // its shards were mostly taken: wait for the next listing rather than fail on the rest
 	}
-	claimed := g.claim(min(deficit, claimBatch), deficit, view)
-	if claimed > 0 && claimed < deficit {
+	claimed, tried := g.claim(min(deficit, claimBatch), deficit, view)
+	switch {
+	case claimed < deficit && (claimed > 0 || tried > 0 && g.deadLeft()):
 		*wait = 0 // more to claim: list the sessions again and go on
+	case tried == 0 && g.stale && time.Since(g.lastList) >= g.listSpacing():
+		*wait = 0 // list now (see claim)
 	}
 	return nil
 }
@@ -675,11 +682,35 @@ func (g *manager) listTurn() time.Duration {
 // takeFromDead adds to the candidates the shards that, by the last listing,
 // sessions that just died held: free to take, each on condition that its
 // ETag is still the one listed, with no listing of every shard. A shard a
-// dead session claimed after that listing is found by the next listing.
-func (g *manager) takeFromDead(view sessionView) {
+// dead session claimed after that listing is found by the next listing,
+// which this instance makes at once if its last one is older than the last
+// change in who holds what, or once its part of those shards is claimed
+// and it is still short.
+func (g *manager) takeFromDead(view sessionView, n int) {
+	if g.ownersAt.IsZero() || g.ownersAt.Before(g.viewSince) {
+		// Who holds what changed since this instance's last listing (it
+		// had not had its turn yet): list now, out of turn.
+		g.stale, g.listNotBefore = true, time.Time{}
+		return
+	}
 	dead := map[string]bool{}
 	for _, id := range view.died {
 		dead[id] = true
+	}
+	// Each survivor's room is its share less what it held by the listing,
+	// not by its record: records are rewritten while the survivors claim,
+	// and read by each at its own moment, whereas every survivor's last
+	// listing (one each, after ownership settled) showed the same holders.
+	// So every survivor assigns the dead sessions' shards alike, and the
+	// parts are disjoint and cover them all.
+	held := map[string]int{}
+	for _, h := range g.owners {
+		held[h.session]++
+	}
+	g.deathFor = strings.Join(view.live, ",")
+	g.deathRoom = make(map[string]int, len(view.live))
+	for _, id := range view.live {
+		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-held[id])
 	}
 	now := time.Now()
 	for name, h := range g.owners {
@@ -692,7 +723,17 @@ func (g *manager) takeFromDead(view sessionView) {
 		}
 	}
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.listedAt, g.part = false, now, nil
+	g.stale, g.listedAt, g.part, g.fromDeath = false, now, nil, true
+}
+
+// deadLeft reports whether a shard of a dead session is left to try.
+func (g *manager) deadLeft() bool {
+	for _, c := range g.cands {
+		if c.dead {
+			return true
+		}
+	}
+	return false
 }
 
 // handOver asks k running shards to stop, to be released for a session
@@ -811,7 +852,7 @@ func (g *manager) listShards(view sessionView) error {
 			// Held by a live session.
 		default:
 			if _, dead := g.watch.dead[l.session]; dead {
-				c.leased = true
+				c.leased, c.dead = true, true
 				cands = append(cands, c)
 				continue
 			}
@@ -836,7 +877,7 @@ func (g *manager) listShards(view sessionView) error {
 		}
 		if dead {
 			for _, l := range ls {
-				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number})
+				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number, dead: true})
 			}
 		}
 	}
@@ -867,7 +908,8 @@ func (g *manager) listShards(view sessionView) error {
 			freeSince[c.name] = start
 		}
 	}
-	g.freeSince, g.stale, g.owners, g.listedAt, g.part = freeSince, false, owners, start, nil
+	g.freeSince, g.stale, g.owners, g.ownersAt, g.listedAt, g.part = freeSince, false, owners, start, start, nil
+	g.deathRoom, g.fromDeath = nil, false
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
 		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
 	return nil
@@ -921,8 +963,8 @@ func (o *ShardOwner) holds(name string) bool {
 }
 
 // claim claims up to k candidates, claimParallel at a time, toward a
-// deficit of shards, and returns how many it won.
-func (g *manager) claim(k, deficit int, view sessionView) int {
+// deficit of shards, and returns how many it won and how many it tried.
+func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
 	o := g.o
 	now := time.Now()
 	o.mu.Lock()
@@ -945,6 +987,9 @@ func (g *manager) claim(k, deficit int, view sessionView) int {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
 			room[id] = max(0, fairShare(n, view.live, id)-view.owned[id])
+			if r, ok := g.deathRoom[id]; ok && live == g.deathFor {
+				room[id] = r
+			}
 		}
 		room[g.s.id] = max(room[g.s.id], deficit)
 		g.part, g.partFor = assign(free, view.live, room, g.s.id), live
@@ -963,14 +1008,23 @@ func (g *manager) claim(k, deficit int, view sessionView) int {
 	}
 	if len(order) == 0 {
 		g.part = nil // spent: assign again at the next claim, from the records then
+		if g.fromDeath {
+			// This session's part of a dead session's shards is claimed,
+			// and it is still short: another survivor's last listing
+			// differed from its own. The rest are mostly taken by now: a
+			// listing, out of turn, finds those left at less cost than a
+			// try of each.
+			g.stale, g.listNotBefore = true, time.Time{}
+			return 0, 0
+		}
 	}
 	// A shard another session was assigned but has not claimed while its
 	// record had time to be rewritten and read again (its room was
 	// overstated, or it is stuck) is anyone's.
 	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
-	// held: the survivors' listings may differ (each knows what its last
-	// one showed), and so may their parts, but not what must be claimed.
+	// held by a listing: the survivors' records, and so their parts, may
+	// differ, but not what must be claimed.
 	var others []string
 	for _, name := range free {
 		if !mine[name] && (now.Sub(g.freeSince[name]) >= long || len(order) == 0 && g.cands[name].dead) {
@@ -1011,10 +1065,14 @@ func (g *manager) claim(k, deficit int, view sessionView) int {
 		}
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
-	var won atomic.Int64
+	var won, listedWon atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, claimParallel)
+	listed := 0
 	for _, c := range picked {
+		if !c.dead {
+			listed++
+		}
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -1022,14 +1080,22 @@ func (g *manager) claim(k, deficit int, view sessionView) int {
 			defer func() { <-sem }()
 			if g.claimOne(c) {
 				won.Add(1)
+				if !c.dead {
+					listedWon.Add(1)
+				}
 			}
 		}()
 	}
 	wg.Wait()
-	g.stale = 2*int(won.Load()) < len(picked) // half of them or more were taken meanwhile: list again
+	// Half of the candidates from a listing or more were taken meanwhile:
+	// list again rather than try the rest one by one. A dead session's
+	// shards are not counted: there are only as many as it held, and every
+	// survivor must find those nobody took without waiting for its turn to
+	// list (each try costs one conditional request, and is made once).
+	g.stale = 2*int(listedWon.Load()) < listed
 	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", won.Load(), "tried", len(picked),
 		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free))
-	return int(won.Load())
+	return int(won.Load()), len(picked)
 }
 
 // claimOne takes one shard: breaks its lease if its session is dead, on
