@@ -1,10 +1,16 @@
 package leaderelection
 
 import (
+	"context"
 	"fmt"
 	"hash/fnv"
+	"math/rand/v2"
 	"slices"
+	"sort"
 	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // How a ShardOwner spreads shards: every instance computes, from the same
@@ -169,4 +175,194 @@ func checkShardNames(names []string) (map[string]bool, error) {
 		set[n] = true
 	}
 	return set, nil
+}
+
+// balance moves this session toward its share: it stops removed shards,
+// hands over the excess, claims free shards while below its share, and
+// releases leases left from failed requests.
+func (g *manager) balance(view sessionView, wait *time.Duration) error {
+	o := g.o
+	o.mu.Lock()
+	n := len(o.set)
+	for name, r := range o.runs {
+		if !o.set[name] && !r.leaving && !r.returned.Load() {
+			r.leaving = true
+			r.ts.pleaseStop(ErrShardRemoved)
+		}
+	}
+	own := len(o.claiming)
+	for _, r := range o.runs {
+		if !r.leaving && !r.returned.Load() {
+			own++
+		}
+	}
+	target := fairShare(n, view.live, g.s.id)
+	o.target, o.live = target, len(view.live)
+	o.mu.Unlock()
+
+	short, held := 0, own
+	for _, id := range view.live {
+		if id != g.s.id {
+			short += max(0, fairShare(n, view.live, id)-view.owned[id])
+			held += view.owned[id]
+		}
+	}
+	if excess := own - target; excess > 0 && short > 0 {
+		g.handOver(min(excess, short), view)
+	}
+	g.retryLeftovers()
+	deficit := target - own
+	// Claim only once the live sessions have stood one poll: instances
+	// that start, or see a session die, at about the same moment then
+	// agree on who is alive, and so on who claims what.
+	// (A death needs no such wait: every instance that sees it sees one
+	// session fewer, and claims from what it knew that session held.)
+	rank, _ := slices.BinarySearch(view.live, g.s.id)
+	if live := strings.Join(view.live, ","); live != g.liveSig {
+		grew := false
+		for _, id := range view.live {
+			if !strings.Contains(g.liveSig, id) {
+				grew = true
+			}
+		}
+		g.liveSig = live
+		if grew {
+			g.liveSince = time.Now()
+		}
+	}
+	if left := o.settings.RetryInterval - time.Since(g.liveSince); deficit > 0 && left > 0 {
+		*wait = min(*wait, left)
+		return nil
+	}
+	if len(view.died) > 0 {
+		// Every survivor is below its share now. Those that still need to
+		// list take turns, by rank, rather than all list at once.
+		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
+	}
+	if deficit > 0 && len(view.died) > 0 {
+		g.takeFromDead(view, n)
+	}
+	sig := view.signature()
+	if sig != g.viewSig {
+		g.viewSig, g.viewSince, g.settled, g.settleAt = sig, time.Now(), false, time.Time{}
+	}
+	if held < n {
+		if g.strayAt.IsZero() {
+			g.strayAt = time.Now().Add(strayAfter + time.Duration(rand.Int64N(int64(strayAfter))))
+		}
+	} else {
+		g.strayAt = time.Time{}
+	}
+	list := false
+	switch {
+	case deficit > 0:
+		// Claims are conditional, so claiming from an old listing is safe;
+		// list again only when it has nothing left, or its shards were
+		// mostly taken meanwhile.
+		list = len(g.cands) == 0 || g.stale
+	case held < n:
+		// Fewer shards are held than the set has, and it lasts: a session
+		// below its share would have claimed them, so some may be held by
+		// a lease that nobody's record counts (a claim whose record was
+		// written with its answer lost, then given up, then its release
+		// lost too): only the session its record names can tell. Look,
+		// seldom, and not all at once.
+		list = !time.Now().Before(g.strayAt)
+		if list {
+			g.strayAt = time.Time{}
+		}
+	case held == n && deficit == 0 && !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
+		// Settled: every session's record says it holds its share. List
+		// once, each instance in its turn by rank, to know who holds what
+		// when one of them dies.
+		if g.settleAt.IsZero() {
+			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
+		}
+		list = !time.Now().Before(g.settleAt)
+	}
+	if list && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
+		if err := g.listShards(view); err != nil {
+			return err
+		}
+		g.settled = deficit == 0
+	}
+	if deficit <= 0 {
+		clear(g.cands)
+		return nil
+	}
+	if g.stale {
+		return nil // its shards were mostly taken: wait for the next listing rather than fail on the rest
+	}
+	claimed, tried := g.claim(min(deficit, claimBatch), deficit, view)
+	switch {
+	case claimed < deficit && (claimed > 0 || tried > 0 && g.deadLeft()):
+		*wait = 0 // more to claim: list the sessions again and go on
+	case tried == 0 && g.stale && time.Since(g.lastList) >= g.listSpacing():
+		*wait = 0 // list now (see claim)
+	}
+	return nil
+}
+
+// strayAfter is how long fewer shards than the set must stay held before
+// the sessions at their share look for a lease nobody counts: 5 to 10
+// minutes, drawn by each.
+const strayAfter = 5 * time.Minute
+
+// listSpacing is the least time between two listings of the shards: one
+// RetryInterval, or four times what the last one took, if more. A listing
+// costs the storage account in proportion to the shards (Azurite: about a
+// second for 10,000), and every instance below its share lists.
+func (g *manager) listSpacing() time.Duration {
+	return max(g.o.settings.RetryInterval, 4*g.listTook)
+}
+
+// listTurn is how long each instance's turn to list the shards lasts when
+// they take turns: what its last listing took, twice, or half a
+// RetryInterval if more.
+func (g *manager) listTurn() time.Duration {
+	return max(2*g.listTook, g.o.settings.RetryInterval/2)
+}
+
+// handOver asks k running shards to stop, to be released for a session
+// below its share: those another live session prefers first, the sessions
+// below their share before the others, then this session's least preferred.
+func (g *manager) handOver(k int, view sessionView) {
+	o := g.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := len(o.set)
+	type pick struct {
+		r    *shardRun
+		rank int
+		s    uint64
+	}
+	var picks []pick
+	for _, r := range o.runs {
+		if r.leaving || r.returned.Load() {
+			continue
+		}
+		p := pick{r: r, s: rendezvous(g.s.id, r.name)}
+		switch pref := preferred(view.live, r.name); {
+		case pref == g.s.id:
+			p.rank = 2
+		case view.owned[pref] < fairShare(n, view.live, pref):
+			p.rank = 0
+		default:
+			p.rank = 1
+		}
+		picks = append(picks, p)
+	}
+	sort.Slice(picks, func(i, j int) bool {
+		if picks[i].rank != picks[j].rank {
+			return picks[i].rank < picks[j].rank
+		}
+		return picks[i].s < picks[j].s
+	})
+	for _, p := range picks[:min(k, len(picks))] {
+		p.r.leaving = true
+		p.r.ts.pleaseStop(ErrShardHandedOver)
+	}
+	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
+	o.logger.Info("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
+		"count", min(k, len(picks)), "liveSessions", len(view.live))
 }

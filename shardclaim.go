@@ -1,0 +1,587 @@
+package leaderelection
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+)
+
+// How a ShardOwner's session finds the free shards (a listing, or what it
+// knew a dead session held) and claims them: break, acquire and record, each
+// step conditional on the ETag it saw.
+
+// candidate is a shard that a listing showed free to claim.
+type candidate struct {
+	name   string
+	exists bool        // its blob exists (else the claim creates it)
+	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
+	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
+	prev   int64       // the term number on the blob
+	dead   bool        // a dead session held it: once this session's part is claimed, take it without waiting
+}
+
+// holder is who held a shard, by a listing.
+type holder struct {
+	session string
+	etag    azcore.ETag
+	term    int64
+}
+
+// takeFromDead adds to the candidates the shards that, by the last listing,
+// sessions that just died held: free to take, each on condition that its
+// ETag is still the one listed, with no listing of every shard. A shard a
+// dead session claimed after that listing is found by the next listing,
+// which this instance makes at once if its last one is older than the last
+// change in who holds what, or once its part of those shards is claimed
+// and it is still short.
+func (g *manager) takeFromDead(view sessionView, n int) {
+	if g.ownersAt.IsZero() || g.ownersAt.Before(g.viewSince) {
+		// Who holds what changed since this instance's last listing (it
+		// had not had its turn yet): list now, out of turn.
+		g.stale, g.listNotBefore = true, time.Time{}
+		return
+	}
+	dead := map[string]bool{}
+	for _, id := range view.died {
+		dead[id] = true
+	}
+	// Each survivor's room is its share less what it held by the listing,
+	// not by its record: records are rewritten while the survivors claim,
+	// and read by each at its own moment, whereas every survivor's last
+	// listing (one each, after ownership settled) showed the same holders.
+	// So every survivor assigns the dead sessions' shards alike, and the
+	// parts are disjoint and cover them all.
+	held := map[string]int{}
+	for _, h := range g.owners {
+		held[h.session]++
+	}
+	g.deathFor = strings.Join(view.live, ",")
+	g.deathRoom = make(map[string]int, len(view.live))
+	for _, id := range view.live {
+		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-held[id])
+	}
+	now := time.Now()
+	for name, h := range g.owners {
+		if dead[h.session] {
+			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
+			if _, ok := g.freeSince[name]; !ok {
+				g.freeSince[name] = now
+			}
+			delete(g.owners, name)
+		}
+	}
+	// As fresh as a listing can make them, without one: claim them first.
+	g.stale, g.listedAt, g.part, g.fromDeath = false, now, nil, true
+}
+
+// deadLeft reports whether a shard of a dead session is left to try.
+func (g *manager) deadLeft() bool {
+	for _, c := range g.cands {
+		if c.dead {
+			return true
+		}
+	}
+	return false
+}
+
+// listShards lists the shards and keeps, as candidates to claim, every shard
+// of the set that is free: no blob yet, no lease, or a lease whose session
+// is dead. It also stops the funcs of shards this session holds that the
+// listing shows held by another (which should never happen), and times the
+// leases that name no live holder.
+func (g *manager) listShards(view sessionView) error {
+	o := g.o
+	start := time.Now()
+	o.mu.Lock()
+	set := make(map[string]bool, len(o.set))
+	for n := range o.set {
+		set[n] = true
+	}
+	o.mu.Unlock()
+	var entries []listed
+	if err := o.list(g.ctx, shardsDir, func(l listed) {
+		if set[l.name] {
+			entries = append(entries, l)
+		} else if o.isRunning(l.name) {
+			entries = append(entries, l)
+		}
+	}); err != nil {
+		return err
+	}
+	g.lastList = time.Now()
+	g.listTook = g.lastList.Sub(start)
+	owners := make(map[string]holder, len(entries))
+	live := map[string]bool{}
+	for _, id := range view.live {
+		live[id] = true
+	}
+	seen := map[string]bool{}
+	unknown := map[string][]listed{}
+	var cands []candidate
+	anomalies := map[string]unleasedSince{}
+	for _, l := range entries {
+		seen[l.name] = true
+		g.checkHeld(l, start)
+		if !set[l.name] {
+			continue
+		}
+		if l.info.Held() && l.session != "" {
+			owners[l.name] = holder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
+		}
+		c := candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
+		switch {
+		case !l.info.Held():
+			cands = append(cands, c)
+		case l.info.State != lease.StateTypeLeased:
+			// Breaking: an operator's break, which ends by itself.
+		case l.session == "" || l.session == g.s.id:
+			// Leased with no record, or with this session's record but
+			// not held by this session: a claim that failed, or one in
+			// flight. Its holder has not started a func for it (that
+			// needs its own record), so a break is safe; wait until its
+			// ETag has stood a lease duration, not to fight a live claim.
+			if l.session == g.s.id && o.holds(l.name) {
+				continue
+			}
+			a, ok := g.anomalies[l.name]
+			if !ok || a.etag != l.info.ETag {
+				a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
+			}
+			anomalies[l.name] = a
+			if time.Since(a.since) >= o.settings.LeaseDuration {
+				c.leased = true
+				cands = append(cands, c)
+			}
+		case live[l.session]:
+			// Held by a live session.
+		default:
+			if _, dead := g.watch.dead[l.session]; dead {
+				c.leased, c.dead = true, true
+				cands = append(cands, c)
+				continue
+			}
+			unknown[l.session] = append(unknown[l.session], l)
+		}
+	}
+	g.anomalies = anomalies
+	// A session the listing of the sessions did not show: one started since
+	// (its shards are held) or one whose blob is gone (dead). Look it up.
+	lookups := 0
+	for id, ls := range unknown {
+		if lookups == lookupsPerList {
+			break
+		}
+		lookups++
+		dead, err := o.sessionState(g.ctx, g.watch, id)
+		if err != nil {
+			if errors.Is(err, ErrPermanent) {
+				return err
+			}
+			continue
+		}
+		if dead {
+			for _, l := range ls {
+				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number, dead: true})
+			}
+		}
+	}
+	for name := range set {
+		if !seen[name] {
+			cands = append(cands, candidate{name: name})
+		}
+	}
+	// Runs the listing did not show at all: their blob is gone.
+	o.mu.Lock()
+	var gone []*shardRun
+	for name, r := range o.runs {
+		if !seen[name] && set[name] && r.claimed.Before(start) {
+			gone = append(gone, r)
+		}
+	}
+	o.mu.Unlock()
+	for _, r := range gone {
+		g.lost(r, "its blob is gone")
+	}
+	g.cands = make(map[string]candidate, len(cands))
+	freeSince := make(map[string]time.Time, len(cands))
+	for _, c := range cands {
+		g.cands[c.name] = c
+		if at, ok := g.freeSince[c.name]; ok {
+			freeSince[c.name] = at
+		} else {
+			freeSince[c.name] = start
+		}
+	}
+	g.freeSince, g.stale, g.owners, g.ownersAt, g.listedAt, g.part = freeSince, false, owners, start, start, nil
+	g.deathRoom, g.fromDeath = nil, false
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
+		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
+	return nil
+}
+
+// checkHeld stops the func of a shard this session holds if a listing that
+// started after the claim shows the shard unleased or written by another:
+// only the lease's holder can write the blob.
+func (g *manager) checkHeld(l listed, start time.Time) {
+	o := g.o
+	o.mu.Lock()
+	r := o.runs[l.name]
+	o.mu.Unlock()
+	if r == nil || r.returned.Load() || !r.claimed.Before(start) {
+		return
+	}
+	switch {
+	case !l.info.Held():
+		g.lost(r, "its lease was broken or released")
+	case l.info.ETag != r.etag:
+		g.lost(r, "another instance wrote its record")
+	}
+}
+
+func (g *manager) lost(r *shardRun, why string) {
+	if r.returned.Load() {
+		return
+	}
+	o := g.o
+	err := &StorageError{Op: "list shards", Container: o.settings.Container, Blob: o.shardBlob(r.name),
+		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
+	o.logger.Error("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now (was its lease broken by hand?)",
+		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
+	r.ts.stopNow(&leaseLostError{err: err})
+}
+
+// isRunning reports whether this instance runs name's func.
+func (o *ShardOwner) isRunning(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.runs[name] != nil
+}
+
+// holds reports whether this instance holds name's lease, or may: running,
+// claiming, or with a release left to retry.
+func (o *ShardOwner) holds(name string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	_, left := o.leftover[name]
+	return o.runs[name] != nil || o.claiming[name] || left
+}
+
+// claim claims up to k candidates, claimParallel at a time, toward a
+// deficit of shards, and returns how many it won and how many it tried.
+func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
+	o := g.o
+	now := time.Now()
+	o.mu.Lock()
+	n := len(o.set)
+	free := make([]string, 0, len(g.cands))
+	for name := range g.cands {
+		_, left := o.leftover[name]
+		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || now.Before(o.cooldown[name]) {
+			continue
+		}
+		free = append(free, name)
+	}
+	o.mu.Unlock()
+	// This session's part of the free shards, by the rule every instance
+	// applies to the same listing and the same records, computed once per
+	// listing and set of live sessions (records change as shards are
+	// claimed, and instances read them at different moments); then the
+	// shards left free for long, whoever they were assigned to.
+	if live := strings.Join(view.live, ","); g.part == nil || live != g.partFor {
+		room := make(map[string]int, len(view.live))
+		for _, id := range view.live {
+			room[id] = max(0, fairShare(n, view.live, id)-view.owned[id])
+			if r, ok := g.deathRoom[id]; ok && live == g.deathFor {
+				room[id] = r
+			}
+		}
+		room[g.s.id] = max(room[g.s.id], deficit)
+		g.part, g.partFor = assign(free, view.live, room, g.s.id), live
+	}
+	isFree := make(map[string]bool, len(free))
+	for _, name := range free {
+		isFree[name] = true
+	}
+	var order []string
+	mine := make(map[string]bool, len(g.part))
+	for _, name := range g.part {
+		mine[name] = true
+		if isFree[name] {
+			order = append(order, name)
+		}
+	}
+	if len(order) == 0 {
+		g.part = nil // spent: assign again at the next claim, from the records then
+		if g.fromDeath {
+			// This session's part of a dead session's shards is claimed,
+			// and it is still short: another survivor's last listing
+			// differed from its own. The rest are mostly taken by now: a
+			// listing, out of turn, finds those left at less cost than a
+			// try of each.
+			g.stale, g.listNotBefore = true, time.Time{}
+			return 0, 0
+		}
+	}
+	// A shard another session was assigned but has not claimed while its
+	// record had time to be rewritten and read again (its room was
+	// overstated, or it is stuck) is anyone's.
+	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
+	// So is, once this session's part is claimed, a shard a dead session
+	// held by a listing: the survivors' records, and so their parts, may
+	// differ, but not what must be claimed.
+	var others []string
+	for _, name := range free {
+		if !mine[name] && (now.Sub(g.freeSince[name]) >= long || len(order) == 0 && g.cands[name].dead) {
+			others = append(others, name)
+		}
+	}
+	slices.SortFunc(others, func(a, b string) int {
+		sa, sb := rendezvous(g.s.id, a), rendezvous(g.s.id, b)
+		switch {
+		case sa > sb:
+			return -1
+		case sa < sb:
+			return 1
+		}
+		return 0
+	})
+	order = append(order, others...)
+
+	var picked []candidate
+	o.mu.Lock()
+	for _, name := range order {
+		if len(picked) == k {
+			break
+		}
+		if o.claiming[name] {
+			continue
+		}
+		delete(o.cooldown, name)
+		o.claiming[name] = true
+		picked = append(picked, g.cands[name])
+		delete(g.cands, name)
+	}
+	o.mu.Unlock()
+	if len(picked) > 0 && len(g.part) > 0 {
+		taken := make(map[string]bool, len(picked))
+		for _, c := range picked {
+			taken[c.name] = true
+		}
+		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
+	}
+	var won, listedWon atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, claimParallel)
+	listed := 0
+	for _, c := range picked {
+		if !c.dead {
+			listed++
+		}
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if g.claimOne(c) {
+				won.Add(1)
+				if !c.dead {
+					listedWon.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// Half of the candidates from a listing or more were taken meanwhile:
+	// list again rather than try the rest one by one. A dead session's
+	// shards are not counted: there are only as many as it held, and every
+	// survivor must find those nobody took without waiting for its turn to
+	// list (each try costs one conditional request, and is made once).
+	g.stale = 2*int(listedWon.Load()) < listed
+	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", won.Load(), "tried", len(picked),
+		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free))
+	return int(won.Load()), len(picked)
+}
+
+// claimOne takes one shard: breaks its lease if its session is dead, on
+// condition that the blob's ETag is still the listing's (a claim made since
+// has changed it by writing its record, and stays), acquires it on the same
+// condition with a lease ID of this claim's own, and writes the shard's
+// record on that condition too: this session, the term one greater than the
+// listing's. Only then does the func start. It reports whether it did.
+func (g *manager) claimOne(c candidate) bool {
+	o := g.o
+	id := uuid.NewString()
+	lm := o.managerFor(o.shardBlob(c.name), id)
+	done := func(outcome string, release bool) bool {
+		if release {
+			if err := lm.Release(context.WithoutCancel(g.ctx)); err != nil {
+				o.addLeftover(c.name, id)
+			}
+		}
+		o.mu.Lock()
+		delete(o.claiming, c.name)
+		o.mu.Unlock()
+		o.counts.claim(outcome)
+		return false
+	}
+	ctx := g.ctx
+	etag := c.etag
+	if !c.exists {
+		var err error
+		if etag, err = o.createShard(ctx, lm); err != nil {
+			return done(outcome(err, "claimed"), false)
+		}
+	}
+	if c.leased {
+		switch res, _ := lm.breakIfUnchanged(ctx, etag); res {
+		case breakDone:
+			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
+		case noLease:
+		case etagChanged:
+			return done("held", false)
+		default:
+			return done("transient", false)
+		}
+	}
+	if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
+		// An acquire whose answer was lost may hold the lease: give it back.
+		return done(outcome(err, "claimed"), errors.Is(err, ErrTransient))
+	}
+	t := Term{Number: c.prev + 1, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, etag)
+	if err != nil {
+		return done(outcome(err, "claimed"), true)
+	}
+	if c.leased {
+		o.counts.claim("taken")
+	} else {
+		o.counts.claim("claimed")
+	}
+	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})
+	return g.start(c.name, lm, t, newETag)
+}
+
+// noteOwner records a claim of this session in owners (claims run in
+// parallel).
+func (g *manager) noteOwner(name string, h holder) {
+	g.ownersMu.Lock()
+	defer g.ownersMu.Unlock()
+	g.owners[name] = h
+}
+
+// createShard creates a shard's blob, empty, if nobody has: a conditional
+// upload (If-None-Match: *). It returns the new blob's ETag; an error
+// matching ErrLeaseHeld if the blob exists already (another claim made it).
+func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager) (azcore.ETag, error) {
+	ctx, cancel := lm.call(ctx)
+	defer cancel()
+	anyETag := azcore.ETagAny
+	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
+	})
+	if err != nil {
+		return "", lm.classify("create shard", err, []string{string(bloberror.BlobAlreadyExists), string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
+	}
+	if resp.ETag == nil {
+		return "", &StorageError{Op: "create shard", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
+	}
+	return *resp.ETag, nil
+}
+
+// acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
+// ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
+func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
+	ctx, cancel := lm.call(ctx)
+	defer cancel()
+	h := lm.id.Load()
+	resp, err := h.client.AcquireLease(ctx, -1, &lease.BlobAcquireOptions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	})
+	if err != nil {
+		return lm.classify("acquire shard lease", err,
+			append([]string{string(bloberror.ConditionNotMet), string(bloberror.BlobNotFound)}, heldCodes...), nil)
+	}
+	if resp.LeaseID == nil || *resp.LeaseID != h.id {
+		return &StorageError{Op: "acquire shard lease", Container: lm.container, Blob: lm.blob,
+			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
+	}
+	return nil
+}
+
+// writeShardRecord writes the shard's record under its lease, if the blob's
+// ETag is still etag, and returns the ETag it made.
+func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, etag azcore.ETag) (azcore.ETag, error) {
+	ctx, cancel := lm.call(ctx)
+	defer cancel()
+	md := recordMetadata(t, o.settings.LeaseDuration)
+	md[metaSession] = &sessionID
+	id := lm.LeaseID()
+	resp, err := lm.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	}})
+	if err != nil {
+		return "", lm.classify("write shard record", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
+	}
+	if resp.ETag == nil {
+		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
+	}
+	return *resp.ETag, nil
+}
+
+func (o *ShardOwner) addLeftover(name, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.leftover[name] = id
+}
+
+// retryLeftovers releases the leases that a failed request may have left
+// with this instance, a few per cycle. A lease that is not ours (any more)
+// counts as released.
+func (g *manager) retryLeftovers() {
+	o := g.o
+	o.mu.Lock()
+	left := make(map[string]string, len(o.leftover))
+	for n, id := range o.leftover {
+		if len(left) == releaseAtOnce {
+			break
+		}
+		left[n] = id
+	}
+	o.mu.Unlock()
+	for name, id := range left {
+		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
+			continue
+		}
+		o.mu.Lock()
+		if o.leftover[name] == id {
+			delete(o.leftover, name)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// releaseLeftovers tries once more every leftover lease as the session ends.
+func (g *manager) releaseLeftovers(ctx context.Context) {
+	o := g.o
+	o.mu.Lock()
+	left := o.leftover
+	o.leftover = map[string]string{}
+	o.mu.Unlock()
+	for name, id := range left {
+		_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
+	}
+}

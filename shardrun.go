@@ -1,0 +1,190 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+)
+
+// How a shard's func runs on the instance that claimed it, and how it
+// stops and releases the shard.
+
+// shardRun is one run of a shard's func on this instance.
+type shardRun struct {
+	name    string
+	m       *BlobDistributedMutex // the shard's lease (this claim's ID), its health and logger
+	term    Term
+	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
+	claimed time.Time   // when the record was confirmed
+	ts      termStop
+	state   *termState
+
+	leaving  bool        // asked to stop for a handover or a removal; under ShardOwner.mu
+	returned atomic.Bool // its func has returned
+}
+
+// start runs the func of a shard just claimed, under two contexts as the
+// mutex's leader func (see the top of renew.go): its own, cancelled to ask
+// it to stop (the caller cancelled, a handover, a removal) or to stop now;
+// and its lease context, derived from the session's, cancelled only when
+// the shard may pass to another instance. It reports false, and releases
+// the shard, if the session is ending or the shard left the set meanwhile.
+func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.ETag) bool {
+	o := g.o
+	state := &termState{}
+	leaderCtx, cancel := context.WithCancelCause(g.shardsCtx)
+	leaseCtx, cancelLease := context.WithCancelCause(context.WithValue(g.stopNow, termKey{}, state))
+	state.lease = leaseCtx
+	r := &shardRun{name: name, term: t, etag: etag, claimed: time.Now(), state: state,
+		ts: termStop{pleaseStop: cancel, stopNow: func(cause error) {
+			cancelLease(cause)
+			cancel(cause)
+		}}}
+	r.m = &BlobDistributedMutex{lease: lm, logger: o.logger.With("shard", name), opts: o.opts, metrics: o.shardMetrics}
+	o.mu.Lock()
+	delete(o.claiming, name)
+	if !o.set[name] || g.shardsCtx.Err() != nil {
+		o.mu.Unlock()
+		r.ts.stopNow(errTermEnded)
+		if err := lm.Release(context.WithoutCancel(g.ctx)); err != nil {
+			o.addLeftover(name, lm.LeaseID())
+		}
+		return false
+	}
+	o.runs[name] = r
+	o.mu.Unlock()
+	g.runs.Add(1)
+	go func() {
+		defer g.runs.Done()
+		g.run(r, leaderCtx, leaseCtx)
+	}()
+	return true
+}
+
+// run runs a shard's func, then releases the shard, however the func ends:
+// normally, or by a panic, which is handed to Run once the lease is
+// released.
+func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
+	o, s := g.o, g.o.settings
+	m := r.m
+	defer func() {
+		if p := recover(); p != nil {
+			o.mu.Lock()
+			if !o.panicSet {
+				o.panicked, o.panicSet = p, true
+			}
+			o.mu.Unlock()
+			o.poke()
+		}
+	}()
+	funcDone := make(chan struct{})
+	var watcher sync.WaitGroup
+	watcher.Add(1)
+	go func() {
+		defer watcher.Done()
+		m.watchFunc(leaderCtx, leaseCtx, funcDone)
+	}()
+	var (
+		returned bool
+		funcErr  error
+	)
+	defer func() {
+		funcEnd := time.Now()
+		r.returned.Store(true)
+		m.leading.Store(false)
+		expires := g.deadline().Add(s.StopMargin)
+		cause := context.Cause(leaseCtx)
+		ours := cause == nil // the shard's lease is still ours to give back
+		if cause == nil {
+			cause = context.Cause(leaderCtx)
+		}
+		close(funcDone)
+		r.ts.stopNow(errTermEnded)
+		watcher.Wait()
+		if ours {
+			// Once the session must stop now, its shards are not released
+			// one by one: the session's lease is (lead() does it, if it is
+			// still ours), which sets them all free at once, and spares
+			// storage a request per shard when it may be what failed. So
+			// releases still waiting then are dropped.
+			o.releaseShard(g.stopNow, r)
+		}
+		m.health.endTerm()
+		o.mu.Lock()
+		delete(o.runs, r.name)
+		if cause == nil {
+			// It returned by itself: let another instance take it first.
+			o.cooldown[r.name] = time.Now().Add(behind(s.RetryInterval))
+		}
+		o.mu.Unlock()
+		o.poke()
+		reason, why := shardStopReason(returned, cause, funcErr)
+		o.shardMetrics.stopMargin(expires.Sub(funcEnd))
+		o.shardMetrics.transition("stopped", reason)
+		o.logger.Info("leaderelection: stopped running shard", "container", s.Container, "shard", r.name, "term", r.term.Number,
+			"reason", reason, "ran", funcEnd.Sub(r.state.beatBase).Round(time.Millisecond))
+		o.emit(Event{Kind: StoppedLeading, Term: r.term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires,
+			Shard: r.name, Session: g.s.id})
+		if !returned {
+			stopAll(o)
+		}
+	}()
+	m.health.beginTerm()
+	m.health.funcStarted()
+	r.state.start(r.term)
+	m.leading.Store(true)
+	o.shardMetrics.transition("started", "")
+	o.logger.Info("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
+	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: g.s.id})
+	funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)
+	returned = true
+	switch {
+	case funcErr != nil && leaderCtx.Err() == nil:
+		o.logger.Warn("leaderelection: shard func returned an error; releasing the shard", "container", s.Container, "shard", r.name, "error", funcErr)
+	case funcErr != nil:
+		o.logger.Debug("leaderelection: shard func returned after its context was cancelled", "shard", r.name, "error", funcErr)
+	}
+}
+
+// stopAll asks every shard func to stop, as one has panicked: the panic
+// propagates from Run once they all have returned.
+func stopAll(o *ShardOwner) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, r := range o.runs {
+		r.ts.pleaseStop(errShardPanicked)
+	}
+}
+
+// releaseShard gives a shard's lease back once its func has returned, a few
+// at a time; a failed release is retried by the session's loop. A lease
+// that is no longer ours counts as released.
+func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
+	select {
+	case o.release <- struct{}{}:
+	case <-ctx.Done():
+		return
+	}
+	defer func() { <-o.release }()
+	lm := r.m.lease
+	id := lm.LeaseID()
+	if err := lm.Release(ctx); err != nil && ctx.Err() == nil {
+		o.logger.Debug("leaderelection: could not release a shard; retrying", "shard", r.name, "error", err)
+		o.addLeftover(r.name, id)
+	}
+}
+
+// shardStopReason names why a shard's run ended.
+func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
+	switch {
+	case returned && errors.Is(cause, ErrShardHandedOver):
+		return ReasonHandedOver, cause
+	case returned && errors.Is(cause, ErrShardRemoved):
+		return ReasonShardRemoved, cause
+	}
+	return stopReason(returned, cause, funcErr)
+}
