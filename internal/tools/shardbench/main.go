@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
@@ -102,7 +103,7 @@ func run() error {
 		}
 	}
 	if c.out != "" {
-		return writeSection(c.out, section)
+		return benchdoc.WriteSection(c.out, heading, section)
 	}
 	return nil
 }
@@ -553,26 +554,4 @@ func orDash(r *result, f func(*result) string) string {
 		return "-"
 	}
 	return f(r)
-}
-
-// writeSection replaces this command's section of the Markdown file (from
-// its heading to the next "## " heading), or appends it.
-func writeSection(path, section string) error {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(b)
-	if i := strings.Index(doc, heading+"\n"); i >= 0 {
-		rest := doc[i+len(heading):]
-		end := len(doc)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(heading) + j + 1
-			section += "\n"
-		}
-		doc = doc[:i] + section + doc[end:]
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
 }
