@@ -290,7 +290,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		return errors.New("chaos: no contender became leader")
 	}
 	if h.cfg.MaxFaults < 0 {
-		sleepCtx(ctx, time.Until(deadline))
+		Sleep(ctx, time.Until(deadline))
 		return ctx.Err()
 	}
 	// n counts faults injected: one skipped for want of a leader does not
@@ -302,7 +302,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		u := rng.Float64() // how long the fault lasts, within its kind's range
-		if !sleepCtx(ctx, settle) {
+		if !Sleep(ctx, settle) {
 			break
 		}
 		injected, err := h.inject(ctx, kind, u, blob)
@@ -391,7 +391,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	case FaultFreeze:
 		h.note(KindFault, kind, target, detail)
 		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
-		sleepCtx(ctx, hold)
+		Sleep(ctx, hold)
 		// Stamped before the signal: the thawed process stamps its own
 		// records at once.
 		h.note(KindHeal, kind, target, "SIGCONT")
@@ -439,7 +439,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		}
 		names = append(names, w.Name)
 	}
-	sleepCtx(ctx, hold)
+	Sleep(ctx, hold)
 	for _, n := range names {
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
 	}
@@ -618,7 +618,8 @@ func (h *harness) startStorageOnce(ctx context.Context) (upstream string, closeL
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep waits d, or until ctx is done; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

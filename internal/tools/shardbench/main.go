@@ -178,7 +178,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 	progress("%s: cold start %v, %d starts", name, took.Round(time.Millisecond), r.coldStarts)
 
 	if full {
-		sleep(ctx, 20*time.Second)
+		chaos.Sleep(ctx, 20*time.Second)
 		t1 := mark(fmt.Sprintf("instance %d starts", c.instances+1))
 		j, err := h.AddLane()
 		if err != nil {
@@ -196,7 +196,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 
 	// The steady state: every instance has listed the shards once after
 	// the last movement (they take turns) before the window opens.
-	sleep(ctx, 60*time.Second)
+	chaos.Sleep(ctx, 60*time.Second)
 	r.steady, err = measure(ctx, h, lanes, c.steady)
 	if err != nil {
 		return r, err
@@ -220,7 +220,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 		}
 		r.killSpread = took + more
 		progress("%s: kill: %d shards ran elsewhere %v after, spread within one %v after", name, r.killHeld, took.Round(time.Millisecond), r.killSpread.Round(time.Millisecond))
-		sleep(ctx, 10*time.Second)
+		chaos.Sleep(ctx, 10*time.Second)
 	}
 	return r, nil
 }
@@ -258,7 +258,7 @@ func mutexRun(ctx context.Context, c config) (*result, error) {
 		}
 	}
 	progress("%s: every shard ran after %v, spread %d", name, took.Round(time.Millisecond), r.coldSpread)
-	sleep(ctx, 30*time.Second)
+	chaos.Sleep(ctx, 30*time.Second)
 	if r.steady, err = measure(ctx, h, lanes, c.steady); err != nil {
 		return r, err
 	}
@@ -333,7 +333,7 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 		return s, err
 	}
 	from := chaos.Mono()
-	if !sleep(ctx, window) {
+	if !chaos.Sleep(ctx, window) {
 		return s, ctx.Err()
 	}
 	to := chaos.Mono()
@@ -417,17 +417,6 @@ func procMem(pid int) (rss, peak float64, err error) {
 		}
 	}
 	return rss, peak, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func mean(v []float64) float64 {
