@@ -95,6 +95,19 @@ func TimingsFor(algo string) Timings {
 	return t
 }
 
+// SeedFromEnv returns the seed LEADERELECTION_CHAOS_SEED holds, to replay a
+// run, or else a new one.
+func SeedFromEnv() (int64, error) {
+	if s := os.Getenv("LEADERELECTION_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("LEADERELECTION_CHAOS_SEED: %w", err)
+		}
+		return n, nil
+	}
+	return time.Now().UnixNano() % 1_000_000, nil
+}
+
 // Run runs one chaos run and checks it.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Contenders == 0 {
