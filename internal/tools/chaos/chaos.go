@@ -10,24 +10,21 @@
 package chaos
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/childproc"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/blobelect/leaderelection/internal/tools/procnet"
 	"github.com/prometheus/client_golang/prometheus"
@@ -95,6 +92,19 @@ func TimingsFor(algo string) Timings {
 	return t
 }
 
+// SeedFromEnv returns the seed LEADERELECTION_CHAOS_SEED holds, to replay a
+// run, or else a new one.
+func SeedFromEnv() (int64, error) {
+	if s := os.Getenv("LEADERELECTION_CHAOS_SEED"); s != "" {
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("LEADERELECTION_CHAOS_SEED: %w", err)
+		}
+		return n, nil
+	}
+	return time.Now().UnixNano() % 1_000_000, nil
+}
+
 // Run runs one chaos run and checks it.
 func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.Contenders == 0 {
@@ -133,12 +143,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Report{}, err
 	}
-	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, changed: make(chan struct{})}
+	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}}
+	h.log = childproc.NewLog(h.track)
 	err = h.run(ctx)
-	h.mu.Lock()
-	records := append([]Record(nil), h.records...)
-	h.mu.Unlock()
-	rep := Check(records, h.timings)
+	rep := Check(h.log.Records(), h.timings)
 	rep.Seed = cfg.Seed
 	return rep, err
 }
@@ -148,9 +156,7 @@ type lane struct {
 	who     Contender
 	timings laneTimings
 	proxy   *toxiproxy.Proxy
-	cmd     *exec.Cmd
-	stdin   io.Closer
-	done    chan struct{} // closed when the process has been reaped
+	proc    *childproc.Process // nil until its first process starts
 }
 
 // storage is the server the contenders share: Azurite, or etcd.
@@ -165,40 +171,31 @@ type harness struct {
 	etcd    bool // the fleet runs against etcd, not Azurite
 	store   storage
 	lanes   []*lane
-	readers sync.WaitGroup
-	out     *os.File
+	log     *childproc.Log[Record]
 
-	mu      sync.Mutex
-	records []Record
-	open    map[string]int64 // lane -> start stamp of its running term
-	changed chan struct{}    // closed and replaced on every record
+	mu   sync.Mutex
+	open map[string]int64 // lane -> start stamp of its running term
 }
 
 func (h *harness) progress(format string, args ...any) {
 	fmt.Fprintf(h.cfg.Progress, "chaos: "+format+"\n", args...)
 }
 
-// add records r, in memory and in records.jsonl, and tracks who leads.
-func (h *harness) add(r Record) {
+// track follows who leads, from each record as the log adds it.
+func (h *harness) track(r Record) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.records = append(h.records, r)
-	if b, err := json.Marshal(r); err == nil && h.out != nil {
-		_, _ = h.out.Write(append(b, '\n'))
-	}
 	switch r.Kind {
 	case KindStart:
 		h.open[r.Who] = r.Mono
 	case KindEnd, KindExit:
 		delete(h.open, r.Who)
 	}
-	close(h.changed)
-	h.changed = make(chan struct{})
 }
 
 func (h *harness) note(kind, fault, target, detail string) int64 {
 	r := Record{Mono: Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
-	h.add(r)
+	h.log.Add(r)
 	return r.Mono
 }
 
@@ -217,37 +214,21 @@ func (h *harness) leader() string {
 
 // waitLeader waits up to d for a leader and returns it ("" if none).
 func (h *harness) waitLeader(ctx context.Context, d time.Duration) string {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		h.mu.Lock()
-		ch := h.changed
-		h.mu.Unlock()
-		if who := h.leader(); who != "" {
-			return who
-		}
-		select {
-		case <-ctx.Done():
-			return ""
-		case <-t.C:
-			return ""
-		case <-ch:
-		}
-	}
+	var who string
+	h.log.Wait(ctx, d, func() bool {
+		who = h.leader()
+		return who != ""
+	})
+	return who
 }
 
 func (h *harness) run(ctx context.Context) (err error) {
-	out, err := os.Create(filepath.Join(h.cfg.Dir, "records.jsonl"))
-	if err != nil {
+	if err := h.log.Create(filepath.Join(h.cfg.Dir, "records.jsonl")); err != nil {
 		return err
 	}
-	h.out = out
 	defer func() {
 		h.shutdown()
-		h.mu.Lock()
-		h.out = nil
-		h.mu.Unlock()
-		if cerr := out.Close(); err == nil {
+		if cerr := h.log.Close(); err == nil {
 			err = cerr
 		}
 	}()
@@ -290,7 +271,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		return errors.New("chaos: no contender became leader")
 	}
 	if h.cfg.MaxFaults < 0 {
-		sleepCtx(ctx, time.Until(deadline))
+		Sleep(ctx, time.Until(deadline))
 		return ctx.Err()
 	}
 	// n counts faults injected: one skipped for want of a leader does not
@@ -302,7 +283,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		u := rng.Float64() // how long the fault lasts, within its kind's range
-		if !sleepCtx(ctx, settle) {
+		if !Sleep(ctx, settle) {
 			break
 		}
 		injected, err := h.inject(ctx, kind, u, blob)
@@ -373,29 +354,22 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	switch kind {
 	case FaultKill:
 		h.note(KindFault, kind, target, "SIGKILL")
-		_ = l.cmd.Process.Kill()
-		<-l.done
+		l.proc.Kill()
 		h.note(KindHeal, kind, target, "")
 		return true, h.respawn(ctx, l, blob)
 	case FaultGraceful:
 		h.note(KindFault, kind, target, "SIGTERM")
-		_ = l.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-l.done:
-		case <-time.After(30 * time.Second):
-			_ = l.cmd.Process.Kill()
-			<-l.done
-		}
+		l.proc.Terminate(30 * time.Second)
 		h.note(KindHeal, kind, target, "")
 		return true, h.respawn(ctx, l, blob)
 	case FaultFreeze:
 		h.note(KindFault, kind, target, detail)
-		_ = l.cmd.Process.Signal(syscall.SIGSTOP)
-		sleepCtx(ctx, hold)
+		l.proc.Freeze()
+		Sleep(ctx, hold)
 		// Stamped before the signal: the thawed process stamps its own
 		// records at once.
 		h.note(KindHeal, kind, target, "SIGCONT")
-		_ = l.cmd.Process.Signal(syscall.SIGCONT)
+		l.proc.Thaw()
 		return true, nil
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
@@ -439,7 +413,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		}
 		names = append(names, w.Name)
 	}
-	sleepCtx(ctx, hold)
+	Sleep(ctx, hold)
 	for _, n := range names {
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
 	}
@@ -464,54 +438,18 @@ func (h *harness) spawn(l *lane, blob string) error {
 	} else {
 		cc.BlobURL = "http://" + l.proxy.Listen + "/" + azurite.AccountName
 	}
-	cfg, err := json.Marshal(cc)
+	p, err := childproc.Start(childproc.Spec[Record]{
+		Command: h.cfg.Command, Env: envContender, Config: cc, Log: filepath.Join(h.cfg.Dir, l.name+".log"),
+		Started: func(pid int) {
+			h.log.Add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(pid), Contender: l.who.Label()})
+		},
+		Record: h.log.Add,
+		Exited: func(status string) { h.log.Add(Record{Mono: Mono(), Who: l.name, Kind: KindExit, Detail: status}) },
+	})
 	if err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(filepath.Join(h.cfg.Dir, l.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(h.cfg.Command[0], h.cfg.Command[1:]...)
-	cmd.Env = append(os.Environ(), envContender+"="+string(cfg))
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = contenderProcAttr()
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		logFile.Close()
-		return err
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		logFile.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
 		return fmt.Errorf("chaos: starting contender %s: %w", l.name, err)
 	}
-	l.cmd, l.stdin, l.done = cmd, stdin, make(chan struct{})
-	h.add(Record{Mono: Mono(), Who: l.name, Kind: KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid), Contender: l.who.Label()})
-	done := l.done
-	h.readers.Add(1)
-	go func() {
-		defer h.readers.Done()
-		sc := bufio.NewScanner(stdout)
-		for sc.Scan() {
-			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				h.add(r)
-			}
-		}
-		werr := cmd.Wait()
-		logFile.Close()
-		status := "exit 0"
-		if werr != nil {
-			status = werr.Error()
-		}
-		h.add(Record{Mono: Mono(), Who: l.name, Kind: KindExit, Detail: status})
-		close(done)
-	}()
+	l.proc = p
 	return nil
 }
 
@@ -519,26 +457,11 @@ func (h *harness) spawn(l *lane, blob string) error {
 // proxies, and Azurite.
 func (h *harness) shutdown() {
 	h.note(KindShutdown, "", "", "")
-	for _, l := range h.lanes {
-		if l.cmd == nil {
-			continue
-		}
-		_ = l.cmd.Process.Signal(syscall.SIGCONT)
-		_ = l.cmd.Process.Signal(syscall.SIGTERM)
+	procs := make([]*childproc.Process, len(h.lanes))
+	for i, l := range h.lanes {
+		procs[i] = l.proc
 	}
-	for _, l := range h.lanes {
-		if l.cmd == nil {
-			continue
-		}
-		select {
-		case <-l.done:
-		case <-time.After(20 * time.Second):
-			_ = l.cmd.Process.Kill()
-			<-l.done
-		}
-		_ = l.stdin.Close()
-	}
-	h.readers.Wait()
+	childproc.Stop(procs, 20*time.Second)
 	for _, l := range h.lanes {
 		l.proxy.Stop()
 	}
@@ -618,7 +541,8 @@ func (h *harness) startStorageOnce(ctx context.Context) (upstream string, closeL
 	}
 }
 
-func sleepCtx(ctx context.Context, d time.Duration) bool {
+// Sleep waits d, or until ctx is done; it reports whether d passed.
+func Sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

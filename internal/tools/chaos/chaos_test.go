@@ -2,9 +2,6 @@ package chaos
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -16,24 +13,7 @@ import (
 // TestMain lets the harness start this test binary as a contender.
 func TestMain(m *testing.M) {
 	MaybeContend()
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
-
-// seed is LEADERELECTION_CHAOS_SEED, to replay a run, or a new one.
-func seed(t *testing.T) int64 {
-	if s := os.Getenv("LEADERELECTION_CHAOS_SEED"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "LEADERELECTION_CHAOS_SEED")
-		return n
-	}
-	return time.Now().UnixNano() % 1_000_000
+	goleak.VerifyTestMain(m)
 }
 
 // A bounded chaos run (under 3 minutes) with every fault kind, five
@@ -46,7 +26,8 @@ func seed(t *testing.T) int64 {
 // another (by the checker's own account, from the leader's requests); and
 // faults hit ETag leaders.
 func TestChaosRunHasNoOverlapAndStaysLive(t *testing.T) {
-	seed := seed(t)
+	seed, err := SeedFromEnv()
+	require.NoError(t, err)
 	t.Logf("seed %d (replay with LEADERELECTION_CHAOS_SEED=%d)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()

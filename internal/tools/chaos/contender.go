@@ -2,16 +2,11 @@ package chaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
-	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -21,6 +16,7 @@ import (
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/baseline"
+	"github.com/blobelect/leaderelection/internal/tools/childproc"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/blobelect/leaderelection/internal/tools/reqcount"
 	"go.uber.org/zap"
@@ -52,49 +48,17 @@ type contenderConfig struct {
 // MaybeContend turns this process into a contender, and exits, if the
 // harness started it as one; otherwise it returns at once. Call it first in
 // main or TestMain of any binary whose path is given as Config.Command.
-func MaybeContend() {
-	raw := os.Getenv(envContender)
-	if raw == "" {
-		return
-	}
-	var cfg contenderConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos contender: bad configuration:", err)
-		os.Exit(2)
-	}
-	if err := contend(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos contender:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// recorder writes records to stdout, one JSON object a line.
-type recorder struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-	who string
-}
-
-func (r *recorder) write(rec Record) {
-	if rec.Mono == 0 {
-		rec.Mono = Mono()
-	}
-	rec.Who = r.who
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_ = r.enc.Encode(rec)
-}
+func MaybeContend() { childproc.Maybe(envContender, "chaos contender", contend) }
 
 func contend(cfg contenderConfig) error {
-	rec := &recorder{enc: json.NewEncoder(os.Stdout), who: cfg.Name}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	rec := childproc.NewRecorder(func(r *Record) {
+		if r.Mono == 0 {
+			r.Mono = Mono()
+		}
+		r.Who = cfg.Name
+	})
+	ctx, stop := childproc.Context()
 	defer stop()
-	// The harness holds our standard input open: when it dies, we stop.
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
 	eff, err := cfg.Contender.timings()
 	if err != nil {
 		return err
@@ -104,30 +68,7 @@ func contend(cfg contenderConfig) error {
 	var counts func() reqcount.Counts
 	report := func() {
 		c := counts()
-		rec.write(Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read})
-	}
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	countCtx, stopCounting := context.WithCancel(ctx)
-	defer stopCounting()
-	startCounting := func() {
-		if cfg.CountEvery <= 0 {
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(cfg.CountEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-countCtx.Done():
-					return
-				case <-t.C:
-					report()
-				}
-			}
-		}()
+		rec.Write(Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read})
 	}
 
 	// lead is every algorithm's leader func: it records the term's start,
@@ -136,16 +77,16 @@ func contend(cfg contenderConfig) error {
 	// show it (couldExpire, read as the func returns: a renewal confirmed
 	// later does not count, though it may extend the lease further).
 	lead := func(ctx context.Context, n int64, couldExpire func() int64) {
-		rec.write(Record{Kind: KindStart, Term: n})
+		rec.Write(Record{Kind: KindStart, Term: n})
 		<-ctx.Done()
 		end := Mono()
-		rec.write(Record{Mono: end, Kind: KindEnd, Term: n, Expires: couldExpire(), Detail: fmt.Sprint(context.Cause(ctx))})
+		rec.Write(Record{Mono: end, Kind: KindEnd, Term: n, Expires: couldExpire(), Detail: fmt.Sprint(context.Cause(ctx))})
 	}
 
 	if cfg.Algo == AlgoEtcd {
 		meter := &etcdpeer.Meter{}
 		counts = meter.Counts
-		startCounting()
+		defer childproc.Every(ctx, cfg.CountEvery, report)()
 		defer report()
 		var terms atomic.Int64
 		return etcdpeer.Contend(ctx, etcdpeer.Config{
@@ -154,7 +95,7 @@ func contend(cfg contenderConfig) error {
 			Lead: func(ctx context.Context, rev int64, couldExpire func() time.Time) {
 				terms.Store(rev)
 				lead(ctx, rev, func() int64 { return monoOrZero(couldExpire()) })
-				rec.write(Record{Kind: KindStopped, Term: rev})
+				rec.Write(Record{Kind: KindStopped, Term: rev})
 			},
 		})
 	}
@@ -162,7 +103,7 @@ func contend(cfg contenderConfig) error {
 	counter := &reqcount.Policy{}
 	clock := &leaseClock{etag: eff.Kind == leaderelection.ETagLease, d: eff.LeaseDuration}
 	counts = counter.Counts
-	startCounting()
+	defer childproc.Every(ctx, cfg.CountEvery, report)()
 	defer report()
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	defer tr.CloseIdleConnections()
@@ -188,7 +129,7 @@ func contend(cfg contenderConfig) error {
 		}
 		m := &baseline.Mutex{Container: cc, Blob: cc.NewBlockBlobClient(cfg.Blob), Task: task}
 		m.OnTermEnd = func(expiry time.Time) {
-			rec.write(Record{Kind: KindStopped, Term: terms.Load(), Claimed: MonoOf(expiry)})
+			rec.Write(Record{Kind: KindStopped, Term: terms.Load(), Claimed: MonoOf(expiry)})
 		}
 		_ = m.RunTaskWhenMutexAcquired(ctx)
 		return nil
@@ -202,7 +143,7 @@ func contend(cfg contenderConfig) error {
 			leaderelection.WithLogger(logger.With("contender", cfg.Name)),
 			leaderelection.WithEvents(func(e leaderelection.Event) {
 				if e.Kind == leaderelection.StoppedLeading {
-					rec.write(Record{Kind: KindStopped, Term: e.Term.Number, Claimed: MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
+					rec.Write(Record{Kind: KindStopped, Term: e.Term.Number, Claimed: MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
 				}
 			}))
 		if err != nil {

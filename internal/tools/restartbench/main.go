@@ -32,6 +32,7 @@ import (
 
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 )
 
@@ -248,7 +249,7 @@ func run(restarts int, out string) error {
 	section := report(trials, followerLed.Load(), time.Since(began))
 	fmt.Print(section)
 	if out != "" {
-		return writeSection(out, section)
+		return benchdoc.WriteSection(out, heading, section)
 	}
 	return nil
 }
@@ -309,26 +310,4 @@ func ms(d time.Duration) string {
 		return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
-}
-
-// writeSection replaces this command's section of the Markdown file (from
-// its heading to the next "## " heading), or appends it.
-func writeSection(path, section string) error {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(b)
-	if i := strings.Index(doc, heading+"\n"); i >= 0 {
-		rest := doc[i+len(heading):]
-		end := len(doc)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(heading) + j + 1
-			section += "\n"
-		}
-		doc = doc[:i] + section + doc[end:]
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
 }

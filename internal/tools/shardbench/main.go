@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
@@ -102,7 +103,7 @@ func run() error {
 		}
 	}
 	if c.out != "" {
-		return writeSection(c.out, section)
+		return benchdoc.WriteSection(c.out, heading, section)
 	}
 	return nil
 }
@@ -177,7 +178,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 	progress("%s: cold start %v, %d starts", name, took.Round(time.Millisecond), r.coldStarts)
 
 	if full {
-		sleep(ctx, 20*time.Second)
+		chaos.Sleep(ctx, 20*time.Second)
 		t1 := mark(fmt.Sprintf("instance %d starts", c.instances+1))
 		j, err := h.AddLane()
 		if err != nil {
@@ -195,7 +196,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 
 	// The steady state: every instance has listed the shards once after
 	// the last movement (they take turns) before the window opens.
-	sleep(ctx, 60*time.Second)
+	chaos.Sleep(ctx, 60*time.Second)
 	r.steady, err = measure(ctx, h, lanes, c.steady)
 	if err != nil {
 		return r, err
@@ -219,7 +220,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 		}
 		r.killSpread = took + more
 		progress("%s: kill: %d shards ran elsewhere %v after, spread within one %v after", name, r.killHeld, took.Round(time.Millisecond), r.killSpread.Round(time.Millisecond))
-		sleep(ctx, 10*time.Second)
+		chaos.Sleep(ctx, 10*time.Second)
 	}
 	return r, nil
 }
@@ -257,7 +258,7 @@ func mutexRun(ctx context.Context, c config) (*result, error) {
 		}
 	}
 	progress("%s: every shard ran after %v, spread %d", name, took.Round(time.Millisecond), r.coldSpread)
-	sleep(ctx, 30*time.Second)
+	chaos.Sleep(ctx, 30*time.Second)
 	if r.steady, err = measure(ctx, h, lanes, c.steady); err != nil {
 		return r, err
 	}
@@ -332,7 +333,7 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 		return s, err
 	}
 	from := chaos.Mono()
-	if !sleep(ctx, window) {
+	if !chaos.Sleep(ctx, window) {
 		return s, ctx.Err()
 	}
 	to := chaos.Mono()
@@ -416,17 +417,6 @@ func procMem(pid int) (rss, peak float64, err error) {
 		}
 	}
 	return rss, peak, nil
-}
-
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func mean(v []float64) float64 {
@@ -553,26 +543,4 @@ func orDash(r *result, f func(*result) string) string {
 		return "-"
 	}
 	return f(r)
-}
-
-// writeSection replaces this command's section of the Markdown file (from
-// its heading to the next "## " heading), or appends it.
-func writeSection(path, section string) error {
-	b, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	doc := string(b)
-	if i := strings.Index(doc, heading+"\n"); i >= 0 {
-		rest := doc[i+len(heading):]
-		end := len(doc)
-		if j := strings.Index(rest, "\n## "); j >= 0 {
-			end = i + len(heading) + j + 1
-			section += "\n"
-		}
-		doc = doc[:i] + section + doc[end:]
-	} else {
-		doc = strings.TrimRight(doc, "\n") + "\n\n" + section
-	}
-	return os.WriteFile(path, []byte(doc), 0o644)
 }

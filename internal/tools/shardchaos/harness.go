@@ -7,28 +7,27 @@
 //
 // Every process it starts (instances, Azurite) is stopped by its PID before
 // Close returns. An instance also exits when its standard input closes, and
-// the kernel kills it if the harness dies (even while it is stopped).
+// on Linux the kernel kills it if the harness dies (even while it is
+// stopped). Package childproc starts and stops the instances, as it does the
+// chaos harness's contenders.
 package shardchaos
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/childproc"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -95,9 +94,7 @@ type Config struct {
 type lane struct {
 	name   string
 	proxy  *toxiproxy.Proxy
-	cmd    *exec.Cmd
-	stdin  io.Closer
-	done   chan struct{} // closed when the process has been reaped
+	proc   *childproc.Process // nil until its first process starts
 	toxics []string
 }
 
@@ -107,18 +104,15 @@ type Harness struct {
 	cfg     Config
 	azurite *azurite.Server
 	server  *toxiproxy.ApiServer
-	readers sync.WaitGroup
-	out     *os.File
+	log     *childproc.Log[Record]
 
 	mu      sync.Mutex
 	lanes   map[string]*lane
 	order   []string
-	records []Record
 	running map[string]map[string]bool // shard -> lanes running it
 	owned   map[string]int             // lane -> shards it runs
 	alive   map[string]bool            // lanes with a process
 	reqs    map[string]int64           // lane -> requests of its current process
-	changed chan struct{}              // closed and replaced on every record
 }
 
 // Start starts Azurite (in memory) and the proxy server; no instance yet.
@@ -140,21 +134,20 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{cfg: cfg, lanes: map[string]*lane{}, running: map[string]map[string]bool{}, owned: map[string]int{},
-		alive: map[string]bool{}, reqs: map[string]int64{}, changed: make(chan struct{})}
-	out, err := os.Create(filepath.Join(cfg.Dir, "records.jsonl"))
-	if err != nil {
+		alive: map[string]bool{}, reqs: map[string]int64{}}
+	h.log = childproc.NewLog(h.track)
+	if err := h.log.Create(filepath.Join(cfg.Dir, "records.jsonl")); err != nil {
 		return nil, err
 	}
-	h.out = out
 	azLog, err := os.Create(filepath.Join(cfg.Dir, "azurite.log"))
 	if err != nil {
-		out.Close()
+		h.log.Close()
 		return nil, err
 	}
 	h.azurite, err = azurite.Start(ctx, azurite.Options{Log: azLog})
 	azLog.Close() // Azurite holds its own descriptor
 	if err != nil {
-		out.Close()
+		h.log.Close()
 		return nil, fmt.Errorf("shardchaos: starting Azurite: %w", err)
 	}
 	h.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
@@ -168,50 +161,10 @@ func (h *Harness) progress(format string, args ...any) {
 	fmt.Fprintf(h.cfg.Progress, "shardchaos: "+format+"\n", args...)
 }
 
-// add records r, in memory and in records.jsonl, and tracks who runs what.
-func (h *Harness) add(r Record) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r)
-	if b, err := json.Marshal(r); err == nil && h.out != nil {
-		_, _ = h.out.Write(append(b, '\n'))
-	}
-	switch r.Kind {
-	case chaos.KindStart:
-		if h.running[r.Shard] == nil {
-			h.running[r.Shard] = map[string]bool{}
-		}
-		if !h.running[r.Shard][r.Who] {
-			h.running[r.Shard][r.Who] = true
-			h.owned[r.Who]++
-		}
-	case chaos.KindEnd:
-		if h.running[r.Shard][r.Who] {
-			delete(h.running[r.Shard], r.Who)
-			h.owned[r.Who]--
-		}
-	case chaos.KindSpawn:
-		h.alive[r.Who] = true
-		h.reqs[r.Who] = 0
-	case chaos.KindExit:
-		h.alive[r.Who] = false
-		for _, lanes := range h.running {
-			if lanes[r.Who] {
-				delete(lanes, r.Who)
-				h.owned[r.Who]--
-			}
-		}
-	case chaos.KindRequests:
-		h.reqs[r.Who] = r.Requests
-	}
-	close(h.changed)
-	h.changed = make(chan struct{})
-}
-
 // Note stamps a harness record (a fault, its heal, a phase of a benchmark).
 func (h *Harness) Note(kind, fault, target, detail string) int64 {
 	r := Record{Mono: chaos.Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
-	h.add(r)
+	h.log.Add(r)
 	return r.Mono
 }
 
@@ -245,105 +198,68 @@ func (h *Harness) lane(name string) *lane {
 	return h.lanes[name]
 }
 
+// proc is lane name's current process.
+func (h *Harness) proc(name string) *childproc.Process {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lanes[name].proc
+}
+
 // Spawn starts an instance process in lane name (whose previous process, if
 // any, has exited).
 func (h *Harness) Spawn(name string) error {
 	l := h.lane(name)
-	cfg, err := json.Marshal(instanceConfig{
-		Lane: name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
-		Container: "shards", Prefix: "bench", Shards: h.cfg.Shards, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
+	p, err := childproc.Start(childproc.Spec[Record]{
+		Command: h.cfg.Command, Env: envInstance, Log: filepath.Join(h.cfg.Dir, name+".log"),
+		Config: instanceConfig{
+			Lane: name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
+			Container: "shards", Prefix: "bench", Shards: h.cfg.Shards, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
+		},
+		Started: func(pid int) {
+			h.log.Add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(pid)})
+		},
+		Record: h.log.Add,
+		Exited: func(status string) {
+			h.log.Add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindExit, Detail: status})
+		},
 	})
 	if err != nil {
-		return err
-	}
-	logFile, err := os.OpenFile(filepath.Join(h.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return err
-	}
-	cmd := exec.Command(h.cfg.Command[0], h.cfg.Command[1:]...)
-	cmd.Env = append(os.Environ(), envInstance+"="+string(cfg))
-	cmd.Stderr = logFile
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		logFile.Close()
-		return err
-	}
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		logFile.Close()
-		return err
-	}
-	if err := cmd.Start(); err != nil {
-		logFile.Close()
 		return fmt.Errorf("shardchaos: starting instance %s: %w", name, err)
 	}
-	done := make(chan struct{})
 	h.mu.Lock()
-	l.cmd, l.stdin, l.done = cmd, stdin, done
+	l.proc = p
 	h.mu.Unlock()
-	h.add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(cmd.Process.Pid)})
-	h.readers.Add(1)
-	go func() {
-		defer h.readers.Done()
-		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
-		for sc.Scan() {
-			var r Record
-			if json.Unmarshal(sc.Bytes(), &r) == nil {
-				h.add(r)
-			}
-		}
-		werr := cmd.Wait()
-		logFile.Close()
-		status := "exit 0"
-		if werr != nil {
-			status = werr.Error()
-		}
-		h.add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindExit, Detail: status})
-		close(done)
-	}()
 	return nil
 }
 
 // PID is the process ID of lane name's instance.
 func (h *Harness) PID(name string) int {
-	l := h.lane(name)
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if l == nil || l.cmd == nil || l.cmd.Process == nil {
+	l := h.lanes[name]
+	if l == nil || l.proc == nil {
 		return 0
 	}
-	return l.cmd.Process.Pid
+	return l.proc.PID()
 }
 
 // Kill SIGKILLs lane name's instance and waits until it is reaped.
-func (h *Harness) Kill(name string) {
-	l := h.lane(name)
-	_ = l.cmd.Process.Kill()
-	<-l.done
-}
+func (h *Harness) Kill(name string) { h.proc(name).Kill() }
 
 // Terminate SIGTERMs lane name's instance and waits up to d for it to exit,
 // then kills it.
 func (h *Harness) Terminate(name string, d time.Duration) error {
-	l := h.lane(name)
-	_ = l.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-l.done:
-		return nil
-	case <-time.After(d):
-		_ = l.cmd.Process.Kill()
-		<-l.done
+	if !h.proc(name).Terminate(d) {
 		return fmt.Errorf("shardchaos: %s did not exit within %v of SIGTERM", name, d)
 	}
+	return nil
 }
 
 // Freeze stops lane name's instance (SIGSTOP); Thaw continues it.
-func (h *Harness) Freeze(name string) { _ = h.lane(name).cmd.Process.Signal(syscall.SIGSTOP) }
+func (h *Harness) Freeze(name string) { h.proc(name).Freeze() }
 
 // Thaw continues a frozen instance (SIGCONT).
-func (h *Harness) Thaw(name string) { _ = h.lane(name).cmd.Process.Signal(syscall.SIGCONT) }
+func (h *Harness) Thaw(name string) { h.proc(name).Thaw() }
 
 // Partition cuts lane name off from storage: its proxy drops everything.
 func (h *Harness) Partition(name string) error {
@@ -368,6 +284,40 @@ func (h *Harness) Heal(name string) {
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
 	}
 	l.toxics = nil
+}
+
+// track follows who runs what, from each record as the log adds it.
+func (h *Harness) track(r Record) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch r.Kind {
+	case chaos.KindStart:
+		if h.running[r.Shard] == nil {
+			h.running[r.Shard] = map[string]bool{}
+		}
+		if !h.running[r.Shard][r.Who] {
+			h.running[r.Shard][r.Who] = true
+			h.owned[r.Who]++
+		}
+	case chaos.KindEnd:
+		if h.running[r.Shard][r.Who] {
+			delete(h.running[r.Shard], r.Who)
+			h.owned[r.Who]--
+		}
+	case chaos.KindSpawn:
+		h.alive[r.Who] = true
+		h.reqs[r.Who] = 0
+	case chaos.KindExit:
+		h.alive[r.Who] = false
+		for _, lanes := range h.running {
+			if lanes[r.Who] {
+				delete(lanes, r.Who)
+				h.owned[r.Who]--
+			}
+		}
+	case chaos.KindRequests:
+		h.reqs[r.Who] = r.Requests
+	}
 }
 
 // State is who runs what, from the records so far.
@@ -428,24 +378,7 @@ func (s State) Spread(lanes []string) int {
 
 // WaitFor waits up to d for cond to hold, and returns how long it took.
 func (h *Harness) WaitFor(ctx context.Context, d time.Duration, cond func(State) bool) (time.Duration, bool) {
-	start := time.Now()
-	t := time.NewTimer(d)
-	defer t.Stop()
-	for {
-		h.mu.Lock()
-		ch := h.changed
-		h.mu.Unlock()
-		if cond(h.State()) {
-			return time.Since(start), true
-		}
-		select {
-		case <-ctx.Done():
-			return time.Since(start), false
-		case <-t.C:
-			return time.Since(start), false
-		case <-ch:
-		}
-	}
+	return h.log.Wait(ctx, d, func() bool { return cond(h.State()) })
 }
 
 // Requests is how many requests lane name's current process has reported.
@@ -456,54 +389,29 @@ func (h *Harness) Requests(name string) int64 {
 }
 
 // Records returns a copy of every record so far.
-func (h *Harness) Records() []Record {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Record(nil), h.records...)
-}
+func (h *Harness) Records() []Record { return h.log.Records() }
 
 // Close stops every instance by its PID (thawed, SIGTERM, then SIGKILL after
 // 30 s), the proxies and Azurite.
 func (h *Harness) Close() error {
 	h.Note(chaos.KindShutdown, "", "", "")
 	h.mu.Lock()
-	lanes := make([]*lane, 0, len(h.lanes))
-	for _, l := range h.lanes {
-		lanes = append(lanes, l)
+	lanes := make([]*lane, len(h.order))
+	procs := make([]*childproc.Process, len(h.order))
+	for i, name := range h.order {
+		lanes[i], procs[i] = h.lanes[name], h.lanes[name].proc
 	}
 	h.mu.Unlock()
-	for _, l := range lanes {
-		if l.cmd != nil {
-			_ = l.cmd.Process.Signal(syscall.SIGCONT)
-			_ = l.cmd.Process.Signal(syscall.SIGTERM)
-		}
-	}
 	var errs []error
-	for _, l := range lanes {
-		if l.cmd == nil {
-			continue
-		}
-		select {
-		case <-l.done:
-		case <-time.After(30 * time.Second):
-			errs = append(errs, fmt.Errorf("shardchaos: %s did not exit within 30s of SIGTERM", l.name))
-			_ = l.cmd.Process.Kill()
-			<-l.done
-		}
-		_ = l.stdin.Close()
+	for _, i := range childproc.Stop(procs, 30*time.Second) {
+		errs = append(errs, fmt.Errorf("shardchaos: %s did not exit within 30s of SIGTERM", lanes[i].name))
 	}
-	h.readers.Wait()
 	for _, l := range lanes {
 		l.proxy.Stop()
 	}
 	if h.azurite != nil {
 		errs = append(errs, h.azurite.Stop())
 	}
-	h.mu.Lock()
-	if h.out != nil {
-		errs = append(errs, h.out.Close())
-		h.out = nil
-	}
-	h.mu.Unlock()
+	errs = append(errs, h.log.Close())
 	return errors.Join(errs...)
 }

@@ -2,15 +2,11 @@ package shardchaos
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
-	"os/signal"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -19,6 +15,7 @@ import (
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/childproc"
 	"github.com/blobelect/leaderelection/internal/tools/reqcount"
 )
 
@@ -51,49 +48,17 @@ func ShardName(i int) string { return fmt.Sprintf("shard-%05d", i) }
 // MaybeInstance turns this process into an instance, and exits, if the
 // harness started it as one; otherwise it returns at once. Call it first in
 // main or TestMain of any binary whose path is given as Config.Command.
-func MaybeInstance() {
-	raw := os.Getenv(envInstance)
-	if raw == "" {
-		return
-	}
-	var cfg instanceConfig
-	if err := json.Unmarshal([]byte(raw), &cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "shardchaos instance: bad configuration:", err)
-		os.Exit(2)
-	}
-	if err := instance(cfg); err != nil {
-		fmt.Fprintln(os.Stderr, "shardchaos instance:", err)
-		os.Exit(1)
-	}
-	os.Exit(0)
-}
-
-// recorder writes records to stdout, one JSON object a line.
-type recorder struct {
-	mu  sync.Mutex
-	enc *json.Encoder
-	who string
-}
-
-func (r *recorder) write(rec Record) {
-	if rec.Mono == 0 {
-		rec.Mono = chaos.Mono()
-	}
-	rec.Who = r.who
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	_ = r.enc.Encode(rec)
-}
+func MaybeInstance() { childproc.Maybe(envInstance, "shardchaos instance", instance) }
 
 func instance(cfg instanceConfig) error {
-	rec := &recorder{enc: json.NewEncoder(os.Stdout), who: cfg.Lane}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	rec := childproc.NewRecorder(func(r *Record) {
+		if r.Mono == 0 {
+			r.Mono = chaos.Mono()
+		}
+		r.Who = cfg.Lane
+	})
+	ctx, stop := childproc.Context()
 	defer stop()
-	// The harness holds our standard input open: when it dies, we stop.
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
-	}()
 
 	counter := &reqcount.Policy{}
 	tr := http.DefaultTransport.(*http.Transport).Clone()
@@ -101,46 +66,28 @@ func instance(cfg instanceConfig) error {
 	defer tr.CloseIdleConnections()
 	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter}}
 
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	countCtx, stopCounting := context.WithCancel(ctx)
-	defer stopCounting()
-	if cfg.CountEvery > 0 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			t := time.NewTicker(cfg.CountEvery)
-			defer t.Stop()
-			for {
-				select {
-				case <-countCtx.Done():
-					return
-				case <-t.C:
-					rec.write(Record{Kind: chaos.KindRequests, Requests: counter.Count()})
-				}
-			}
-		}()
-	}
-	defer func() { rec.write(Record{Kind: chaos.KindRequests, Requests: counter.Count()}) }()
+	report := func() { rec.Write(Record{Kind: chaos.KindRequests, Requests: counter.Count()}) }
+	defer childproc.Every(ctx, cfg.CountEvery, report)()
+	defer report()
 
 	fn := func(ctx context.Context, shard string) error {
 		var n int64
 		if t, ok := leaderelection.TermFromContext(ctx); ok {
 			n = t.Number
 		}
-		rec.write(Record{Kind: chaos.KindStart, Shard: shard, Term: n})
+		rec.Write(Record{Kind: chaos.KindStart, Shard: shard, Term: n})
 		<-ctx.Done()
-		rec.write(Record{Kind: chaos.KindEnd, Shard: shard, Term: n, Detail: fmt.Sprint(context.Cause(ctx))})
+		rec.Write(Record{Kind: chaos.KindEnd, Shard: shard, Term: n, Detail: fmt.Sprint(context.Cause(ctx))})
 		return nil
 	}
 	events := leaderelection.WithEvents(func(e leaderelection.Event) {
 		switch e.Kind {
 		case leaderelection.StoppedLeading:
-			rec.write(Record{Kind: chaos.KindStopped, Shard: e.Shard, Term: e.Term.Number, Expires: chaos.MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
+			rec.Write(Record{Kind: chaos.KindStopped, Shard: e.Shard, Term: e.Term.Number, Expires: chaos.MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
 		case leaderelection.SessionStarted:
-			rec.write(Record{Kind: KindSession, Session: e.Session})
+			rec.Write(Record{Kind: KindSession, Session: e.Session})
 		case leaderelection.SessionEnded:
-			rec.write(Record{Kind: KindSessionEnd, Session: e.Session, Detail: string(e.Reason)})
+			rec.Write(Record{Kind: KindSessionEnd, Session: e.Session, Detail: string(e.Reason)})
 		}
 	})
 	level := slog.LevelInfo

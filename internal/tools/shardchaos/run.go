@@ -110,7 +110,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 	hit := map[string]bool{}
 	var injectErr error
 	for n := 0; n < cfg.Faults && ctx.Err() == nil; n++ {
-		if !chaosSleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
+		if !chaos.Sleep(ctx, time.Duration(1000+rng.IntN(2000))*time.Millisecond) {
 			break
 		}
 		kind := cfg.Kinds[rng.IntN(len(cfg.Kinds))]
@@ -174,7 +174,7 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		h.Note(chaos.KindFault, kind, target, "SIGKILL")
 		h.Kill(target)
 		h.Note(chaos.KindHeal, kind, target, "")
-		chaosSleep(ctx, respawnAfter)
+		chaos.Sleep(ctx, respawnAfter)
 		return h.Spawn(target)
 	case FaultGraceful:
 		h.Note(chaos.KindFault, kind, target, "SIGTERM")
@@ -183,12 +183,12 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		if err != nil {
 			return err
 		}
-		chaosSleep(ctx, respawnAfter)
+		chaos.Sleep(ctx, respawnAfter)
 		return h.Spawn(target)
 	case FaultFreeze:
 		h.Note(chaos.KindFault, kind, target, "hold "+hold.Round(time.Millisecond).String())
 		h.Freeze(target)
-		chaosSleep(ctx, hold)
+		chaos.Sleep(ctx, hold)
 		// Stamped before the signal: the thawed process stamps its own
 		// records at once.
 		h.Note(chaos.KindHeal, kind, target, "SIGCONT")
@@ -199,21 +199,10 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		if err := h.Partition(target); err != nil {
 			return err
 		}
-		chaosSleep(ctx, hold)
+		chaos.Sleep(ctx, hold)
 		h.Heal(target)
 		h.Note(chaos.KindHeal, kind, target, "")
 		return nil
 	}
 	return fmt.Errorf("shardchaos: unknown fault kind %q", kind)
-}
-
-func chaosSleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

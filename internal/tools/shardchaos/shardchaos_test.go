@@ -2,12 +2,10 @@ package shardchaos
 
 import (
 	"context"
-	"fmt"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -16,14 +14,7 @@ import (
 // TestMain lets the harness start this test binary as an instance.
 func TestMain(m *testing.M) {
 	MaybeInstance()
-	code := m.Run()
-	if code == 0 {
-		if err := goleak.Find(); err != nil {
-			fmt.Fprintln(os.Stderr, "goroutines leaked:", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m)
 }
 
 // Four ShardOwner processes share 40 shards, each behind its own proxy, and
@@ -34,12 +25,8 @@ func TestMain(m *testing.M) {
 // can be broken, and after every fault every shard runs again, spread
 // within one, within a lease and a few seconds.
 func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
-	seed := time.Now().UnixNano() % 1_000_000
-	if s := os.Getenv("LEADERELECTION_CHAOS_SEED"); s != "" {
-		n, err := strconv.ParseInt(s, 10, 64)
-		require.NoError(t, err, "LEADERELECTION_CHAOS_SEED")
-		seed = n
-	}
+	seed, err := chaos.SeedFromEnv()
+	require.NoError(t, err)
 	t.Logf("seed %d (replay with LEADERELECTION_CHAOS_SEED=%d)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
