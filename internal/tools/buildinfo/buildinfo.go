@@ -9,10 +9,15 @@ import (
 )
 
 // Revision is the commit the binary was built from, as go build stamps it,
-// or else (GOFLAGS=-buildvcs=false, go run in some set-ups) the work tree's,
-// as git tells it; "unknown" if neither can say. A tree with uncommitted
+// or else (GOFLAGS=-buildvcs=false, a build in a go.work) the work tree's as
+// git told it when the program started, before a long benchmark gave time to
+// edit the tree; "unknown" if neither can say. A tree with uncommitted
 // changes says so.
-func Revision() string {
+func Revision() string { return atStart }
+
+var atStart = revision()
+
+func revision() string {
 	rev, modified := "", false
 	if bi, ok := debug.ReadBuildInfo(); ok {
 		for _, st := range bi.Settings {
