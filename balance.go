@@ -212,12 +212,21 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	g.retryLeftovers()
 	deficit := target - own
-	// Claim only once the live sessions have stood one poll: instances
-	// that start, or see a session die, at about the same moment then
-	// agree on who is alive, and so on who claims what.
-	// (A death needs no such wait: every instance that sees it sees one
-	// session fewer, and claims from what it knew that session held.)
 	rank, _ := slices.BinarySearch(view.live, g.s.id)
+	if len(view.died) > 0 {
+		// Every survivor is below its share now. Those that must list
+		// (see takeFromDead) do so at once; any other listing waits its
+		// turn, by rank, rather than all at once.
+		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
+		if deficit > 0 {
+			g.takeFromDead(view, n)
+		}
+	}
+	// Claim only once the live sessions have stood one poll: instances
+	// that start at about the same moment then agree on who is alive, and
+	// so on who claims what. (A death needs no such wait: every instance
+	// that sees it sees one session fewer. It is taken in hand above, as
+	// only this listing of the sessions reports it.)
 	if live := strings.Join(view.live, ","); live != g.liveSig {
 		grew := false
 		for _, id := range view.live {
@@ -233,14 +242,6 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	if left := o.settings.RetryInterval - time.Since(g.liveSince); deficit > 0 && left > 0 {
 		*wait = min(*wait, left)
 		return nil
-	}
-	if len(view.died) > 0 {
-		// Every survivor is below its share now. Those that still need to
-		// list take turns, by rank, rather than all list at once.
-		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
-	}
-	if deficit > 0 && len(view.died) > 0 {
-		g.takeFromDead(view, n)
 	}
 	sig := view.signature()
 	if sig != g.viewSig {
@@ -290,15 +291,17 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		clear(g.cands)
 		return nil
 	}
-	if g.stale {
-		return nil // its shards were mostly taken: wait for the next listing rather than fail on the rest
+	if !g.stale {
+		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, view)
+		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
+			*wait = 0 // more to claim: list the sessions again and go on
+		}
 	}
-	claimed, tried := g.claim(min(deficit, claimBatch), deficit, view)
-	switch {
-	case claimed < deficit && (claimed > 0 || tried > 0 && g.deadLeft()):
-		*wait = 0 // more to claim: list the sessions again and go on
-	case tried == 0 && g.stale && time.Since(g.lastList) >= g.listSpacing():
-		*wait = 0 // list now (see claim)
+	if g.stale {
+		// Its candidates were mostly taken, or (see claim) a listing
+		// finds what is left sooner: wait for the next listing rather
+		// than fail on the rest, and no longer than until it may be made.
+		*wait = min(*wait, max(0, time.Until(g.lastList.Add(g.listSpacing())), time.Until(g.listNotBefore)))
 	}
 	return nil
 }

@@ -88,13 +88,13 @@ import (
 // Azure accepts writes under the lease ID while a lease is breaking, so a
 // holder learns of a break with a period only when it ends.
 //
-// Sessions and shards (ShardOwner: session.go, shards.go). A session is an
-// ETag lease on a blob of its own, whatever its duration D, and its shard
-// funcs run under contexts derived from its own: each shard's lease context
-// ends no later than the session's, at S + D - StopMargin for the send time
-// S of the session's last confirmed write, so the rule above covers every
-// shard with the session's one fuse. A shard's lease is infinite and never
-// renewed: it passes to another instance only by a release, sent after its
+// Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
+// shardrun.go, balance.go). A session is an ETag lease on a blob of its
+// own, whatever its duration D, and its shard funcs run under contexts
+// derived from its own: each shard's lease context ends no later than the
+// session's, at S + D - StopMargin for the send time S of the session's
+// last confirmed write, so the rule above covers every shard with the
+// session's one fuse. A shard's lease is infinite and never renewed: it passes to another instance only by a release, sent after its
 // func has returned, or by a break, which a claimer makes only when the
 // shard's record names a session that is dead. Dead means: its blob shows
 // no lease although its owner wrote its record under one (released, which

@@ -30,7 +30,7 @@ type candidate struct {
 	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
-	dead   bool        // a dead session held it: once this session's part is claimed, take it without waiting
+	dead   bool        // a dead session held it (see takeFromDead, and claim's others)
 }
 
 // holder is who held a shard, by a listing.
@@ -40,16 +40,17 @@ type holder struct {
 	term    int64
 }
 
-// takeFromDead adds to the candidates the shards that, by the last listing,
-// sessions that just died held: free to take, each on condition that its
-// ETag is still the one listed, with no listing of every shard. A shard a
-// dead session claimed after that listing is found by the next listing,
-// which this instance makes at once if its last one is older than the last
-// change in who holds what, or once its part of those shards is claimed
-// and it is still short.
+// takeFromDead makes the candidates the shards that, by the last listing,
+// sessions that just died held (with any left from that listing): free to
+// take, each on condition that its ETag is still the one listed, with no
+// listing of every shard. If the last listing started before the last
+// change this instance saw in the other sessions' records, it lists at once
+// instead, out of turn; so it does, once its part of the dead sessions'
+// shards is claimed, if it is still short (see claim). A shard a dead
+// session claimed after the listing is found that way.
 func (g *manager) takeFromDead(view sessionView, n int) {
 	if g.ownersAt.IsZero() || g.ownersAt.Before(g.viewSince) {
-		// Who holds what changed since this instance's last listing (it
+		// The records changed since this instance's last listing (it
 		// had not had its turn yet): list now, out of turn.
 		g.stale, g.listNotBefore = true, time.Time{}
 		return
@@ -62,8 +63,10 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 	// not by its record: records are rewritten while the survivors claim,
 	// and read by each at its own moment, whereas every survivor's last
 	// listing (one each, after ownership settled) showed the same holders.
-	// So every survivor assigns the dead sessions' shards alike, and the
-	// parts are disjoint and cover them all.
+	// So the survivors usually assign the dead sessions' shards alike, in
+	// disjoint parts that cover them all. Where their listings differ
+	// (ownership moved since), claims are conditional, and a survivor left
+	// short lists.
 	held := map[string]int{}
 	for _, h := range g.owners {
 		held[h.session]++
@@ -84,7 +87,7 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 		}
 	}
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.listedAt, g.part, g.fromDeath = false, now, nil, true
+	g.stale, g.part, g.fromDeath = false, nil, true
 }
 
 // deadLeft reports whether a shard of a dead session is left to try.
@@ -225,7 +228,7 @@ func (g *manager) listShards(view sessionView) error {
 			freeSince[c.name] = start
 		}
 	}
-	g.freeSince, g.stale, g.owners, g.ownersAt, g.listedAt, g.part = freeSince, false, owners, start, start, nil
+	g.freeSince, g.stale, g.owners, g.ownersAt, g.part = freeSince, false, owners, start, nil
 	g.deathRoom, g.fromDeath = nil, false
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
 		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
@@ -280,8 +283,9 @@ func (o *ShardOwner) holds(name string) bool {
 }
 
 // claim claims up to k candidates, claimParallel at a time, toward a
-// deficit of shards, and returns how many it won and how many it tried.
-func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
+// deficit of shards. It returns how many it won, how many it tried, and
+// whether shards of dead sessions are left to try.
+func (g *manager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
 	o := g.o
 	now := time.Now()
 	o.mu.Lock()
@@ -326,13 +330,13 @@ func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
 	if len(order) == 0 {
 		g.part = nil // spent: assign again at the next claim, from the records then
 		if g.fromDeath {
-			// This session's part of a dead session's shards is claimed,
-			// and it is still short: another survivor's last listing
-			// differed from its own. The rest are mostly taken by now: a
-			// listing, out of turn, finds those left at less cost than a
-			// try of each.
+			// This session's part of a dead session's shards is claimed
+			// (or was empty), and it is still short: the survivors'
+			// listings, or its own count, differed. The rest are mostly
+			// taken by now: a listing, out of turn, finds those left at
+			// less cost than a try of each.
 			g.stale, g.listNotBefore = true, time.Time{}
-			return 0, 0
+			return 0, 0, false
 		}
 	}
 	// A shard another session was assigned but has not claimed while its
@@ -382,13 +386,13 @@ func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
 		}
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
-	var won, listedWon atomic.Int64
+	var wins, livingWins atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, claimParallel)
-	listed := 0
+	living := 0 // candidates not of a dead session
 	for _, c := range picked {
 		if !c.dead {
-			listed++
+			living++
 		}
 		wg.Add(1)
 		sem <- struct{}{}
@@ -396,23 +400,29 @@ func (g *manager) claim(k, deficit int, view sessionView) (int, int) {
 			defer wg.Done()
 			defer func() { <-sem }()
 			if g.claimOne(c) {
-				won.Add(1)
+				wins.Add(1)
 				if !c.dead {
-					listedWon.Add(1)
+					livingWins.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	// Half of the candidates from a listing or more were taken meanwhile:
-	// list again rather than try the rest one by one. A dead session's
-	// shards are not counted: there are only as many as it held, and every
-	// survivor must find those nobody took without waiting for its turn to
-	// list (each try costs one conditional request, and is made once).
-	g.stale = 2*int(listedWon.Load()) < listed
-	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", won.Load(), "tried", len(picked),
+	// Half of the candidates or more were taken meanwhile: list again
+	// rather than try the rest one by one. A dead session's shards do not
+	// count: a survivor tries at most its part of them (then lists, see
+	// above) or, from a listing, those left after its part, each once, and
+	// must not wait for its turn to list to find the few nobody took.
+	g.stale = 2*int(livingWins.Load()) < living
+	for _, name := range free {
+		if c, ok := g.cands[name]; ok && c.dead {
+			more = true
+			break
+		}
+	}
+	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins.Load(), "tried", len(picked),
 		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free))
-	return int(won.Load()), len(picked)
+	return int(wins.Load()), len(picked), more
 }
 
 // claimOne takes one shard: breaks its lease if its session is dead, on

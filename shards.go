@@ -388,11 +388,10 @@ type manager struct {
 	partFor   string               // the live sessions it was assigned among
 	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
 	deathFor  string               // the live sessions deathRoom is for
-	fromDeath bool                 // the candidates are a dead session's shards by owners, not a listing's
+	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
 	liveSig   string               // the live sessions, at the last change
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
-	listedAt  time.Time            // when the listing they come from started
 	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList  time.Time
 	listTook  time.Duration
