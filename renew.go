@@ -94,9 +94,10 @@ import (
 // derived from its own: each shard's lease context ends no later than the
 // session's, at S + D - StopMargin for the send time S of the session's
 // last confirmed write, so the rule above covers every shard with the
-// session's one fuse. A shard's lease is infinite and never renewed: it passes to another instance only by a release, sent after its
-// func has returned, or by a break, which a claimer makes only when the
-// shard's record names a session that is dead. Dead means: its blob shows
+// session's one fuse. A shard's lease is infinite and never renewed: it
+// passes to another instance only by a release, sent after its func has
+// returned, or by a break, which a claimer makes only when the shard's
+// record names a session that is dead. Dead means: its blob shows
 // no lease although its owner wrote its record under one (released, which
 // its owner does only after every shard func returned; or broken), or its
 // blob is gone (deleted only once unleased). A session is broken only by
