@@ -90,16 +90,6 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 	g.stale, g.part, g.fromDeath = false, nil, true
 }
 
-// deadLeft reports whether a shard of a dead session is left to try.
-func (g *manager) deadLeft() bool {
-	for _, c := range g.cands {
-		if c.dead {
-			return true
-		}
-	}
-	return false
-}
-
 // listShards lists the shards and keeps, as candidates to claim, every shard
 // of the set that is free: no blob yet, no lease, or a lease whose session
 // is dead. It also stops the funcs of shards this session holds that the
