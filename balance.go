@@ -201,10 +201,14 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	o.mu.Unlock()
 
 	short, held := 0, own
+	g.listers = 0
 	for _, id := range view.live {
 		if id != g.s.id {
 			short += max(0, fairShare(n, view.live, id)-view.owned[id])
 			held += view.owned[id]
+			if view.owned[id] < fairShare(n, view.live, id) {
+				g.listers++
+			}
 		}
 	}
 	if excess := own - target; excess > 0 && short > 0 {
@@ -311,12 +315,15 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 // minutes, drawn by each.
 const strayAfter = 5 * time.Minute
 
-// listSpacing is the least time between two listings of the shards: one
-// RetryInterval, or four times what the last one took, if more. A listing
-// costs the storage account in proportion to the shards (Azurite: about a
-// second for 10,000), and every instance below its share lists.
+// listSpacing is the least time between two listings of the shards by this
+// instance: one RetryInterval, or what its last one took times the sessions
+// below their share (itself included; at most four), if more. A listing
+// costs the storage account in proportion to the shards (Azurite: about two
+// seconds for 10,000), and every instance below its share lists; a lone one
+// (one that joined, while the others hand it shards) lists again after one
+// listing's time, so as to find soon the shards released for it.
 func (g *manager) listSpacing() time.Duration {
-	return max(g.o.settings.RetryInterval, 4*g.listTook)
+	return max(g.o.settings.RetryInterval, time.Duration(min(4, max(1, g.listers+1)))*g.listTook)
 }
 
 // listTurn is how long each instance's turn to list the shards lasts when

@@ -395,6 +395,7 @@ type manager struct {
 	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList  time.Time
 	listTook  time.Duration
+	listers   int                      // other live sessions below their share, by their records
 	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
 
 	// owners is who held each shard by the last listing (and this

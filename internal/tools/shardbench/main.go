@@ -121,10 +121,11 @@ type result struct {
 	coldHolders       int           // for the mutexes: instances that ran a shard then
 	join              time.Duration // until the new instance held its share, spread within one
 	joinShare         int
-	joinMoved         int           // shard func starts from the join until then
-	killHeld          int           // shards the killed instance ran
-	killAll           time.Duration // until every shard it ran ran elsewhere
-	killSpread        time.Duration // until the spread was within one again
+	joinMoved         int             // shard func starts from the join until then
+	joinGaps          []time.Duration // for each shard handed over: from its func's return to its next start
+	killHeld          int             // shards the killed instance ran
+	killAll           time.Duration   // until every shard it ran ran elsewhere
+	killSpread        time.Duration   // until the spread was within one again
 	steady            steady
 	records           []shardchaos.Record
 	markers           []shardchaos.Marker
@@ -190,6 +191,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 			return r, fmt.Errorf("%s: no convergence within 3 min of the join: %+v", name, h.State())
 		}
 		r.join, r.joinShare, r.joinMoved = took, h.State().Owned[j], starts(h.Records(), t1)
+		r.joinGaps = gaps(h.Records(), t1)
 		progress("%s: join %v, share %d, %d moved", name, took.Round(time.Millisecond), r.joinShare, r.joinMoved)
 		lanes = all
 	}
@@ -299,6 +301,28 @@ func chaosRun(ctx context.Context, c config) (*shardchaos.ChaosResult, error) {
 	}
 	progress("chaos:\n%s", res.Summary())
 	return &res, nil
+}
+
+// gaps is, for each shard whose func returned since mono and started again,
+// how long it did not run.
+func gaps(recs []shardchaos.Record, since int64) []time.Duration {
+	ended := map[string]int64{}
+	var out []time.Duration
+	for _, r := range recs {
+		if r.Mono < since || r.Shard == "" {
+			continue
+		}
+		switch r.Kind {
+		case chaos.KindEnd:
+			ended[r.Shard] = r.Mono
+		case chaos.KindStart:
+			if at, ok := ended[r.Shard]; ok {
+				out = append(out, time.Duration(r.Mono-at))
+				delete(ended, r.Shard)
+			}
+		}
+	}
+	return out
 }
 
 // starts counts the shard func starts since mono.
@@ -467,6 +491,12 @@ func report(c config, main, small, base *result, ch *shardchaos.ChaosResult, too
 			return "-"
 		}
 		return fmt.Sprintf("%s (%d shards; %d moved)", secs(r.join), r.joinShare, r.joinMoved)
+	})
+	row(fmt.Sprintf("instance %d starts: a shard handed over does not run, from its func's return to its next start, p50 / p99 / max", c.instances+1), func(r *result) string {
+		if len(r.joinGaps) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s / %s / %s", secs(chaos.Percentile(r.joinGaps, 50)), secs(chaos.Percentile(r.joinGaps, 99)), secs(chaos.Percentile(r.joinGaps, 100)))
 	})
 	row("SIGKILL of an instance: until all its shards run elsewhere", func(r *result) string {
 		if r.killAll == 0 {
