@@ -359,7 +359,9 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	started = true
 	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
 
-	funcErr = m.fn(context.WithValue(leaderCtx, termKey{}, state))
+	if fuse.ahead() {
+		funcErr = m.fn(context.WithValue(leaderCtx, termKey{}, state))
+	}
 	returned = true
 	switch {
 	case funcErr != nil && leaderCtx.Err() == nil:

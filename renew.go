@@ -25,7 +25,11 @@ import (
 // a host spends suspended (see safetyFuse); both readings are taken before
 // the request is sent. The fuse below cancels the context at that moment
 // from a timer of its own, whether or not a renewal is still in flight: a
-// renewal that answers after the deadline does not revive the term. The
+// renewal that answers after the deadline does not revive the term. And the
+// func is started only if the deadline is still ahead on both clocks, read
+// just before the call (safetyFuse.ahead): a process frozen between taking
+// the lease and starting its func must not start it on thawing, before its
+// timers have fired (the shard chaos run caught one doing so). The
 // StopMargin is what the leader func has to notice ctx.Done() and stop, and
 // it absorbs a timer firing late on a loaded machine and the tiny rate
 // difference between our clock and the server's.
@@ -256,6 +260,23 @@ func (f *safetyFuse) extend(d deadline) bool {
 		f.deadline.mono = d.mono
 	}
 	f.deadline.boot = max(f.deadline.boot, d.boot)
+	return true
+}
+
+// ahead reports whether the deadline is still ahead on both clocks, and
+// blows the fuse if it is not: a func is started only if it is, checked
+// just before the call, as a process frozen (or a host asleep) after the
+// lease was taken may resume past the deadline before the timers fire.
+func (f *safetyFuse) ahead() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.done {
+		return false
+	}
+	if !time.Now().Before(f.deadline.mono) || f.boot() >= f.deadline.boot {
+		f.blowLocked()
+		return false
+	}
 	return true
 }
 

@@ -344,3 +344,28 @@ func TestHealthKeepsWhatHappenedBeforeTheFuncStarted(t *testing.T) {
 		m.health.endTerm()
 	})
 }
+
+// A process frozen (or a host asleep) between taking a lease and starting
+// its func may resume past the deadline before the fuse's timers fire: the
+// check made just before the call blows the fuse, and the func is not
+// started. (Found by the shard chaos run: a SIGSTOP between a shard's record
+// and its func's start, thawed after another instance took the shard.)
+func TestNoFuncStartsPastTheDeadline(t *testing.T) {
+	var slept atomic.Int64
+	boot := func() time.Duration { return time.Duration(slept.Load()) }
+	var causes atomic.Int32
+	f := newSafetyFuseClock(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(cause error) {
+		assert.ErrorIs(t, cause, ErrRenewDeadline)
+		causes.Add(1)
+	}, boot)
+	defer f.stop()
+	require.True(t, f.ahead(), "an hour ahead on both clocks")
+	slept.Add(int64(2 * time.Hour)) // asleep past the deadline; the timers have not fired
+	assert.False(t, f.ahead())
+	assert.Equal(t, int32(1), causes.Load(), "blown at the check")
+	assert.False(t, f.ahead(), "and stays blown")
+
+	g := newSafetyFuseClock(deadline{mono: time.Now().Add(-time.Millisecond), boot: time.Hour}, func(error) {}, func() time.Duration { return 0 })
+	defer g.stop()
+	assert.False(t, g.ahead(), "past on the monotonic clock")
+}

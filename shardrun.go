@@ -140,7 +140,9 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	o.shardMetrics.transition("started", "")
 	o.logger.Info("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
 	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: g.s.id})
-	funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)
+	if g.fuse.ahead() {
+		funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)
+	}
 	returned = true
 	switch {
 	case funcErr != nil && leaderCtx.Err() == nil:

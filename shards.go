@@ -381,6 +381,7 @@ type manager struct {
 	runs      sync.WaitGroup
 	watch     *sessionWatch
 	deadline  func() time.Time // the session's safety deadline
+	fuse      *safetyFuse      // the session's: no shard func starts once it is past
 
 	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
 	freeSince map[string]time.Time // since when each was seen free
@@ -423,7 +424,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
 	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
-		deadline: func() time.Time { return state.fuse.current() }}
+		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() }}
 	shardsCtx, stopShards := context.WithCancelCause(ctx)
 	g.shardsCtx = shardsCtx
 	o.mu.Lock()
