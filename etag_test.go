@@ -168,9 +168,10 @@ func TestETagLeaderCutOffStopsBeforeAFollowerBreaksIn(t *testing.T) {
 	require.False(t, a.end.IsZero(), "a's func still running when b started")
 	assert.GreaterOrEqual(t, bTerm.start.Sub(a.end), d.StopMargin-250*time.Millisecond, "a stopped less than StopMargin - 0.25 s before b started")
 	assert.False(t, bTerm.start.Before(expires), "b started %v before a's last write had stood a lease duration", expires.Sub(bTerm.start))
-	// b saw the last write within a retry interval, and broke the lease at
-	// the moment it had stood the lease duration: not at its next poll.
-	assert.Less(t, bTerm.start.Sub(lastSent), d.LeaseDuration+d.RetryInterval+slack)
+	// b took over soon after a's last write: how soon is a figure of the
+	// benchmarks; on a loaded machine b's first sight of that write may lag
+	// it by more than a retry interval (1.7 s once, in CI beside a chaos run).
+	assert.Less(t, bTerm.start.Sub(lastSent), d.LeaseDuration+d.RetryInterval+3*slack)
 
 	var broke []Event
 	for _, e := range events.of("b") {
@@ -181,6 +182,9 @@ func TestETagLeaderCutOffStopsBeforeAFollowerBreaksIn(t *testing.T) {
 	require.Len(t, broke, 1, "b reports the silent leader it broke: %v", kinds(events.of("b")))
 	assert.Equal(t, "a", broke[0].Term.Identity)
 	assert.GreaterOrEqual(t, broke[0].Silence, d.LeaseDuration)
+	// b broke the lease the moment the ETag it saw had stood the lease
+	// duration on its own clock, not at a later poll.
+	assert.Less(t, broke[0].Silence, d.LeaseDuration+d.RetryInterval, "b broke the lease %v after the ETag had stood the lease duration", broke[0].Silence-d.LeaseDuration)
 	t.Logf("crash failover on a %v ETag lease: b leads %v after the cut, %v after a's last write was sent; a stopped %v before b started (margin %v)",
 		d.LeaseDuration, bTerm.start.Sub(cut), bTerm.start.Sub(lastSent), bTerm.start.Sub(a.end), d.StopMargin)
 }
