@@ -248,11 +248,7 @@ func (f *safetyFuse) blowLocked() {
 func (f *safetyFuse) extend(d deadline) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.done {
-		return false
-	}
-	if !time.Now().Before(f.deadline.mono) || f.boot() >= f.deadline.boot {
-		f.blowLocked()
+	if f.passedLocked() {
 		return false
 	}
 	if d.mono.After(f.deadline.mono) {
@@ -270,14 +266,20 @@ func (f *safetyFuse) extend(d deadline) bool {
 func (f *safetyFuse) ahead() bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return !f.passedLocked()
+}
+
+// passedLocked reports whether the fuse is blown or stopped, or its deadline
+// has passed on either clock, in which case it blows it.
+func (f *safetyFuse) passedLocked() bool {
 	if f.done {
-		return false
+		return true
 	}
 	if !time.Now().Before(f.deadline.mono) || f.boot() >= f.deadline.boot {
 		f.blowLocked()
-		return false
+		return true
 	}
-	return true
+	return false
 }
 
 // current returns the deadline in force, on the monotonic clock.
