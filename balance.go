@@ -204,9 +204,10 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	g.listers = 0
 	for _, id := range view.live {
 		if id != g.s.id {
-			short += max(0, fairShare(n, view.live, id)-view.owned[id])
+			lack := max(0, fairShare(n, view.live, id)-view.owned[id])
+			short += lack
 			held += view.owned[id]
-			if view.owned[id] < fairShare(n, view.live, id) {
+			if lack > 0 {
 				g.listers++
 			}
 		}

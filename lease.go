@@ -239,8 +239,14 @@ var heldCodes = []string{
 // defaults (3 retries from 0.8 s, no per-try timeout) can hold a call for
 // 10 s or, against a silent server, forever. We retry on our own schedule.
 func (m *BlobLeaseManager) call(ctx context.Context) (context.Context, context.CancelFunc) {
+	return m.callWithin(ctx, m.settings.RequestTimeout)
+}
+
+// callWithin is call with a bound of its own, for a request that may take
+// longer than RequestTimeout (a page of a long listing).
+func (m *BlobLeaseManager) callWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx = policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1})
-	return context.WithTimeout(ctx, m.settings.RequestTimeout)
+	return context.WithTimeout(ctx, d)
 }
 
 // Acquire tries once to take the lease, creating the container and the blob

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
@@ -186,7 +185,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 		timeout = max(timeout, listPageTimeout)
 	}
 	for pager.More() {
-		callCtx, cancel := context.WithTimeout(policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1}), timeout)
+		callCtx, cancel := o.ops.callWithin(ctx, timeout)
 		page, err := pager.NextPage(callCtx)
 		received := time.Now()
 		cancel()
