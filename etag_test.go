@@ -736,7 +736,7 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 
 	// A write of ours that the server processed, with its answer lost.
 	id := dead.LeaseID()
-	_, err = dead.blobClient.SetMetadata(ctx, recordMetadata(first, s.LeaseDuration), &blob.SetMetadataOptions{
+	_, err = dead.blobClient.SetMetadata(ctx, recordMetadata(first, s.LeaseDuration, RoleMutex), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
 	require.NoError(t, err)
 	_, err = dead.Renew(ctx)

@@ -81,22 +81,11 @@ type termRecord struct {
 }
 
 // recordMetadata is the blob metadata of term t, written by a holder whose
-// LeaseDuration is d.
-func recordMetadata(t Term, d time.Duration) map[string]*string {
+// LeaseDuration is d, on a blob of the given role.
+func recordMetadata(t Term, d time.Duration, role BlobRole) map[string]*string {
 	number, since, declared := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano), d.String()
-	identity := t.Identity
-	return map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since, metaLeaseDuration: &declared}
-}
-
-// declaredDuration reads the lease duration a record's writer declared; 0
-// when there is none (a blob nobody recorded a term on, or a record by a
-// version of this library that did not declare one) or it is unreadable.
-func declaredDuration(md map[string]*string) time.Duration {
-	d, err := time.ParseDuration(metaValue(md, metaLeaseDuration))
-	if err != nil || d <= 0 {
-		return 0
-	}
-	return d
+	identity, r := t.Identity, string(role)
+	return map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since, metaLeaseDuration: &declared, metaRole: &r}
 }
 
 // forgetRecord drops the record before each acquire, so that a renewal never
@@ -160,7 +149,7 @@ func (m *BlobLeaseManager) writtenSince(ctx context.Context, r *termRecord, refu
 	if err != nil {
 		return m.classify("renew lease (read record)", err, nil, lostCodes)
 	}
-	cur, _, _ := termFromMetadata(props.Metadata)
+	cur := readRecord(m.container, m.blob, props.Metadata).term
 	se := &StorageError{Op: "renew lease (write record)", Container: m.container, Blob: m.blob,
 		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: refused}
 	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || props.ETag == nil {
@@ -187,7 +176,6 @@ func observed(info *LeaseInfo, props blob.GetPropertiesResponse, received time.T
 	case lease.DurationTypeInfinite:
 		info.Kind = ETagLease
 	}
-	info.DeclaredDuration = declaredDuration(props.Metadata)
 }
 
 // securedByRecord extends an ETag lease's term by the write of its term

@@ -12,6 +12,15 @@ import (
 type health struct {
 	mu sync.Mutex
 	termHealth
+	record *RecordError // the lease blob's record, last read, does not read; nil if it does
+}
+
+// setRecord notes what the last read of the lease blob's record found
+// wrong; nil: nothing.
+func (h *health) setRecord(problem *RecordError) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.record = problem
 }
 
 type termHealth struct {
@@ -44,10 +53,10 @@ func (h *health) endTerm() {
 	h.termHealth = termHealth{}
 }
 
-func (h *health) snapshot() termHealth {
+func (h *health) snapshot() (termHealth, *RecordError) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.termHealth
+	return h.termHealth, h.record
 }
 
 func (h *health) cancelled(cause error) {
@@ -84,7 +93,11 @@ func (h *health) renewResult(err error) {
 //     another instance while it still acts;
 //   - its func has stalled (see [WithStallTimeout]) and not yet returned;
 //   - it leads and its renewals have been failing for longer than
-//     (LeaseDuration - StopMargin)/2 (6 s by default).
+//     (LeaseDuration - StopMargin)/2 (6 s by default);
+//   - it follows, and the lease blob's record, last read, does not read
+//     (a [*RecordError]: a value another writer put there, or a blob of
+//     another role): no term can be recorded over it until it is repaired,
+//     and the error names the blob, the key and the value.
 //
 // A func winding down after the caller cancelled its context, however long,
 // is healthy while the lease is renewed: it is shutting down as designed. It
@@ -92,8 +105,11 @@ func (h *health) renewResult(err error) {
 // restarting it would not help.
 func (m *BlobDistributedMutex) Healthy() error {
 	s := m.lease.settings
-	h := m.health.snapshot()
+	h, record := m.health.snapshot()
 	if !h.leading {
+		if record != nil {
+			return fmt.Errorf("leaderelection: the lease blob's record does not read, and is not trusted (repair it: leaderctl repair): %w", record)
+		}
 		return nil
 	}
 	if !h.leaseEndedAt.IsZero() {

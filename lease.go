@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -55,6 +53,11 @@ type BlobLeaseManager struct {
 	logger  *slog.Logger
 	reached atomic.Bool // the account has answered at least once
 	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
+
+	// role is what the blob is for (record.go): a mutex's, unless a
+	// ShardOwner's session or shard. floor is the highest term seen on it.
+	role  BlobRole
+	floor termFloor
 
 	// A session's lease (session.go): always an ETag lease, whatever its
 	// duration, and its record carries what extraMetadata adds.
@@ -119,8 +122,18 @@ type LeaseInfo struct {
 	LeaderEnded time.Time
 	// DeclaredDuration is the LeaseDuration the writer of the record
 	// declared, 0 if it declared none. Followers time an ETag lease's
-	// silence against it.
+	// silence against it. A value that does not read, or lies outside what
+	// any setting can declare (3 s to 24 h), counts as 24 h, and
+	// RecordError says so.
 	DeclaredDuration time.Duration
+	// Role is what the blob says it is for: a mutex's lease, a ShardOwner's
+	// session or shard; "" if it says nothing (a blob written by no one of
+	// ours, or by an earlier version).
+	Role BlobRole
+	// RecordError is set when the record does not read (a value another
+	// writer put there): what it names is not trusted. Leader.Number is 0
+	// when it is the term number that does not read.
+	RecordError *RecordError
 	// ETag is the blob's ETag, which every write of the record (every
 	// renewal of an ETag lease, a term's record and its end) changes, and
 	// no lease operation does.
@@ -175,6 +188,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		secretRedactor:  red,
 		logger:          o.logger,
 		idFile:          leaseIDFile{path: o.leaseIDFile},
+		role:            RoleMutex,
 	}
 	if err := m.newLeaseID(); err != nil {
 		return nil, err
@@ -384,11 +398,26 @@ func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) erro
 // (period 0) only if its holder is dead, or connected (it stops at its
 // next renewal, within RenewInterval, and another instance may lead
 // meanwhile).
+//
+// It reads the blob first (two requests), and never breaks one that says it
+// is another role's (a ShardOwner's session or shard): it returns a
+// [*RecordError] naming the role. The break is conditional on the blob being
+// unchanged since that read; an error matching [ErrLeaseHeld] means it was
+// written meanwhile (its holder renewed, or another took it): read again.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
 	}
-	return m.breakLease(ctx, period)
+	info, err := m.Inspect(ctx)
+	switch {
+	case err != nil:
+		return 0, err
+	case !info.Exists || !info.Held():
+		return 0, nil
+	case info.Role != "" && info.Role != m.role:
+		return 0, foreignRole(m.container, m.blob, info.Role, m.role)
+	}
+	return m.breakLease(ctx, period, info.ETag)
 }
 
 // SafeBreakPeriod is the shortest break period that never lets another
@@ -408,16 +437,17 @@ func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
 	return m.settings.LeaseDuration
 }
 
-func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration) (time.Duration, error) {
+func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration, etag azcore.ETag) (time.Duration, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	secs := int32(period / time.Second)
-	resp, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs})
+	resp, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs,
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}})
 	if err != nil {
 		if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 			return 0, nil
 		}
-		return 0, m.classify("break lease", err, nil, nil)
+		return 0, m.classify("break lease", err, []string{string(bloberror.ConditionNotMet)}, nil)
 	}
 	var remaining time.Duration
 	if resp.LeaseTime != nil {
@@ -449,10 +479,16 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 		info.Duration = *props.LeaseDuration
 	}
 	observed(&info, props, received)
-	if info.Leader, info.LeaderEnded, err = termFromMetadata(props.Metadata); err != nil {
-		return info, &StorageError{Op: "get blob properties", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
-	}
+	m.read(&info, readRecord(m.container, m.blob, props.Metadata))
 	return info, nil
+}
+
+// read fills in what the record says, and raises the floor to its term.
+func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
+	info.Leader, info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.term, r.ended, r.declared, r.role, r.problem
+	if !r.termBad {
+		m.floor.see(r.term.Number)
+	}
 }
 
 func (m *BlobLeaseManager) properties(ctx context.Context) (blob.GetPropertiesResponse, error) {
@@ -490,12 +526,22 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	if err != nil {
 		return Term{}, Grant{}, m.classify("read term", err, nil, lostCodes)
 	}
-	prev, _, err := termFromMetadata(props.Metadata)
-	if err != nil {
-		return Term{}, Grant{}, &StorageError{Op: "read term", Container: m.container, Blob: m.blob, detail: err.Error(), kind: ErrPermanent}
+	prev := readRecord(m.container, m.blob, props.Metadata)
+	if err := m.mayRecord(prev); err != nil {
+		return Term{}, Grant{}, err
+	}
+	floor := m.floor.get()
+	m.floor.see(prev.term.Number)
+	n, ok := nextTerm(prev.term.Number, floor)
+	if !ok {
+		return Term{}, Grant{}, termCannotGrow(m.container, m.blob, max(prev.term.Number, floor))
+	}
+	if prev.term.Number < floor {
+		m.logger.Error("leaderelection: the term on the blob is lower than one this instance saw there: the blob was deleted or rewritten; the new term continues from the higher",
+			"container", m.container, "blob", m.blob, "onBlob", prev.term.Number, "seen", floor, "term", n)
 	}
 	id := m.LeaseID()
-	t := Term{Number: prev.Number + 1, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
+	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	sent, bootSent := time.Now(), sinceBoot()
@@ -515,12 +561,54 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		}
 		return Term{}, Grant{}, m.classify("write term", err, nil, lostCodes)
 	}
+	m.floor.see(t.Number)
 	r := &termRecord{leaseID: id, term: t}
 	if resp.ETag != nil {
 		r.etag = *resp.ETag
 	}
 	m.record.Store(r)
 	return t, m.grant(id, sent, bootSent), nil
+}
+
+// RepairRecord is an operator's repair of a record that does not read (see
+// [RecordError]): on a blob that nobody holds a lease on, it writes a clean
+// record of an ended term numbered term, keeping the blob's role (this
+// manager's if it says none), so that the next holder records term + 1. Its
+// write is conditional on the blob being unchanged since it was read: an
+// error matching [ErrLeaseHeld] means someone holds the lease, or wrote it
+// meanwhile. Choose term at least as high as any term the fleet, or any
+// system downstream that fences on it, has seen: the fleet's instances
+// continue from the higher of it and the highest they saw themselves, but an
+// instance that never saw the blob trusts it. Two requests.
+func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseInfo, error) {
+	if term < 0 {
+		return LeaseInfo{}, fmt.Errorf("leaderelection: a term number is 0 or more, got %d", term)
+	}
+	info, err := m.Inspect(ctx)
+	switch {
+	case err != nil:
+		return info, err
+	case !info.Exists:
+		return info, &StorageError{Op: "repair record", Container: m.container, Blob: m.blob, detail: "the blob does not exist", kind: ErrPermanent}
+	case info.Held():
+		return info, &StorageError{Op: "repair record", Container: m.container, Blob: m.blob,
+			detail: "the blob's lease is held: its holder's record is its own (repair a record only while nobody holds the lease)", kind: ErrLeaseHeld}
+	}
+	role := info.Role
+	if role != RoleMutex && role != RoleSession && role != RoleShard {
+		role = m.role
+	}
+	md := createMetadata(role, term)
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	etag := info.ETag
+	if _, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	}}); err != nil {
+		return info, m.classify("repair record", err, append([]string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, heldCodes...), nil)
+	}
+	m.floor.see(term)
+	return info, nil
 }
 
 // endTerm marks t, our term, as ended in the blob's metadata, under the
@@ -549,35 +637,16 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	return nil
 }
 
-// termFromMetadata reads a leader's record, and when its term ended (zero if
-// it did not end by releasing the lease). A blob with none is at term 0.
-func termFromMetadata(md map[string]*string) (Term, time.Time, error) {
-	get := func(key string) string { return metaValue(md, key) }
-	var t Term
-	t.Identity = get(metaIdentity)
-	if n := get(metaTerm); n != "" {
-		num, err := strconv.ParseInt(n, 10, 64)
-		if err != nil || num < 0 {
-			return Term{}, time.Time{}, fmt.Errorf("metadata %s=%q is not a term number: the blob is reserved for the lease", metaTerm, n)
-		}
-		t.Number = num
+// mayRecord refuses to record a term over prev, a record this manager must
+// not build on: the blob is another role's, or its term number does not read.
+func (m *BlobLeaseManager) mayRecord(prev record) error {
+	switch {
+	case prev.role != "" && prev.role != m.role:
+		return foreignRole(m.container, m.blob, prev.role, m.role)
+	case prev.termBad:
+		return prev.problem
 	}
-	readTime := func(key string) time.Time {
-		v, _ := time.Parse(time.RFC3339Nano, get(key))
-		return v
-	}
-	t.Since = readTime(metaSince)
-	return t, readTime(metaEnded), nil
-}
-
-// metaValue reads a metadata key case-insensitively ("" if missing).
-func metaValue(md map[string]*string, key string) string {
-	for k, v := range md {
-		if strings.EqualFold(k, key) && v != nil {
-			return *v
-		}
-	}
-	return ""
+	return nil
 }
 
 // ensureBlob creates the container and the empty lease blob if they are
@@ -608,6 +677,7 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) error {
 	defer cancel()
 	any := azcore.ETagAny
 	_, err := m.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		Metadata:         createMetadata(m.role, m.floor.get()),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any}},
 	})
 	switch {

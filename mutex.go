@@ -16,16 +16,17 @@ import (
 // a time, using a lease on one blob. Build it with [NewBlobDistributedMutex]
 // and call RunTaskWhenMutexAcquired.
 type BlobDistributedMutex struct {
-	lease    *BlobLeaseManager
-	fn       func(ctx context.Context) error
-	logger   *slog.Logger
-	opts     options
-	metrics  *metrics
-	running  atomic.Bool
-	leading  atomic.Bool
-	health   health
-	observed int64       // highest term number reported or held; touched only by the Run goroutine
-	freeETag azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
+	lease     *BlobLeaseManager
+	fn        func(ctx context.Context) error
+	logger    *slog.Logger
+	opts      options
+	metrics   *metrics
+	running   atomic.Bool
+	leading   atomic.Bool
+	health    health
+	observed  int64       // highest term number reported or held; touched only by the Run goroutine
+	freeETag  azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
+	badRecord string      // the record problem last reported ("" if none); likewise
 
 	// silence is a follower's clock on an ETag lease (silence.go); touched
 	// only by the Run goroutine.
@@ -42,6 +43,8 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 		errs = append(errs, errors.New("leaderelection: the leader func is nil"))
 	}
 	if err := settings.Validate(); err != nil {
+		errs = append(errs, err)
+	} else if err := checkOwnName(settings.Blob, false); err != nil {
 		errs = append(errs, err)
 	}
 	o := buildOptions(opts)
@@ -162,8 +165,11 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		wait = jitter(s.RetryInterval)
 		if look {
 			info, err := m.lease.Inspect(ctx)
+			var problem *RecordError
 			if err == nil {
 				m.observe(info)
+				problem = m.lease.recordProblem(info)
+				m.noteRecord(problem)
 			}
 			silent := err == nil && m.breakIfSilent(ctx, info, &wait)
 			if err == nil && info.Held() && !silent {
@@ -173,6 +179,12 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				if info.Leader.Identity != m.opts.identity {
 					standAside = false // someone else took over: done standing aside
 				}
+				continue
+			}
+			if err == nil && !silent && problem.blocks() {
+				// A term cannot be recorded over this record: poll it
+				// until it is repaired, rather than take the lease and
+				// give it back at every turn.
 				continue
 			}
 			if err == nil && standAside && !silent {
@@ -238,6 +250,33 @@ func (m *BlobDistributedMutex) observe(info LeaseInfo) {
 	m.logger.Debug("leaderelection: new leader observed", "container", m.lease.container, "blob", m.lease.blob,
 		"leader", info.Leader.Identity, "term", info.Leader.Number)
 	m.emit(Event{Kind: NewLeaderObserved, Term: info.Leader})
+}
+
+// noteRecord reports a record on the lease blob that this instance cannot
+// build on (nil: none), at Error, once for each value, and that it reads
+// again once it is repaired; health reports it meanwhile.
+func (m *BlobDistributedMutex) noteRecord(problem *RecordError) {
+	m.health.setRecord(problem)
+	key := ""
+	if problem != nil {
+		key = problem.Key + "=" + problem.Value
+	}
+	if key == m.badRecord {
+		return
+	}
+	was := m.badRecord
+	m.badRecord = key
+	s := m.lease.settings
+	switch {
+	case problem != nil && problem.blocks():
+		m.logger.Error("leaderelection: cannot lead: the lease blob's record cannot be built on; repair it (leaderctl repair)",
+			"container", s.Container, "blob", s.Blob, "key", problem.Key, "value", problem.Value, "error", problem)
+	case problem != nil:
+		m.logger.Error("leaderelection: the lease blob's record does not read; it is not trusted",
+			"container", s.Container, "blob", s.Blob, "key", problem.Key, "value", problem.Value, "error", problem)
+	case was != "":
+		m.logger.Info("leaderelection: the lease blob's record reads again", "container", s.Container, "blob", s.Blob)
+	}
 }
 
 func (m *BlobDistributedMutex) emit(e Event) {
@@ -339,6 +378,11 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	term, err = m.recordTerm(leaderCtx, fuse)
 	if err != nil {
 		cancel(err)
+		var bad *RecordError
+		if errors.As(err, &bad) {
+			m.noteRecord(bad)
+			return "", nil
+		}
 		m.logger.Warn("leaderelection: took the lease but could not record the term; releasing it", "container", s.Container, "blob", s.Blob, "error", err)
 		if !errors.Is(err, ErrPermanent) {
 			err = nil
@@ -404,7 +448,7 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 		if err == nil {
 			m.securedByRecord(fuse, g)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) {
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) || errors.Is(err, ErrMalformedRecord) {
 			return t, err
 		}
 		if !sleep(ctx, retryDelay) {

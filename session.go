@@ -43,10 +43,37 @@ const (
 	metaOwned   = "leadershards"  // a session's record: how many shards it holds
 )
 
+// checkOwnName refuses a blob name (a mutex's, or a ShardOwner's prefix)
+// that could be one of a ShardOwner's blobs: P/sessions/ID or P/shards/NAME
+// for another owner's prefix P. The blobs' roles keep the kinds out of each
+// other's way where the names cannot be seen together (see record.go); here a
+// clash is refused before it is made. The segments checked are those after
+// the first (a prefix is never empty), and for a mutex before the last (its
+// own name).
+func checkOwnName(name string, prefix bool) error {
+	segs := strings.Split(name, "/")
+	end := len(segs) - 1
+	if prefix {
+		end = len(segs)
+	}
+	for i := 1; i < end; i++ {
+		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir {
+			owner := strings.Join(segs[:i], "/")
+			what := "a mutex's blob"
+			if prefix {
+				what = "a ShardOwner's prefix"
+			}
+			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %q (its %q directory): choose a name without a %q segment, got %q",
+				what, owner, d, segs[i], name)}
+		}
+	}
+	return nil
+}
+
 // metadataOf is the metadata a holder writes for term t: its record, and
 // what the lease's user adds to it (a session: how many shards it holds).
 func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
-	md := recordMetadata(t, m.settings.LeaseDuration)
+	md := recordMetadata(t, m.settings.LeaseDuration, m.role)
 	if m.extraMetadata != nil {
 		m.extraMetadata(md)
 	}
@@ -73,6 +100,12 @@ func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
 		blobClient:      o.cc.NewBlockBlobClient(name),
 		secretRedactor:  o.red,
 		logger:          o.logger,
+	}
+	switch {
+	case strings.HasPrefix(name, o.prefix+sessionsDir):
+		m.role = RoleSession
+	case strings.HasPrefix(name, o.prefix+shardsDir):
+		m.role = RoleShard
 	}
 	if o.reached.Load() {
 		m.reached.Store(true) // a DNS or TLS failure is an outage now, not a misspelt account
@@ -168,6 +201,7 @@ type listed struct {
 	session string    // a shard's record: the session that wrote it ("" if none)
 	owned   int       // a session's record: how many shards it held (-1 if none)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
+	rec     record    // the record as read (record.go): its role, and what does not read
 }
 
 // list reads every blob under dir (sessionsDir or shardsDir) with its
@@ -200,7 +234,12 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 			if item.Name == nil || item.Properties == nil || !strings.HasPrefix(*item.Name, full) {
 				continue
 			}
-			fn(listedItem(strings.TrimPrefix(*item.Name, full), item.Properties, item.Metadata, received))
+			l := listedItem(strings.TrimPrefix(*item.Name, full), item.Properties, item.Metadata, received)
+			l.rec = readRecord(o.settings.Container, *item.Name, item.Metadata)
+			l.info.Leader, l.info.LeaderEnded, l.info.DeclaredDuration = l.rec.term, l.rec.ended, l.rec.declared
+			l.info.Role, l.info.RecordError = l.rec.role, l.rec.problem
+			l.record = l.info.Leader.Identity != ""
+			fn(l)
 		}
 	}
 	return nil
@@ -242,14 +281,18 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	if p.LastModified != nil {
 		l.info.LastModified = *p.LastModified
 	}
-	l.info.DeclaredDuration = declaredDuration(md)
-	l.info.Leader, l.info.LeaderEnded, _ = termFromMetadata(md) // a record that does not read is no record
-	l.record = l.info.Leader.Identity != ""
 	l.session = metaValue(md, metaSession)
 	if n, err := strconv.Atoi(metaValue(md, metaOwned)); err == nil && n >= 0 {
 		l.owned = n
 	}
 	return l
+}
+
+// isSession reports whether a blob under the sessions prefix says it is a
+// session: its role, or (written by a version before roles) its record's
+// count of shards held.
+func (l listed) isSession() bool {
+	return l.rec.role == RoleSession || l.rec.role == "" && l.owned >= 0
 }
 
 // sessionView is what one listing of the sessions says, judged by this
@@ -278,6 +321,7 @@ type sessionWatch struct {
 	unleased map[string]unleasedSince // by session ID: sessions seen without a lease, to collect
 	dead     map[string]time.Time     // by session ID: dead for good, and when this was learnt
 	live     map[string]bool          // the sessions the last listing showed alive
+	ignored  map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
 }
 
 type unleasedSince struct {
@@ -307,7 +351,26 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 	D := o.settings.LeaseDuration
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}}
 	listedIDs := map[string]bool{}
+	ignored := map[string]string{}
 	for _, l := range seen {
+		if l.name != own.id && !l.isSession() {
+			// Another owner's blob, or a stray one: not a session, never
+			// counted, broken or collected.
+			if why := w.ignored[l.name]; why == "" {
+				o.logger.Warn("leaderelection: ignoring a blob under the sessions prefix that is not a session",
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "role", l.rec.role)
+			}
+			ignored[l.name] = "not a session"
+			continue
+		}
+		if p := l.rec.problem; p != nil && l.name != own.id {
+			key := p.Key + "=" + p.Value
+			if w.ignored[l.name] != key {
+				o.logger.Error("leaderelection: a session's record does not read; it is not trusted",
+					"container", p.Container, "blob", p.Blob, "key", p.Key, "value", p.Value, "error", p)
+			}
+			ignored[l.name] = key
+		}
 		listedIDs[l.name] = true
 		if l.name == own.id {
 			continue
@@ -373,6 +436,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		}
 	}
 	w.live = now
+	w.ignored = ignored
 	for id := range w.silence {
 		if !listedIDs[id] {
 			delete(w.silence, id)

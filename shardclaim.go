@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -125,10 +126,20 @@ func (g *manager) listShards(view sessionView) error {
 	unknown := map[string][]listed{}
 	var cands []candidate
 	anomalies := map[string]unleasedSince{}
+	bad := map[string]*RecordError{}
 	for _, l := range entries {
 		seen[l.name] = true
 		g.checkHeld(l, start)
 		if !set[l.name] {
+			continue
+		}
+		if !l.rec.termBad {
+			o.seeTerm(l.name, l.info.Leader.Number)
+		}
+		if p := o.shardProblem(l); p != nil {
+			// Not a shard's blob, or a record no term can follow: never
+			// broken, never claimed, reported until it is repaired.
+			bad[l.name] = p
 			continue
 		}
 		if l.info.Held() && l.session != "" {
@@ -170,6 +181,7 @@ func (g *manager) listShards(view sessionView) error {
 		}
 	}
 	g.anomalies = anomalies
+	o.noteBadShards(bad)
 	// A session the listing of the sessions did not show: one started since
 	// (its shards are held) or one whose blob is gone (dead). Look it up.
 	lookups := 0
@@ -460,11 +472,17 @@ func (g *manager) claimOne(c candidate) bool {
 		// An acquire whose answer was lost may hold the lease: give it back.
 		return done(outcome(err, "claimed"), errors.Is(err, ErrTransient))
 	}
-	t := Term{Number: c.prev + 1, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	number, ok := nextTerm(c.prev, o.floorOf(c.name))
+	if !ok {
+		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, lm.blob, max(c.prev, o.floorOf(c.name))))
+		return done("permanent", true)
+	}
+	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
 	}
+	o.seeTerm(c.name, t.Number)
 	if c.leased {
 		o.counts.claim("taken")
 	} else {
@@ -472,6 +490,76 @@ func (g *manager) claimOne(c candidate) bool {
 	}
 	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})
 	return g.start(c.name, lm, t, newETag)
+}
+
+// shardProblem is what keeps a shard's blob, as listed, from being claimed or
+// broken by this owner: nil if nothing. A fixed (native) lease is never a
+// shard's, and followers never break one; another role's blob is another
+// owner's; and a term number that does not read, or cannot grow, is not
+// continued (a fencing token never repeats or goes down).
+func (o *ShardOwner) shardProblem(l listed) *RecordError {
+	blob := o.shardBlob(l.name)
+	switch {
+	case l.rec.role != "" && l.rec.role != RoleShard:
+		return foreignRole(o.settings.Container, blob, l.rec.role, RoleShard)
+	case l.info.Held() && l.info.Kind == NativeLease:
+		return &RecordError{Container: o.settings.Container, Blob: blob, Key: "x-ms-lease-duration", Value: string(l.info.Duration),
+			Rule: "is a fixed (native) lease, which no shard holds: another owner's (a mutex's?), never broken"}
+	case l.rec.termBad:
+		return l.rec.problem
+	case l.info.Leader.Number == math.MaxInt64 && !(l.info.Held() && l.session != ""):
+		return termCannotGrow(o.settings.Container, blob, l.info.Leader.Number)
+	}
+	return nil
+}
+
+// noteBadShards replaces the shards found unclaimable by the last listing,
+// logging each at Error once for each value, and those repaired since.
+func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
+	o.mu.Lock()
+	old := o.bad
+	o.bad = bad
+	o.mu.Unlock()
+	for name, p := range bad {
+		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {
+			o.logBadShard(name, p)
+		}
+	}
+	for name := range old {
+		if _, ok := bad[name]; !ok {
+			o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
+				"container", o.settings.Container, "shard", name)
+		}
+	}
+}
+
+// noteBadShard adds one shard found unclaimable outside a listing.
+func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
+	o.mu.Lock()
+	o.bad[name] = p
+	o.mu.Unlock()
+	o.logBadShard(name, p)
+}
+
+func (o *ShardOwner) logBadShard(name string, p *RecordError) {
+	o.logger.Error("leaderelection: a shard cannot run: its blob's record cannot be built on; repair it (leaderctl repair)",
+		"container", p.Container, "blob", p.Blob, "shard", name, "key", p.Key, "value", p.Value, "error", p)
+}
+
+// seeTerm raises the floor of shard name's terms to n.
+func (o *ShardOwner) seeTerm(name string, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n > o.floors[name] {
+		o.floors[name] = n
+	}
+}
+
+// floorOf is the highest term this instance saw on shard name's blob.
+func (o *ShardOwner) floorOf(name string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.floors[name]
 }
 
 // noteOwner records a claim of this session in owners (claims run in
@@ -490,6 +578,7 @@ func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager) (azc
 	defer cancel()
 	anyETag := azcore.ETagAny
 	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		Metadata:         createMetadata(RoleShard, o.floorOf(strings.TrimPrefix(lm.blob, o.prefix+shardsDir))),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
 	})
 	if err != nil {
@@ -526,7 +615,7 @@ func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, e
 func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, etag azcore.ETag) (azcore.ETag, error) {
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
-	md := recordMetadata(t, o.settings.LeaseDuration)
+	md := recordMetadata(t, o.settings.LeaseDuration, RoleShard)
 	md[metaSession] = &sessionID
 	id := lm.LeaseID()
 	resp, err := lm.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{

@@ -62,11 +62,13 @@ type ShardOwner struct {
 	release chan struct{} // bounds the releases in flight
 
 	mu       sync.Mutex
-	set      map[string]bool      // the shards to run
-	runs     map[string]*shardRun // the shards whose func runs here, or is being stopped
-	claiming map[string]bool      // claims in flight
-	cooldown map[string]time.Time // shards whose func returned by itself: not claimed again before
-	leftover map[string]string    // shard -> lease ID of a lease this instance may hold and must release
+	set      map[string]bool         // the shards to run
+	runs     map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	claiming map[string]bool         // claims in flight
+	cooldown map[string]time.Time    // shards whose func returned by itself: not claimed again before
+	leftover map[string]string       // shard -> lease ID of a lease this instance may hold and must release
+	floors   map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
+	bad      map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current  *session
 	target   int
 	live     int
@@ -124,6 +126,8 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	}
 	if maxPrefix := 1024 - 1 - len(shardsDir) - maxShardName; len(settings.Blob) > maxPrefix {
 		errs = append(errs, &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is the ShardOwner's prefix: at most %d characters long, got %d", maxPrefix, len(settings.Blob))})
+	} else if err := checkOwnName(settings.Blob, true); err != nil {
+		errs = append(errs, err)
 	}
 	o := buildOptions(opts)
 	if err := checkIdentity(o.identity); err != nil {
@@ -168,6 +172,8 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		claiming:  map[string]bool{},
 		cooldown:  map[string]time.Time{},
 		leftover:  map[string]string{},
+		floors:    map[string]int64{},
+		bad:       map[string]*RecordError{},
 	}
 	own.ops = own.managerFor(settings.Blob, uuid.NewString())
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+sessionsDir)
@@ -498,10 +504,20 @@ func (g *manager) loop() error {
 // Healthy reports nil while this instance's session and shard funcs are
 // healthy, and an error saying why otherwise: a shard func still running
 // StopMargin after its lease context was cancelled (the shard may have
-// passed to another instance), or the session's renewals failing for
-// longer than (LeaseDuration - StopMargin)/2. It makes no network call.
+// passed to another instance), the session's renewals failing for longer
+// than (LeaseDuration - StopMargin)/2, or shards of the set that its last
+// listing found it cannot run because their blob's record cannot be built on
+// (a [*RecordError]: a term number that does not read or cannot grow, a blob
+// of another role, a native lease). It makes no network call.
 func (o *ShardOwner) Healthy() error {
 	o.mu.Lock()
+	var bad *RecordError
+	for _, e := range o.bad {
+		if bad == nil || e.Blob < bad.Blob {
+			bad = e
+		}
+	}
+	nBad := len(o.bad)
 	sess := o.current
 	runs := make([]*shardRun, 0, len(o.runs))
 	for _, r := range o.runs {
@@ -517,6 +533,9 @@ func (o *ShardOwner) Healthy() error {
 		if err := sess.m.Healthy(); err != nil {
 			return fmt.Errorf("leaderelection: session %s: %w", sess.id, err)
 		}
+	}
+	if nBad > 0 {
+		return fmt.Errorf("leaderelection: %d shard(s) of the set cannot run until their blob's record is repaired (leaderctl repair), the first: %w", nBad, bad)
 	}
 	return nil
 }

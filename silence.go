@@ -98,6 +98,12 @@ func (m *BlobLeaseManager) breakIfUnchanged(ctx context.Context, etag azcore.ETa
 // Otherwise it shortens wait so that the follower reads again at the moment
 // the lease may be broken, not at its next regular poll.
 func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo, wait *time.Duration) bool {
+	if info.Role != "" && info.Role != m.lease.role {
+		// A session's or a shard's: its holder never rewrites it, or times
+		// it by another rule. Never broken here.
+		m.silence = silenceWatch{}
+		return false
+	}
 	due := m.silence.observe(info, m.lease.settings.LeaseDuration)
 	if due.IsZero() {
 		return false
@@ -145,6 +151,10 @@ func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo
 // is still that one. The holder, which stops at the send time of its last
 // renewal + LeaseDuration - StopMargin, has then stopped.
 //
+// A blob that says it is another role's (a ShardOwner's session or shard,
+// whose leases are timed by other rules: see the top of renew.go) is never
+// broken: it returns a [*RecordError] naming the role.
+//
 // It returns the last answer read, and whether it broke the lease. It
 // breaks nothing, and returns no error, when nobody holds the lease or the
 // lease ends while it waits. It returns an error matching [ErrLeaseHeld]
@@ -166,6 +176,8 @@ func (m *BlobLeaseManager) BreakWhenSilent(ctx context.Context) (LeaseInfo, bool
 			return info, false, err
 		case !info.Held():
 			return info, false, nil
+		case info.Role != "" && info.Role != m.role:
+			return info, false, foreignRole(m.container, m.blob, info.Role, m.role)
 		case info.Kind == NativeLease:
 			return info, false, fmt.Errorf("leaderelection: the lease on %s/%s is a native lease, which the server expires: "+
 				"break it with Break and SafeBreakPeriod", m.container, m.blob)

@@ -1,0 +1,327 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests of a messy world: records another writer made malformed, blobs
+// and containers deleted under a running fleet, and owners of different
+// kinds pointed at each other's blobs.
+
+// set rewrites name's metadata as an operator's tool would (leaderctl
+// repair): with no lease ID, so only while nobody holds the lease; it tries
+// until then.
+func (r rawBlob) set(name string, md map[string]string) {
+	r.t.Helper()
+	meta := map[string]*string{}
+	for k, v := range md {
+		meta[k] = &v
+	}
+	var err error
+	waitFor(r.t, 20*time.Second, "rewriting "+name+" while it is not leased", func() bool {
+		_, err = r.cc.NewBlobClient(name).SetMetadata(context.Background(), meta, nil)
+		return err == nil
+	})
+}
+
+// breakAndDelete deletes name under whoever holds its lease.
+func (r rawBlob) breakAndDelete(name string) {
+	r.t.Helper()
+	ctx := context.Background()
+	bc := r.cc.NewBlobClient(name)
+	lc, err := lease.NewBlobClient(bc, nil)
+	require.NoError(r.t, err)
+	var zero int32
+	_, _ = lc.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &zero})
+	_, err = bc.Delete(ctx, nil)
+	require.NoError(r.t, err)
+}
+
+// leader reads the term on s's blob.
+func leaderOn(t *testing.T, s BlobSettings) LeaseInfo {
+	t.Helper()
+	lm, err := NewBlobLeaseManager(s)
+	require.NoError(t, err)
+	defer lm.CloseIdleConnections()
+	info, err := lm.Inspect(context.Background())
+	require.NoError(t, err)
+	return info
+}
+
+// A term number another writer made unreadable, or the largest one, is
+// reported at Error (blob, key, value) and in health; no func runs on it,
+// the term is never restarted at 1 nor wrapped; the mutex keeps polling, and
+// leads by itself, above the repaired number, once the record is repaired.
+func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"garbage", "-4", strconv.FormatInt(math.MaxInt64, 10)} {
+		t.Run(bad, func(t *testing.T) {
+			t.Parallel()
+			s := testSettings(t)
+			raw := newRawBlob(t, s)
+			raw.put(s.Blob, "", map[string]string{metaTerm: bad, metaRole: string(RoleMutex)})
+			var logs syncBuffer
+			log := newTermLog()
+			m, err := NewBlobDistributedMutex(s, log.leaderFunc("a", untilCancelled), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
+			defer func() { cancel(); <-done }()
+
+			waitFor(t, 10*time.Second, "the Error line", func() bool {
+				out := logs.String()
+				return strings.Contains(out, "level=ERROR") && strings.Contains(out, "key="+metaTerm) && strings.Contains(out, "value="+bad)
+			})
+			require.Error(t, m.Healthy())
+			assert.Contains(t, m.Healthy().Error(), bad)
+			select {
+			case err := <-done:
+				t.Fatalf("RunTaskWhenMutexAcquired returned over a malformed record: %v", err)
+			case <-time.After(4 * s.RetryInterval):
+			}
+			assert.Empty(t, log.snapshot(), "no func runs on a term that cannot be continued")
+			assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "reported once, not at every poll:\n%s", logs.String())
+
+			raw.set(s.Blob, map[string]string{metaTerm: "41", metaRole: string(RoleMutex)})
+			log.next(t, 10*time.Second)
+			assert.Equal(t, int64(42), leaderOn(t, s).Leader.Number)
+			assert.NoError(t, m.Healthy())
+			assert.Contains(t, logs.String(), "reads again")
+		})
+	}
+}
+
+// A follower keeps applying the silence rule to a holder whose record does
+// not read: it breaks the lease once its ETag has stood the declared
+// duration, and then records no term over the bad number.
+func TestFollowerBreaksASilentHolderWhoseRecordDoesNotRead(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
+	raw := newRawBlob(t, s)
+	raw.put(s.Blob, uuid.NewString(), map[string]string{metaTerm: "x1", metaIdentity: "dead", metaRole: string(RoleMutex),
+		metaLeaseDuration: etagTestLease.String()})
+	log := newTermLog()
+	var mu sync.Mutex
+	var broken time.Time
+	start := time.Now()
+	c := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithEvents(func(e Event) {
+		if e.Kind == SilentLeaseBroken {
+			mu.Lock()
+			broken = e.At
+			mu.Unlock()
+		}
+	}))
+	waitFor(t, etagTestLease+10*time.Second, "the silent holder's lease broken", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return !broken.IsZero()
+	})
+	mu.Lock()
+	assert.GreaterOrEqual(t, broken.Sub(start), etagTestLease, "broken only after its ETag stood the declared duration")
+	mu.Unlock()
+	time.Sleep(4 * s.RetryInterval)
+	assert.Empty(t, log.snapshot())
+	assert.ErrorIs(t, c.mutex.Healthy(), ErrMalformedRecord)
+}
+
+// A blob, then its container, deleted under a running fleet: the terms go
+// on from the highest the running instances saw, never back to 1.
+func TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	raw := newRawBlob(t, s)
+	raw.put(s.Blob, "", map[string]string{metaTerm: "10", metaRole: string(RoleMutex)})
+	log := newTermLog()
+	startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
+	startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
+	log.next(t, 10*time.Second)
+	require.Equal(t, int64(11), leaderOn(t, s).Leader.Number)
+	time.Sleep(2 * s.RetryInterval) // the follower reads the term
+
+	raw.breakAndDelete(s.Blob)
+	log.next(t, 30*time.Second)
+	info := leaderOn(t, s)
+	assert.Equal(t, int64(12), info.Leader.Number, "the blob was created again above the highest term seen")
+	assert.Equal(t, RoleMutex, info.Role)
+	time.Sleep(2 * s.RetryInterval)
+
+	_, err := raw.cc.Delete(context.Background(), nil)
+	require.NoError(t, err)
+	log.next(t, 60*time.Second)
+	assert.Equal(t, int64(13), leaderOn(t, s).Leader.Number, "the container was created again above the highest term seen")
+}
+
+// A mutex's tools never break a ShardOwner's blobs: BreakWhenSilent and
+// Break refuse a live shard's and a live session's, at once, naming the
+// role; the shard's func runs on, once.
+func TestMutexToolsNeverBreakASessionOrAShard(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	log := &shardLog{}
+	own := startOwner(t, "a", s, []string{"s1"}, log.fn("a", nil))
+	waitFor(t, 15*time.Second, "s1 runs", func() bool { return len(log.running()["s1"]) == 1 })
+	for _, name := range []string{s.Blob + "/" + shardsDir + "s1", s.Blob + "/" + sessionsDir + own.owner.Session()} {
+		ms := s
+		ms.Blob = name
+		lm, err := NewBlobLeaseManager(ms)
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 2*s.LeaseDuration)
+		start := time.Now()
+		_, broke, err := lm.BreakWhenSilent(ctx)
+		assert.False(t, broke)
+		assert.ErrorIs(t, err, ErrMalformedRecord, name)
+		assert.Less(t, time.Since(start), s.LeaseDuration, "refused at once, not after a silence")
+		_, err = lm.Break(ctx, 0)
+		assert.ErrorIs(t, err, ErrMalformedRecord, name)
+		assert.ErrorContains(t, err, metaRole)
+		cancel()
+		lm.CloseIdleConnections()
+	}
+	time.Sleep(2 * s.RetryInterval)
+	assert.Equal(t, 1, log.starts(), "the shard ran once, and runs on")
+	assert.Len(t, log.running()["s1"], 1)
+}
+
+// A ShardOwner never breaks a native (mutex's) lease it finds on one of its
+// shards' blobs, nor claims that blob once the lease is gone: it reports it,
+// and runs the other shards.
+func TestShardOwnerNeverBreaksAMutexLeaseOnItsShard(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	ms := s
+	ms.Blob = s.Blob + "/" + shardsDir + "s1"
+	ms.LeaseDuration, ms.StopMargin, ms.RenewInterval = 15*time.Second, 0, 0
+	lm, err := NewBlobLeaseManager(ms)
+	require.NoError(t, err)
+	defer lm.CloseIdleConnections()
+	ctx := context.Background()
+	_, err = lm.Acquire(ctx)
+	require.NoError(t, err)
+	_, err = lm.RecordTerm(ctx, "a-mutex")
+	require.NoError(t, err)
+
+	var logs syncBuffer
+	log := &shardLog{}
+	own := startOwner(t, "a", s, []string{"s1", "s2"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitFor(t, 15*time.Second, "s2 runs", func() bool { return len(log.running()["s2"]) == 1 })
+	time.Sleep(s.LeaseDuration + 4*s.RetryInterval)
+	assert.Empty(t, log.running()["s1"], "the mutex's lease was left alone")
+	info, err := lm.Inspect(ctx)
+	require.NoError(t, err)
+	assert.True(t, info.Held())
+	assert.Equal(t, "a-mutex", info.Leader.Identity)
+	assert.ErrorContains(t, own.owner.Healthy(), "s1")
+	assert.Contains(t, logs.String(), "level=ERROR")
+	assert.Contains(t, logs.String(), "shard=s1")
+	require.NoError(t, lm.Release(ctx))
+	time.Sleep(4 * s.RetryInterval)
+	assert.Empty(t, log.running()["s1"], "a mutex's blob is not claimed as a shard")
+}
+
+// Blobs under the sessions prefix that are not sessions are ignored (and
+// logged once): they take no share, so every shard runs.
+func TestPhantomSessionsTakeNoShare(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	p := s.Blob + "/" + sessionsDir
+	raw.put(p+"empty", "", nil)
+	raw.put(p+"a-mutex", uuid.NewString(), map[string]string{metaIdentity: "m", metaTerm: "3", metaRole: string(RoleMutex),
+		metaSince: time.Now().UTC().Format(time.RFC3339Nano), metaLeaseDuration: time.Hour.String()})
+	raw.put(p+"unmarked", uuid.NewString(), map[string]string{metaIdentity: "m", metaTerm: "3",
+		metaSince: time.Now().UTC().Format(time.RFC3339Nano), metaLeaseDuration: time.Hour.String()})
+	var logs syncBuffer
+	log := &shardLog{}
+	own := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitFor(t, 20*time.Second, "all 10 shards running", func() bool { return balanced(log, 10, "a") })
+	time.Sleep(4 * s.RetryInterval)
+	for _, name := range []string{"empty", "a-mutex", "unmarked"} {
+		assert.Equal(t, 1, strings.Count(logs.String(), "blob="+p+name+" "), "%s logged once:\n%s", name, logs.String())
+	}
+	assert.NoError(t, own.owner.Healthy())
+	info, err := own.owner.Inspect(context.Background())
+	require.NoError(t, err)
+	assert.Len(t, info.Shards, 10)
+}
+
+// A shard whose blob's term another writer made unreadable, or the largest,
+// does not run, is reported (Error, health), and runs above the repaired
+// number once it is repaired; the others run meanwhile.
+func TestShardWithAMalformedTermWaitsForItsRepair(t *testing.T) {
+	t.Parallel()
+	for _, bad := range []string{"x", strconv.FormatInt(math.MaxInt64, 10)} {
+		t.Run(bad, func(t *testing.T) {
+			t.Parallel()
+			s := shardSettings(t)
+			raw := newRawBlob(t, s)
+			name := s.Blob + "/" + shardsDir + "s2"
+			raw.put(name, "", map[string]string{metaTerm: bad, metaRole: string(RoleShard)})
+			var logs syncBuffer
+			log := &shardLog{}
+			own := startOwner(t, "a", s, []string{"s1", "s2", "s3"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+			waitFor(t, 15*time.Second, "s1 and s3 run", func() bool { r := log.running(); return len(r["s1"]) == 1 && len(r["s3"]) == 1 })
+			waitFor(t, 15*time.Second, "the Error line", func() bool {
+				return strings.Contains(logs.String(), "key="+metaTerm) && strings.Contains(logs.String(), "value="+bad)
+			})
+			time.Sleep(4 * s.RetryInterval)
+			assert.Empty(t, log.running()["s2"])
+			assert.ErrorIs(t, own.owner.Healthy(), ErrMalformedRecord)
+
+			raw.set(name, map[string]string{metaTerm: "7", metaRole: string(RoleShard)})
+			waitFor(t, 15*time.Second, "s2 runs once repaired", func() bool { return len(log.running()["s2"]) == 1 })
+			for _, tm := range log.snapshot() {
+				if tm.shard == "s2" {
+					assert.Equal(t, int64(8), tm.number)
+				}
+			}
+			waitFor(t, 10*time.Second, "healthy again", func() bool { return own.owner.Healthy() == nil })
+		})
+	}
+}
+
+// A shard's blob deleted while nobody holds it (removed from the set, then
+// added back): its next term is above the one this instance saw.
+func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	name := s.Blob + "/" + shardsDir + "a"
+	raw.put(name, "", map[string]string{metaTerm: "5", metaRole: string(RoleShard)})
+	log := &shardLog{}
+	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
+	waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+	require.NoError(t, own.owner.SetShards(nil))
+	waitFor(t, 15*time.Second, "a released", func() bool {
+		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, name).Held()
+	})
+	_, err := raw.cc.NewBlobClient(name).Delete(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, own.owner.SetShards([]string{"a"}))
+	waitFor(t, 15*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+	var numbers []int64
+	for _, tm := range log.snapshot() {
+		numbers = append(numbers, tm.number)
+	}
+	assert.Equal(t, []int64{6, 7}, numbers, fmt.Sprint(numbers))
+}
+
+func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
+	s.Blob = name
+	return leaderOn(t, s)
+}
+

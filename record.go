@@ -1,0 +1,213 @@
+package leaderelection
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// What a blob's record says. A record is data another writer may have put
+// there (an operator's tool, a script, a bug): it is read, checked and
+// reported, never trusted. A value that does not read is a *RecordError, and
+// nothing is built on it: no term continues a term number that does not read
+// or cannot grow, and a lease duration that does not read counts as the
+// longest any setting can declare, so that no follower breaks a lease sooner
+// than its holder could have stopped.
+
+// BlobRole says what a blob the library writes is for. Every blob the
+// library creates, and every record it writes, carries its role (the
+// metadata key leaderkind), so that the kinds of owner keep out of each
+// other's way: a mutex neither takes nor breaks a session's or a shard's
+// blob, and a ShardOwner neither takes nor breaks a mutex's, whatever names
+// they were given. A blob written by no one of ours, or by a version of this
+// library before roles, has none ("").
+type BlobRole string
+
+const (
+	// RoleMutex is a [BlobDistributedMutex]'s (or a [BlobLeaseManager]'s)
+	// lease blob.
+	RoleMutex BlobRole = "mutex"
+	// RoleSession is the blob of a [ShardOwner]'s session.
+	RoleSession BlobRole = "session"
+	// RoleShard is the blob of a [ShardOwner]'s shard.
+	RoleShard BlobRole = "shard"
+)
+
+// metaRole is the record's key for its blob's role.
+const metaRole = "leaderkind"
+
+// ErrMalformedRecord is matched (with [errors.Is]) by every [*RecordError].
+var ErrMalformedRecord = errors.New("malformed record")
+
+// RecordError reports a record on a blob that this instance cannot build on:
+// a value that does not read, a term number that cannot grow, or a blob of
+// another role than the one this owner takes. It names the blob, the key and
+// the value. It is not a storage failure: the fleet goes on polling, logs it
+// at Error, reports it in its health, and carries on by itself once the
+// record is repaired (see leaderctl's repair).
+type RecordError struct {
+	Container string
+	Blob      string
+	Key       string // the metadata key
+	Value     string // its value as stored
+	Rule      string // what is wrong with it
+}
+
+func (e *RecordError) Error() string {
+	v := e.Value
+	if len(v) > 64 {
+		v = v[:64] + "…"
+	}
+	return fmt.Sprintf("leaderelection: record on %s/%s: %s=%q %s", e.Container, e.Blob, e.Key, v, e.Rule)
+}
+
+// Is makes a RecordError match [ErrMalformedRecord].
+func (e *RecordError) Is(target error) bool { return target == ErrMalformedRecord }
+
+// The lease durations any valid setting can declare: the shortest ETag lease
+// and the longest.
+const (
+	minDeclarable = minETagLeaseDuration
+	maxDeclarable = maxETagLeaseDuration
+)
+
+// record is a blob's metadata, read.
+type record struct {
+	term  Term      // the last leader's term; Number 0 when it does not read
+	ended time.Time // when that term ended by a release; zero otherwise
+	// declared is the lease duration its writer declared: 0 if none, the
+	// longest declarable if it does not read or lies outside what any
+	// setting can declare.
+	declared time.Duration
+	role     BlobRole
+	// problem is the first value that does not read; termBad is set when
+	// it is the term number, which no new term may then continue.
+	problem *RecordError
+	termBad bool
+}
+
+// readRecord reads the record in md, the metadata of blob.
+func readRecord(container, blob string, md map[string]*string) record {
+	var r record
+	bad := func(key, value, rule string) {
+		if r.problem == nil {
+			r.problem = &RecordError{Container: container, Blob: blob, Key: key, Value: value, Rule: rule}
+		}
+	}
+	r.role = BlobRole(metaValue(md, metaRole))
+	if n := metaValue(md, metaTerm); n != "" {
+		num, err := strconv.ParseInt(n, 10, 64)
+		if err != nil || num < 0 {
+			r.termBad = true
+			bad(metaTerm, n, "is not a term number (0 to 9223372036854775807): no term can follow it until it is repaired")
+		} else {
+			r.term.Number = num
+		}
+	}
+	r.term.Identity = metaValue(md, metaIdentity)
+	readTime := func(key string) time.Time {
+		v, _ := time.Parse(time.RFC3339Nano, metaValue(md, key))
+		return v
+	}
+	r.term.Since = readTime(metaSince)
+	r.ended = readTime(metaEnded)
+	if v := metaValue(md, metaLeaseDuration); v != "" {
+		d, err := time.ParseDuration(v)
+		switch {
+		case err != nil || d < minDeclarable:
+			r.declared = maxDeclarable
+			bad(metaLeaseDuration, v, fmt.Sprintf("is not a lease duration any setting declares (%v to %v): timed as %v", minDeclarable, maxDeclarable, maxDeclarable))
+		case d > maxDeclarable:
+			r.declared = maxDeclarable
+			bad(metaLeaseDuration, v, fmt.Sprintf("is longer than any setting declares: timed as %v", maxDeclarable))
+		default:
+			r.declared = d
+		}
+	}
+	return r
+}
+
+// nextTerm is the number of the term after prev, for an instance that has
+// seen floor on the same blob: above both, or false if no number is.
+func nextTerm(prev, floor int64) (int64, bool) {
+	p := max(prev, floor)
+	if p == math.MaxInt64 {
+		return 0, false
+	}
+	return p + 1, true
+}
+
+// blocks reports whether no term may be recorded over the record e reports:
+// its term number, or its role, is wrong (a lease duration that does not
+// read only changes how a holder's silence is timed).
+func (e *RecordError) blocks() bool { return e != nil && e.Key != metaLeaseDuration }
+
+// recordProblem is what keeps info's record from being built on by this
+// manager, or what does not read in it; nil if nothing.
+func (m *BlobLeaseManager) recordProblem(info LeaseInfo) *RecordError {
+	switch {
+	case info.Role != "" && info.Role != m.role:
+		return foreignRole(m.container, m.blob, info.Role, m.role)
+	case info.RecordError != nil:
+		return info.RecordError
+	case info.Leader.Number == math.MaxInt64:
+		return termCannotGrow(m.container, m.blob, info.Leader.Number)
+	}
+	return nil
+}
+
+// termCannotGrow is the RecordError for a term number that no term can follow.
+func termCannotGrow(container, blob string, n int64) *RecordError {
+	return &RecordError{Container: container, Blob: blob, Key: metaTerm, Value: strconv.FormatInt(n, 10),
+		Rule: "is the largest term number: no term can follow it, and a fencing token must never repeat or go down"}
+}
+
+// foreignRole is the RecordError for a blob of another role than want.
+func foreignRole(container, blob string, got, want BlobRole) *RecordError {
+	return &RecordError{Container: container, Blob: blob, Key: metaRole, Value: string(got),
+		Rule: fmt.Sprintf("says the blob is not a %s's: two owners were given one blob name; it is neither taken nor broken", want)}
+}
+
+// termFloor is the highest term number an instance has seen on one blob:
+// while it runs, no term it records there goes below it, even if the blob,
+// or its container, is deleted and created again.
+type termFloor struct{ n atomic.Int64 }
+
+// see raises the floor to n.
+func (f *termFloor) see(n int64) {
+	for {
+		cur := f.n.Load()
+		if n <= cur || f.n.CompareAndSwap(cur, n) {
+			return
+		}
+	}
+}
+
+func (f *termFloor) get() int64 { return f.n.Load() }
+
+// createMetadata is the metadata a blob is created with: its role and, if
+// terms were seen on a blob of that name before (it was deleted since), the
+// highest of them, as an ended term that the next one continues.
+func createMetadata(role BlobRole, floor int64) map[string]*string {
+	r := string(role)
+	md := map[string]*string{metaRole: &r}
+	if floor > 0 {
+		n, ended := strconv.FormatInt(floor, 10), time.Now().UTC().Format(time.RFC3339Nano)
+		md[metaTerm], md[metaEnded] = &n, &ended
+	}
+	return md
+}
+
+// metaValue reads a metadata key case-insensitively ("" if missing).
+func metaValue(md map[string]*string, key string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, key) && v != nil {
+			return *v
+		}
+	}
+	return ""
+}
