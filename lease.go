@@ -58,6 +58,11 @@ type BlobLeaseManager struct {
 	// ShardOwner's session or shard. floor is the highest term seen on it.
 	role  BlobRole
 	floor termFloor
+	// settle is how long a blob with no term recorded on it (created, or
+	// created again) must stand unchanged, as this manager watched it,
+	// before a term is recorded on it (see seedFresh); 0: at once.
+	settle time.Duration
+	fresh  freshWatch
 
 	// A session's lease (session.go): always an ETag lease, whatever its
 	// duration, and its record carries what extraMetadata adds.
@@ -134,6 +139,10 @@ type LeaseInfo struct {
 	// writer put there): what it names is not trusted. Leader.Number is 0
 	// when it is the term number that does not read.
 	RecordError *RecordError
+	// Recreated is when the blob was created again under a fleet that had
+	// recorded terms on it (deleted, or its container, meanwhile): it was
+	// seeded with the highest term its creator had seen. Zero otherwise.
+	Recreated time.Time
 	// ETag is the blob's ETag, which every write of the record (every
 	// renewal of an ETag lease, a term's record and its end) changes, and
 	// no lease operation does.
@@ -486,6 +495,7 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 // read fills in what the record says, and raises the floor to its term.
 func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
 	info.Leader, info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.term, r.ended, r.declared, r.role, r.problem
+	info.Recreated = r.recreated
 	if !r.termBad {
 		m.floor.see(r.term.Number)
 	}
@@ -530,12 +540,15 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
 	}
+	if prev.term.Identity == "" && props.ETag != nil && !m.fresh.stood(*props.ETag, m.settleFor(!prev.recreated.IsZero())) {
+		return Term{}, Grant{}, errNotSettled
+	}
 	floor := m.floor.get()
-	m.floor.see(prev.term.Number)
 	n, ok := nextTerm(prev.term.Number, floor)
 	if !ok {
 		return Term{}, Grant{}, termCannotGrow(m.container, m.blob, max(prev.term.Number, floor))
 	}
+	m.floor.see(prev.term.Number)
 	if prev.term.Number < floor {
 		m.logger.Error("leaderelection: the term on the blob is lower than one this instance saw there: the blob was deleted or rewritten; the new term continues from the higher",
 			"container", m.container, "blob", m.blob, "onBlob", prev.term.Number, "seen", floor, "term", n)
@@ -598,7 +611,7 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 	if role != RoleMutex && role != RoleSession && role != RoleShard {
 		role = m.role
 	}
-	md := createMetadata(role, term)
+	md := endedMetadata(role, term)
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	etag := info.ETag

@@ -324,4 +324,3 @@ func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
 	s.Blob = name
 	return leaderOn(t, s)
 }
-

@@ -61,6 +61,9 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	if err != nil {
 		return nil, err
 	}
+	// Long enough for every contender polling the blob, every
+	// RetryInterval, to have read a fresh blob and raised its seed.
+	lm.settle = 2 * lm.settings.RetryInterval
 	return &BlobDistributedMutex{
 		lease:   lm,
 		fn:      fn,
@@ -180,6 +183,12 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 					standAside = false // someone else took over: done standing aside
 				}
 				continue
+			}
+			if err == nil && !silent && !info.Held() {
+				if left := m.lease.seedFresh(ctx, info); left > 0 {
+					wait = min(wait, left)
+					continue
+				}
 			}
 			if err == nil && !silent && problem.blocks() {
 				// A term cannot be recorded over this record: poll it
@@ -379,8 +388,12 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	if err != nil {
 		cancel(err)
 		var bad *RecordError
-		if errors.As(err, &bad) {
+		switch {
+		case errors.As(err, &bad):
 			m.noteRecord(bad)
+			return "", nil
+		case errors.Is(err, errNotSettled):
+			m.logger.Debug("leaderelection: took a blob that has no term recorded yet; giving it back to watch it settle", "container", s.Container, "blob", s.Blob)
 			return "", nil
 		}
 		m.logger.Warn("leaderelection: took the lease but could not record the term; releasing it", "container", s.Container, "blob", s.Blob, "error", err)
@@ -448,7 +461,7 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 		if err == nil {
 			m.securedByRecord(fuse, g)
 		}
-		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) || errors.Is(err, ErrMalformedRecord) {
+		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) || errors.Is(err, ErrMalformedRecord) || errors.Is(err, errNotSettled) {
 			return t, err
 		}
 		if !sleep(ctx, retryDelay) {

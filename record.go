@@ -1,13 +1,18 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 )
 
 // What a blob's record says. A record is data another writer may have put
@@ -37,8 +42,12 @@ const (
 	RoleShard BlobRole = "shard"
 )
 
-// metaRole is the record's key for its blob's role.
-const metaRole = "leaderkind"
+// metaRole is the record's key for its blob's role; metaRecreated marks a
+// blob created again, under a fleet that had recorded terms on it.
+const (
+	metaRole      = "leaderkind"
+	metaRecreated = "leaderrecreated"
+)
 
 // ErrMalformedRecord is matched (with [errors.Is]) by every [*RecordError].
 var ErrMalformedRecord = errors.New("malformed record")
@@ -79,6 +88,9 @@ const (
 type record struct {
 	term  Term      // the last leader's term; Number 0 when it does not read
 	ended time.Time // when that term ended by a release; zero otherwise
+	// recreated is when the blob was created again (seeded with its
+	// creator's floor); zero if it was not.
+	recreated time.Time
 	// declared is the lease duration its writer declared: 0 if none, the
 	// longest declarable if it does not read or lies outside what any
 	// setting can declare.
@@ -115,6 +127,7 @@ func readRecord(container, blob string, md map[string]*string) record {
 	}
 	r.term.Since = readTime(metaSince)
 	r.ended = readTime(metaEnded)
+	r.recreated = readTime(metaRecreated)
 	if v := metaValue(md, metaLeaseDuration); v != "" {
 		d, err := time.ParseDuration(v)
 		switch {
@@ -177,8 +190,14 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // or its container, is deleted and created again.
 type termFloor struct{ n atomic.Int64 }
 
-// see raises the floor to n.
+// see raises the floor to n. The largest number is not taken as a floor:
+// no term can follow it, so it is reported as a record that cannot be built
+// on, and once repaired (lowered, by an operator who chose to) the fleet
+// goes on from the repaired number without a restart.
 func (f *termFloor) see(n int64) {
+	if n == math.MaxInt64 {
+		return
+	}
 	for {
 		cur := f.n.Load()
 		if n <= cur || f.n.CompareAndSwap(cur, n) {
@@ -191,15 +210,114 @@ func (f *termFloor) get() int64 { return f.n.Load() }
 
 // createMetadata is the metadata a blob is created with: its role and, if
 // terms were seen on a blob of that name before (it was deleted since), the
-// highest of them, as an ended term that the next one continues.
+// highest of them, as an ended term that the next one continues, marked as
+// a blob created again.
 func createMetadata(role BlobRole, floor int64) map[string]*string {
-	r := string(role)
-	md := map[string]*string{metaRole: &r}
+	md := endedMetadata(role, floor)
 	if floor > 0 {
-		n, ended := strconv.FormatInt(floor, 10), time.Now().UTC().Format(time.RFC3339Nano)
-		md[metaTerm], md[metaEnded] = &n, &ended
+		md[metaRecreated] = md[metaEnded]
 	}
 	return md
+}
+
+// endedMetadata is a record of role that says only that term number n has
+// ended (none if n is 0).
+func endedMetadata(role BlobRole, n int64) map[string]*string {
+	r := string(role)
+	md := map[string]*string{metaRole: &r}
+	if n > 0 {
+		num, ended := strconv.FormatInt(n, 10), time.Now().UTC().Format(time.RFC3339Nano)
+		md[metaTerm], md[metaEnded] = &num, &ended
+	}
+	return md
+}
+
+// A blob created again under a running fleet is seeded with its creator's
+// floor, which may be lower than another instance's (one that led last, or
+// saw a later term). So a blob that carries no term's record yet (created,
+// created again, or repaired) is not taken at once: every contender that
+// reads it raises its seed to its own floor, if higher (a write on condition
+// that its ETag is unchanged, which a blob nobody leases accepts without a
+// lease ID), and records a term on it only once it has watched its ETag
+// stand unchanged for settle: by then every instance polling it has read it
+// and raised it. Each raise changes the ETag, and only raises it, so the
+// seed ends at the fleet's highest floor, and the first term above it. A
+// blob created again (its seed says so) stands longer, until a leader that
+// has not noticed the deletion yet has (its next renewal fails, within
+// RenewInterval + RequestTimeout), stopped (StopMargin) and read it: the
+// leader is the one that saw the highest term.
+
+// errNotSettled refuses a term on a fresh blob whose ETag this manager has
+// not watched stand for its settle time: the contender gives the lease back
+// and watches it (seedFresh).
+var errNotSettled = errors.New("leaderelection: the blob has no term recorded yet and has not stood unchanged long enough for every instance to seed its term")
+
+// freshWatch is a contender's clock on a fresh blob's ETag.
+type freshWatch struct {
+	mu    sync.Mutex
+	etag  azcore.ETag
+	since time.Time
+}
+
+// watch times etag, first seen in an answer received at received.
+func (w *freshWatch) watch(etag azcore.ETag, received time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.etag != etag {
+		w.etag, w.since = etag, received
+	}
+	return w.since
+}
+
+// stood reports whether etag has been watched for d.
+func (w *freshWatch) stood(etag azcore.ETag, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.etag == etag && time.Since(w.since) >= d
+}
+
+// isFresh reports whether info shows a blob nobody leases that carries no
+// term's record: created, created again, or repaired.
+func isFresh(info LeaseInfo) bool {
+	return info.Exists && !info.Held() && info.Leader.Identity == "" && !info.RecordError.blocks()
+}
+
+// seedFresh is a contender's part before it takes a fresh blob (see above):
+// it raises the blob's seed to this manager's floor if that is higher, and
+// returns how long the blob must still stand before it may be taken (0: take
+// it now, or it is not fresh).
+func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.Duration {
+	settle := m.settleFor(!info.Recreated.IsZero())
+	if settle <= 0 || !isFresh(info) {
+		return 0
+	}
+	if floor := m.floor.get(); floor > info.Leader.Number {
+		ctx, cancel := m.call(ctx)
+		defer cancel()
+		etag := info.ETag
+		_, err := m.blobClient.SetMetadata(ctx, createMetadata(m.role, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+		}})
+		if err == nil {
+			m.logger.Info("leaderelection: raised the term on a blob created again to the highest this instance saw there",
+				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
+		}
+		return m.settle // read it again: raised (a new ETag to watch), or written meanwhile
+	}
+	return max(0, settle-time.Since(m.fresh.watch(info.ETag, info.Received)))
+}
+
+// settleFor is how long a fresh blob must stand before a term is recorded
+// on it: longer if it was created again.
+func (m *BlobLeaseManager) settleFor(recreated bool) time.Duration {
+	if m.settle <= 0 || !recreated {
+		return m.settle
+	}
+	s := m.settings
+	return s.RenewInterval + s.RequestTimeout + s.StopMargin + m.settle
 }
 
 // metaValue reads a metadata key case-insensitively ("" if missing).

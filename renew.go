@@ -58,6 +58,17 @@ import (
 // inside the process; fencing tokens (the term) let downstream systems reject
 // such a leader's writes.
 //
+// For the term to fence, it never repeats or goes down. A holder records
+// the previous number + 1, conditional on the blob's ETag, under its lease,
+// so two terms never share a number; and it continues from the higher of the
+// blob's number and the highest it has seen there itself (a blob created
+// again is seeded with that as well), so a blob or container deleted under a
+// running fleet does not restart the count. A number that does not read, or
+// cannot grow, is never continued: no func runs on that blob until an
+// operator repairs the record (record.go). What cannot be kept: a blob
+// deleted while no instance that saw its terms runs, or created again first
+// by one that never saw them.
+//
 // An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
 // infinite blob lease, which the server never expires: the followers do,
 // with the same arithmetic (silence.go). The holder renews by writing its
@@ -84,13 +95,28 @@ import (
 //
 // Followers never break a fixed, native lease, so a fleet that mixes kinds
 // stays safe, and a break that finds the lease released (409) just lets the
-// follower acquire it. The clocks of holder and follower may run apart by
+// follower acquire it. The D a follower times is the one the record
+// declares only when it reads as a duration some setting can declare (3 s
+// to 24 h); anything else counts as 24 h (record.go). That is safe as no
+// holder of ours declares more, and needed by none: a holder of ours
+// writes its whole record, a valid one, before its func starts, so an
+// ETag whose record does not read was made by another writer, and its
+// holder, if any, has not started its func. The clocks of holder and follower may run apart by
 // 0.1% of D (NTP normally keeps each within 0.05% of true): StopMargin is
 // at least D/100, of which that is a tenth. What an ETag lease adds to the
 // limits above: no break period (60 s at most) covers a longer lease, so
 // the safe operator break is the followers' rule (BreakWhenSilent); and
 // Azure accepts writes under the lease ID while a lease is breaking, so a
 // holder learns of a break with a period only when it ends.
+//
+// Every blob says what it is for (its role, record.go: a mutex's lease, a
+// session, a shard), from its creation and in every record, and no owner
+// takes or breaks a blob of another role: a mutex's followers, Break and
+// BreakWhenSilent leave a session's and a shard's alone, and a ShardOwner
+// leaves alone a mutex's blob, and any native lease, under its prefix. So
+// the rules below, and the rule above, each apply only to leases of their
+// own kind, whatever names owners were given. (A blob that says nothing, of
+// a version before roles, keeps the rules it had.)
 //
 // Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
 // shardrun.go, balance.go). A session is an ETag lease on a blob of its
@@ -130,7 +156,7 @@ import (
 // end a later claim of the same shard by the same session. What sessions
 // add to the limits above: a shard's lease broken by hand is not noticed by
 // its holder, which has no renewal of it to fail, until it next lists the
-// shards: never break one by hand.
+// shards: never break one by hand (leaderctl refuses to).
 //
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease that
 // has not expired, with the ID its previous holder used. That is safe because

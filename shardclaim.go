@@ -546,11 +546,12 @@ func (o *ShardOwner) logBadShard(name string, p *RecordError) {
 		"container", p.Container, "blob", p.Blob, "shard", name, "key", p.Key, "value", p.Value, "error", p)
 }
 
-// seeTerm raises the floor of shard name's terms to n.
+// seeTerm raises the floor of shard name's terms to n (not to the largest
+// number: see termFloor.see).
 func (o *ShardOwner) seeTerm(name string, n int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if n > o.floors[name] {
+	if n > o.floors[name] && n != math.MaxInt64 {
 		o.floors[name] = n
 	}
 }
