@@ -58,9 +58,10 @@ type BlobLeaseManager struct {
 	// ShardOwner's session or shard. floor is the highest term seen on it.
 	role  BlobRole
 	floor termFloor
-	// settle is how long a blob with no term recorded on it (created, or
-	// created again) must stand unchanged, as this manager watched it,
-	// before a term is recorded on it (see seedFresh); 0: at once.
+	// settle is, beyond what a leader needs to notice a deletion, how long
+	// a blob created again must stand unchanged, as this manager watched
+	// it, before a term is recorded on it (see settleFor); 0: at once (a
+	// manager used directly, a session's).
 	settle time.Duration
 	fresh  freshWatch
 

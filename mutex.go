@@ -62,7 +62,7 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 		return nil, err
 	}
 	// Long enough for every contender polling the blob, every
-	// RetryInterval, to have read a fresh blob and raised its seed.
+	// RetryInterval, to have read a blob created again and raised its seed.
 	lm.settle = 2 * lm.settings.RetryInterval
 	return &BlobDistributedMutex{
 		lease:   lm,

@@ -233,19 +233,20 @@ func endedMetadata(role BlobRole, n int64) map[string]*string {
 }
 
 // A blob created again under a running fleet is seeded with its creator's
-// floor, which may be lower than another instance's (one that led last, or
-// saw a later term). So a blob that carries no term's record yet (created,
-// created again, or repaired) is not taken at once: every contender that
-// reads it raises its seed to its own floor, if higher (a write on condition
-// that its ETag is unchanged, which a blob nobody leases accepts without a
-// lease ID), and records a term on it only once it has watched its ETag
-// stand unchanged for settle: by then every instance polling it has read it
-// and raised it. Each raise changes the ETag, and only raises it, so the
-// seed ends at the fleet's highest floor, and the first term above it. A
-// blob created again (its seed says so) stands longer, until a leader that
-// has not noticed the deletion yet has (its next renewal fails, within
-// RenewInterval + RequestTimeout), stopped (StopMargin) and read it: the
-// leader is the one that saw the highest term.
+// floor, which may be lower than another instance's: the leader's, which
+// has not noticed the deletion yet, or one that saw a later term. So a blob
+// whose seed says it was created again is not taken at once: every
+// contender that reads it raises the seed to its own floor, if higher (a
+// write on condition that its ETag is unchanged, which a blob nobody leases
+// accepts without a lease ID), and records a term on it only once it has
+// watched its ETag stand unchanged for settleFor: by then the leader has
+// noticed (its next renewal fails, within RenewInterval + RequestTimeout),
+// stopped (StopMargin) and read it, and so has every instance polling it
+// (RetryInterval). Each raise changes the ETag, and only raises it, so the
+// seed ends at the fleet's highest floor, and the next term above it. Any
+// other blob that carries no term's record (a first start, a repaired
+// record) is raised the same way when a contender reads it, but not waited
+// for.
 
 // errNotSettled refuses a term on a fresh blob whose ETag this manager has
 // not watched stand for its settle time: the contender gives the lease back
@@ -290,31 +291,34 @@ func isFresh(info LeaseInfo) bool {
 // returns how long the blob must still stand before it may be taken (0: take
 // it now, or it is not fresh).
 func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.Duration {
-	settle := m.settleFor(!info.Recreated.IsZero())
-	if settle <= 0 || !isFresh(info) {
+	if m.settle <= 0 || !isFresh(info) {
 		return 0
 	}
 	if floor := m.floor.get(); floor > info.Leader.Number {
+		md := endedMetadata(m.role, floor)
+		if !info.Recreated.IsZero() {
+			md = createMetadata(m.role, floor)
+		}
 		ctx, cancel := m.call(ctx)
 		defer cancel()
 		etag := info.ETag
-		_, err := m.blobClient.SetMetadata(ctx, createMetadata(m.role, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
 		}})
 		if err == nil {
-			m.logger.Info("leaderelection: raised the term on a blob created again to the highest this instance saw there",
+			m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
 				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
 		}
-		return m.settle // read it again: raised (a new ETag to watch), or written meanwhile
+		return max(m.settings.RetryInterval/4, 100*time.Millisecond) // read it again: raised, or written meanwhile
 	}
-	return max(0, settle-time.Since(m.fresh.watch(info.ETag, info.Received)))
+	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
 }
 
-// settleFor is how long a fresh blob must stand before a term is recorded
-// on it: longer if it was created again.
+// settleFor is how long a blob that carries no term's record must stand
+// before a term is recorded on it: none unless it was created again.
 func (m *BlobLeaseManager) settleFor(recreated bool) time.Duration {
 	if m.settle <= 0 || !recreated {
-		return m.settle
+		return 0
 	}
 	s := m.settings
 	return s.RenewInterval + s.RequestTimeout + s.StopMargin + m.settle
