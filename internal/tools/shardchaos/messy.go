@@ -29,12 +29,12 @@ const (
 	// blob of a shard the fleet does not run: a new one, whose blob the
 	// other writer creates with it, or one dropped before, once its blob
 	// is unleased. Every instance then takes it into its set; the record
-	// is repaired the fault's hold later, with the term after the highest
-	// seen on the shard, and the fault heals then.
+	// is repaired half the fault's hold later (a few seconds), with the
+	// term after the highest seen on the shard, and the fault heals then.
 	FaultMalformed = chaos.FaultMalformed
 	// FaultPhantom: two phantom session blobs under the prefix's
 	// sessions/, an empty one and a leased one with a mutex's record, for
-	// the fault's hold; then deleted.
+	// half the fault's hold; then deleted.
 	FaultPhantom = "phantom-sessions"
 )
 
@@ -80,9 +80,10 @@ func (m *messy) newShard() string {
 }
 
 // injectMessy applies one of the messy world's faults; seed draws its
-// choices, hold is how long a malformed record or phantom stays.
+// choices, and a malformed record or a phantom stays for half of hold.
 func (h *Harness) injectMessy(ctx context.Context, kind, target string, hold time.Duration, seed uint64) error {
 	rng := rand.New(rand.NewPCG(seed, seed>>32|1))
+	hold /= 2
 	m := &h.messy
 	if !m.lock(ctx) {
 		return ctx.Err()
