@@ -34,10 +34,10 @@ func (h *harness) messyCycle() []messyFault {
 
 // How the other writer goes about it.
 const (
-	// windowFor is how long after the leader's exit the other writer looks
-	// for the lease to be free: a follower may take it first, and then it
-	// is held until the next fault.
-	windowFor = time.Second
+	// windowFor is how long after the SIGTERM the other writer looks for
+	// the lease to be free: the leader releases it as it stops, and a
+	// follower may take it first (it is then held until the next fault).
+	windowFor = 5 * time.Second
 	// windowPoll is how often it reads the blob meanwhile: followers try
 	// every retry interval, ¾ of it at least.
 	windowPoll = 5 * time.Millisecond
@@ -77,7 +77,13 @@ func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob
 		what = string(m.c)
 	}
 	h.note(KindFault, m.kind, target, "SIGTERM, then "+what)
-	l.proc.Terminate(30 * time.Second)
+	// Watch for the release from the SIGTERM on, not from the exit: a
+	// follower may take the lease in between.
+	stopped := make(chan struct{})
+	go func() {
+		defer close(stopped)
+		l.proc.Terminate(30 * time.Second)
+	}()
 	deadline := time.Now().Add(windowFor)
 	var heal string
 	switch m.kind {
@@ -109,8 +115,10 @@ func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob
 		}
 		h.log.Add(Record{Mono: MonoOf(out.Sent), Who: "harness", Kind: KindDelete, Blob: gone})
 	default:
+		<-stopped
 		return false, fmt.Errorf("chaos: unknown fault kind %q", m.kind)
 	}
+	<-stopped
 	if heal != "" {
 		h.progress("%s: %s", m.kind, heal)
 	}
