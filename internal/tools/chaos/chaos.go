@@ -27,6 +27,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/tools/childproc"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
 	"github.com/blobelect/leaderelection/internal/tools/procnet"
+	"github.com/blobelect/leaderelection/internal/tools/tamper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -68,6 +69,14 @@ type Config struct {
 	// Dir receives records.jsonl, each lane's log and Azurite's data.
 	Dir      string
 	Progress io.Writer // a line per fault; nil discards
+	// Malformed and Deletes add the messy world's faults (MessyFaults):
+	// every MessyEvery-th fault is then one of them, in turn, rather than
+	// a process fault: a malformed record of each tamper.Case, repaired
+	// seconds later (Malformed); the lease blob deleted, and every third
+	// deletion the whole container (Deletes). The fleet must run on
+	// Azurite.
+	Malformed, Deletes bool
+	MessyEvery         int // default 3
 }
 
 // Timings the checker judges a run by.
@@ -143,6 +152,12 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Report{}, err
 	}
+	if (cfg.Malformed || cfg.Deletes) && useEtcd {
+		return Report{}, errors.New("chaos: the messy world's faults write blobs: they need a fleet on Azurite")
+	}
+	if cfg.MessyEvery == 0 {
+		cfg.MessyEvery = 3
+	}
 	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}}
 	h.log = childproc.NewLog(h.track)
 	err = h.run(ctx)
@@ -173,6 +188,11 @@ type harness struct {
 	lanes   []*lane
 	log     *childproc.Log[Record]
 
+	// other writes into the fleet's blob (the messy world's faults); nil
+	// without them.
+	other *tamper.Writer
+	blob  string // the fleet's lease blob
+
 	mu   sync.Mutex
 	open map[string]int64 // lane -> start stamp of its running term
 }
@@ -188,6 +208,9 @@ func (h *harness) track(r Record) {
 	switch r.Kind {
 	case KindStart:
 		h.open[r.Who] = r.Mono
+		if h.other != nil {
+			h.other.Observe(h.blob, r.Term)
+		}
 	case KindEnd, KindExit:
 		delete(h.open, r.Who)
 	}
@@ -241,6 +264,20 @@ func (h *harness) run(ctx context.Context) (err error) {
 
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
+	h.blob = blob
+	messy := h.messyCycle()
+	if len(messy) > 0 {
+		// Straight to Azurite, not through a contender's proxy: the other
+		// writer is no contender, and the faults do not reach it.
+		w, err := tamper.New(azurite.ConnectionStringFor("http://"+upstream+"/"+azurite.AccountName), containerName)
+		if err != nil {
+			return err
+		}
+		defer w.Close()
+		h.mu.Lock()
+		h.other = w
+		h.mu.Unlock()
+	}
 	for i := 1; i <= h.cfg.Contenders; i++ {
 		name := fmt.Sprintf("c%d", i)
 		p := toxiproxy.NewProxy(server, name, "127.0.0.1:0", upstream)
@@ -263,6 +300,9 @@ func (h *harness) run(ctx context.Context) (err error) {
 		labels = append(labels, l.who.Label())
 	}
 	h.progress("seed %d: %d contenders (%s) on blob %s, faults from %v for %v", h.cfg.Seed, h.cfg.Contenders, strings.Join(labels, ", "), blob, h.cfg.Kinds, h.cfg.Duration)
+	if len(messy) > 0 {
+		h.progress("every %d faults one of %v", h.cfg.MessyEvery, messy)
+	}
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(h.cfg.Seed)>>32|1))
 	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
@@ -276,17 +316,31 @@ func (h *harness) run(ctx context.Context) (err error) {
 	}
 	// n counts faults injected: one skipped for want of a leader does not
 	// count, so that a benchmark gets the trials it asked for.
-	skipped := 0
+	skipped, nMessy := 0, 0
 	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; {
 		// Every draw comes from rng in the same order whatever happens,
 		// so a seed replays the same faults.
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		u := rng.Float64() // how long the fault lasts, within its kind's range
+		var m messyFault
+		if len(messy) > 0 && (n+1)%h.cfg.MessyEvery == 0 {
+			m = messy[nMessy%len(messy)]
+			kind = m.kind
+		}
 		if !Sleep(ctx, settle) {
 			break
 		}
-		injected, err := h.inject(ctx, kind, u, blob)
+		var injected bool
+		var err error
+		if m.kind != "" {
+			injected, err = h.injectMessy(ctx, m, u, blob)
+			if injected {
+				nMessy++
+			}
+		} else {
+			injected, err = h.inject(ctx, kind, u, blob)
+		}
 		if err != nil {
 			return err
 		}
@@ -432,7 +486,7 @@ func (h *harness) respawn(ctx context.Context, l *lane, blob string) error {
 
 // spawn starts a contender process in lane l.
 func (h *harness) spawn(l *lane, blob string) error {
-	cc := contenderConfig{Name: l.name, Contender: l.who, Container: "chaos", Blob: blob, CountEvery: 5 * time.Second}
+	cc := contenderConfig{Name: l.name, Contender: l.who, Container: containerName, Blob: blob, CountEvery: 5 * time.Second}
 	if h.etcd {
 		cc.Endpoint = l.proxy.Listen
 	} else {
@@ -469,6 +523,9 @@ func (h *harness) shutdown() {
 		_ = h.store.Stop()
 	}
 }
+
+// containerName is the container of the fleet's blob.
+const containerName = "chaos"
 
 // startSlots bounds how many servers the runs of one process start at
 // once: a benchmark starts dozens of runs together, and as many Node.js

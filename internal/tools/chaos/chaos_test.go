@@ -33,11 +33,13 @@ func TestChaosRunHasNoOverlapAndStaysLive(t *testing.T) {
 	defer cancel()
 	native, etag := Contender{}, Contender{LeaseDuration: 5 * time.Second, RetryInterval: time.Second}
 	rep, err := Run(ctx, Config{
-		Seed:     seed,
-		Duration: 2*time.Minute + 10*time.Second,
-		Fleet:    []Contender{native, etag},
-		Dir:      t.TempDir(),
-		Progress: testWriter{t},
+		Seed:      seed,
+		Duration:  2*time.Minute + 10*time.Second,
+		Fleet:     []Contender{native, etag},
+		Dir:       t.TempDir(),
+		Progress:  testWriter{t},
+		Malformed: true,
+		Deletes:   true,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + rep.Summary())
@@ -48,6 +50,12 @@ func TestChaosRunHasNoOverlapAndStaysLive(t *testing.T) {
 	for _, w := range rep.Frozen {
 		assert.Less(t, w.AfterCont, time.Second, "a thawed leader must return as soon as its cancelled context is delivered")
 	}
+	assert.Empty(t, rep.TermOrder, "a term was not above every earlier one")
+	assert.Empty(t, rep.UnderMalformed, "a func started on a term that a malformed record hid")
+	assert.Empty(t, rep.Messy.Unrepaired, "a malformed record could not be repaired: the blob stayed leased")
+	assert.Empty(t, rep.Exits, "a contender gave up")
+	assert.Positive(t, rep.Messy.Malformed, "no malformed record was written")
+	assert.Positive(t, rep.Messy.DeletedBlobs+rep.Messy.DeletedContainers, "nothing was deleted")
 	hit := map[string]int{}
 	for _, f := range rep.Faults {
 		if f.LeaderAt != "" {

@@ -189,6 +189,14 @@ func Check(records []Record, tm Timings) Report {
 			r.Liveness = append(r.Liveness, *f)
 		}
 	}
+
+	// The messy world: terms only grow, no func runs on a term a
+	// malformed record hid, and no contender gives up.
+	r.TermOrder, r.TermAmnesia = CheckTermOrder("", r.Terms, r.Faults)
+	windows, messy := MalformedWindows(recs)
+	r.Messy = messy
+	r.UnderMalformed = StartsUnder(r.Terms, windows)
+	r.Exits = unexpectedExits(recs, r.Faults, shutdown)
 	return r
 }
 
@@ -291,7 +299,47 @@ func (r Report) Summary() string {
 	for _, f := range r.Liveness {
 		fmt.Fprintf(&b, "  no leader %v after %s healed\n", f.Recovered.Round(time.Millisecond), f.Kind)
 	}
+	b.WriteString(r.messySummary())
 	return b.String()
+}
+
+// messySummary reports the other writer's doings and the checks of term
+// order, funcs under malformed records and contenders that gave up.
+func (r Report) messySummary() string {
+	var b strings.Builder
+	m := r.Messy
+	if m.Malformed+m.DeletedBlobs+m.DeletedContainers > 0 {
+		fmt.Fprintf(&b, "other writer: %d malformed records %v, %d repaired, %d unrepaired; deleted %d blobs, %d containers\n",
+			m.Malformed, m.ByCase, m.Repaired, len(m.Unrepaired), m.DeletedBlobs, m.DeletedContainers)
+	}
+	fmt.Fprintf(&b, "terms not above every earlier one: %d\n", len(r.TermOrder))
+	for _, t := range r.TermOrder {
+		fmt.Fprintf(&b, "  %s\n", t)
+	}
+	for _, t := range r.TermAmnesia {
+		fmt.Fprintf(&b, "  storage restart forgot a term: %s\n", t)
+	}
+	fmt.Fprintf(&b, "funcs started under a malformed record: %d\n", len(r.UnderMalformed))
+	for _, t := range r.UnderMalformed {
+		fmt.Fprintf(&b, "  %s term %d\n", t.Who, t.Number)
+	}
+	fmt.Fprintf(&b, "contenders that exited by themselves: %d\n", len(r.Exits))
+	for _, e := range r.Exits {
+		fmt.Fprintf(&b, "  %s: %s\n", e.Who, e.Status)
+	}
+	return b.String()
+}
+
+// String says which start's term did not grow, and from what.
+func (t TermRegression) String() string {
+	on := ""
+	if t.Blob != "" {
+		on = t.Blob + ": "
+	}
+	if t.Prev.Who == "" {
+		return fmt.Sprintf("%s%s started term %d", on, t.Next.Who, t.Next.Number)
+	}
+	return fmt.Sprintf("%s%s started term %d after %s's term %d", on, t.Next.Who, t.Next.Number, t.Prev.Who, t.Prev.Number)
 }
 
 // Percentile returns the p-th percentile (nearest rank) of ds; 0 for none.

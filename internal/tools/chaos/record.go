@@ -47,6 +47,9 @@ type Record struct {
 	Reads    int64 `json:"reads,omitempty"`
 	// Contender is, for spawn, what the lane runs (Contender.Label).
 	Contender string `json:"contender,omitempty"`
+	// Blob is, for malformed, repair and delete, the blob the other writer
+	// wrote or deleted ("" for a container).
+	Blob string `json:"blob,omitempty"`
 }
 
 // Record kinds.
@@ -60,6 +63,10 @@ const (
 	KindHeal     = "heal"     // that fault ended (Fault, Target)
 	KindRequests = "requests" // a contender's request count so far (Who, Requests)
 	KindShutdown = "shutdown" // the harness began stopping every contender
+	// The other writer's records (package tamper), stamped by the harness.
+	KindMalformed = "malformed" // it wrote a malformed record (Blob, Detail: the tamper.Case), stamped when the write was answered
+	KindRepair    = "repair"    // it rewrote that record valid (Blob, Term), stamped when the write was sent
+	KindDelete    = "delete"    // it deleted a blob (Blob) or the container (Blob ""), stamped when the delete was sent
 )
 
 // Mono reads CLOCK_MONOTONIC, the clock every record is stamped with.

@@ -22,6 +22,25 @@ type Report struct {
 	// Liveness lists the faults after whose healing no leader appeared
 	// within the liveness bound.
 	Liveness []FaultResult
+	// TermOrder are func starts whose term was not above every earlier
+	// start's on the blob, across the whole run (deletions and repairs
+	// included), or was below 1.
+	TermOrder []TermRegression
+	// TermAmnesia are such starts right after a storage restart that
+	// forgot the record of the term before (see CheckTermOrder), reported
+	// apart, as Amnesia is.
+	TermAmnesia []TermRegression
+	// UnderMalformed are funcs that started while the blob carried a
+	// malformed record that leaves no next term (garbage, overflow),
+	// before its repair: their term was made up.
+	UnderMalformed []TermSpan
+	// Exits are contender processes that exited with no fault of the
+	// harness's stopping them: a contender must not give up on a blob it
+	// finds malformed or gone.
+	Exits []Exit
+	// Messy is what the other writer did: malformed records written and
+	// repaired, blobs and containers deleted.
+	Messy Messy
 }
 
 // TermSpan is one run of a leader func, on one lane.

@@ -1,6 +1,7 @@
 package childproc
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -37,14 +38,31 @@ func Maybe[C any](env, name string, run func(C) error) {
 // Context returns the context a child runs in: cancelled on SIGTERM or
 // SIGINT, or when its standard input closes. The harness holds that open,
 // so a child stops when the harness dies.
-func Context() (context.Context, context.CancelFunc) {
+func Context() (context.Context, context.CancelFunc) { return ContextWithInput(nil) }
+
+// ContextWithInput is Context, and calls input, if not nil, with each line
+// the harness sends the child on its standard input (Process.Send), in
+// order, from one goroutine, without its newline.
+func ContextWithInput(input func(line string)) (context.Context, context.CancelFunc) {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		stop()
+		defer stop()
+		if input == nil {
+			_, _ = io.Copy(io.Discard, os.Stdin)
+			return
+		}
+		sc := bufio.NewScanner(os.Stdin)
+		sc.Buffer(make([]byte, 64*1024), maxLine)
+		for sc.Scan() {
+			input(sc.Text())
+		}
+		_, _ = io.Copy(io.Discard, os.Stdin) // a line too long: stop only at the end
 	}()
 	return ctx, stop
 }
+
+// maxLine bounds a line to or from a child.
+const maxLine = 1 << 20
 
 // Recorder writes a child's records to standard output, one JSON object a
 // line, for the harness to read. It is safe for concurrent use.

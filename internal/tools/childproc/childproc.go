@@ -12,9 +12,12 @@ package childproc
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
+	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -60,20 +63,25 @@ func Start[R any](s Spec[R]) (*Process, error) {
 		logFile.Close()
 		return nil, err
 	}
-	stdin, err := cmd.StdinPipe()
+	// A pipe of our own, not StdinPipe's: its write end takes deadlines.
+	stdinR, stdin, err := os.Pipe()
 	if err != nil {
 		logFile.Close()
 		return nil, err
 	}
-	if err := cmd.Start(); err != nil {
+	cmd.Stdin = stdinR
+	err = cmd.Start()
+	stdinR.Close()
+	if err != nil {
 		logFile.Close()
+		stdin.Close()
 		return nil, err
 	}
 	p := &Process{cmd: cmd, stdin: stdin, done: make(chan struct{})}
 	s.Started(cmd.Process.Pid)
 	go func() {
 		sc := bufio.NewScanner(stdout)
-		sc.Buffer(make([]byte, 64*1024), 1<<20)
+		sc.Buffer(make([]byte, 64*1024), maxLine)
 		for sc.Scan() {
 			var r R
 			if json.Unmarshal(sc.Bytes(), &r) == nil {
@@ -94,9 +102,31 @@ func Start[R any](s Spec[R]) (*Process, error) {
 
 // Process is a child process that Start started.
 type Process struct {
-	cmd   *exec.Cmd
-	stdin io.Closer
-	done  chan struct{} // closed once it has been reaped and Exited called
+	cmd  *exec.Cmd
+	done chan struct{} // closed once it has been reaped and Exited called
+
+	inMu  sync.Mutex // one Send at a time, and none after Stop closed stdin
+	stdin *os.File
+}
+
+// Send writes line, and a newline, to the process's standard input, where
+// the child reads it (ContextWithInput). A frozen child reads it when it
+// thaws: the pipe holds up to 64 KiB. It fails once the process has exited
+// or been stopped, or after d if the pipe stays full.
+func (p *Process) Send(line string, d time.Duration) error {
+	if strings.ContainsRune(line, '\n') || len(line) >= maxLine {
+		return errors.New("childproc: a line to send must be shorter than 1 MiB and hold no newline")
+	}
+	p.inMu.Lock()
+	defer p.inMu.Unlock()
+	select {
+	case <-p.done:
+		return errors.New("childproc: the process has exited")
+	default:
+	}
+	_ = p.stdin.SetWriteDeadline(time.Now().Add(d))
+	_, err := io.WriteString(p.stdin, line+"\n")
+	return err
 }
 
 // PID is the process's ID.
@@ -152,7 +182,9 @@ func Stop(ps []*Process, d time.Duration) (killed []int) {
 		if !p.await(d) {
 			killed = append(killed, i)
 		}
+		p.inMu.Lock()
 		_ = p.stdin.Close()
+		p.inMu.Unlock()
 	}
 	return killed
 }

@@ -14,11 +14,14 @@ package shardchaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -28,6 +31,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/childproc"
+	"github.com/blobelect/leaderelection/internal/tools/tamper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 )
@@ -47,12 +51,25 @@ type Record struct {
 	Detail   string `json:"detail,omitempty"`
 	Requests int64  `json:"requests,omitempty"`
 	Session  string `json:"session,omitempty"`
+	// Set is, for set records, the instance's set of shards, sorted.
+	Set []string `json:"set,omitempty"`
+	// Blob is, for phantom records, the phantom session's blob.
+	Blob string `json:"blob,omitempty"`
 }
 
-// Record kinds of sessions (the others are chaos's).
+// Record kinds of sessions and sets (the others are chaos's; the other
+// writer's malformed and repair records carry the Shard they wrote).
 const (
 	KindSession    = "session"     // an instance started a session (Session)
 	KindSessionEnd = "session-end" // it ended (Session, Detail: reason)
+	// KindSet is an instance's set of shards (Set), as it started with
+	// it, or once SetShards took a set the harness sent (Detail: an
+	// error, if SetShards refused it).
+	KindSet = "set"
+	// KindPhantom: the other writer created a phantom session blob
+	// (Blob); KindPhantomGone: it deleted it.
+	KindPhantom     = "phantom"
+	KindPhantomGone = "phantom-gone"
 )
 
 // Fault kinds: an instance killed, frozen past its lease, cut off from
@@ -96,6 +113,12 @@ type lane struct {
 	proxy  *toxiproxy.Proxy
 	proc   *childproc.Process // nil until its first process starts
 	toxics []string
+	// set is the shards the lane's instance is to run, sorted; nil: the
+	// first Config.Shards. A new process starts with it.
+	set []string
+	// ctl orders a process's start and the sets sent to it, so that a new
+	// process starts with the last set sent to its lane, or is sent it.
+	ctl sync.Mutex
 }
 
 // Harness runs instances as processes and tracks, from their records, which
@@ -113,6 +136,9 @@ type Harness struct {
 	owned   map[string]int             // lane -> shards it runs
 	alive   map[string]bool            // lanes with a process
 	reqs    map[string]int64           // lane -> requests of its current process
+	sets    map[string][]string        // lane -> its current process's set, as it confirmed it
+
+	messy messy
 }
 
 // Start starts Azurite (in memory) and the proxy server; no instance yet.
@@ -134,7 +160,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{cfg: cfg, lanes: map[string]*lane{}, running: map[string]map[string]bool{}, owned: map[string]int{},
-		alive: map[string]bool{}, reqs: map[string]int64{}}
+		alive: map[string]bool{}, reqs: map[string]int64{}, sets: map[string][]string{}}
 	h.log = childproc.NewLog(h.track)
 	if err := h.log.Create(filepath.Join(cfg.Dir, "records.jsonl")); err != nil {
 		return nil, err
@@ -151,6 +177,18 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, fmt.Errorf("shardchaos: starting Azurite: %w", err)
 	}
 	h.server = toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
+	// Straight to Azurite, not through an instance's proxy.
+	h.messy.other, err = tamper.New(azurite.ConnectionStringFor(h.azurite.URL()), Container)
+	if err != nil {
+		_ = h.azurite.Stop()
+		h.log.Close()
+		return nil, err
+	}
+	h.messy.setMu = make(chan struct{}, 1)
+	for i := range cfg.Shards {
+		h.messy.fleet = append(h.messy.fleet, ShardName(i))
+	}
+	h.messy.next = cfg.Shards
 	return h, nil
 }
 
@@ -206,14 +244,16 @@ func (h *Harness) proc(name string) *childproc.Process {
 }
 
 // Spawn starts an instance process in lane name (whose previous process, if
-// any, has exited).
+// any, has exited), with the lane's set.
 func (h *Harness) Spawn(name string) error {
 	l := h.lane(name)
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
 	p, err := childproc.Start(childproc.Spec[Record]{
 		Command: h.cfg.Command, Env: envInstance, Log: filepath.Join(h.cfg.Dir, name+".log"),
 		Config: instanceConfig{
 			Lane: name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
-			Container: "shards", Prefix: "bench", Shards: h.cfg.Shards, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
+			Container: Container, Prefix: Prefix, Shards: h.cfg.Shards, Names: l.set, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
 		},
 		Started: func(pid int) {
 			h.log.Add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(pid)})
@@ -230,6 +270,39 @@ func (h *Harness) Spawn(name string) error {
 	l.proc = p
 	h.mu.Unlock()
 	return nil
+}
+
+// Where the instances keep their blobs: BlobSettings.Container and Blob
+// (the ShardOwner's prefix).
+const (
+	Container = "shards"
+	Prefix    = "bench"
+)
+
+// SetShards makes set (sorted here) lane name's set: its instance is sent
+// it, to call ShardOwner.SetShards with, and a new process in the lane
+// starts with it. An instance that has exited is not sent it; a frozen one
+// takes it when it thaws. The instance confirms with a set record.
+func (h *Harness) SetShards(name string, set []string) {
+	set = slices.Sorted(slices.Values(set))
+	l := h.lane(name)
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	l.set = set
+	if l.proc == nil {
+		return
+	}
+	line, _ := json.Marshal(control{Set: set})
+	_ = l.proc.Send(string(line), time.Second) // fails only once it has exited: its next process starts with set
+}
+
+// SetOf is lane name's set, as last given to SetShards (nil: the first
+// Config.Shards).
+func (h *Harness) SetOf(name string) []string {
+	l := h.lane(name)
+	l.ctl.Lock()
+	defer l.ctl.Unlock()
+	return slices.Clone(l.set)
 }
 
 // PID is the process ID of lane name's instance.
@@ -292,6 +365,7 @@ func (h *Harness) track(r Record) {
 	defer h.mu.Unlock()
 	switch r.Kind {
 	case chaos.KindStart:
+		h.messy.other.Observe(shardBlob(r.Shard), r.Term)
 		if h.running[r.Shard] == nil {
 			h.running[r.Shard] = map[string]bool{}
 		}
@@ -307,8 +381,14 @@ func (h *Harness) track(r Record) {
 	case chaos.KindSpawn:
 		h.alive[r.Who] = true
 		h.reqs[r.Who] = 0
+		delete(h.sets, r.Who)
+	case KindSet:
+		if r.Detail == "" {
+			h.sets[r.Who] = r.Set
+		}
 	case chaos.KindExit:
 		h.alive[r.Who] = false
+		delete(h.sets, r.Who)
 		for _, lanes := range h.running {
 			if lanes[r.Who] {
 				delete(lanes, r.Who)
@@ -326,20 +406,29 @@ type State struct {
 	Doubled []string       // shards running on more than one lane (frozen ones count until they thaw)
 	Owned   map[string]int // lane -> shards it runs
 	Alive   map[string]bool
+	// Sets are the live lanes' sets, as their instances confirmed them
+	// (a lane whose instance has not yet is missing).
+	Sets map[string][]string
+	// Runs are the lanes each running shard runs on.
+	Runs map[string][]string
 }
 
 // State returns the current state.
 func (h *Harness) State() State {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := State{Owned: map[string]int{}, Alive: map[string]bool{}}
+	s := State{Owned: map[string]int{}, Alive: map[string]bool{}, Sets: map[string][]string{}, Runs: map[string][]string{}}
 	for shard, lanes := range h.running {
 		if len(lanes) > 0 {
 			s.Running++
+			s.Runs[shard] = slices.Sorted(maps.Keys(lanes))
 		}
 		if len(lanes) > 1 {
 			s.Doubled = append(s.Doubled, shard)
 		}
+	}
+	for l, set := range h.sets {
+		s.Sets[l] = set
 	}
 	for l, n := range h.owned {
 		if n != 0 {
@@ -365,6 +454,65 @@ func (s State) Converged(n int, lanes []string) bool {
 		total += s.Owned[l]
 	}
 	return total == n && hi-lo <= 1
+}
+
+// Covered reports whether every shard in a live lane's set runs on exactly
+// one lane, a live one that has it in its set, and no other shard runs;
+// and, when every live lane has the same set, their counts differ by at
+// most one. It is false while a live lane's set is not known (its
+// instance has not confirmed it yet).
+func (s State) Covered() bool {
+	var lanes []string
+	for l, alive := range s.Alive {
+		if alive {
+			if _, ok := s.Sets[l]; !ok {
+				return false
+			}
+			lanes = append(lanes, l)
+		}
+	}
+	if unrun, stray := s.Misplaced(); len(unrun) > 0 || len(stray) > 0 {
+		return false
+	}
+	for _, l := range lanes {
+		if !slices.Equal(s.Sets[l], s.Sets[lanes[0]]) {
+			return true // the share is each instance's own guess
+		}
+	}
+	return s.Spread(lanes) <= 1
+}
+
+// Misplaced returns the shards in a live lane's set that do not run on
+// exactly one lane that has them in its set (unrun), and those that run
+// where they are in no live set, or on a lane whose set lacks them (stray).
+func (s State) Misplaced() (unrun, stray []string) {
+	return misplaced(s.Alive, s.Sets, s.Runs)
+}
+
+func misplaced(alive map[string]bool, sets, runs map[string][]string) (unrun, stray []string) {
+	wanted := map[string]bool{}
+	for l, set := range sets {
+		if alive[l] {
+			for _, sh := range set {
+				wanted[sh] = true
+			}
+		}
+	}
+	for sh := range wanted {
+		lanes := runs[sh]
+		if len(lanes) != 1 || !alive[lanes[0]] || !slices.Contains(sets[lanes[0]], sh) {
+			unrun = append(unrun, sh)
+		}
+	}
+	for sh, lanes := range runs {
+		if len(lanes) == 0 || wanted[sh] {
+			continue
+		}
+		stray = append(stray, sh)
+	}
+	slices.Sort(unrun)
+	slices.Sort(stray)
+	return unrun, stray
 }
 
 // Spread is the largest difference between two of lanes' counts.
@@ -409,6 +557,7 @@ func (h *Harness) Close() error {
 	for _, l := range lanes {
 		l.proxy.Stop()
 	}
+	h.messy.other.Close()
 	if h.azurite != nil {
 		errs = append(errs, h.azurite.Stop())
 	}

@@ -2,10 +2,13 @@ package shardchaos
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,10 +39,16 @@ type instanceConfig struct {
 	BlobURL   string // the account's blob endpoint, through this lane's proxy
 	Container string
 	Prefix    string
-	Shards    int
+	Shards    int      // the set is the first Shards shard names (ShardName) ...
+	Names     []string // ... unless Names is set
 	Timings   Timings
 	// CountEvery is how often to report the request count.
 	CountEvery time.Duration
+}
+
+// control is a line the harness sends an instance (Harness.SetShards).
+type control struct {
+	Set []string `json:"set"` // call SetShards with it
 }
 
 // ShardName is the name of shard i of a run.
@@ -57,7 +66,15 @@ func instance(cfg instanceConfig) error {
 		}
 		r.Who = cfg.Lane
 	})
-	ctx, stop := childproc.Context()
+	// The harness's lines queue until the owner exists; the reader blocks
+	// while the queue is full.
+	ctl := make(chan control, 16)
+	ctx, stop := childproc.ContextWithInput(func(line string) {
+		var c control
+		if json.Unmarshal([]byte(line), &c) == nil {
+			ctl <- c
+		}
+	})
 	defer stop()
 
 	counter := &reqcount.Policy{}
@@ -106,12 +123,20 @@ func instance(cfg instanceConfig) error {
 		StopMargin:       t.StopMargin,
 		ClientOptions:    &azblob.ClientOptions{ClientOptions: copts},
 	}
-	names := make([]string, cfg.Shards)
-	for i := range names {
-		names[i] = ShardName(i)
+	names := cfg.Names
+	if names == nil {
+		names = make([]string, cfg.Shards)
+		for i := range names {
+			names[i] = ShardName(i)
+		}
 	}
+	names = slices.Sorted(slices.Values(names))
+	rec.Write(Record{Kind: KindSet, Set: names})
 	switch cfg.Algo {
 	case AlgoMutex:
+		defer applySets(ctx, ctl, rec, logger, func([]string) error {
+			return errors.New("the mutex-per-shard algorithm takes no new set")
+		})()
 		// Only leadership changes are logged: a thousand followers polling
 		// would drown the log otherwise.
 		quiet := leaderelection.WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})).With("lane", cfg.Lane))
@@ -141,9 +166,39 @@ func instance(cfg instanceConfig) error {
 		if err != nil {
 			return err
 		}
+		defer applySets(ctx, ctl, rec, logger, o.SetShards)()
 		if err := o.Run(ctx); ctx.Err() == nil {
 			return err
 		}
 		return nil
+	}
+}
+
+// applySets calls set with each set the harness sends, in order, from a
+// goroutine of its own, and records the instance's set after each (or why
+// it was refused), until ctx is done or stop is called; stop waits for it.
+func applySets(ctx context.Context, ctl <-chan control, rec *childproc.Recorder[Record], logger *slog.Logger, set func([]string) error) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case c := <-ctl:
+				names := slices.Sorted(slices.Values(c.Set))
+				if err := set(names); err != nil {
+					rec.Write(Record{Kind: KindSet, Detail: err.Error()})
+					continue
+				}
+				logger.Info("shardchaos: set of shards changed", "shards", len(names))
+				rec.Write(Record{Kind: KindSet, Set: names})
+			}
+		}
+	}()
+	return func() {
+		cancel()
+		<-done
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,11 @@ type ChaosConfig struct {
 	// Settle bounds the wait for the shards to settle after a fault (and
 	// at the start and the end). Default 30 s.
 	Settle time.Duration
+	// SetChanges adds SetFaults to the draw (rolling changes of every
+	// instance's set, and one instance's set alone), Malformed adds
+	// OtherWriterFaults (malformed shard records, repaired a hold later,
+	// and phantom sessions). A Sequence may name them whatever these say.
+	SetChanges, Malformed bool
 }
 
 // ChaosResult is what RunChaos did and found.
@@ -46,6 +52,12 @@ type ChaosResult struct {
 func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error) {
 	if len(cfg.Kinds) == 0 {
 		cfg.Kinds = AllFaults
+	}
+	if cfg.SetChanges {
+		cfg.Kinds = append(slices.Clone(cfg.Kinds), SetFaults...)
+	}
+	if cfg.Malformed {
+		cfg.Kinds = append(slices.Clone(cfg.Kinds), OtherWriterFaults...)
 	}
 	if cfg.Settle == 0 {
 		cfg.Settle = 30 * time.Second
@@ -65,13 +77,16 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 		}
 	}
 	lanes := h.Lanes()
+	// Settled: every lane alive, every shard of a live set running on one
+	// instance that has it, nothing else running; the counts within one
+	// while the sets agree.
 	settled := func(s State) bool {
 		for _, l := range lanes {
 			if !s.Alive[l] {
 				return false
 			}
 		}
-		return s.Converged(cfg.Shards, lanes)
+		return s.Covered()
 	}
 	if _, ok := h.WaitFor(ctx, cfg.Settle, settled); !ok {
 		return res, fmt.Errorf("shardchaos: %d shards did not settle over %d instances within %v: %+v", cfg.Shards, cfg.Instances, cfg.Settle, h.State())
@@ -90,7 +105,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 			target := lanes[rng.IntN(len(lanes))]
 			hold := D + time.Duration(1000+rng.IntN(2000))*time.Millisecond
 			respawnAfter := time.Duration(rng.IntN(int(D/time.Millisecond))) * time.Millisecond
-			if err := h.inject(ctx, kind, target, hold, respawnAfter); err != nil {
+			if err := h.inject(ctx, kind, target, hold, respawnAfter, messySeed(kind, rng)); err != nil {
 				return res, err
 			}
 			took, ok := h.WaitFor(ctx, cfg.Settle, settled)
@@ -117,6 +132,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 		hold := D + time.Duration(1000+rng.IntN(2000))*time.Millisecond
 		respawnAfter := time.Duration(rng.IntN(int(D/time.Millisecond))) * time.Millisecond
 		pick := rng.IntN(len(lanes))
+		seed := messySeed(kind, rng)
 		mu.Lock()
 		var free []string
 		for _, l := range lanes {
@@ -135,7 +151,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := h.inject(ctx, kind, target, hold, respawnAfter); err != nil {
+			if err := h.inject(ctx, kind, target, hold, respawnAfter, seed); err != nil {
 				mu.Lock()
 				injectErr = errors.Join(injectErr, err)
 				mu.Unlock()
@@ -165,10 +181,19 @@ func (cfg ChaosConfig) checkTimings() chaos.Timings {
 	return chaos.Timings{LeaseDuration: t.LeaseDuration, RetryInterval: t.RetryInterval, Slack: 5 * time.Second, Detect: t.LeaseDuration}
 }
 
+// messySeed draws the choices of a messy world's fault (and nothing for
+// the others, whose draws stay as they were).
+func messySeed(kind string, rng *rand.Rand) uint64 {
+	if slices.Contains(SetFaults, kind) || slices.Contains(OtherWriterFaults, kind) {
+		return rng.Uint64()
+	}
+	return 0
+}
+
 // inject applies one fault to lane target, holds it, heals it, and for a
 // kill or a graceful stop starts a new instance in the lane respawnAfter
-// later.
-func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawnAfter time.Duration) error {
+// later. The messy world's faults draw their choices from seed.
+func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawnAfter time.Duration, seed uint64) error {
 	switch kind {
 	case FaultKill:
 		h.Note(chaos.KindFault, kind, target, "SIGKILL")
@@ -204,5 +229,5 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		h.Note(chaos.KindHeal, kind, target, "")
 		return nil
 	}
-	return fmt.Errorf("shardchaos: unknown fault kind %q", kind)
+	return h.injectMessy(ctx, kind, target, hold, seed)
 }

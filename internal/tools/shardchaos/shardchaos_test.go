@@ -24,6 +24,15 @@ func TestMain(m *testing.M) {
 // term numbers grow, a cut-off instance stops its funcs before its session
 // can be broken, and after every fault every shard runs again, spread
 // within one, within a lease and a few seconds.
+//
+// Between them, the messy world: a rolling change of every instance's set,
+// a malformed record on a new shard's blob before the fleet takes it in
+// (repaired a few seconds later), one instance alone with a set of its
+// own, and phantom session blobs. No shard's func starts on a term a
+// malformed record hid, term numbers grow over the whole run, no instance
+// gives up, and after the last fault every shard of a live instance's set
+// runs on exactly one instance that has it, within a lease, a retry
+// interval and 5 s.
 func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 	seed, err := chaos.SeedFromEnv()
 	require.NoError(t, err)
@@ -36,12 +45,20 @@ func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 		Config:    Config{Shards: 40, Timings: tm, Dir: t.TempDir(), Progress: testWriter{t}},
 		Instances: 4,
 		Seed:      seed,
-		Sequence:  []string{FaultKill, FaultFreeze, FaultPartition, FaultGraceful, FaultKill, FaultFreeze, FaultPartition, FaultGraceful},
-		Settle:    settle,
+		Sequence: []string{FaultKill, FaultSetRolling, FaultFreeze, FaultMalformed, FaultPartition, FaultSetOne,
+			FaultGraceful, FaultKill, FaultPhantom, FaultFreeze, FaultPartition, FaultGraceful},
+		Settle: settle,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + res.Summary())
-	require.Len(t, res.Faults, 8)
+	require.Len(t, res.Faults, 12)
+	assert.Empty(t, res.UnderMalformed, "a shard's func started on a term that a malformed record hid")
+	assert.Empty(t, res.Messy.Unrepaired, "a malformed record could not be repaired: the shard's blob stayed leased")
+	assert.Equal(t, 1, res.Messy.Malformed)
+	assert.Equal(t, 2, res.Phantoms)
+	assert.Equal(t, 2, res.PhantomsGone)
+	assert.Empty(t, res.Exits, "an instance gave up")
+	assert.True(t, res.Final.OK, "after the last fault, shards of a live set did not run where they should within %v: %+v", tm.LeaseDuration+tm.RetryInterval+5*time.Second, res.Final)
 	assert.Empty(t, res.Overlaps, "two funcs of one shard ran at once")
 	assert.Empty(t, res.Unordered, "term numbers must grow")
 	for _, w := range res.Frozen {

@@ -7,6 +7,13 @@
 //	go run ./internal/tools/chaos/cmd/chaos -duration 10m -runs 4 -svg timeline.svg
 //	go run ./internal/tools/chaos/cmd/chaos -lease 5s -retry 1s               # ETag leases of 5 s
 //	go run ./internal/tools/chaos/cmd/chaos -lease 3s,5s,15s -retry 1s,1s,2s  # a fleet mixing kinds
+//	go run ./internal/tools/chaos/cmd/chaos -faults 300 -duration 3h -malformed -deletes  # and the messy world
+//
+// With -malformed and -deletes every -messy-every-th fault is, in turn, a
+// malformed record written into the lease blob by another writer (and
+// repaired seconds later), or the blob or its container deleted; the run
+// then also fails if a term did not grow, a func started under a malformed
+// record, a record stayed unrepaired or a contender exited by itself.
 //
 // The timing flags are comma-separated lists, cycled over the lanes (lane i
 // takes element i of each list, modulo its length); each may also be given
@@ -47,6 +54,9 @@ func main() {
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		svg        = flag.String("svg", "", "write the first run's timeline here")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with -algo) instead of running")
+		malformed  = flag.Bool("malformed", false, "another writer writes malformed records into the lease blob (each repaired seconds later)")
+		deletes    = flag.Bool("deletes", false, "another writer deletes the lease blob, or its container, while it is unleased")
+		messyEvery = flag.Int("messy-every", 3, "with -malformed or -deletes, every this many faults one is theirs")
 	)
 	flag.Parse()
 	fleet, err := chaos.ParseFleet(*contenders, *algo, *lease, *renew, *retry, *margin, *timeout)
@@ -64,7 +74,7 @@ func main() {
 		}
 		rep := chaos.Check(recs, timings)
 		fmt.Print(rep.Summary())
-		if len(rep.Overlap) > 0 || len(rep.Liveness) > 0 {
+		if failed(rep, fleet) {
 			os.Exit(1)
 		}
 		return
@@ -91,6 +101,7 @@ func main() {
 				Seed: *seed + int64(i), Contenders: *contenders, Duration: *duration, MaxFaults: *maxFaults,
 				Kinds: strings.Split(*kinds, ","), Fleet: fleet,
 				Dir: filepath.Join(*dir, fmt.Sprintf("run-%d", *seed+int64(i))), Progress: os.Stderr,
+				Malformed: *malformed, Deletes: *deletes, MessyEvery: *messyEvery,
 			})
 		}()
 	}
@@ -103,7 +114,7 @@ func main() {
 			fmt.Println("error:", errs[i])
 			bad = true
 		}
-		bad = bad || len(rep.Overlap) > 0 || len(rep.Liveness) > 0
+		bad = bad || failed(rep, fleet)
 	}
 	if *svg != "" && len(reports) > 0 {
 		f, err := os.Create(*svg)
@@ -121,6 +132,21 @@ func main() {
 	if bad {
 		os.Exit(1)
 	}
+}
+
+// failed reports whether a run's report shows a failure: an overlap, no
+// leader in time, a term that did not grow (but the baseline's, which
+// counts its terms per process), a func under a malformed record, a
+// malformed record left unrepaired, or a contender that gave up.
+func failed(rep chaos.Report, fleet []chaos.Contender) bool {
+	counted := true
+	for _, c := range fleet {
+		if c.Algo == chaos.AlgoBaseline {
+			counted = false
+		}
+	}
+	return len(rep.Overlap) > 0 || len(rep.Liveness) > 0 || (counted && len(rep.TermOrder) > 0) ||
+		len(rep.UnderMalformed) > 0 || len(rep.Messy.Unrepaired) > 0 || len(rep.Exits) > 0
 }
 
 func fail(err error) {
