@@ -586,8 +586,8 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 
 // RepairRecord is an operator's repair of a record that does not read (see
 // [RecordError]): on a blob that nobody holds a lease on, it writes a clean
-// record of an ended term numbered term, keeping the blob's role (this
-// manager's if it says none), so that the next holder records term + 1. Its
+// record of an ended term numbered term, keeping the blob's role (none if it
+// says none), so that the next holder records term + 1. Its
 // write is conditional on the blob being unchanged since it was read: an
 // error matching [ErrLeaseHeld] means someone holds the lease, or wrote it
 // meanwhile. Choose term at least as high as any term the fleet, or any
@@ -608,11 +608,7 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 		return info, &StorageError{Op: "repair record", Container: m.container, Blob: m.blob,
 			detail: "the blob's lease is held: its holder's record is its own (repair a record only while nobody holds the lease)", kind: ErrLeaseHeld}
 	}
-	role := info.Role
-	if role != RoleMutex && role != RoleSession && role != RoleShard {
-		role = m.role
-	}
-	md := endedMetadata(role, term)
+	md := endedMetadata(info.Role, term)
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	etag := info.ETag

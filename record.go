@@ -220,11 +220,14 @@ func createMetadata(role BlobRole, floor int64) map[string]*string {
 	return md
 }
 
-// endedMetadata is a record of role that says only that term number n has
-// ended (none if n is 0).
+// endedMetadata is a record of role (none if "") that says only that term
+// number n has ended (none if n is 0).
 func endedMetadata(role BlobRole, n int64) map[string]*string {
-	r := string(role)
-	md := map[string]*string{metaRole: &r}
+	md := map[string]*string{}
+	if role != "" {
+		r := string(role)
+		md[metaRole] = &r
+	}
 	if n > 0 {
 		num, ended := strconv.FormatInt(n, 10), time.Now().UTC().Format(time.RFC3339Nano)
 		md[metaTerm], md[metaEnded] = &num, &ended

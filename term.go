@@ -14,7 +14,9 @@ import (
 type Term struct {
 	// Number is the fencing token: strictly greater than every earlier
 	// term's on the same blob, across all instances, restarts and lease
-	// breaks (as long as the blob is not deleted). A downstream system that
+	// breaks, and across the blob's deletion while an instance that saw its
+	// terms runs (see the README on what survives the loss of the blob). A
+	// downstream system that
 	// remembers the highest number it has seen, and rejects writes carrying
 	// a lower one, cannot be written to by a leader that was superseded.
 	Number int64
