@@ -173,6 +173,7 @@ func TestStatusOfALeaseNobodyCreatedSaysNoLeader(t *testing.T) {
 	assert.Equal(t, false, got["held"])
 	assert.Contains(t, got, "leader")
 	assert.Nil(t, got["leader"], "leader is null when nobody leads")
+	assert.Equal(t, 0.0, got["etagStoodSeconds"], "no ETag has stood")
 
 	r = leaderctl(t, env, "break")
 	require.Equal(t, exitOK, r.code, r.stderr)

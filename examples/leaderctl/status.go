@@ -47,7 +47,7 @@ func (w *etagWatch) see(info leaderelection.LeaseInfo) {
 		w.first = info.Received
 	}
 	w.last = info.Received
-	if info.ETag != w.etag {
+	if info.ETag != w.etag || w.since.IsZero() {
 		if w.etag != "" {
 			w.changes++
 		}
