@@ -27,7 +27,8 @@ Usage:
 
 ` + connectionHelp + `
 Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
-3 break found the holder of an ETag lease alive, and did not break it.
+3 break found the holder of an ETag lease alive, and did not break it,
+4 break was pointed at a ShardOwner's session or shard, which it never breaks.
 `
 
 const statusHelp = `Usage: leaderctl status [flags]
@@ -68,6 +69,15 @@ has stood unchanged, as seen from here, for the lease duration the leader
 declared, then breaks the lease on condition that the ETag is unchanged. It
 waits that long and -timeout more. If the ETag changes, the leader is alive
 and renewing: break exits with status 3 without breaking anything.
+
+It never breaks a ShardOwner's session or shard (a blob whose role, in its
+record, says so), -force or not: it says why and exits with status 4. A
+shard's lease is infinite and never renewed (its ETag stands still while its
+func runs), so the silence rule does not apply to it; it passes to another
+instance only when its session ends: stop or restart the instance that holds
+it, and a dead session's shards are taken by the survivors within the
+session's lease duration. The surviving instances break a silent session's
+lease themselves. A blob whose record says no role is broken as a mutex's.
 
   -period D             for a native lease, the break period, whole seconds
                         from 0s to 60s. Default: the safe break period, the

@@ -7,8 +7,9 @@
 //	  -container leases -blob coordinator
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
-// storage request fails, 2 on a usage error, and 3 when break finds the
-// holder of an ETag lease alive and leaves its lease alone.
+// storage request fails, 2 on a usage error, 3 when break finds the holder
+// of an ETag lease alive and leaves its lease alone, and 4 when break is
+// pointed at a ShardOwner's session or shard, which it never breaks.
 package main
 
 import (
@@ -32,6 +33,9 @@ const (
 	exitFailed = 1 // a storage request failed
 	exitUsage  = 2 // bad command line or environment: nothing was sent
 	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
+	// break: the blob is a ShardOwner's session or shard, whose lease is
+	// never broken by hand; nothing was sent after reading it.
+	exitNotByHand = 4
 )
 
 func main() {

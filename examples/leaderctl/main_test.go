@@ -518,3 +518,150 @@ func TestBreakDefaultsToTheDeclaredLeaseDuration(t *testing.T) {
 	assert.Regexp(t, `the lease is broken in (29|30)s`, r.stdout)
 	assert.NotContains(t, r.stderr, "warning")
 }
+
+// inspect reads blob's lease and record with the library, as a fleet would.
+func inspect(t *testing.T, s leaderelection.BlobSettings, blob string) leaderelection.LeaseInfo {
+	t.Helper()
+	s.Blob = blob
+	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
+	require.NoError(t, err)
+	defer m.CloseIdleConnections()
+	info, err := m.Inspect(context.Background())
+	require.NoError(t, err)
+	return info
+}
+
+// shardOwner is a ShardOwner that runs until the test ends, and reports its
+// shard funcs' starts and ends.
+type shardOwner struct {
+	owner   *leaderelection.ShardOwner
+	mu      sync.Mutex
+	running map[string]bool
+	stopped []string // shards whose func's context was cancelled
+}
+
+// startShardOwner runs a ShardOwner with prefix s.Blob over shards, as who,
+// timed for tests: a 4 s session lease, listings every 300 ms.
+func startShardOwner(t *testing.T, s leaderelection.BlobSettings, who string, shards ...string) *shardOwner {
+	t.Helper()
+	tr := faults.New()
+	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+	s.LeaseDuration, s.StopMargin, s.RetryInterval = 4*time.Second, 1500*time.Millisecond, 300*time.Millisecond
+	so := &shardOwner{running: map[string]bool{}}
+	o, err := leaderelection.NewShardOwner(s, shards, func(ctx context.Context, shard string) error {
+		so.mu.Lock()
+		so.running[shard] = true
+		so.mu.Unlock()
+		<-ctx.Done()
+		so.mu.Lock()
+		delete(so.running, shard)
+		so.stopped = append(so.stopped, shard)
+		so.mu.Unlock()
+		return nil
+	}, leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who)))
+	require.NoError(t, err)
+	so.owner = o
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: Run did not return within 30s of cancellation", who)
+		}
+		tr.Close()
+	})
+	return so
+}
+
+// runs reports whether shard's func runs now.
+func (so *shardOwner) runs(shard string) bool {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	return so.running[shard]
+}
+
+// neverStopped reports whether no shard func's context was cancelled.
+func (so *shardOwner) neverStopped() bool {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	return len(so.stopped) == 0
+}
+
+// withBlob is env naming another blob in the same container.
+func withBlob(env map[string]string, blob string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	out["LEASE_BLOB"] = blob
+	return out
+}
+
+// A shard's lease is never renewed, so its ETag stands while its func runs,
+// and a session's silence is for the survivors to judge: break refuses both,
+// -force or not, says why and what to do instead, and sends nothing.
+func TestBreakRefusesALiveShardOwnersShardAndSession(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	so := startShardOwner(t, s, "w1", "eu/s1")
+	require.Eventually(t, func() bool { return so.runs("eu/s1") }, 20*time.Second, 50*time.Millisecond, "the shard never ran")
+	session := so.owner.Session()
+	require.NotEmpty(t, session)
+	shardBlob, sessionBlob := "app/jobs/shards/eu/s1", "app/jobs/sessions/"+session
+
+	for _, args := range [][]string{{"break"}, {"break", "-force"}, {"break", "-period", "0s"}} {
+		r := leaderctl(t, withBlob(env, shardBlob), args...)
+		assert.Equal(t, exitNotByHand, r.code)
+		assert.Empty(t, r.stdout)
+		assert.Contains(t, r.stderr, `leaderctl: not broken: `+s.Container+`/`+shardBlob+` is the blob of shard "eu/s1" of the ShardOwner with prefix "app/jobs", not a mutex's lease: leaderctl never breaks it, -force or not`)
+		assert.Contains(t, r.stderr, "its ETag stands still while its func runs")
+		assert.Contains(t, r.stderr, "stop or restart the instance that holds it (w1)")
+		assert.Contains(t, r.stderr, "a dead session's shards are taken by the survivors within the session's lease duration")
+	}
+	r := leaderctl(t, withBlob(env, sessionBlob), "break", "-force")
+	assert.Equal(t, exitNotByHand, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, `is the blob of session "`+session+`" of the ShardOwner with prefix "app/jobs"`)
+	assert.Contains(t, r.stderr, "the surviving instances break a session's lease themselves")
+	assert.Contains(t, r.stderr, "stop or restart the instance that runs it (w1)")
+
+	time.Sleep(2 * time.Second) // a break, had one been sent, would show by now
+	for _, blob := range []string{shardBlob, sessionBlob} {
+		info := inspect(t, s, blob)
+		assert.True(t, info.Held(), "%s: the lease is still held", blob)
+		assert.Equal(t, "leased", string(info.State), blob)
+	}
+	assert.True(t, so.runs("eu/s1"))
+	assert.True(t, so.neverStopped(), "no shard func was stopped")
+	assert.Equal(t, session, so.owner.Session(), "the session lives on")
+}
+
+// A ShardOwner's prefix is what comes before the first sessions or shards
+// segment after the first: no prefix has one there, a shard's name may.
+func TestTheShardOwnersPrefixComesFromTheBlobsName(t *testing.T) {
+	for _, tc := range []struct {
+		blob         string
+		ok           bool
+		prefix, name string
+		role         leaderelection.BlobRole
+	}{
+		{"jobs/shards/s1", true, "jobs", "s1", leaderelection.RoleShard},
+		{"app/jobs/shards/eu/s1", true, "app/jobs", "eu/s1", leaderelection.RoleShard},
+		{"a/shards/b/shards/c", true, "a", "b/shards/c", leaderelection.RoleShard},
+		{"shards/shards/x", true, "shards", "x", leaderelection.RoleShard},
+		{"jobs/sessions/0b1c", true, "jobs", "0b1c", leaderelection.RoleSession},
+		{"coordinator", false, "", "", ""},
+		{"shards/x", false, "", "", ""},
+		{"jobs/shards", false, "", "", ""},
+	} {
+		ob, ok := parseOwnerBlob(tc.blob)
+		assert.Equal(t, tc.ok, ok, tc.blob)
+		assert.Equal(t, ownerBlob{prefix: tc.prefix, role: tc.role, name: tc.name}, ob, tc.blob)
+	}
+	_, ok := ownerOf(leaderelection.RoleSession, "jobs/shards/s1")
+	assert.False(t, ok, "a shard's name is not a session's")
+}

@@ -1,0 +1,81 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/blobelect/leaderelection"
+)
+
+// A ShardOwner's blobs are <prefix>/sessions/<ID> and <prefix>/shards/<name>
+// (the library's session.go), and their leases follow its rules, not a
+// mutex's: a session's ETag lease is broken by the surviving instances
+// themselves, by the silence rule; a shard's lease is infinite and never
+// renewed, so its ETag stands still while its func runs, and it passes on
+// only when its session ends. leaderctl explains them, and never breaks them.
+
+// ownerBlob is where a blob lies among a ShardOwner's blobs.
+type ownerBlob struct {
+	prefix string // the ShardOwner's prefix: its BlobSettings.Blob
+	role   leaderelection.BlobRole
+	name   string // the session's ID or the shard's name
+}
+
+// ownerDirs are the directories under a ShardOwner's prefix, by role.
+var ownerDirs = map[string]leaderelection.BlobRole{"sessions": leaderelection.RoleSession, "shards": leaderelection.RoleShard}
+
+// parseOwnerBlob finds the ShardOwner a blob's name puts it under: the first
+// segment after the first that is "sessions" or "shards". The library
+// refuses a prefix with such a segment after its first, so the first one
+// found is the owner's directory; a shard's name may hold more.
+func parseOwnerBlob(blob string) (ownerBlob, bool) {
+	segs := strings.Split(blob, "/")
+	for i := 1; i < len(segs)-1; i++ {
+		if role, ok := ownerDirs[segs[i]]; ok {
+			return ownerBlob{prefix: strings.Join(segs[:i], "/"), role: role, name: strings.Join(segs[i+1:], "/")}, true
+		}
+	}
+	return ownerBlob{}, false
+}
+
+// ownerOf is the ShardOwner blob of the given role (a session or a shard)
+// named blob; false if the name does not fit the role.
+func ownerOf(role leaderelection.BlobRole, blob string) (ownerBlob, bool) {
+	ob, ok := parseOwnerBlob(blob)
+	return ob, ok && ob.role == role
+}
+
+// isOwnerRole reports whether role is a ShardOwner's: a session or a shard.
+func isOwnerRole(role leaderelection.BlobRole) bool {
+	return role == leaderelection.RoleSession || role == leaderelection.RoleShard
+}
+
+// describeRole says what the blob is for, by its role and its name:
+// `shard "s2" of the ShardOwner with prefix "jobs"`.
+func describeRole(role leaderelection.BlobRole, blob string) string {
+	switch role {
+	case leaderelection.RoleMutex:
+		return "mutex (a BlobDistributedMutex's lease)"
+	case leaderelection.RoleSession, leaderelection.RoleShard:
+		if ob, ok := ownerOf(role, blob); ok {
+			return fmt.Sprintf("%s %q of the ShardOwner with prefix %q", role, ob.name, ob.prefix)
+		}
+		return fmt.Sprintf("a ShardOwner's %s, though its name is not <prefix>/%ss/<name>", role, role)
+	case "":
+		s := "none recorded (written before roles, or by another tool): read as a mutex's"
+		if ob, ok := parseOwnerBlob(blob); ok {
+			s += fmt.Sprintf("; its name puts it among the blobs of the ShardOwner with prefix %q", ob.prefix)
+		}
+		return s
+	}
+	return fmt.Sprintf("%q, which this leaderctl does not know", string(role))
+}
+
+// holderName is who holds a lease by its record, for advice to stop or
+// restart it.
+func holderName(info leaderelection.LeaseInfo) string {
+	if info.Held() && !info.TermPending() && info.Leader.Identity != "" {
+		return info.Leader.Identity
+	}
+	return "its holder has not recorded who it is"
+}
