@@ -18,17 +18,19 @@ lease you did not name:
   -timeout D            give up after D (default 10s)
 `
 
-const mainHelp = `leaderctl shows and breaks the lease of a leaderelection group.
+const mainHelp = `leaderctl shows, breaks and repairs the lease of a leaderelection group.
 
 Usage:
   leaderctl status [flags]   who leads, since when, and the lease's state
   leaderctl break [flags]    make the leader stop, so that another instance can lead
+  leaderctl repair [flags]   rewrite a record that does not read, on a blob nobody holds
   leaderctl help [command]
 
 ` + connectionHelp + `
 Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
 3 break found the holder of an ETag lease alive, and did not break it,
-4 break was pointed at a ShardOwner's session or shard, which it never breaks.
+4 break was pointed at a ShardOwner's session or shard, which it never breaks,
+5 repair wrote nothing: the lease is held, or -term would lower the term.
 `
 
 const statusHelp = `Usage: leaderctl status [flags]
@@ -100,5 +102,34 @@ lease themselves. A blob whose record says no role is broken as a mutex's.
   -lease-duration D     the holders' BlobSettings.LeaseDuration, if it is not
                         the library's default 15s: how long an ETag lease
                         whose record declares no duration must stand
+
+` + connectionHelp
+
+const repairHelp = `Usage: leaderctl repair -term N [flags]
+
+Rewrites the record of a blob nobody holds a lease on, when it does not read
+(leaderctl status shows what is wrong): it writes a clean record of an ended
+term numbered N, keeping the blob's role (a mutex's, a ShardOwner's session's
+or shard's; a mutex's if it says none), so that the next holder's term is
+N+1. A fleet that stopped on the record carries on by itself. It prints what
+it wrote. Two requests; the write is conditional on the blob being unchanged
+since it was read.
+
+It writes nothing, and exits with status 5, while the lease is held (the
+holder's record is its own: wait until it is free), when the blob does not
+exist, and when N is lower than the term that reads on the blob, unless
+-allow-lower is given.
+
+  -term N               the number of the last term, 0 or more: the next
+                        holder's is N+1. Required. Choose it at least as high
+                        as any term the fleet, or a system downstream that
+                        fences on it, has seen: an instance that saw a higher
+                        one continues above it, but one that never saw the
+                        blob trusts N.
+  -allow-lower          write N even if it is lower than the term on the
+                        blob. A system downstream that fences on the term
+                        refuses the next leader until its term passes the
+                        highest it saw. The largest term number is repaired
+                        only this way.
 
 ` + connectionHelp

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"regexp"
 	"strings"
@@ -17,6 +18,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -333,13 +337,19 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 			"invalid -sas-url: must name the account or the container, not a blob"},
 		{"account URL over http", full, []string{"status", "-account-url", "http://acct.blob.core.windows.net/"}, "invalid -account-url: must use https"},
 		{"help for nothing", full, []string{"help", "lease"}, `no help for "lease"`},
+		{"repair without a term", full, []string{"repair"}, "-term is required"},
+		{"repair to a negative term", full, []string{"repair", "-term", "-1"}, `invalid value "-1" for flag -term: want a term number from 0 to 9223372036854775806`},
+		{"repair to the largest term", full, []string{"repair", "-term", "9223372036854775807"},
+			`invalid value "9223372036854775807" for flag -term: no term could follow the largest term number: want one from 0 to 9223372036854775806`},
+		{"repair to a term that is not a number", full, []string{"repair", "-term", "x"}, `invalid value "x" for flag -term: want a term number`},
+		{"repair without a blob", with("LEASE_BLOB", ""), []string{"repair", "-term", "3"}, "-blob is required (or set LEASE_BLOB)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := leaderctl(t, tc.env, tc.args...)
 			assert.Equal(t, exitUsage, r.code)
 			assert.Empty(t, r.stdout)
 			assert.Contains(t, r.stderr, "leaderctl: "+tc.want)
-			assert.Regexp(t, `Run "leaderctl( (status|break) -h| help)" for usage.\n$`, r.stderr)
+			assert.Regexp(t, `Run "leaderctl( (status|break|repair) -h| help)" for usage.\n$`, r.stderr)
 			assert.NotContains(t, r.stderr, key)
 			assert.NotContains(t, r.stderr, sig)
 		})
@@ -354,8 +364,8 @@ func TestStorageFailureExitsWith1WithoutPrintingTheKey(t *testing.T) {
 		"LEASE_CONTAINER":                 "leases",
 		"LEASE_BLOB":                      "worker",
 	}
-	for _, cmd := range []string{"status", "break"} {
-		r := leaderctl(t, env, cmd)
+	for _, args := range [][]string{{"status"}, {"break"}, {"repair", "-term", "1"}} {
+		r := leaderctl(t, env, args...)
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		assert.Regexp(t, `^leaderctl: get blob properties on leases/worker: connection error: .*\(transient storage error\)\n$`, r.stderr)
@@ -390,8 +400,9 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	assert.Contains(t, r.stdout, "leaderctl status [flags]")
 	assert.Contains(t, r.stdout, "leaderctl break [flags]")
+	assert.Contains(t, r.stdout, "leaderctl repair [flags]")
 
-	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags()} {
+	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags(), "repair": new(repairCmd).flags()} {
 		r := leaderctl(t, nil, cmd, "-h")
 		require.Equal(t, exitOK, r.code)
 		assert.Equal(t, r.stdout, leaderctl(t, nil, "help", cmd).stdout)
@@ -519,6 +530,37 @@ func TestBreakDefaultsToTheDeclaredLeaseDuration(t *testing.T) {
 	assert.NotContains(t, r.stderr, "warning")
 }
 
+// rawBlob writes blobs as another writer would (a script, a bug): whatever
+// metadata it is given, with no lease.
+type rawBlob struct {
+	t  *testing.T
+	cc *container.Client
+}
+
+func newRawBlob(t *testing.T, s leaderelection.BlobSettings) rawBlob {
+	t.Helper()
+	tr := faults.New()
+	t.Cleanup(tr.Close)
+	client, err := azblob.NewClientFromConnectionString(s.ConnectionString, &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}})
+	require.NoError(t, err)
+	cc := client.ServiceClient().NewContainerClient(s.Container)
+	if _, err := cc.Create(context.Background(), nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		require.NoError(t, err)
+	}
+	return rawBlob{t, cc}
+}
+
+// put creates blob name with metadata md, replacing any.
+func (r rawBlob) put(name string, md map[string]string) {
+	r.t.Helper()
+	meta := map[string]*string{}
+	for k, v := range md {
+		meta[k] = &v
+	}
+	_, err := r.cc.NewBlockBlobClient(name).UploadBuffer(context.Background(), nil, &blockblob.UploadBufferOptions{Metadata: meta})
+	require.NoError(r.t, err)
+}
+
 // inspect reads blob's lease and record with the library, as a fleet would.
 func inspect(t *testing.T, s leaderelection.BlobSettings, blob string) leaderelection.LeaseInfo {
 	t.Helper()
@@ -638,6 +680,120 @@ func TestBreakRefusesALiveShardOwnersShardAndSession(t *testing.T) {
 	assert.True(t, so.runs("eu/s1"))
 	assert.True(t, so.neverStopped(), "no shard func was stopped")
 	assert.Equal(t, session, so.owner.Session(), "the session lives on")
+}
+
+// repair rewrites a term that does not read; the record then reads, and the
+// next holder's term is one more.
+func TestRepairRewritesAGarbageTermAndTheNextHolderContinuesAboveIt(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "seven", "leaderkind": "mutex", "leaderidentity": "someone"})
+
+	r := leaderctl(t, env, "repair", "-term", "41")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Contains(t, r.stdout, "repaired the record on "+s.Container+"/"+s.Blob)
+	assert.Contains(t, r.stdout, `it was malformed: leaderterm="seven" is not a term number`)
+	assert.Contains(t, r.stdout, "wrote: leaderkind=mutex, the ended term 41 (leaderterm=41, leaderended=now), nothing else")
+	assert.Contains(t, r.stdout, "the next holder's term is 42")
+	info := inspect(t, s, s.Blob)
+	assert.Nil(t, info.RecordError)
+	assert.Equal(t, int64(41), info.Leader.Number)
+	assert.Equal(t, leaderelection.RoleMutex, info.Role)
+	r = leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^previous: +no identity recorded, term 41, ended \d+s ago$`, r.stdout)
+
+	log := newTerms()
+	log.contender(t, s, "w1")
+	log.next(t, 30*time.Second)
+	assert.Equal(t, int64(42), inspect(t, s, s.Blob).Leader.Number)
+}
+
+// repair never lowers a term that reads unless told -allow-lower, and then
+// warns of what fences on it downstream.
+func TestRepairRefusesToLowerATermUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "7", "leaderkind": "mutex", "leaderleaseduration": "forever"})
+
+	r := leaderctl(t, env, "repair", "-term", "3")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "leaderctl: not repaired: -term 3 is lower than the term on "+s.Container+"/"+s.Blob+", 7")
+	assert.Contains(t, r.stderr, "or -allow-lower to lower it all the same")
+	info := inspect(t, s, s.Blob)
+	assert.Equal(t, int64(7), info.Leader.Number, "nothing written")
+	require.NotNil(t, info.RecordError)
+
+	r = leaderctl(t, env, "repair", "-term", "3", "-allow-lower")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -allow-lower lowered the term on "+s.Container+"/"+s.Blob+" from 7 to 3: "+
+		"a system downstream that fences on the term refuses the next leader until its term passes 7")
+	assert.Contains(t, r.stdout, "the next holder's term is 4")
+	info = inspect(t, s, s.Blob)
+	assert.Equal(t, int64(3), info.Leader.Number)
+	assert.Nil(t, info.RecordError)
+}
+
+// A held lease's record is its holder's own: repair leaves it alone.
+func TestRepairRefusesWhileTheLeaseIsHeld(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	log := newTerms()
+	log.contender(t, s, "w1")
+	first := log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "repair", "-term", "10")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "leaderctl: not repaired: the lease on "+s.Container+"/"+s.Blob+" is held, by w1, term 1, since ")
+	assert.Contains(t, r.stderr, "the holder's record is its own. Wait until it is free")
+	info := inspect(t, s, s.Blob)
+	assert.True(t, info.Held())
+	assert.Equal(t, int64(1), info.Leader.Number)
+	assert.True(t, log.get(first).cancelled.IsZero(), "the leader still leads")
+}
+
+// A shard whose term does not read never runs; once repaired, it runs above
+// the repaired number, and its blob is still a shard's.
+func TestRepairOfAShardsRecordLetsTheShardRun(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	blob := "jobs/shards/s2"
+	newRawBlob(t, s).put(blob, map[string]string{"leaderterm": "x", "leaderkind": "shard"})
+	so := startShardOwner(t, s, "w1", "s1", "s2")
+	require.Eventually(t, func() bool { return so.runs("s1") }, 20*time.Second, 50*time.Millisecond, "s1 never ran")
+	assert.False(t, so.runs("s2"), "no shard runs on a term that does not read")
+
+	r := leaderctl(t, withBlob(env, blob), "repair", "-term", "7")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "wrote: leaderkind=shard, the ended term 7")
+	assert.Contains(t, r.stdout, "the next holder's term is 8")
+	require.Eventually(t, func() bool { return so.runs("s2") }, 20*time.Second, 50*time.Millisecond, "s2 never ran once repaired")
+	info := inspect(t, s, blob)
+	assert.Equal(t, leaderelection.RoleShard, info.Role)
+	assert.Equal(t, int64(8), info.Leader.Number)
+	assert.Nil(t, info.RecordError)
+}
+
+// The largest term number reads, but no term can follow it: repair lowers
+// it only when told -allow-lower.
+func TestTheLargestTermIsRepairedOnlyByLoweringIt(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "9223372036854775807", "leaderkind": "mutex"})
+
+	r := leaderctl(t, env, "repair", "-term", "100")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Contains(t, r.stderr, "is the largest term number, which only a lower one repairs: give -allow-lower")
+	assert.Equal(t, int64(math.MaxInt64), inspect(t, s, s.Blob).Leader.Number, "nothing written")
+
+	r = leaderctl(t, env, "repair", "-term", "100", "-allow-lower")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -allow-lower lowered the term")
+	assert.Equal(t, int64(100), inspect(t, s, s.Blob).Leader.Number)
 }
 
 // A ShardOwner's prefix is what comes before the first sessions or shards
