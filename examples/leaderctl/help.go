@@ -21,7 +21,7 @@ lease you did not name:
 const mainHelp = `leaderctl shows, breaks and repairs the lease of a leaderelection group.
 
 Usage:
-  leaderctl status [flags]   who leads, since when, and the lease's state
+  leaderctl status [flags]   who leads, since when, the lease's state and the blob's role
   leaderctl break [flags]    make the leader stop, so that another instance can lead
   leaderctl repair [flags]   rewrite a record that does not read, on a blob nobody holds
   leaderctl help [command]
@@ -44,6 +44,15 @@ long it has stood unchanged as seen from here, and when it was last written:
 every renewal changes it, and followers break the lease once it has stood for
 the declared duration. Reading needs no lease and disturbs nobody.
 
+It shows the blob's role: a mutex's lease, or a ShardOwner's session
+(<prefix>/sessions/<ID>) or shard (<prefix>/shards/<name>), whose leases
+follow the ShardOwner's rules and are never broken by hand. For a shard it
+lists the ShardOwner's blobs to show the session that holds it, and whether
+that session is live. A record that does not read (a term number that is not
+one, or is the largest; a declared lease duration no setting declares) is
+shown with its key, its value, what is wrong, and the repair to run: no term
+follows such a record until it is repaired.
+
   -watch D              read the lease every 500ms for D, to see whether the
                         ETag changes (the holder renews) or stands (default 0:
                         one read, and the ETag is first seen now)
@@ -53,7 +62,13 @@ the declared duration. Reading needs no lease and disturbs nobody.
                          "etagStoodSeconds", "etagChanges", "watchedSeconds",
                          "lastModified", "leader": null or {"identity", "term",
                          "since", "ageSeconds"}, "lastLeader": the same, when
-                         nobody leads}
+                         nobody leads, "role": "mutex", "session", "shard" or
+                         "" (none recorded), "shardOwner": for a session or a
+                         shard, {"prefix", "shard", "session", "sessionLive",
+                         "sessionIdentity", "listError"}, "recordError": when
+                         the record does not read, {"key", "value", "rule",
+                         "repair"}}. "kind" is the lease's by its duration; a
+                         session's or a shard's follows its role's rules
 
 ` + connectionHelp
 

@@ -682,6 +682,87 @@ func TestBreakRefusesALiveShardOwnersShardAndSession(t *testing.T) {
 	assert.Equal(t, session, so.owner.Session(), "the session lives on")
 }
 
+// status explains a shard's blob as the ShardOwner's, held by the session
+// its record names, never broken by hand; and likewise a session's blob.
+func TestStatusExplainsAShardAndASessionOfAShardOwner(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	so := startShardOwner(t, s, "w1", "eu/s1")
+	require.Eventually(t, func() bool { return so.runs("eu/s1") }, 20*time.Second, 50*time.Millisecond, "the shard never ran")
+	session := so.owner.Session()
+	shardEnv, sessionEnv := withBlob(env, "app/jobs/shards/eu/s1"), withBlob(env, "app/jobs/sessions/"+session)
+
+	r := leaderctl(t, shardEnv, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +shard "eu/s1" of the ShardOwner with prefix "app/jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^session: +`+session+` \(live, run by w1\): the shard is its own while it lives$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +shard lease: infinite and never renewed \(its ETag stands still while its func runs\)`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +never by hand \(leaderctl break refuses it\): it passes to another instance only when its session ends: stop or restart the instance that holds it \(w1\)`, r.stdout)
+	assert.NotContains(t, r.stdout, "a follower breaks it", "a shard's lease is not a mutex's ETag lease")
+	assert.NotContains(t, r.stdout, "etag:", "a shard's ETag standing still says nothing of its holder")
+
+	r = leaderctl(t, shardEnv, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "shard", got["role"])
+	owner, ok := got["shardOwner"].(map[string]any)
+	require.True(t, ok, "shardOwner is an object for a shard: %v", got["shardOwner"])
+	assert.Equal(t, "app/jobs", owner["prefix"])
+	assert.Equal(t, "eu/s1", owner["shard"])
+	assert.Equal(t, session, owner["session"])
+	assert.Equal(t, true, owner["sessionLive"])
+	assert.Equal(t, "w1", owner["sessionIdentity"])
+	assert.NotContains(t, got, "recordError")
+
+	r = leaderctl(t, sessionEnv, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +session "`+session+`" of the ShardOwner with prefix "app/jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +session's ETag lease, declared 4s: its instance renews it`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +never by hand \(leaderctl break refuses it\): the surviving instances break it themselves`, r.stdout)
+	assert.NotContains(t, r.stdout, "a follower breaks it")
+
+	r = leaderctl(t, sessionEnv, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got = decode(t, r.stdout)
+	assert.Equal(t, "session", got["role"])
+	owner, ok = got["shardOwner"].(map[string]any)
+	require.True(t, ok, "shardOwner is an object for a session: %v", got["shardOwner"])
+	assert.Equal(t, "app/jobs", owner["prefix"])
+	assert.Equal(t, session, owner["session"])
+	assert.Equal(t, true, owner["sessionLive"])
+	assert.NotContains(t, owner, "shard")
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "", decode(t, r.stdout)["role"], "a blob nobody created says no role")
+}
+
+// A record whose term does not read is shown with its key, its value, what
+// is wrong, and the repair to run.
+func TestStatusShowsAMalformedRecordAndTheRepairToRun(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "seven", "leaderkind": "mutex"})
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +mutex`, r.stdout)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="seven" is not a term number`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair -container `+s.Container+` -blob `+s.Blob+` -term N, N at least as high as any term`, r.stdout)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "mutex", got["role"])
+	rec, ok := got["recordError"].(map[string]any)
+	require.True(t, ok, "recordError is an object: %v", got["recordError"])
+	assert.Equal(t, "leaderterm", rec["key"])
+	assert.Equal(t, "seven", rec["value"])
+	assert.Contains(t, rec["rule"], "is not a term number")
+	assert.Contains(t, rec["repair"], "leaderctl repair -container "+s.Container+" -blob "+s.Blob+" -term N")
+}
+
 // repair rewrites a term that does not read; the record then reads, and the
 // next holder's term is one more.
 func TestRepairRewritesAGarbageTermAndTheNextHolderContinuesAboveIt(t *testing.T) {
@@ -703,6 +784,7 @@ func TestRepairRewritesAGarbageTermAndTheNextHolderContinuesAboveIt(t *testing.T
 	r = leaderctl(t, env, "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `(?m)^previous: +no identity recorded, term 41, ended \d+s ago$`, r.stdout)
+	assert.NotContains(t, r.stdout, "record:")
 
 	log := newTerms()
 	log.contender(t, s, "w1")
@@ -717,7 +799,12 @@ func TestRepairRefusesToLowerATermUnlessAllowed(t *testing.T) {
 	s, env := newLease(t)
 	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "7", "leaderkind": "mutex", "leaderleaseduration": "forever"})
 
-	r := leaderctl(t, env, "repair", "-term", "3")
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderleaseduration="forever" is not a lease duration`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair -container \S+ -blob \S+ -term 7 \(keeps the term\)$`, r.stdout)
+
+	r = leaderctl(t, env, "repair", "-term", "3")
 	assert.Equal(t, exitRefused, r.code)
 	assert.Empty(t, r.stdout)
 	assert.Contains(t, r.stderr, "leaderctl: not repaired: -term 3 is lower than the term on "+s.Container+"/"+s.Blob+", 7")
@@ -767,7 +854,12 @@ func TestRepairOfAShardsRecordLetsTheShardRun(t *testing.T) {
 	require.Eventually(t, func() bool { return so.runs("s1") }, 20*time.Second, 50*time.Millisecond, "s1 never ran")
 	assert.False(t, so.runs("s2"), "no shard runs on a term that does not read")
 
-	r := leaderctl(t, withBlob(env, blob), "repair", "-term", "7")
+	r := leaderctl(t, withBlob(env, blob), "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +shard "s2" of the ShardOwner with prefix "jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="x"`, r.stdout)
+
+	r = leaderctl(t, withBlob(env, blob), "repair", "-term", "7")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Contains(t, r.stdout, "wrote: leaderkind=shard, the ended term 7")
 	assert.Contains(t, r.stdout, "the next holder's term is 8")
@@ -778,14 +870,19 @@ func TestRepairOfAShardsRecordLetsTheShardRun(t *testing.T) {
 	assert.Nil(t, info.RecordError)
 }
 
-// The largest term number reads, but no term can follow it: repair lowers
-// it only when told -allow-lower.
+// The largest term number reads, but no term can follow it: status shows it
+// as malformed, and repair lowers it only when told -allow-lower.
 func TestTheLargestTermIsRepairedOnlyByLoweringIt(t *testing.T) {
 	t.Parallel()
 	s, env := newLease(t)
 	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "9223372036854775807", "leaderkind": "mutex"})
 
-	r := leaderctl(t, env, "repair", "-term", "100")
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="9223372036854775807" is the largest term number: no term can follow it`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair .* -term N -allow-lower`, r.stdout)
+
+	r = leaderctl(t, env, "repair", "-term", "100")
 	assert.Equal(t, exitRefused, r.code)
 	assert.Contains(t, r.stderr, "is the largest term number, which only a lower one repairs: give -allow-lower")
 	assert.Equal(t, int64(math.MaxInt64), inspect(t, s, s.Blob).Leader.Number, "nothing written")
