@@ -64,6 +64,8 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	case !info.Exists:
 		fmt.Fprintf(c.stdout, "no leader: lease blob %s does not exist yet; nothing to break\n", l.name)
 		return exitOK
+	case isOwnerRole(info.Role):
+		return c.refuseOwnerBreak(l, info)
 	case !info.Held():
 		fmt.Fprintf(c.stdout, "no leader: the lease on %s is %s; nothing to break\n", l.name, info.State)
 		return exitOK
@@ -105,6 +107,32 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	fmt.Fprintf(c.stdout, "the lease is broken in %v, at %s: the leader stops at its next renewal, then any instance can take it\n",
 		remaining, now.Add(remaining).UTC().Format(time.RFC3339))
 	return exitOK
+}
+
+// refuseOwnerBreak leaves a ShardOwner's session or shard alone, whatever
+// the flags, and says why. A shard's lease is never renewed: its ETag stands
+// still while its func runs, so the silence rule would break a live holder,
+// and no break period covers it either; the shard must pass on with its
+// session. A session's silence the surviving instances judge themselves,
+// and a break by hand could only be sooner than theirs. The library refuses
+// these breaks too; this says why before sending anything.
+func (c *cli) refuseOwnerBreak(l *session, info leaderelection.LeaseInfo) int {
+	say := func(format string, args ...any) { fmt.Fprintf(c.stderr, "leaderctl: "+format+"\n", args...) }
+	say("not broken: %s is the blob of %s, not a mutex's lease: leaderctl never breaks it, -force or not",
+		l.name, describeRole(info.Role, l.manager.Settings().Blob))
+	switch info.Role {
+	case leaderelection.RoleShard:
+		say("a shard's lease is infinite and never renewed (its ETag stands still while its func runs), so the silence rule does not apply to it")
+		say("it passes to another instance only when its session ends: stop or restart the instance that holds it (%s); "+
+			"a dead session's shards are taken by the survivors within the session's lease duration", holderName(info))
+	default:
+		say("the surviving instances break a session's lease themselves, once its ETag has stood unchanged for the lease duration it declared (the silence rule); a live session renews it")
+		say("to move its shards to other instances, stop or restart the instance that runs it (%s)", holderName(info))
+	}
+	if !info.Held() {
+		say("(nobody holds its lease now: there is nothing to break anyway)")
+	}
+	return exitNotByHand
 }
 
 // breakWhenSilent breaks an ETag lease by the followers' rule, the only

@@ -18,16 +18,19 @@ lease you did not name:
   -timeout D            give up after D (default 10s)
 `
 
-const mainHelp = `leaderctl shows and breaks the lease of a leaderelection group.
+const mainHelp = `leaderctl shows, breaks and repairs the lease of a leaderelection group.
 
 Usage:
-  leaderctl status [flags]   who leads, since when, and the lease's state
+  leaderctl status [flags]   who leads, since when, the lease's state and the blob's role
   leaderctl break [flags]    make the leader stop, so that another instance can lead
+  leaderctl repair [flags]   rewrite a record that does not read, on a blob nobody holds
   leaderctl help [command]
 
 ` + connectionHelp + `
 Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
-3 break found the holder of an ETag lease alive, and did not break it.
+3 break found the holder of an ETag lease alive, and did not break it,
+4 break was pointed at a ShardOwner's session or shard, which it never breaks,
+5 repair wrote nothing: the lease is held, or -term would lower the term.
 `
 
 const statusHelp = `Usage: leaderctl status [flags]
@@ -41,6 +44,15 @@ long it has stood unchanged as seen from here, and when it was last written:
 every renewal changes it, and followers break the lease once it has stood for
 the declared duration. Reading needs no lease and disturbs nobody.
 
+It shows the blob's role: a mutex's lease, or a ShardOwner's session
+(<prefix>/sessions/<ID>) or shard (<prefix>/shards/<name>), whose leases
+follow the ShardOwner's rules and are never broken by hand. For a shard it
+lists the ShardOwner's blobs to show the session that holds it, and whether
+that session is live. A record that does not read (a term number that is not
+one, or is the largest; a declared lease duration no setting declares) is
+shown with its key, its value, what is wrong, and the repair to run: no term
+follows such a record until it is repaired.
+
   -watch D              read the lease every 500ms for D, to see whether the
                         ETag changes (the holder renews) or stands (default 0:
                         one read, and the ETag is first seen now)
@@ -50,7 +62,13 @@ the declared duration. Reading needs no lease and disturbs nobody.
                          "etagStoodSeconds", "etagChanges", "watchedSeconds",
                          "lastModified", "leader": null or {"identity", "term",
                          "since", "ageSeconds"}, "lastLeader": the same, when
-                         nobody leads}
+                         nobody leads, "role": "mutex", "session", "shard" or
+                         "" (none recorded), "shardOwner": for a session or a
+                         shard, {"prefix", "shard", "session", "sessionLive",
+                         "sessionIdentity", "listError"}, "recordError": when
+                         the record does not read, {"key", "value", "rule",
+                         "repair"}}. "kind" is the lease's by its duration; a
+                         session's or a shard's follows its role's rules
 
 ` + connectionHelp
 
@@ -68,6 +86,15 @@ has stood unchanged, as seen from here, for the lease duration the leader
 declared, then breaks the lease on condition that the ETag is unchanged. It
 waits that long and -timeout more. If the ETag changes, the leader is alive
 and renewing: break exits with status 3 without breaking anything.
+
+It never breaks a ShardOwner's session or shard (a blob whose role, in its
+record, says so), -force or not: it says why and exits with status 4. A
+shard's lease is infinite and never renewed (its ETag stands still while its
+func runs), so the silence rule does not apply to it; it passes to another
+instance only when its session ends: stop or restart the instance that holds
+it, and a dead session's shards are taken by the survivors within the
+session's lease duration. The surviving instances break a silent session's
+lease themselves. A blob whose record says no role is broken as a mutex's.
 
   -period D             for a native lease, the break period, whole seconds
                         from 0s to 60s. Default: the safe break period, the
@@ -90,5 +117,34 @@ and renewing: break exits with status 3 without breaking anything.
   -lease-duration D     the holders' BlobSettings.LeaseDuration, if it is not
                         the library's default 15s: how long an ETag lease
                         whose record declares no duration must stand
+
+` + connectionHelp
+
+const repairHelp = `Usage: leaderctl repair -term N [flags]
+
+Rewrites the record of a blob nobody holds a lease on, when it does not read
+(leaderctl status shows what is wrong): it writes a clean record of an ended
+term numbered N, keeping the blob's role (a mutex's, a ShardOwner's session's
+or shard's; a mutex's if it says none), so that the next holder's term is
+N+1. A fleet that stopped on the record carries on by itself. It prints what
+it wrote. Two requests; the write is conditional on the blob being unchanged
+since it was read.
+
+It writes nothing, and exits with status 5, while the lease is held (the
+holder's record is its own: wait until it is free), when the blob does not
+exist, and when N is lower than the term that reads on the blob, unless
+-allow-lower is given.
+
+  -term N               the number of the last term, 0 or more: the next
+                        holder's is N+1. Required. Choose it at least as high
+                        as any term the fleet, or a system downstream that
+                        fences on it, has seen: an instance that saw a higher
+                        one continues above it, but one that never saw the
+                        blob trusts N.
+  -allow-lower          write N even if it is lower than the term on the
+                        blob. A system downstream that fences on the term
+                        refuses the next leader until its term passes the
+                        highest it saw. The largest term number is repaired
+                        only this way.
 
 ` + connectionHelp

@@ -1,5 +1,6 @@
 // Command leaderctl is an operator's tool for a leaderelection lease: it
-// shows who leads, and breaks the lease when a holder must be made to stop.
+// shows who leads, breaks the lease when a holder must be made to stop, and
+// repairs a record that does not read.
 //
 //	AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \
 //	  go run ./examples/leaderctl status -container leases -blob coordinator
@@ -7,8 +8,10 @@
 //	  -container leases -blob coordinator
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
-// storage request fails, 2 on a usage error, and 3 when break finds the
-// holder of an ETag lease alive and leaves its lease alone.
+// storage request fails, 2 on a usage error, 3 when break finds the holder
+// of an ETag lease alive and leaves its lease alone, 4 when break is pointed
+// at a ShardOwner's session or shard, which it never breaks, and 5 when
+// repair writes nothing (the lease is held, or -term would lower the term).
 package main
 
 import (
@@ -32,6 +35,14 @@ const (
 	exitFailed = 1 // a storage request failed
 	exitUsage  = 2 // bad command line or environment: nothing was sent
 	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
+	// break: the blob is a ShardOwner's session or shard, whose lease is
+	// never broken by hand; nothing was sent after reading it.
+	exitNotByHand = 4
+	// repair: nothing was written: the lease is held, -term is lower than
+	// the term on the blob and -allow-lower was not given, or the blob
+	// cannot be repaired (it does not exist, or a repair would change its
+	// role).
+	exitRefused = 5
 )
 
 func main() {
@@ -46,20 +57,22 @@ func main() {
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	c := &cli{env: env, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return c.usageError("", "no command given: use status or break")
+		return c.usageError("", "no command given: use status, break or repair")
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "status":
 		return c.status(ctx, rest)
 	case "break":
 		return c.breakLease(ctx, rest)
+	case "repair":
+		return c.repair(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
 	default:
 		if strings.HasPrefix(cmd, "-") {
-			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break [flags]), got %q first", cmd))
+			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break|repair [flags]), got %q first", cmd))
 		}
-		return c.usageError("", fmt.Sprintf("unknown command %q: use status or break", cmd))
+		return c.usageError("", fmt.Sprintf("unknown command %q: use status, break or repair", cmd))
 	}
 }
 
@@ -77,8 +90,10 @@ func (c *cli) help(args []string) int {
 		fmt.Fprint(c.stdout, statusHelp)
 	case len(args) == 1 && args[0] == "break":
 		fmt.Fprint(c.stdout, breakHelp)
+	case len(args) == 1 && args[0] == "repair":
+		fmt.Fprint(c.stdout, repairHelp)
 	default:
-		return c.usageError("", fmt.Sprintf("no help for %q: use status or break", strings.Join(args, " ")))
+		return c.usageError("", fmt.Sprintf("no help for %q: use status, break or repair", strings.Join(args, " ")))
 	}
 	return exitOK
 }
@@ -319,7 +334,11 @@ func (l *session) call(ctx context.Context, fn func(ctx context.Context) error) 
 // describeTerm is a term on one line: "worker-1, term 3, since
 // 2024-05-01T12:00:00Z (3m4s ago)".
 func describeTerm(t leaderelection.Term, now time.Time) string {
-	s := fmt.Sprintf("%s, term %d", t.Identity, t.Number)
+	who := t.Identity
+	if who == "" {
+		who = "no identity recorded" // a repaired record, or another writer's
+	}
+	s := fmt.Sprintf("%s, term %d", who, t.Number)
 	if !t.Since.IsZero() {
 		s += fmt.Sprintf(", since %s (%s)", t.Since.UTC().Format(time.RFC3339), ago(t.Since, now))
 	}

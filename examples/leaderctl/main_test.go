@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"regexp"
 	"strings"
@@ -17,6 +18,9 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -173,6 +177,7 @@ func TestStatusOfALeaseNobodyCreatedSaysNoLeader(t *testing.T) {
 	assert.Equal(t, false, got["held"])
 	assert.Contains(t, got, "leader")
 	assert.Nil(t, got["leader"], "leader is null when nobody leads")
+	assert.Equal(t, 0.0, got["etagStoodSeconds"], "no ETag has stood")
 
 	r = leaderctl(t, env, "break")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -332,13 +337,19 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 			"invalid -sas-url: must name the account or the container, not a blob"},
 		{"account URL over http", full, []string{"status", "-account-url", "http://acct.blob.core.windows.net/"}, "invalid -account-url: must use https"},
 		{"help for nothing", full, []string{"help", "lease"}, `no help for "lease"`},
+		{"repair without a term", full, []string{"repair"}, "-term is required"},
+		{"repair to a negative term", full, []string{"repair", "-term", "-1"}, `invalid value "-1" for flag -term: want a term number from 0 to 9223372036854775806`},
+		{"repair to the largest term", full, []string{"repair", "-term", "9223372036854775807"},
+			`invalid value "9223372036854775807" for flag -term: no term could follow the largest term number: want one from 0 to 9223372036854775806`},
+		{"repair to a term that is not a number", full, []string{"repair", "-term", "x"}, `invalid value "x" for flag -term: want a term number`},
+		{"repair without a blob", with("LEASE_BLOB", ""), []string{"repair", "-term", "3"}, "-blob is required (or set LEASE_BLOB)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := leaderctl(t, tc.env, tc.args...)
 			assert.Equal(t, exitUsage, r.code)
 			assert.Empty(t, r.stdout)
 			assert.Contains(t, r.stderr, "leaderctl: "+tc.want)
-			assert.Regexp(t, `Run "leaderctl( (status|break) -h| help)" for usage.\n$`, r.stderr)
+			assert.Regexp(t, `Run "leaderctl( (status|break|repair) -h| help)" for usage.\n$`, r.stderr)
 			assert.NotContains(t, r.stderr, key)
 			assert.NotContains(t, r.stderr, sig)
 		})
@@ -353,8 +364,8 @@ func TestStorageFailureExitsWith1WithoutPrintingTheKey(t *testing.T) {
 		"LEASE_CONTAINER":                 "leases",
 		"LEASE_BLOB":                      "worker",
 	}
-	for _, cmd := range []string{"status", "break"} {
-		r := leaderctl(t, env, cmd)
+	for _, args := range [][]string{{"status"}, {"break"}, {"repair", "-term", "1"}} {
+		r := leaderctl(t, env, args...)
 		assert.Equal(t, exitFailed, r.code)
 		assert.Empty(t, r.stdout)
 		assert.Regexp(t, `^leaderctl: get blob properties on leases/worker: connection error: .*\(transient storage error\)\n$`, r.stderr)
@@ -389,8 +400,9 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	require.Equal(t, exitOK, r.code)
 	assert.Contains(t, r.stdout, "leaderctl status [flags]")
 	assert.Contains(t, r.stdout, "leaderctl break [flags]")
+	assert.Contains(t, r.stdout, "leaderctl repair [flags]")
 
-	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags()} {
+	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags(), "repair": new(repairCmd).flags()} {
 		r := leaderctl(t, nil, cmd, "-h")
 		require.Equal(t, exitOK, r.code)
 		assert.Equal(t, r.stdout, leaderctl(t, nil, "help", cmd).stdout)
@@ -516,4 +528,393 @@ func TestBreakDefaultsToTheDeclaredLeaseDuration(t *testing.T) {
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `the lease is broken in (29|30)s`, r.stdout)
 	assert.NotContains(t, r.stderr, "warning")
+}
+
+// rawBlob writes blobs as another writer would (a script, a bug): whatever
+// metadata it is given, with no lease.
+type rawBlob struct {
+	t  *testing.T
+	cc *container.Client
+}
+
+func newRawBlob(t *testing.T, s leaderelection.BlobSettings) rawBlob {
+	t.Helper()
+	tr := faults.New()
+	t.Cleanup(tr.Close)
+	client, err := azblob.NewClientFromConnectionString(s.ConnectionString, &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}})
+	require.NoError(t, err)
+	cc := client.ServiceClient().NewContainerClient(s.Container)
+	if _, err := cc.Create(context.Background(), nil); err != nil && !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		require.NoError(t, err)
+	}
+	return rawBlob{t, cc}
+}
+
+// put creates blob name with metadata md, replacing any.
+func (r rawBlob) put(name string, md map[string]string) {
+	r.t.Helper()
+	meta := map[string]*string{}
+	for k, v := range md {
+		meta[k] = &v
+	}
+	_, err := r.cc.NewBlockBlobClient(name).UploadBuffer(context.Background(), nil, &blockblob.UploadBufferOptions{Metadata: meta})
+	require.NoError(r.t, err)
+}
+
+// inspect reads blob's lease and record with the library, as a fleet would.
+func inspect(t *testing.T, s leaderelection.BlobSettings, blob string) leaderelection.LeaseInfo {
+	t.Helper()
+	s.Blob = blob
+	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
+	require.NoError(t, err)
+	defer m.CloseIdleConnections()
+	info, err := m.Inspect(context.Background())
+	require.NoError(t, err)
+	return info
+}
+
+// shardOwner is a ShardOwner that runs until the test ends, and reports its
+// shard funcs' starts and ends.
+type shardOwner struct {
+	owner   *leaderelection.ShardOwner
+	mu      sync.Mutex
+	running map[string]bool
+	stopped []string // shards whose func's context was cancelled
+}
+
+// startShardOwner runs a ShardOwner with prefix s.Blob over shards, as who,
+// timed for tests: a 4 s session lease, listings every 300 ms.
+func startShardOwner(t *testing.T, s leaderelection.BlobSettings, who string, shards ...string) *shardOwner {
+	t.Helper()
+	tr := faults.New()
+	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+	s.LeaseDuration, s.StopMargin, s.RetryInterval = 4*time.Second, 1500*time.Millisecond, 300*time.Millisecond
+	so := &shardOwner{running: map[string]bool{}}
+	o, err := leaderelection.NewShardOwner(s, shards, func(ctx context.Context, shard string) error {
+		so.mu.Lock()
+		so.running[shard] = true
+		so.mu.Unlock()
+		<-ctx.Done()
+		so.mu.Lock()
+		delete(so.running, shard)
+		so.stopped = append(so.stopped, shard)
+		so.mu.Unlock()
+		return nil
+	}, leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who)))
+	require.NoError(t, err)
+	so.owner = o
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Errorf("%s: Run did not return within 30s of cancellation", who)
+		}
+		tr.Close()
+	})
+	return so
+}
+
+// runs reports whether shard's func runs now.
+func (so *shardOwner) runs(shard string) bool {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	return so.running[shard]
+}
+
+// neverStopped reports whether no shard func's context was cancelled.
+func (so *shardOwner) neverStopped() bool {
+	so.mu.Lock()
+	defer so.mu.Unlock()
+	return len(so.stopped) == 0
+}
+
+// withBlob is env naming another blob in the same container.
+func withBlob(env map[string]string, blob string) map[string]string {
+	out := map[string]string{}
+	for k, v := range env {
+		out[k] = v
+	}
+	out["LEASE_BLOB"] = blob
+	return out
+}
+
+// A shard's lease is never renewed, so its ETag stands while its func runs,
+// and a session's silence is for the survivors to judge: break refuses both,
+// -force or not, says why and what to do instead, and sends nothing.
+func TestBreakRefusesALiveShardOwnersShardAndSession(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	so := startShardOwner(t, s, "w1", "eu/s1")
+	require.Eventually(t, func() bool { return so.runs("eu/s1") }, 20*time.Second, 50*time.Millisecond, "the shard never ran")
+	session := so.owner.Session()
+	require.NotEmpty(t, session)
+	shardBlob, sessionBlob := "app/jobs/shards/eu/s1", "app/jobs/sessions/"+session
+
+	for _, args := range [][]string{{"break"}, {"break", "-force"}, {"break", "-period", "0s"}} {
+		r := leaderctl(t, withBlob(env, shardBlob), args...)
+		assert.Equal(t, exitNotByHand, r.code)
+		assert.Empty(t, r.stdout)
+		assert.Contains(t, r.stderr, `leaderctl: not broken: `+s.Container+`/`+shardBlob+` is the blob of shard "eu/s1" of the ShardOwner with prefix "app/jobs", not a mutex's lease: leaderctl never breaks it, -force or not`)
+		assert.Contains(t, r.stderr, "its ETag stands still while its func runs")
+		assert.Contains(t, r.stderr, "stop or restart the instance that holds it (w1)")
+		assert.Contains(t, r.stderr, "a dead session's shards are taken by the survivors within the session's lease duration")
+	}
+	r := leaderctl(t, withBlob(env, sessionBlob), "break", "-force")
+	assert.Equal(t, exitNotByHand, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, `is the blob of session "`+session+`" of the ShardOwner with prefix "app/jobs"`)
+	assert.Contains(t, r.stderr, "the surviving instances break a session's lease themselves")
+	assert.Contains(t, r.stderr, "stop or restart the instance that runs it (w1)")
+
+	time.Sleep(2 * time.Second) // a break, had one been sent, would show by now
+	for _, blob := range []string{shardBlob, sessionBlob} {
+		info := inspect(t, s, blob)
+		assert.True(t, info.Held(), "%s: the lease is still held", blob)
+		assert.Equal(t, "leased", string(info.State), blob)
+	}
+	assert.True(t, so.runs("eu/s1"))
+	assert.True(t, so.neverStopped(), "no shard func was stopped")
+	assert.Equal(t, session, so.owner.Session(), "the session lives on")
+}
+
+// status explains a shard's blob as the ShardOwner's, held by the session
+// its record names, never broken by hand; and likewise a session's blob.
+func TestStatusExplainsAShardAndASessionOfAShardOwner(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	so := startShardOwner(t, s, "w1", "eu/s1")
+	require.Eventually(t, func() bool { return so.runs("eu/s1") }, 20*time.Second, 50*time.Millisecond, "the shard never ran")
+	session := so.owner.Session()
+	shardEnv, sessionEnv := withBlob(env, "app/jobs/shards/eu/s1"), withBlob(env, "app/jobs/sessions/"+session)
+
+	r := leaderctl(t, shardEnv, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +shard "eu/s1" of the ShardOwner with prefix "app/jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^session: +`+session+` \(live, run by w1\): the shard is its own while it lives$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +shard lease: infinite and never renewed \(its ETag stands still while its func runs\)`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +never by hand \(leaderctl break refuses it\): it passes to another instance only when its session ends: stop or restart the instance that holds it \(w1\)`, r.stdout)
+	assert.NotContains(t, r.stdout, "a follower breaks it", "a shard's lease is not a mutex's ETag lease")
+	assert.NotContains(t, r.stdout, "etag:", "a shard's ETag standing still says nothing of its holder")
+
+	r = leaderctl(t, shardEnv, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "shard", got["role"])
+	owner, ok := got["shardOwner"].(map[string]any)
+	require.True(t, ok, "shardOwner is an object for a shard: %v", got["shardOwner"])
+	assert.Equal(t, "app/jobs", owner["prefix"])
+	assert.Equal(t, "eu/s1", owner["shard"])
+	assert.Equal(t, session, owner["session"])
+	assert.Equal(t, true, owner["sessionLive"])
+	assert.Equal(t, "w1", owner["sessionIdentity"])
+	assert.NotContains(t, got, "recordError")
+
+	r = leaderctl(t, sessionEnv, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +session "`+session+`" of the ShardOwner with prefix "app/jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^kind: +session's ETag lease, declared 4s: its instance renews it`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +never by hand \(leaderctl break refuses it\): the surviving instances break it themselves`, r.stdout)
+	assert.NotContains(t, r.stdout, "a follower breaks it")
+
+	r = leaderctl(t, sessionEnv, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got = decode(t, r.stdout)
+	assert.Equal(t, "session", got["role"])
+	owner, ok = got["shardOwner"].(map[string]any)
+	require.True(t, ok, "shardOwner is an object for a session: %v", got["shardOwner"])
+	assert.Equal(t, "app/jobs", owner["prefix"])
+	assert.Equal(t, session, owner["session"])
+	assert.Equal(t, true, owner["sessionLive"])
+	assert.NotContains(t, owner, "shard")
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "", decode(t, r.stdout)["role"], "a blob nobody created says no role")
+}
+
+// A record whose term does not read is shown with its key, its value, what
+// is wrong, and the repair to run.
+func TestStatusShowsAMalformedRecordAndTheRepairToRun(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "seven", "leaderkind": "mutex"})
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +mutex`, r.stdout)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="seven" is not a term number`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair -container `+s.Container+` -blob `+s.Blob+` -term N, N at least as high as any term`, r.stdout)
+
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "mutex", got["role"])
+	rec, ok := got["recordError"].(map[string]any)
+	require.True(t, ok, "recordError is an object: %v", got["recordError"])
+	assert.Equal(t, "leaderterm", rec["key"])
+	assert.Equal(t, "seven", rec["value"])
+	assert.Contains(t, rec["rule"], "is not a term number")
+	assert.Contains(t, rec["repair"], "leaderctl repair -container "+s.Container+" -blob "+s.Blob+" -term N")
+}
+
+// repair rewrites a term that does not read; the record then reads, and the
+// next holder's term is one more.
+func TestRepairRewritesAGarbageTermAndTheNextHolderContinuesAboveIt(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "seven", "leaderkind": "mutex", "leaderidentity": "someone"})
+
+	r := leaderctl(t, env, "repair", "-term", "41")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Contains(t, r.stdout, "repaired the record on "+s.Container+"/"+s.Blob)
+	assert.Contains(t, r.stdout, `it was malformed: leaderterm="seven" is not a term number`)
+	assert.Contains(t, r.stdout, "wrote: leaderkind=mutex, the ended term 41 (leaderterm=41, leaderended=now), nothing else")
+	assert.Contains(t, r.stdout, "the next holder's term is 42")
+	info := inspect(t, s, s.Blob)
+	assert.Nil(t, info.RecordError)
+	assert.Equal(t, int64(41), info.Leader.Number)
+	assert.Equal(t, leaderelection.RoleMutex, info.Role)
+	r = leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^previous: +no identity recorded, term 41, ended \d+s ago$`, r.stdout)
+	assert.NotContains(t, r.stdout, "record:")
+
+	log := newTerms()
+	log.contender(t, s, "w1")
+	log.next(t, 30*time.Second)
+	assert.Equal(t, int64(42), inspect(t, s, s.Blob).Leader.Number)
+}
+
+// repair never lowers a term that reads unless told -allow-lower, and then
+// warns of what fences on it downstream.
+func TestRepairRefusesToLowerATermUnlessAllowed(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "7", "leaderkind": "mutex", "leaderleaseduration": "forever"})
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderleaseduration="forever" is not a lease duration`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair -container \S+ -blob \S+ -term 7 \(keeps the term\)$`, r.stdout)
+
+	r = leaderctl(t, env, "repair", "-term", "3")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "leaderctl: not repaired: -term 3 is lower than the term on "+s.Container+"/"+s.Blob+", 7")
+	assert.Contains(t, r.stderr, "or -allow-lower to lower it all the same")
+	info := inspect(t, s, s.Blob)
+	assert.Equal(t, int64(7), info.Leader.Number, "nothing written")
+	require.NotNil(t, info.RecordError)
+
+	r = leaderctl(t, env, "repair", "-term", "3", "-allow-lower")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -allow-lower lowered the term on "+s.Container+"/"+s.Blob+" from 7 to 3: "+
+		"a system downstream that fences on the term refuses the next leader until its term passes 7")
+	assert.Contains(t, r.stdout, "the next holder's term is 4")
+	info = inspect(t, s, s.Blob)
+	assert.Equal(t, int64(3), info.Leader.Number)
+	assert.Nil(t, info.RecordError)
+}
+
+// A held lease's record is its holder's own: repair leaves it alone.
+func TestRepairRefusesWhileTheLeaseIsHeld(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	log := newTerms()
+	log.contender(t, s, "w1")
+	first := log.next(t, 30*time.Second)
+
+	r := leaderctl(t, env, "repair", "-term", "10")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Contains(t, r.stderr, "leaderctl: not repaired: the lease on "+s.Container+"/"+s.Blob+" is held, by w1, term 1, since ")
+	assert.Contains(t, r.stderr, "the holder's record is its own. Wait until it is free")
+	info := inspect(t, s, s.Blob)
+	assert.True(t, info.Held())
+	assert.Equal(t, int64(1), info.Leader.Number)
+	assert.True(t, log.get(first).cancelled.IsZero(), "the leader still leads")
+}
+
+// A shard whose term does not read never runs; once repaired, it runs above
+// the repaired number, and its blob is still a shard's.
+func TestRepairOfAShardsRecordLetsTheShardRun(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	blob := "jobs/shards/s2"
+	newRawBlob(t, s).put(blob, map[string]string{"leaderterm": "x", "leaderkind": "shard"})
+	so := startShardOwner(t, s, "w1", "s1", "s2")
+	require.Eventually(t, func() bool { return so.runs("s1") }, 20*time.Second, 50*time.Millisecond, "s1 never ran")
+	assert.False(t, so.runs("s2"), "no shard runs on a term that does not read")
+
+	r := leaderctl(t, withBlob(env, blob), "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +shard "s2" of the ShardOwner with prefix "jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="x"`, r.stdout)
+
+	r = leaderctl(t, withBlob(env, blob), "repair", "-term", "7")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "wrote: leaderkind=shard, the ended term 7")
+	assert.Contains(t, r.stdout, "the next holder's term is 8")
+	require.Eventually(t, func() bool { return so.runs("s2") }, 20*time.Second, 50*time.Millisecond, "s2 never ran once repaired")
+	info := inspect(t, s, blob)
+	assert.Equal(t, leaderelection.RoleShard, info.Role)
+	assert.Equal(t, int64(8), info.Leader.Number)
+	assert.Nil(t, info.RecordError)
+}
+
+// The largest term number reads, but no term can follow it: status shows it
+// as malformed, and repair lowers it only when told -allow-lower.
+func TestTheLargestTermIsRepairedOnlyByLoweringIt(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	newRawBlob(t, s).put(s.Blob, map[string]string{"leaderterm": "9223372036854775807", "leaderkind": "mutex"})
+
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^record: +malformed: leaderterm="9223372036854775807" is the largest term number: no term can follow it`, r.stdout)
+	assert.Regexp(t, `(?m)^repair: +leaderctl repair .* -term N -allow-lower`, r.stdout)
+
+	r = leaderctl(t, env, "repair", "-term", "100")
+	assert.Equal(t, exitRefused, r.code)
+	assert.Contains(t, r.stderr, "is the largest term number, which only a lower one repairs: give -allow-lower")
+	assert.Equal(t, int64(math.MaxInt64), inspect(t, s, s.Blob).Leader.Number, "nothing written")
+
+	r = leaderctl(t, env, "repair", "-term", "100", "-allow-lower")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stderr, "leaderctl: warning: -allow-lower lowered the term")
+	assert.Equal(t, int64(100), inspect(t, s, s.Blob).Leader.Number)
+}
+
+// A ShardOwner's prefix is what comes before the first sessions or shards
+// segment after the first: no prefix has one there, a shard's name may.
+func TestTheShardOwnersPrefixComesFromTheBlobsName(t *testing.T) {
+	for _, tc := range []struct {
+		blob         string
+		ok           bool
+		prefix, name string
+		role         leaderelection.BlobRole
+	}{
+		{"jobs/shards/s1", true, "jobs", "s1", leaderelection.RoleShard},
+		{"app/jobs/shards/eu/s1", true, "app/jobs", "eu/s1", leaderelection.RoleShard},
+		{"a/shards/b/shards/c", true, "a", "b/shards/c", leaderelection.RoleShard},
+		{"shards/shards/x", true, "shards", "x", leaderelection.RoleShard},
+		{"jobs/sessions/0b1c", true, "jobs", "0b1c", leaderelection.RoleSession},
+		{"coordinator", false, "", "", ""},
+		{"shards/x", false, "", "", ""},
+		{"jobs/shards", false, "", "", ""},
+	} {
+		ob, ok := parseOwnerBlob(tc.blob)
+		assert.Equal(t, tc.ok, ok, tc.blob)
+		assert.Equal(t, ownerBlob{prefix: tc.prefix, role: tc.role, name: tc.name}, ob, tc.blob)
+	}
+	_, ok := ownerOf(leaderelection.RoleSession, "jobs/shards/s1")
+	assert.False(t, ok, "a shard's name is not a session's")
 }

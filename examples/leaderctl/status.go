@@ -47,7 +47,7 @@ func (w *etagWatch) see(info leaderelection.LeaseInfo) {
 		w.first = info.Received
 	}
 	w.last = info.Received
-	if info.ETag != w.etag {
+	if info.ETag != w.etag || w.since.IsZero() {
 		if w.etag != "" {
 			w.changes++
 		}
@@ -98,21 +98,28 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		}
 	}
 	s := l.manager.Settings()
+	// A shard's record names the session that holds it, which only a
+	// listing of its ShardOwner's blobs shows.
+	var sh shardSession
+	if ob, ok := ownerOf(info.Role, s.Blob); ok && ob.role == leaderelection.RoleShard {
+		sh = c.lookupShard(ctx, l, ob)
+	}
 	if cmd.json {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
-		if err := enc.Encode(newStatusJSON(s.Container, s.Blob, info, w, time.Now())); err != nil {
+		if err := enc.Encode(newStatusJSON(s.Container, s.Blob, info, w, sh, time.Now())); err != nil {
 			return c.fail(err)
 		}
 		return exitOK
 	}
-	printStatus(c.stdout, l.name, info, w, time.Now())
+	printStatus(c.stdout, s.Container, s.Blob, info, w, sh, time.Now())
 	return exitOK
 }
 
 // printStatus writes the lease's state for a person: the answer to "who
-// leads?" first.
-func printStatus(w io.Writer, name string, info leaderelection.LeaseInfo, watch etagWatch, now time.Time) {
+// leads?" first. sh is what the listing said of a shard's session.
+func printStatus(w io.Writer, container, blob string, info leaderelection.LeaseInfo, watch etagWatch, sh shardSession, now time.Time) {
+	name := container + "/" + blob
 	line := func(label, format string, args ...any) {
 		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
 	}
@@ -151,34 +158,75 @@ func printStatus(w io.Writer, name string, info leaderelection.LeaseInfo, watch 
 		state += ", " + string(info.Duration)
 	}
 	line("lease", "%s", state)
-	switch info.Kind {
-	case leaderelection.NativeLease:
+	line("role", "%s", describeRole(info.Role, blob))
+	if info.Role == leaderelection.RoleShard {
+		line("session", "%s", describeShardSession(sh, info.Held()))
+	}
+	switch {
+	case info.Kind == "":
+	case info.Role == leaderelection.RoleShard:
+		// Not an ETag lease in the mutex's sense: nothing rewrites it, so
+		// its ETag standing still says nothing about its holder.
+		line("kind", "shard lease: infinite and never renewed (its ETag stands still while its func runs): no silence rule applies to it")
+	case info.Role == leaderelection.RoleSession:
+		line("kind", "session's ETag lease%s: its instance renews it by a write every RenewInterval, and runs its shards while it lives", declaredText(info))
+		printETag(line, info, watch, now)
+	case info.Kind == leaderelection.NativeLease:
 		if info.DeclaredDuration > 0 {
 			line("kind", "native lease%s: Azure expires it that long after its last renewal; followers never break it", declaredText(info))
 		} else {
 			line("kind", "native lease: Azure expires it 15s to 60s after its last renewal; followers never break it")
 		}
-	case leaderelection.ETagLease:
+	case info.Kind == leaderelection.ETagLease:
 		if info.DeclaredDuration > 0 {
 			line("kind", "ETag lease%s: a follower breaks it once its ETag has stood unchanged that long", declaredText(info))
 		} else {
 			line("kind", "ETag lease, no declared duration (its holder has not written): a follower breaks it after its own LeaseDuration of silence")
 		}
-		stood := fmt.Sprintf("unchanged for %v, as seen from here", watch.stood().Round(100*time.Millisecond))
-		switch {
-		case watch.watched() == 0:
-			stood += " (first seen now; -watch D measures it)"
-		case watch.changes > 0:
-			stood += fmt.Sprintf(" (watched %v: changed %d times, the holder is renewing)", watch.watched().Round(100*time.Millisecond), watch.changes)
-		default:
-			stood += fmt.Sprintf(" (watched %v: no renewal seen)", watch.watched().Round(100*time.Millisecond))
-		}
-		line("etag", "%s %s", info.ETag, stood)
-		if !info.LastModified.IsZero() {
-			line("written", "%s (%s, by the server's clock): the holder's last renewal", info.LastModified.UTC().Format(time.RFC3339), ago(info.LastModified, now))
-		}
+		printETag(line, info, watch, now)
+	}
+	if isOwnerRole(info.Role) {
+		line("break", "%s", ownerBreakText(info))
+	}
+	if p := recordProblem(info, container, blob); p != nil {
+		line("record", "malformed: %s=%q %s", p.Key, p.Value, p.Rule)
+		line("repair", "%s", repairAdvice(info, container, blob))
 	}
 	line("blob", "%s", name)
+}
+
+// printETag writes how an ETag lease's ETag behaved: every renewal changes
+// it, and followers break the lease once it has stood for the declared
+// duration.
+func printETag(line func(label, format string, args ...any), info leaderelection.LeaseInfo, watch etagWatch, now time.Time) {
+	stood := fmt.Sprintf("unchanged for %v, as seen from here", watch.stood().Round(100*time.Millisecond))
+	switch {
+	case watch.watched() == 0:
+		stood += " (first seen now; -watch D measures it)"
+	case watch.changes > 0:
+		stood += fmt.Sprintf(" (watched %v: changed %d times, the holder is renewing)", watch.watched().Round(100*time.Millisecond), watch.changes)
+	default:
+		stood += fmt.Sprintf(" (watched %v: no renewal seen)", watch.watched().Round(100*time.Millisecond))
+	}
+	line("etag", "%s %s", info.ETag, stood)
+	if !info.LastModified.IsZero() {
+		line("written", "%s (%s, by the server's clock): the holder's last renewal", info.LastModified.UTC().Format(time.RFC3339), ago(info.LastModified, now))
+	}
+}
+
+// ownerBreakText says why a ShardOwner's session's or shard's lease is
+// never broken by hand, and what moves it instead.
+func ownerBreakText(info leaderelection.LeaseInfo) string {
+	const never = "never by hand (leaderctl break refuses it)"
+	switch {
+	case !info.Held():
+		return never + "; nobody holds it now"
+	case info.Role == leaderelection.RoleShard:
+		return fmt.Sprintf("%s: it passes to another instance only when its session ends: stop or restart the instance that holds it (%s); "+
+			"a dead session's shards are taken by the survivors within the session's lease duration", never, holderName(info))
+	}
+	return fmt.Sprintf("%s: the surviving instances break it themselves once its ETag has stood unchanged for the duration it declared; "+
+		"to move its shards, stop or restart the instance that runs it (%s)", never, holderName(info))
 }
 
 // declaredText is ", declared 3m0s", or "" when the record declares none.
@@ -216,6 +264,35 @@ type statusJSON struct {
 	// LastLeader is the last recorded leader, when nobody holds the lease
 	// or its holder has not recorded its term yet.
 	LastLeader *termJSON `json:"lastLeader,omitempty"`
+	// Role is what the blob says it is for: mutex, session or shard; ""
+	// if it says nothing (read as a mutex's).
+	Role string `json:"role"`
+	// ShardOwner is set for a session's or a shard's blob: which owner, and
+	// which session.
+	ShardOwner *ownerJSON `json:"shardOwner,omitempty"`
+	// RecordError is set when the record does not read, or cannot be built
+	// on: no term follows it until it is repaired.
+	RecordError *recordErrorJSON `json:"recordError,omitempty"`
+}
+
+type ownerJSON struct {
+	Prefix string `json:"prefix"`          // the ShardOwner's prefix, from the blob's name
+	Shard  string `json:"shard,omitempty"` // a shard's name
+	// Session is a session's ID; for a shard, the session its record
+	// names (the metadata key leadersession), "" if none.
+	Session string `json:"session,omitempty"`
+	// SessionLive: that session's lease is held and it has written its
+	// record; null if unknown (the listing failed).
+	SessionLive     *bool  `json:"sessionLive,omitempty"`
+	SessionIdentity string `json:"sessionIdentity,omitempty"`
+	ListError       string `json:"listError,omitempty"` // for a shard: why the listing failed
+}
+
+type recordErrorJSON struct {
+	Key    string `json:"key"`    // the metadata key
+	Value  string `json:"value"`  // its value as stored
+	Rule   string `json:"rule"`   // what is wrong with it
+	Repair string `json:"repair"` // the leaderctl repair to run
 }
 
 type termJSON struct {
@@ -225,7 +302,7 @@ type termJSON struct {
 	AgeSeconds *float64   `json:"ageSeconds,omitempty"` // now - since, by ours
 }
 
-func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etagWatch, now time.Time) statusJSON {
+func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etagWatch, sh shardSession, now time.Time) statusJSON {
 	out := statusJSON{
 		Container: container, Blob: blob, Exists: info.Exists, Held: info.Held(),
 		State: string(info.State), Status: string(info.Status), Duration: string(info.Duration),
@@ -249,6 +326,26 @@ func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etag
 		out.Leader = t
 	case info.Leader.Number > 0:
 		out.LastLeader = t
+	}
+	out.Role = string(info.Role)
+	if ob, ok := ownerOf(info.Role, blob); ok {
+		o := &ownerJSON{Prefix: ob.prefix}
+		switch ob.role {
+		case leaderelection.RoleShard:
+			o.Shard, o.Session = ob.name, sh.id
+			if sh.err != nil {
+				o.ListError = sh.err.Error()
+			} else if sh.id != "" {
+				o.SessionLive, o.SessionIdentity = &sh.live, sh.identity
+			}
+		case leaderelection.RoleSession:
+			live := sessionLive(info)
+			o.Session, o.SessionLive, o.SessionIdentity = ob.name, &live, info.Leader.Identity
+		}
+		out.ShardOwner = o
+	}
+	if p := recordProblem(info, container, blob); p != nil {
+		out.RecordError = &recordErrorJSON{Key: p.Key, Value: p.Value, Rule: p.Rule, Repair: repairAdvice(info, container, blob)}
 	}
 	return out
 }

@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection"
+)
+
+// A ShardOwner's blobs are <prefix>/sessions/<ID> and <prefix>/shards/<name>
+// (the library's session.go), and their leases follow its rules, not a
+// mutex's: a session's ETag lease is broken by the surviving instances
+// themselves, by the silence rule; a shard's lease is infinite and never
+// renewed, so its ETag stands still while its func runs, and it passes on
+// only when its session ends. leaderctl explains them, and never breaks them.
+
+// ownerBlob is where a blob lies among a ShardOwner's blobs.
+type ownerBlob struct {
+	prefix string // the ShardOwner's prefix: its BlobSettings.Blob
+	role   leaderelection.BlobRole
+	name   string // the session's ID or the shard's name
+}
+
+// ownerDirs are the directories under a ShardOwner's prefix, by role.
+var ownerDirs = map[string]leaderelection.BlobRole{"sessions": leaderelection.RoleSession, "shards": leaderelection.RoleShard}
+
+// parseOwnerBlob finds the ShardOwner a blob's name puts it under: the first
+// segment after the first that is "sessions" or "shards". The library
+// refuses a prefix with such a segment after its first, so the first one
+// found is the owner's directory; a shard's name may hold more.
+func parseOwnerBlob(blob string) (ownerBlob, bool) {
+	segs := strings.Split(blob, "/")
+	for i := 1; i < len(segs)-1; i++ {
+		if role, ok := ownerDirs[segs[i]]; ok {
+			return ownerBlob{prefix: strings.Join(segs[:i], "/"), role: role, name: strings.Join(segs[i+1:], "/")}, true
+		}
+	}
+	return ownerBlob{}, false
+}
+
+// ownerOf is the ShardOwner blob of the given role (a session or a shard)
+// named blob; false if the name does not fit the role.
+func ownerOf(role leaderelection.BlobRole, blob string) (ownerBlob, bool) {
+	ob, ok := parseOwnerBlob(blob)
+	return ob, ok && ob.role == role
+}
+
+// isOwnerRole reports whether role is a ShardOwner's: a session or a shard.
+func isOwnerRole(role leaderelection.BlobRole) bool {
+	return role == leaderelection.RoleSession || role == leaderelection.RoleShard
+}
+
+// describeRole says what the blob is for, by its role and its name:
+// `shard "s2" of the ShardOwner with prefix "jobs"`.
+func describeRole(role leaderelection.BlobRole, blob string) string {
+	switch role {
+	case leaderelection.RoleMutex:
+		return "mutex (a BlobDistributedMutex's lease)"
+	case leaderelection.RoleSession, leaderelection.RoleShard:
+		if ob, ok := ownerOf(role, blob); ok {
+			return fmt.Sprintf("%s %q of the ShardOwner with prefix %q", role, ob.name, ob.prefix)
+		}
+		return fmt.Sprintf("a ShardOwner's %s, though its name is not <prefix>/%ss/<name>", role, role)
+	case "":
+		s := "none recorded (written before roles, or by another tool): read as a mutex's"
+		if ob, ok := parseOwnerBlob(blob); ok {
+			s += fmt.Sprintf("; its name puts it among the blobs of the ShardOwner with prefix %q", ob.prefix)
+		}
+		return s
+	}
+	return fmt.Sprintf("%q, which this leaderctl does not know", string(role))
+}
+
+// shardSession is what the ShardOwner's listing says of the session a
+// shard's record names (the metadata key leadersession).
+type shardSession struct {
+	id       string // "" if the record names none
+	listed   bool   // the session's blob was among those listed
+	live     bool   // its lease is held and it has written its record
+	identity string // the instance that runs it
+	err      error  // the listing failed: the rest is unknown
+}
+
+// lookupShard lists the ShardOwner's sessions and shards (ShardOwner.Inspect:
+// two or more requests, the shards 1,000 a page) to find the session that
+// shard ob's record names. A LeaseInfo does not carry it.
+func (c *cli) lookupShard(ctx context.Context, l *session, ob ownerBlob) shardSession {
+	s := l.manager.Settings()
+	s.Blob = ob.prefix
+	// A transport of our own, closed here: a ShardOwner closes the one it
+	// builds only when Run returns, and this one never runs.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	defer tr.CloseIdleConnections()
+	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}
+	o, err := leaderelection.NewShardOwner(s, nil, func(context.Context, string) error { return nil },
+		leaderelection.WithLogger(nil), leaderelection.WithIdentity("leaderctl"))
+	if err != nil {
+		return shardSession{err: err}
+	}
+	var info leaderelection.ShardsInfo
+	if err := l.call(ctx, func(ctx context.Context) (err error) {
+		info, err = o.Inspect(ctx)
+		return err
+	}); err != nil {
+		return shardSession{err: err}
+	}
+	var out shardSession
+	for _, sh := range info.Shards {
+		if sh.Name == ob.name {
+			out.id = sh.Session
+		}
+	}
+	for _, se := range info.Sessions {
+		if out.id != "" && se.ID == out.id {
+			out.listed, out.live, out.identity = true, se.Live, se.Identity
+		}
+	}
+	return out
+}
+
+// describeShardSession is the session line of a shard's status.
+func describeShardSession(ss shardSession, held bool) string {
+	switch {
+	case ss.err != nil:
+		return "unknown: listing the ShardOwner's blobs failed: " + strings.TrimPrefix(ss.err.Error(), "leaderelection: ")
+	case ss.id == "" && held:
+		return "none recorded (its holder has not written its record yet)"
+	case ss.id == "":
+		return "none recorded"
+	case !held:
+		return ss.id + " (its last holder; the shard is free: the instance below its share takes it)"
+	case ss.live:
+		return fmt.Sprintf("%s (live, run by %s): the shard is its own while it lives", ss.id, ss.identity)
+	case ss.listed:
+		return ss.id + " (ended: its lease is not held): the shard is free to take, and the survivors take it"
+	}
+	return ss.id + " (ended: its blob is gone): the shard is free to take, and the survivors take it"
+}
+
+// sessionLive is whether a session's own blob shows it live: its lease is
+// held and it has written its record, as the library's listing judges it.
+func sessionLive(info leaderelection.LeaseInfo) bool {
+	return info.State == lease.StateTypeLeased && info.Leader.Identity != ""
+}
+
+// holderName is who holds a lease by its record, for advice to stop or
+// restart it.
+func holderName(info leaderelection.LeaseInfo) string {
+	if info.Held() && !info.TermPending() && info.Leader.Identity != "" {
+		return info.Leader.Identity
+	}
+	return "its holder has not recorded who it is"
+}
