@@ -177,15 +177,3 @@ func observed(info *LeaseInfo, props blob.GetPropertiesResponse, received time.T
 		info.Kind = ETagLease
 	}
 }
-
-// securedByRecord extends an ETag lease's term by the write of its term
-// record: the first write that secures the lease, and so the first that
-// sets the safety deadline (the acquire's grant only bounded how long the
-// record could take). A metadata write does not move a native lease's clock
-// on the server: for one it does nothing. If the deadline passed while the
-// record was being written, the fuse blows and the func is not started.
-func (m *BlobDistributedMutex) securedByRecord(fuse *safetyFuse, g Grant) {
-	if m.lease.Kind() == ETagLease {
-		fuse.extend(g.safetyDeadline(m.lease.settings.StopMargin))
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -643,6 +644,20 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	}})
 	if err != nil {
 		return m.classify("end term", err, nil, lostCodes)
+	}
+	return nil
+}
+
+// recordProblem is what keeps info's record from being built on by this
+// manager, or what does not read in it; nil if nothing.
+func (m *BlobLeaseManager) recordProblem(info LeaseInfo) *RecordError {
+	switch {
+	case info.Role != "" && info.Role != m.role:
+		return foreignRole(m.container, m.blob, info.Role, m.role)
+	case info.RecordError != nil:
+		return info.RecordError
+	case info.Leader.Number == math.MaxInt64:
+		return termCannotGrow(m.container, m.blob, info.Leader.Number)
 	}
 	return nil
 }

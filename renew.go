@@ -61,9 +61,11 @@ import (
 // For the term to fence, it never repeats or goes down. A holder records
 // the previous number + 1, conditional on the blob's ETag, under its lease,
 // so two terms never share a number; and it continues from the higher of the
-// blob's number and the highest it has seen there itself (a blob created
-// again is seeded with that as well), so a blob or container deleted under a
-// running fleet does not restart the count. A number that does not read, or
+// blob's number and the highest it has seen there itself; a blob created
+// again is seeded with that, raised by every instance that saw more, and
+// taken only once the leader that missed the deletion has stopped and read
+// it (recreated.go). So a blob or container deleted under a running fleet
+// does not restart the count. A number that does not read, or
 // cannot grow, is never continued: no func runs on that blob until an
 // operator repairs the record (record.go). What cannot be kept: a blob
 // deleted while no instance that saw its terms runs, or created again first

@@ -43,33 +43,6 @@ const (
 	metaOwned   = "leadershards"  // a session's record: how many shards it holds
 )
 
-// checkOwnName refuses a blob name (a mutex's, or a ShardOwner's prefix)
-// that could be one of a ShardOwner's blobs: P/sessions/ID or P/shards/NAME
-// for another owner's prefix P. The blobs' roles keep the kinds out of each
-// other's way where the names cannot be seen together (see record.go); here a
-// clash is refused before it is made. The segments checked are those after
-// the first (a prefix is never empty), and for a mutex before the last (its
-// own name).
-func checkOwnName(name string, prefix bool) error {
-	segs := strings.Split(name, "/")
-	end := len(segs) - 1
-	if prefix {
-		end = len(segs)
-	}
-	for i := 1; i < end; i++ {
-		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir {
-			owner := strings.Join(segs[:i], "/")
-			what := "a mutex's blob"
-			if prefix {
-				what = "a ShardOwner's prefix"
-			}
-			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %q (its %q directory): choose a name without a %q segment, got %q",
-				what, owner, d, segs[i], name)}
-		}
-	}
-	return nil
-}
-
 // metadataOf is the metadata a holder writes for term t: its record, and
 // what the lease's user adds to it (a session: how many shards it holds).
 func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
@@ -118,6 +91,33 @@ func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
 
 func (o *ShardOwner) sessionBlob(id string) string { return o.prefix + sessionsDir + id }
 func (o *ShardOwner) shardBlob(name string) string { return o.prefix + shardsDir + name }
+
+// checkOwnName refuses a blob name (a mutex's, or a ShardOwner's prefix)
+// that could be one of a ShardOwner's blobs: P/sessions/ID or P/shards/NAME
+// for another owner's prefix P. The blobs' roles keep the kinds out of each
+// other's way where the names cannot be seen together (see record.go); here a
+// clash is refused before it is made. The segments checked are those after
+// the first (a prefix is never empty), and for a mutex before the last (its
+// own name).
+func checkOwnName(name string, prefix bool) error {
+	segs := strings.Split(name, "/")
+	end := len(segs) - 1
+	if prefix {
+		end = len(segs)
+	}
+	for i := 1; i < end; i++ {
+		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir {
+			owner := strings.Join(segs[:i], "/")
+			what := "a mutex's blob"
+			if prefix {
+				what = "a ShardOwner's prefix"
+			}
+			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %q (its %q directory): choose a name without a %q segment, got %q",
+				what, owner, d, segs[i], name)}
+		}
+	}
+	return nil
+}
 
 // startSession creates a session: a fresh ID, its blob (created, never
 // re-created: a session whose blob is gone is dead), and the infinite lease

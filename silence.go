@@ -92,55 +92,6 @@ func (m *BlobLeaseManager) breakIfUnchanged(ctx context.Context, etag azcore.ETa
 	return breakFailed, m.classify("break silent lease", err, nil, nil)
 }
 
-// breakIfSilent is a follower's rule for an ETag lease, applied to each
-// answer while someone holds the lease. It reports true when the lease has
-// just been broken, or had ended: the follower should acquire it now.
-// Otherwise it shortens wait so that the follower reads again at the moment
-// the lease may be broken, not at its next regular poll.
-func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo, wait *time.Duration) bool {
-	if info.Role != "" && info.Role != m.lease.role {
-		// A session's or a shard's: its holder never rewrites it, or times
-		// it by another rule. Never broken here.
-		m.silence = silenceWatch{}
-		return false
-	}
-	due := m.silence.observe(info, m.lease.settings.LeaseDuration)
-	if due.IsZero() {
-		return false
-	}
-	if left := time.Until(due); left > 0 {
-		*wait = min(*wait, left)
-		return false
-	}
-	w := m.silence
-	s := m.lease.settings
-	outcome, err := m.lease.breakIfUnchanged(ctx, w.etag)
-	m.metrics.silentBreak(outcome)
-	if outcome != breakFailed {
-		m.silence = silenceWatch{} // this ETag's clock is spent
-	}
-	switch outcome {
-	case breakDone:
-		stood := time.Since(w.since)
-		m.logger.Warn("leaderelection: broke the lease of a silent leader: its ETag stood unchanged for the lease duration it declared",
-			"container", s.Container, "blob", s.Blob, "leader", w.leader.Identity, "term", w.leader.Number,
-			"declared", w.declared, "stood", stood.Round(time.Millisecond))
-		m.emit(Event{Kind: SilentLeaseBroken, Term: w.leader, Silence: stood})
-		return true
-	case noLease:
-		return true
-	case etagChanged:
-		m.logger.Debug("leaderelection: a leader renewed just before its lease would have been broken", "container", s.Container, "blob", s.Blob)
-	default:
-		// The ETag has stood long enough whatever the break's fate: keep
-		// timing it, and try again soon, rather than wait a whole lease
-		// duration more (the break stays conditional on that ETag).
-		*wait = min(*wait, s.retryDelay())
-		m.logger.Debug("leaderelection: could not break a silent leader's lease; reading it again", "container", s.Container, "blob", s.Blob, "error", err)
-	}
-	return false
-}
-
 // BreakWhenSilent is the safe way to break an [ETagLease]: the rule every
 // follower applies. A break period cannot exceed 60 s, so no period covers a
 // longer lease whose holder is cut off from storage; instead it reads the

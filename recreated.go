@@ -1,0 +1,103 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+)
+
+// A blob created again under a running fleet is seeded with its creator's
+// floor, which may be lower than another instance's: the leader's, which
+// has not noticed the deletion yet, or one that saw a later term. So a blob
+// whose seed says it was created again is not taken at once: every
+// contender that reads it raises the seed to its own floor, if higher (a
+// write on condition that its ETag is unchanged, which a blob nobody leases
+// accepts without a lease ID), and records a term on it only once it has
+// watched its ETag stand unchanged for settleFor: by then the leader has
+// noticed (its next renewal fails, within RenewInterval + RequestTimeout),
+// stopped (StopMargin) and read it, and so has every instance polling it
+// (RetryInterval). Each raise changes the ETag, and only raises it, so the
+// seed ends at the fleet's highest floor, and the next term above it. Any
+// other blob that carries no term's record (a first start, a repaired
+// record) is raised the same way when a contender reads it, but not waited
+// for.
+
+// errNotSettled refuses a term on a fresh blob whose ETag this manager has
+// not watched stand for its settle time: the contender gives the lease back
+// and watches it (seedFresh).
+var errNotSettled = errors.New("leaderelection: the blob has no term recorded yet and has not stood unchanged long enough for every instance to seed its term")
+
+// freshWatch is a contender's clock on a fresh blob's ETag.
+type freshWatch struct {
+	mu    sync.Mutex
+	etag  azcore.ETag
+	since time.Time
+}
+
+// watch times etag, first seen in an answer received at received.
+func (w *freshWatch) watch(etag azcore.ETag, received time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.etag != etag {
+		w.etag, w.since = etag, received
+	}
+	return w.since
+}
+
+// stood reports whether etag has been watched for d.
+func (w *freshWatch) stood(etag azcore.ETag, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.etag == etag && time.Since(w.since) >= d
+}
+
+// isFresh reports whether info shows a blob nobody leases that carries no
+// term's record: created, created again, or repaired.
+func isFresh(info LeaseInfo) bool {
+	return info.Exists && !info.Held() && info.Leader.Identity == "" && !info.RecordError.blocks()
+}
+
+// seedFresh is a contender's part before it takes a fresh blob (see above):
+// it raises the blob's seed to this manager's floor if that is higher, and
+// returns how long the blob must still stand before it may be taken (0: take
+// it now, or it is not fresh).
+func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.Duration {
+	if m.settle <= 0 || !isFresh(info) {
+		return 0
+	}
+	if floor := m.floor.get(); floor > info.Leader.Number {
+		md := endedMetadata(m.role, floor)
+		if !info.Recreated.IsZero() {
+			md = createMetadata(m.role, floor)
+		}
+		ctx, cancel := m.call(ctx)
+		defer cancel()
+		etag := info.ETag
+		_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+		}})
+		if err == nil {
+			m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
+				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
+		}
+		return max(m.settings.RetryInterval/4, 100*time.Millisecond) // read it again: raised, or written meanwhile
+	}
+	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
+}
+
+// settleFor is how long a blob that carries no term's record must stand
+// before a term is recorded on it: none unless it was created again.
+func (m *BlobLeaseManager) settleFor(recreated bool) time.Duration {
+	if m.settle <= 0 || !recreated {
+		return 0
+	}
+	s := m.settings
+	return s.RenewInterval + s.RequestTimeout + s.StopMargin + m.settle
+}
