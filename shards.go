@@ -119,7 +119,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if fn == nil {
 		errs = append(errs, errors.New("leaderelection: the shard func is nil"))
 	}
-	if err := settings.Validate(); err != nil {
+	if err := settings.validate(true); err != nil { // the session's lease is an ETag lease, whatever its duration
 		errs = append(errs, err)
 	}
 	if maxPrefix := 1024 - 1 - len(shardsDir) - maxShardName; len(settings.Blob) > maxPrefix {
