@@ -253,6 +253,15 @@ func (o *ShardOwner) ownedCount() int {
 	return n
 }
 
+// closeIdle closes the idle pooled connections of the transport the
+// library built (none for the caller's), and so their goroutines: Run does
+// when it returns, and Inspect when Run is not running.
+func (o *ShardOwner) closeIdle() {
+	if o.transport != nil {
+		o.transport.CloseIdleConnections()
+	}
+}
+
 func (o *ShardOwner) poke() {
 	select {
 	case o.wake <- struct{}{}:
@@ -323,11 +332,11 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 	if !o.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	defer o.running.Store(false)
 	defer func() {
-		if o.transport != nil {
-			o.transport.CloseIdleConnections()
-		}
+		o.running.Store(false)
+		// Only then: an Inspect that returned while Run ran left its
+		// connection to be closed here.
+		o.closeIdle()
 	}()
 	defer o.counts.observe(o)()
 	s := o.settings
@@ -568,8 +577,15 @@ type ShardInfo struct {
 // Inspect lists the sessions and the shards: who is alive, and who holds
 // what. Read access is enough; it holds nothing. Two or more requests (the
 // sessions, then the shards 1,000 a page), not one snapshot: a shard may
-// name a session that started after the sessions were listed.
+// name a session that started after the sessions were listed. Unless Run is
+// running (which does it when it returns), it closes the idle connections of
+// the library's transport before it returns: no goroutine outlives it.
 func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
+	defer func() {
+		if !o.running.Load() {
+			o.closeIdle()
+		}
+	}()
 	var info ShardsInfo
 	err := o.list(ctx, sessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{

@@ -125,6 +125,35 @@ func TestNoGoroutineOutlivesShardOwnerRun(t *testing.T) {
 	goleak.VerifyNone(t, before)
 }
 
+// Inspect without Run, before it or after it, leaves no pooled connection
+// behind either. Not parallel: it counts goroutines.
+func TestNoGoroutineOutlivesShardOwnerInspect(t *testing.T) {
+	s := shardSettings(t) // starts the shared Azurite before goroutines are counted
+	require.Nil(t, s.ClientOptions)
+	before := goleak.IgnoreCurrent()
+	o, err := NewShardOwner(s, shardNames(2), func(ctx context.Context, _ string) error { <-ctx.Done(); return nil },
+		WithLogger(testLogger(t, "a")))
+	require.NoError(t, err)
+	info, err := o.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, info.Sessions, "nothing there yet")
+	goleak.VerifyNone(t, before)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	waitFor(t, 30*time.Second, "both shards run", func() bool { return len(o.Owned()) == 2 })
+	info, err = o.Inspect(context.Background()) // while Run runs: its connection is Run's to close
+	require.NoError(t, err)
+	require.Len(t, info.Shards, 2)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	info, err = o.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Len(t, info.Shards, 2)
+	goleak.VerifyNone(t, before)
+}
+
 // A panic in a shard func releases that shard, stops every other shard func,
 // releases the session, and then propagates from Run.
 func TestShardPanicReleasesEverythingThenPropagates(t *testing.T) {
