@@ -2,6 +2,8 @@ package leaderelection
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -159,6 +161,19 @@ func checkShardName(name string) error {
 		}
 	}
 	return nil
+}
+
+// setDigest names a set of shards in a session's record: the first 16 hex
+// digits of the SHA-256 of its names, sorted, joined by newlines (which no
+// name contains). Computed when the set changes, not at every renewal.
+func setDigest(set map[string]bool) string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	return hex.EncodeToString(sum[:8])
 }
 
 // checkShardNames checks every name and that none repeats, and returns the

@@ -22,9 +22,10 @@ import (
 // infinite lease with the session's ID, renewed by rewriting the blob's
 // metadata under that lease every RenewInterval: an ETag lease (see
 // etaglease.go), whatever the LeaseDuration. The record it rewrites says who
-// runs it, since when, the lease duration it declares, and how many shards
-// it holds. Every shard func runs under a context derived from the
-// session's, so the session's safety deadline is every shard's.
+// runs it, since when, the lease duration it declares, how many shards it
+// holds, and which set of shards it runs (a digest, and the set's size).
+// Every shard func runs under a context derived from the session's, so the
+// session's safety deadline is every shard's.
 //
 // Other instances time a session's ETag from the listing of P/sessions/
 // they make every poll, and break its lease once that ETag has stood for the
@@ -37,10 +38,12 @@ import (
 // Blob layout under the prefix, and the metadata keys only sessions and
 // shards write (the rest is a term record: see term.go).
 const (
-	sessionsDir = "sessions/"
-	shardsDir   = "shards/"
-	metaSession = "leadersession" // a shard's record: the session that holds it
-	metaOwned   = "leadershards"  // a session's record: how many shards it holds
+	sessionsDir  = "sessions/"
+	shardsDir    = "shards/"
+	metaSession  = "leadersession"    // a shard's record: the session that holds it
+	metaOwned    = "leadershards"     // a session's record: how many shards it holds
+	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
+	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
 )
 
 // metadataOf is the metadata a holder writes for term t: its record, and
@@ -95,7 +98,9 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	lm.alwaysETag = true
 	lm.extraMetadata = func(md map[string]*string) {
 		n := strconv.Itoa(o.ownedCount())
-		md[metaOwned] = &n
+		digest, size := o.setSummary()
+		count := strconv.Itoa(size)
+		md[metaOwned], md[metaSet], md[metaSetCount] = &n, &digest, &count
 	}
 	s := &session{id: id}
 	opts := o.opts
@@ -167,6 +172,8 @@ type listed struct {
 	info    LeaseInfo // lease state and kind, ETag, the record, when the page arrived
 	session string    // a shard's record: the session that wrote it ("" if none)
 	owned   int       // a session's record: how many shards it held (-1 if none)
+	set     string    // a session's record: its set's digest ("" if none: an older version)
+	size    int       // a session's record: how many shards its set has (-1 if none)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 }
 
@@ -219,7 +226,7 @@ var listPage int32 = 1000
 const listPageTimeout = 30 * time.Second
 
 func listedItem(name string, p *container.BlobProperties, md map[string]*string, received time.Time) listed {
-	l := listed{name: name, owned: -1}
+	l := listed{name: name, owned: -1, size: -1}
 	l.info = LeaseInfo{Exists: true, Received: received}
 	if p.LeaseState != nil {
 		l.info.State = *p.LeaseState
@@ -248,6 +255,10 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	l.session = metaValue(md, metaSession)
 	if n, err := strconv.Atoi(metaValue(md, metaOwned)); err == nil && n >= 0 {
 		l.owned = n
+	}
+	l.set = metaValue(md, metaSet)
+	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
+		l.size = n
 	}
 	return l
 }

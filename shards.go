@@ -63,6 +63,7 @@ type ShardOwner struct {
 
 	mu       sync.Mutex
 	set      map[string]bool      // the shards to run
+	digest   string               // set's digest (see setDigest), which the session's record carries
 	runs     map[string]*shardRun // the shards whose func runs here, or is being stopped
 	claiming map[string]bool      // claims in flight
 	cooldown map[string]time.Time // shards whose func returned by itself: not claimed again before
@@ -164,6 +165,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		wake:      make(chan struct{}, 1),
 		release:   make(chan struct{}, releaseAtOnce),
 		set:       set,
+		digest:    setDigest(set),
 		runs:      map[string]*shardRun{},
 		claiming:  map[string]bool{},
 		cooldown:  map[string]time.Time{},
@@ -194,8 +196,9 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	if err != nil {
 		return err
 	}
+	digest := setDigest(set)
 	o.mu.Lock()
-	o.set = set
+	o.set, o.digest = set, digest
 	o.mu.Unlock()
 	o.poke()
 	return nil
@@ -237,6 +240,14 @@ func (o *ShardOwner) Session() string {
 		return ""
 	}
 	return o.current.id
+}
+
+// setSummary is the set's digest and size, which the session's record
+// carries.
+func (o *ShardOwner) setSummary() (digest string, size int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.digest, len(o.set)
 }
 
 // ownedCount is how many shards this instance holds and keeps: running, not
@@ -562,6 +573,11 @@ type SessionInfo struct {
 	DeclaredDuration time.Duration // the lease duration it declared
 	ETag             azcore.ETag
 	LastModified     time.Time
+	// ShardSet identifies the set of shards it runs (a digest of the
+	// names), "" if its record does not say (an older version). Sessions
+	// with the same ShardSet agree on the set.
+	ShardSet string
+	SetSize  int // how many shards that set has (0 if its record does not say)
 }
 
 // ShardInfo describes a shard as the listing shows it.
@@ -590,7 +606,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	err := o.list(ctx, sessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{
 			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record, Identity: l.info.Leader.Identity,
-			Since: l.info.Leader.Since, Owned: max(l.owned, 0), DeclaredDuration: l.info.DeclaredDuration,
+			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
 			ETag: l.info.ETag, LastModified: l.info.LastModified,
 		})
 	})
