@@ -264,20 +264,58 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 }
 
 // sessionView is what one listing of the sessions says, judged by this
-// instance: who is alive (counts for balance), and how many shards each
-// holds by its own last record.
+// instance: who is alive (counts for balance), how many shards each holds
+// and which set it runs, by its own last record.
 type sessionView struct {
-	live  []string       // IDs of the live sessions that have written their record, this one's included; sorted
-	owned map[string]int // the shards each live session said it held
-	died  []string       // sessions found dead by this listing that the last one showed alive (or broken by this instance)
+	live  []string          // IDs of the live sessions that have written their record, this one's included; sorted
+	owned map[string]int    // the shards each live session said it held
+	set   map[string]string // each live session's set's digest, "" if its record has none; not this one's
+	size  map[string]int    // how many shards each live session's set has, -1 if its record does not say
+	died  []string          // sessions found dead by this listing that the last one showed alive (or broken by this instance)
 }
 
-// signature sums the view up: it changes when a session comes or goes, or
-// says it holds a different number of shards.
+// signature sums the view up: it changes when a session comes or goes, says
+// it holds a different number of shards, or runs another set.
 func (v sessionView) signature() string {
 	var b strings.Builder
 	for _, id := range v.live {
-		fmt.Fprintf(&b, "%s=%d;", id, v.owned[id])
+		fmt.Fprintf(&b, "%s=%d/%s;", id, v.owned[id], v.set[id])
+	}
+	return b.String()
+}
+
+// setID names a set of shards in a session's record: its digest and size.
+type setID struct {
+	digest string
+	size   int
+}
+
+// group narrows the view to the sessions that agree with this one (self) on
+// the set of shards: those whose records carry one of sets (its set now);
+// self's own record may still carry an earlier one. A session whose record carries no
+// digest (an older version) agrees with none. The shares of a set are
+// counted among the sessions that agree on it (see balance.go).
+func (v sessionView) group(self string, sets ...setID) sessionView {
+	g := v
+	g.live = make([]string, 0, len(v.live))
+	for _, id := range v.live {
+		if id == self || v.set[id] != "" && slices.Contains(sets, setID{v.set[id], v.size[id]}) {
+			g.live = append(g.live, id)
+		}
+	}
+	return g
+}
+
+// sets sums up which set each live session runs, self's being digest: it
+// changes when a session comes or goes, or runs another set.
+func (v sessionView) sets(self, digest string) string {
+	var b strings.Builder
+	for _, id := range v.live {
+		d := v.set[id]
+		if id == self {
+			d = digest
+		}
+		fmt.Fprintf(&b, "%s=%s;", id, d)
 	}
 	return b.String()
 }
@@ -316,7 +354,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		return sessionView{}, err
 	}
 	D := o.settings.LeaseDuration
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}}
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}}
 	listedIDs := map[string]bool{}
 	for _, l := range seen {
 		listedIDs[l.name] = true
@@ -363,6 +401,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		if l.record {
 			view.live = append(view.live, l.name)
 			view.owned[l.name] = max(l.owned, 0)
+			view.set[l.name], view.size[l.name] = l.set, l.size
 		}
 	}
 	// A session the last listing showed alive and this one does not show at

@@ -21,7 +21,8 @@ import (
 
 // ShardOwner runs a func for each shard of a set (one per tenant, partition,
 // queue...) on exactly one live instance at a time, and spreads the shards
-// evenly over the instances: a fair share each, within one. Build it with
+// evenly over the instances: a fair share each, within one (for instances
+// that disagree on the set, see [ShardOwner.SetShards]). Build it with
 // [NewShardOwner] and call Run on every instance.
 //
 // Each instance runs a session: a blob and an [ETagLease] of its own,
@@ -185,12 +186,19 @@ func (o *ShardOwner) Identity() string { return o.opts.identity }
 // Settings returns the settings in force, with defaults applied.
 func (o *ShardOwner) Settings() BlobSettings { return o.settings }
 
-// SetShards replaces the set of shards, at any time, on any instance
-// (every instance should come to have the same set: each computes its share
-// from its own). A shard that leaves the set has its func's context
-// cancelled with [ErrShardRemoved] and its lease released once the func
-// returns; a new one is claimed by whichever instance is below its share.
-// Names are checked as by NewShardOwner; on error nothing changes.
+// SetShards replaces the set of shards, at any time, on any instance. A
+// shard that leaves the set has its func's context cancelled with
+// [ErrShardRemoved] and its lease released once the func returns; a new one
+// is claimed by whichever instance is below its share. Names are checked as
+// by NewShardOwner; on error nothing changes.
+//
+// Every instance should come to have the same set. While they disagree (a
+// rolling update), each counts its fair share among the instances that have
+// the same set as its own, and runs only shards of its own set: each shard
+// of some live instance's set runs on one of the instances that have it
+// (within about LeaseDuration + RetryInterval), a shard in no live
+// instance's set stops, and the spread is within one inside each group of
+// instances that agree, and across all of them again once they all agree.
 func (o *ShardOwner) SetShards(shards []string) error {
 	set, err := checkShardNames(shards)
 	if err != nil {
@@ -435,6 +443,13 @@ type manager struct {
 	// listNotBefore delays this instance's listing of the shards to its
 	// turn, after a death.
 	listNotBefore time.Time
+	// While the live sessions disagree on the set (see balance.go):
+	// how many shards of this session's set its last listing showed held
+	// by sessions of other groups, and the sets the sessions ran then
+	// (sessionView.sets).
+	foreign    int
+	foreignFor string
+	disagree   bool // this session's group was not every live session, at the last balance
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -575,7 +590,8 @@ type SessionInfo struct {
 	LastModified     time.Time
 	// ShardSet identifies the set of shards it runs (a digest of the
 	// names), "" if its record does not say (an older version). Sessions
-	// with the same ShardSet agree on the set.
+	// with the same ShardSet share that set's shards among them (see
+	// [ShardOwner.SetShards]).
 	ShardSet string
 	SetSize  int // how many shards that set has (0 if its record does not say)
 }
