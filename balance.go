@@ -46,7 +46,10 @@ import (
 // only shards of its set (a session stops those that leave its own, and
 // claims none outside it), and the group's shares add up to n; so while a
 // shard of the set is free the group holds fewer than n, some session of it
-// is below its share, and claims it.
+// is below its share, and claims it. What may last is a session below its
+// share whose set's other shards other groups hold: it finds nothing to
+// claim, and lists again only a lease duration later, or when a session
+// comes, goes or changes its set (see balance), not at every turn.
 
 // fairShare is how many of n shards the session id should hold, live being
 // the live sessions' IDs, sorted, id among them.
@@ -245,13 +248,14 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		}
 	}
 
-	short, held := 0, own
+	short, over, held := 0, 0, own
 	g.listers = 0
 	for _, id := range mine.live {
 		if id != g.s.id {
 			share := fairShare(n, mine.live, id)
 			lack := max(0, share-view.owned[id])
 			short += lack
+			over += max(0, view.owned[id]-share)
 			held += view.owned[id]
 			if lack > 0 {
 				g.listers++
@@ -316,8 +320,8 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	case deficit > 0:
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
-		// mostly taken meanwhile.
-		list = len(g.cands) == 0 || g.stale
+		// mostly taken meanwhile. But not while it idles (see below).
+		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over)
 	case held < n:
 		// Fewer shards are held than the set has, and it lasts: a session
 		// below its share would have claimed them, so some may be held by
@@ -347,6 +351,19 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		}
 		g.settled = deficit == 0
 		g.foreign, g.foreignFor = g.heldByOthers(mine), running
+		g.idleUntil, g.idleFor = time.Time{}, ""
+		if deficit > 0 && len(g.cands) == 0 && !agree && over == 0 {
+			// Below its share, nothing free, and no session of its group
+			// above its own share to hand it shards: other groups hold the
+			// rest of this set (a rolling update). Listing on at the pace
+			// of a session waiting for a handover would list thousands of
+			// shards every few seconds for as long as they disagree: wait
+			// a lease duration (at most a minute) instead, unless a
+			// session comes, goes or changes its set, which is when shards
+			// of this set are set free. A shard freed otherwise (its func
+			// returned by itself) waits that long at most.
+			g.idleUntil, g.idleFor = g.lastList.Add(max(g.listSpacing(), min(o.settings.LeaseDuration, maxLeaseDuration))), running
+		}
 	}
 	if deficit <= 0 {
 		clear(g.cands)
@@ -358,13 +375,22 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
 	}
-	if g.stale {
+	if g.stale && !g.idle(running, over) {
 		// Its candidates were mostly taken, or (see claim) a listing
 		// finds what is left sooner: wait for the next listing rather
 		// than fail on the rest, and no longer than until it may be made.
 		*wait = min(*wait, max(0, time.Until(g.lastList.Add(g.listSpacing())), time.Until(g.listNotBefore)))
 	}
 	return nil
+}
+
+// idle reports whether this session, below its share, lists the shards
+// again only later, as its last listing found nothing free while other
+// groups hold the rest of its set (see balance), and the sessions still run
+// the sets they ran then (sets) with none of its group above its share
+// (over).
+func (g *manager) idle(sets string, over int) bool {
+	return g.idleFor == sets && over == 0 && time.Now().Before(g.idleUntil)
 }
 
 // heldByOthers counts the shards of the set that the last listing showed

@@ -446,9 +446,13 @@ type manager struct {
 	// While the live sessions disagree on the set (see balance.go):
 	// how many shards of this session's set its last listing showed held
 	// by sessions of other groups, and the sets the sessions ran then
-	// (sessionView.sets).
+	// (sessionView.sets); and until when a session below its share that
+	// found nothing to claim, while the sets stay as they were then
+	// (idleFor), does not list again.
 	foreign    int
 	foreignFor string
+	idleUntil  time.Time
+	idleFor    string
 	disagree   bool // this session's group was not every live session, at the last balance
 }
 

@@ -3,11 +3,15 @@ package leaderelection
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/require"
 )
 
@@ -204,5 +208,48 @@ func TestRollingUpdateOfTheSetKeepsEveryShardRunning(t *testing.T) {
 		return n == len(owners)
 	})
 	w.finish()
+	log.requireNeverTwice(t)
+}
+
+// An instance part of whose set another instance holds, by a set of its
+// own, cannot reach its share: it lists the shards about once a lease
+// duration, not at the pace of an instance waiting for a handover.
+func TestAnInstanceThatCannotReachItsShareListsTheShardsSeldom(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	setA := shardNames(10)
+	setB := slices.Clone(setA)
+	for i := range 12 {
+		setB = append(setB, fmt.Sprintf("more-%03d", i))
+	}
+	log := &shardLog{}
+	var listings [2]atomic.Int32
+	var owners [2]*ownerRun
+	for i, set := range [][]string{setA, setB} {
+		who := []string{"a", "b"}[i]
+		si, tr := withTransport(t, s)
+		tr.Observe(func(ex faults.Exchange) {
+			if u, err := url.Parse(ex.URL); err == nil && u.Query().Get("comp") == "list" && strings.HasSuffix(u.Query().Get("prefix"), "/"+shardsDir) {
+				listings[i].Add(1)
+			}
+		})
+		owners[i] = startOwner(t, who, si, set, log.fn(who, nil))
+		if i == 0 {
+			waitFor(t, 30*time.Second, "a runs its 10 shards", func() bool { return balanced(log, 10, "a") })
+		}
+	}
+	took := waitFor(t, 10*time.Second+setsBound(s), "all 22 shards run", func() bool { return len(log.running()) == 22 })
+	t.Logf("all 22 ran %v after b started: %v", took, log.perOwner())
+	time.Sleep(s.LeaseDuration) // b lists once more at most, and finds nothing
+	const leases = 3
+	before := [2]int32{listings[0].Load(), listings[1].Load()}
+	time.Sleep(leases * s.LeaseDuration)
+	for i, who := range []string{"a", "b"} {
+		t.Logf("%s listed the shards %d times in %v, holding %d of its %d", who, listings[i].Load()-before[i],
+			leases*s.LeaseDuration, len(owners[i].owner.Owned()), len(owners[i].owner.Shards()))
+	}
+	require.Len(t, owners[1].owner.Owned(), 12, "a holds the rest of b's set")
+	require.LessOrEqual(t, listings[1].Load()-before[1], int32(leases+1), "b lists about once a lease duration")
+	require.Len(t, log.running(), 22)
 	log.requireNeverTwice(t)
 }
