@@ -49,7 +49,9 @@ import (
 // is below its share, and claims it. What may last is a session below its
 // share whose set's other shards other groups hold: it finds nothing to
 // claim, and lists again only a lease duration later, or when a session
-// comes, goes or changes its set (see balance), not at every turn.
+// comes, goes or changes its set (see balance), not at every turn. Just
+// after its own set changed, a session counts in its group, for a while,
+// the sessions still on its previous set, which may be changing too.
 
 // fairShare is how many of n shards the session id should hold, live being
 // the live sessions' IDs, sorted, id among them.
@@ -219,6 +221,20 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	o := g.o
 	o.mu.Lock()
 	n, digest := len(o.set), o.digest
+	sets := []setID{{digest, n}}
+	// Just after this instance's set changed, the sessions whose records
+	// still carry the set it had may be changing theirs too (a deploy
+	// that calls SetShards everywhere at once): their records say so
+	// within a RenewInterval (two, if a write must be retried), read
+	// within a RetryInterval. Until then they count in this session's
+	// group, as they did, and it hands nothing over: else each instance
+	// would count itself alone with the new set, claim up to all of its
+	// new shards, and hand most of them back. That is less than
+	// LeaseDuration - StopMargin + RetryInterval.
+	changing := time.Since(o.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
+	if changing {
+		sets = append(sets, o.previous)
+	}
 	for name, r := range o.runs {
 		if !o.set[name] && !r.leaving && !r.returned.Load() {
 			r.leaving = true
@@ -231,7 +247,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 			own++
 		}
 	}
-	mine := view.group(g.s.id, setID{digest, n})
+	mine := view.group(g.s.id, sets...)
 	target := fairShare(n, mine.live, g.s.id)
 	o.target, o.live = target, len(view.live)
 	o.mu.Unlock()
@@ -268,7 +284,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		// sets they ran then (else none: see strayAt below).
 		held = min(n, held+g.foreign)
 	}
-	if excess := own - target; excess > 0 && short > 0 {
+	if excess := own - target; excess > 0 && short > 0 && !changing {
 		g.handOver(min(excess, short), mine)
 	}
 	g.retryLeftovers()
@@ -351,6 +367,9 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		}
 		g.settled = deficit == 0
 		g.foreign, g.foreignFor = g.heldByOthers(mine), running
+		if changing {
+			g.foreignFor = "" // its group is not yet what it will be
+		}
 		g.idleUntil, g.idleFor = time.Time{}, ""
 		if deficit > 0 && len(g.cands) == 0 && !agree && over == 0 {
 			// Below its share, nothing free, and no session of its group

@@ -110,8 +110,9 @@ func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
 
 // Sessions that disagree on the set form groups by their records' digests:
 // within each, the shares add up to its set's size and differ by at most
-// one; and a session whose record carries no digest (an older version) is
-// in none but its own.
+// one; a session whose record carries no digest (an older version) is in
+// none but its own; and a session whose set just changed counts in those
+// still on its previous set.
 func TestGroupSharesAddUpToEachSet(t *testing.T) {
 	t.Parallel()
 	setA, _ := checkShardNames([]string{"a", "b", "c", "d", "e", "f", "g"})
@@ -151,4 +152,13 @@ func TestGroupSharesAddUpToEachSet(t *testing.T) {
 			}
 		}
 	}
+	var changing string
+	for id, set := range runs {
+		if set == b {
+			changing = id
+			break
+		}
+	}
+	assert.Len(t, v.group(changing, a).live, 4+1, "alone with set A: A's four, and itself")
+	assert.Len(t, v.group(changing, a, b).live, 8, "just changed from B: with B's too")
 }

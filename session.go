@@ -291,8 +291,9 @@ type setID struct {
 }
 
 // group narrows the view to the sessions that agree with this one (self) on
-// the set of shards: those whose records carry one of sets (its set now);
-// self's own record may still carry an earlier one. A session whose record carries no
+// the set of shards: those whose records carry one of sets (its set now,
+// and, just after it changed, the one before: see balance); self's own
+// record may still carry an earlier one. A session whose record carries no
 // digest (an older version) agrees with none. The shares of a set are
 // counted among the sessions that agree on it (see balance.go).
 func (v sessionView) group(self string, sets ...setID) sessionView {

@@ -65,6 +65,8 @@ type ShardOwner struct {
 	mu       sync.Mutex
 	set      map[string]bool      // the shards to run
 	digest   string               // set's digest (see setDigest), which the session's record carries
+	previous setID                // the set before the last change (see balance)
+	setAt    time.Time            // when the set last changed
 	runs     map[string]*shardRun // the shards whose func runs here, or is being stopped
 	claiming map[string]bool      // claims in flight
 	cooldown map[string]time.Time // shards whose func returned by itself: not claimed again before
@@ -206,6 +208,9 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	}
 	digest := setDigest(set)
 	o.mu.Lock()
+	if digest != o.digest {
+		o.previous, o.setAt = setID{o.digest, len(o.set)}, time.Now()
+	}
 	o.set, o.digest = set, digest
 	o.mu.Unlock()
 	o.poke()
