@@ -2,6 +2,8 @@ package leaderelection
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -31,6 +33,25 @@ import (
 // claiming at once (a cold start, a death) claim disjoint shards; a shard
 // left free for long is anyone's. A session hands over first the shards
 // another session prefers.
+//
+// Instances may disagree on the set (a rolling update that changes it,
+// SetShards called on some only). Each session's record carries its set's
+// digest and size, and the sessions whose records carry the same form a
+// group (one whose record carries none, an older version, is a group of its
+// own). Everything above happens within a group: n is the group's set's
+// size, the shares are counted among the group's live sessions, and
+// handovers, assignments and the shares of a dead session's shards go only
+// to the group's sessions. With a single group, that is all the above.
+// Every shard of a live session's set still runs: a group's sessions hold
+// only shards of its set (a session stops those that leave its own, and
+// claims none outside it), and the group's shares add up to n; so while a
+// shard of the set is free the group holds fewer than n, some session of it
+// is below its share, and claims it. What may last is a session below its
+// share whose set's other shards other groups hold: it finds nothing to
+// claim, and lists again only a lease duration later, or when a session
+// comes, goes or changes its set (see balance), not at every turn. Just
+// after its own set changed, a session counts in its group, for a while,
+// the sessions still on its previous set, which may be changing too.
 
 // fairShare is how many of n shards the session id should hold, live being
 // the live sessions' IDs, sorted, id among them.
@@ -161,6 +182,19 @@ func checkShardName(name string) error {
 	return nil
 }
 
+// setDigest names a set of shards in a session's record: the first 16 hex
+// digits of the SHA-256 of its names, sorted, joined by newlines (which no
+// name contains). Computed when the set changes, not at every renewal.
+func setDigest(set map[string]bool) string {
+	names := make([]string, 0, len(set))
+	for n := range set {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
+	return hex.EncodeToString(sum[:8])
+}
+
 // checkShardNames checks every name and that none repeats, and returns the
 // set.
 func checkShardNames(names []string) (map[string]bool, error) {
@@ -179,11 +213,28 @@ func checkShardNames(names []string) (map[string]bool, error) {
 
 // balance moves this session toward its share: it stops removed shards,
 // hands over the excess, claims free shards while below its share, and
-// releases leases left from failed requests.
+// releases leases left from failed requests. Shares, handovers and claims
+// are counted within this session's group (view.group), which is every live
+// session while they all agree on the set: view itself is needed only to
+// know which shards are held by a live session.
 func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	o := g.o
 	o.mu.Lock()
-	n := len(o.set)
+	n, digest := len(o.set), o.digest
+	sets := []setID{{digest, n}}
+	// Just after this instance's set changed, the sessions whose records
+	// still carry the set it had may be changing theirs too (a deploy
+	// that calls SetShards everywhere at once): their records say so
+	// within a RenewInterval (two, if a write must be retried), read
+	// within a RetryInterval. Until then they count in this session's
+	// group, as they did, and it hands nothing over: else each instance
+	// would count itself alone with the new set, claim up to all of its
+	// new shards, and hand most of them back. That is less than
+	// LeaseDuration - StopMargin + RetryInterval.
+	changing := time.Since(o.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
+	if changing {
+		sets = append(sets, o.previous)
+	}
 	for name, r := range o.runs {
 		if !o.set[name] && !r.leaving && !r.returned.Load() {
 			r.leaving = true
@@ -196,35 +247,56 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 			own++
 		}
 	}
-	target := fairShare(n, view.live, g.s.id)
+	mine := view.group(g.s.id, sets...)
+	target := fairShare(n, mine.live, g.s.id)
 	o.target, o.live = target, len(view.live)
 	o.mu.Unlock()
+	agree := len(mine.live) == len(view.live)
+	running := view.sets(g.s.id, digest)
+	if agree == g.disagree {
+		g.disagree = !agree
+		if g.disagree {
+			o.logger.Info("leaderelection: the live sessions disagree on the set of shards; each counts its share among those that have its set",
+				"container", o.settings.Container, "prefix", o.prefix, "shards", n, "agreeing", len(mine.live), "liveSessions", len(view.live))
+		} else {
+			o.logger.Info("leaderelection: the live sessions agree on the set of shards again", "container", o.settings.Container, "prefix", o.prefix,
+				"shards", n, "liveSessions", len(view.live))
+		}
+	}
 
-	short, held := 0, own
+	short, over, held := 0, 0, own
 	g.listers = 0
-	for _, id := range view.live {
+	for _, id := range mine.live {
 		if id != g.s.id {
-			lack := max(0, fairShare(n, view.live, id)-view.owned[id])
+			share := fairShare(n, mine.live, id)
+			lack := max(0, share-view.owned[id])
 			short += lack
+			over += max(0, view.owned[id]-share)
 			held += view.owned[id]
 			if lack > 0 {
 				g.listers++
 			}
 		}
 	}
-	if excess := own - target; excess > 0 && short > 0 {
-		g.handOver(min(excess, short), view)
+	if !agree && g.foreignFor == running {
+		// Other groups may hold shards of this set: count those this
+		// session's last listing showed, if the sessions still run the
+		// sets they ran then (else none: see strayAt below).
+		held = min(n, held+g.foreign)
+	}
+	if excess := own - target; excess > 0 && short > 0 && !changing {
+		g.handOver(min(excess, short), mine)
 	}
 	g.retryLeftovers()
 	deficit := target - own
-	rank, _ := slices.BinarySearch(view.live, g.s.id)
+	rank, _ := slices.BinarySearch(mine.live, g.s.id)
 	if len(view.died) > 0 {
 		// Every survivor is below its share now. Those that must list
 		// (see takeFromDead) do so at once; any other listing waits its
 		// turn, by rank, rather than all at once.
 		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
 		if deficit > 0 {
-			g.takeFromDead(view, n)
+			g.takeFromDead(mine, n)
 		}
 	}
 	// Claim only once the live sessions have stood one poll: instances
@@ -232,9 +304,9 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	// so on who claims what. (A death needs no such wait: every instance
 	// that sees it sees one session fewer. It is taken in hand above, as
 	// only this listing of the sessions reports it.)
-	if live := strings.Join(view.live, ","); live != g.liveSig {
+	if live := strings.Join(mine.live, ","); live != g.liveSig {
 		grew := false
-		for _, id := range view.live {
+		for _, id := range mine.live {
 			if !strings.Contains(g.liveSig, id) {
 				grew = true
 			}
@@ -248,7 +320,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		*wait = min(*wait, left)
 		return nil
 	}
-	sig := view.signature()
+	sig := view.signature() + digest
 	if sig != g.viewSig {
 		g.viewSig, g.viewSince, g.settled, g.settleAt = sig, time.Now(), false, time.Time{}
 	}
@@ -264,21 +336,24 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	case deficit > 0:
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
-		// mostly taken meanwhile.
-		list = len(g.cands) == 0 || g.stale
+		// mostly taken meanwhile. But not while it idles (see below).
+		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over)
 	case held < n:
 		// Fewer shards are held than the set has, and it lasts: a session
 		// below its share would have claimed them, so some may be held by
 		// a lease that nobody's record counts (a claim whose record was
 		// written with its answer lost, then given up, then its release
 		// lost too): only the session its record names can tell. Look,
-		// seldom, and not all at once.
+		// seldom, and not all at once. (While the groups disagree, and
+		// run other sets than at this session's last listing, what they
+		// hold of this set is not known: then too a listing tells.)
 		list = !time.Now().Before(g.strayAt)
 		if list {
 			g.strayAt = time.Time{}
 		}
 	case held == n && deficit == 0 && !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
-		// Settled: every session's record says it holds its share. List
+		// Settled: every session's record says it holds its share (and
+		// other groups, by the last listing, the rest of this set). List
 		// once, each instance in its turn by rank, to know who holds what
 		// when one of them dies.
 		if g.settleAt.IsZero() {
@@ -291,24 +366,66 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 			return err
 		}
 		g.settled = deficit == 0
+		g.foreign, g.foreignFor = g.heldByOthers(mine), running
+		if changing {
+			g.foreignFor = "" // its group is not yet what it will be
+		}
+		g.idleUntil, g.idleFor = time.Time{}, ""
+		if deficit > 0 && len(g.cands) == 0 && !agree && over == 0 {
+			// Below its share, nothing free, and no session of its group
+			// above its own share to hand it shards: other groups hold the
+			// rest of this set (a rolling update). Listing on at the pace
+			// of a session waiting for a handover would list thousands of
+			// shards every few seconds for as long as they disagree: wait
+			// a lease duration (at most a minute) instead, unless a
+			// session comes, goes or changes its set, which is when shards
+			// of this set are set free. A shard freed otherwise (its func
+			// returned by itself) waits that long at most.
+			g.idleUntil, g.idleFor = g.lastList.Add(max(g.listSpacing(), min(o.settings.LeaseDuration, maxLeaseDuration))), running
+		}
 	}
 	if deficit <= 0 {
 		clear(g.cands)
 		return nil
 	}
 	if !g.stale {
-		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, view)
+		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
 	}
-	if g.stale {
+	if g.stale && !g.idle(running, over) {
 		// Its candidates were mostly taken, or (see claim) a listing
 		// finds what is left sooner: wait for the next listing rather
 		// than fail on the rest, and no longer than until it may be made.
 		*wait = min(*wait, max(0, time.Until(g.lastList.Add(g.listSpacing())), time.Until(g.listNotBefore)))
 	}
 	return nil
+}
+
+// idle reports whether this session, below its share, lists the shards
+// again only later, as its last listing found nothing free while other
+// groups hold the rest of its set (see balance), and the sessions still run
+// the sets they ran then (sets) with none of its group above its share
+// (over).
+func (g *manager) idle(sets string, over int) bool {
+	return g.idleFor == sets && over == 0 && time.Now().Before(g.idleUntil)
+}
+
+// heldByOthers counts the shards of the set that the last listing showed
+// held by a session outside group: another group's, or one it did not know.
+func (g *manager) heldByOthers(group sessionView) int {
+	in := make(map[string]bool, len(group.live))
+	for _, id := range group.live {
+		in[id] = true
+	}
+	n := 0
+	for name, h := range g.owners {
+		if _, free := g.cands[name]; !free && !in[h.session] {
+			n++
+		}
+	}
+	return n
 }
 
 // strayAfter is how long fewer shards than the set must stay held before

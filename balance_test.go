@@ -107,3 +107,58 @@ func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
 	room[live[0]] = 0
 	assert.Empty(t, assign(free, live, room, live[0]), "no room, nothing")
 }
+
+// Sessions that disagree on the set form groups by their records' digests:
+// within each, the shares add up to its set's size and differ by at most
+// one; a session whose record carries no digest (an older version) is in
+// none but its own; and a session whose set just changed counts in those
+// still on its previous set.
+func TestGroupSharesAddUpToEachSet(t *testing.T) {
+	t.Parallel()
+	setA, _ := checkShardNames([]string{"a", "b", "c", "d", "e", "f", "g"})
+	setB, _ := checkShardNames([]string{"a", "b", "x"})
+	a, b := setID{setDigest(setA), len(setA)}, setID{setDigest(setB), len(setB)}
+	require.NotEqual(t, a.digest, b.digest)
+	require.Len(t, a.digest, 16)
+	v := sessionView{owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}}
+	runs := map[string]setID{}
+	for i := range 9 {
+		id := uuid.NewString()
+		v.live = append(v.live, id)
+		switch {
+		case i == 0:
+			v.set[id], v.size[id] = "", -1 // an older version
+		case i%2 == 0:
+			runs[id], v.set[id], v.size[id] = a, a.digest, a.size
+		default:
+			runs[id], v.set[id], v.size[id] = b, b.digest, b.size
+		}
+	}
+	slices.Sort(v.live)
+	sum := map[setID]int{}
+	for id, set := range runs {
+		g := v.group(id, set)
+		require.True(t, slices.IsSorted(g.live))
+		for _, other := range g.live {
+			require.Equal(t, set, runs[other], "only sessions of the same set")
+		}
+		sum[set] += fairShare(set.size, g.live, id)
+	}
+	assert.Equal(t, map[setID]int{a: a.size, b: b.size}, sum)
+	for _, id := range v.live {
+		if v.set[id] == "" {
+			for other, set := range runs {
+				assert.NotContains(t, v.group(other, set).live, id, "an older version is in no group but its own")
+			}
+		}
+	}
+	var changing string
+	for id, set := range runs {
+		if set == b {
+			changing = id
+			break
+		}
+	}
+	assert.Len(t, v.group(changing, a).live, 4+1, "alone with set A: A's four, and itself")
+	assert.Len(t, v.group(changing, a, b).live, 8, "just changed from B: with B's too")
+}

@@ -22,9 +22,10 @@ import (
 // infinite lease with the session's ID, renewed by rewriting the blob's
 // metadata under that lease every RenewInterval: an ETag lease (see
 // etaglease.go), whatever the LeaseDuration. The record it rewrites says who
-// runs it, since when, the lease duration it declares, and how many shards
-// it holds. Every shard func runs under a context derived from the
-// session's, so the session's safety deadline is every shard's.
+// runs it, since when, the lease duration it declares, how many shards it
+// holds, and which set of shards it runs (a digest, and the set's size).
+// Every shard func runs under a context derived from the session's, so the
+// session's safety deadline is every shard's.
 //
 // Other instances time a session's ETag from the listing of P/sessions/
 // they make every poll, and break its lease once that ETag has stood for the
@@ -37,10 +38,12 @@ import (
 // Blob layout under the prefix, and the metadata keys only sessions and
 // shards write (the rest is a term record: see term.go).
 const (
-	sessionsDir = "sessions/"
-	shardsDir   = "shards/"
-	metaSession = "leadersession" // a shard's record: the session that holds it
-	metaOwned   = "leadershards"  // a session's record: how many shards it holds
+	sessionsDir  = "sessions/"
+	shardsDir    = "shards/"
+	metaSession  = "leadersession"    // a shard's record: the session that holds it
+	metaOwned    = "leadershards"     // a session's record: how many shards it holds
+	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
+	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
 )
 
 // metadataOf is the metadata a holder writes for term t: its record, and
@@ -128,7 +131,9 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	lm.alwaysETag = true
 	lm.extraMetadata = func(md map[string]*string) {
 		n := strconv.Itoa(o.ownedCount())
-		md[metaOwned] = &n
+		digest, size := o.setSummary()
+		count := strconv.Itoa(size)
+		md[metaOwned], md[metaSet], md[metaSetCount] = &n, &digest, &count
 	}
 	s := &session{id: id}
 	opts := o.opts
@@ -200,6 +205,8 @@ type listed struct {
 	info    LeaseInfo // lease state and kind, ETag, the record, when the page arrived
 	session string    // a shard's record: the session that wrote it ("" if none)
 	owned   int       // a session's record: how many shards it held (-1 if none)
+	set     string    // a session's record: its set's digest ("" if none: an older version)
+	size    int       // a session's record: how many shards its set has (-1 if none)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
 }
@@ -258,7 +265,7 @@ var listPage int32 = 1000
 const listPageTimeout = 30 * time.Second
 
 func listedItem(name string, p *container.BlobProperties, md map[string]*string, received time.Time) listed {
-	l := listed{name: name, owned: -1}
+	l := listed{name: name, owned: -1, size: -1}
 	l.info = LeaseInfo{Exists: true, Received: received}
 	if p.LeaseState != nil {
 		l.info.State = *p.LeaseState
@@ -285,6 +292,10 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	if n, err := strconv.Atoi(metaValue(md, metaOwned)); err == nil && n >= 0 {
 		l.owned = n
 	}
+	l.set = metaValue(md, metaSet)
+	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
+		l.size = n
+	}
 	return l
 }
 
@@ -296,20 +307,59 @@ func (l listed) isSession() bool {
 }
 
 // sessionView is what one listing of the sessions says, judged by this
-// instance: who is alive (counts for balance), and how many shards each
-// holds by its own last record.
+// instance: who is alive (counts for balance), how many shards each holds
+// and which set it runs, by its own last record.
 type sessionView struct {
-	live  []string       // IDs of the live sessions that have written their record, this one's included; sorted
-	owned map[string]int // the shards each live session said it held
-	died  []string       // sessions found dead by this listing that the last one showed alive (or broken by this instance)
+	live  []string          // IDs of the live sessions that have written their record, this one's included; sorted
+	owned map[string]int    // the shards each live session said it held
+	set   map[string]string // each live session's set's digest, "" if its record has none; not this one's
+	size  map[string]int    // how many shards each live session's set has, -1 if its record does not say
+	died  []string          // sessions found dead by this listing that the last one showed alive (or broken by this instance)
 }
 
-// signature sums the view up: it changes when a session comes or goes, or
-// says it holds a different number of shards.
+// signature sums the view up: it changes when a session comes or goes, says
+// it holds a different number of shards, or runs another set.
 func (v sessionView) signature() string {
 	var b strings.Builder
 	for _, id := range v.live {
-		fmt.Fprintf(&b, "%s=%d;", id, v.owned[id])
+		fmt.Fprintf(&b, "%s=%d/%s;", id, v.owned[id], v.set[id])
+	}
+	return b.String()
+}
+
+// setID names a set of shards in a session's record: its digest and size.
+type setID struct {
+	digest string
+	size   int
+}
+
+// group narrows the view to the sessions that agree with this one (self) on
+// the set of shards: those whose records carry one of sets (its set now,
+// and, just after it changed, the one before: see balance); self's own
+// record may still carry an earlier one. A session whose record carries no
+// digest (an older version) agrees with none. The shares of a set are
+// counted among the sessions that agree on it (see balance.go).
+func (v sessionView) group(self string, sets ...setID) sessionView {
+	g := v
+	g.live = make([]string, 0, len(v.live))
+	for _, id := range v.live {
+		if id == self || v.set[id] != "" && slices.Contains(sets, setID{v.set[id], v.size[id]}) {
+			g.live = append(g.live, id)
+		}
+	}
+	return g
+}
+
+// sets sums up which set each live session runs, self's being digest: it
+// changes when a session comes or goes, or runs another set.
+func (v sessionView) sets(self, digest string) string {
+	var b strings.Builder
+	for _, id := range v.live {
+		d := v.set[id]
+		if id == self {
+			d = digest
+		}
+		fmt.Fprintf(&b, "%s=%s;", id, d)
 	}
 	return b.String()
 }
@@ -349,7 +399,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		return sessionView{}, err
 	}
 	D := o.settings.LeaseDuration
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}}
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}
 	for _, l := range seen {
@@ -415,6 +465,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		if l.record {
 			view.live = append(view.live, l.name)
 			view.owned[l.name] = max(l.owned, 0)
+			view.set[l.name], view.size[l.name] = l.set, l.size
 		}
 	}
 	// A session the last listing showed alive and this one does not show at

@@ -296,7 +296,12 @@ func minStopMargin(d time.Duration) time.Duration {
 
 // Validate reports every invalid field of s (after defaults are applied), as
 // [*SettingsError] values joined with [errors.Join]. It makes no network call.
-func (s BlobSettings) Validate() error {
+func (s BlobSettings) Validate() error { return s.validate(false) }
+
+// validate is Validate for a lease that is always an ETag lease if etagOnly
+// (a ShardOwner's sessions): any LeaseDuration from 3 s to 24 h then, even
+// one that would otherwise take a native lease and so must be whole seconds.
+func (s BlobSettings) validate(etagOnly bool) error {
 	s = s.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -356,8 +361,12 @@ func (s BlobSettings) Validate() error {
 	L, R, M := s.LeaseDuration, s.RenewInterval, s.StopMargin
 	leaseOK := true
 	switch {
-	case L >= minLeaseDuration && L <= maxLeaseDuration && L%time.Second != 0:
+	case !etagOnly && L >= minLeaseDuration && L <= maxLeaseDuration && L%time.Second != 0:
 		bad("LeaseDuration", "must be a whole number of seconds from 15s to 60s (a native Azure lease), got %v", L)
+		leaseOK = false
+	case etagOnly && (L < minETagLeaseDuration || L > maxETagLeaseDuration):
+		bad("LeaseDuration", "must be from %v to %v (a ShardOwner's session lease is always an ETag lease), got %v",
+			minETagLeaseDuration, maxETagLeaseDuration, L)
 		leaseOK = false
 	case L < minETagLeaseDuration || L > maxETagLeaseDuration:
 		bad("LeaseDuration", "must be from %v to %v (whole seconds from 15s to 60s take a native Azure lease, other values an ETag lease), got %v",

@@ -21,7 +21,8 @@ import (
 
 // ShardOwner runs a func for each shard of a set (one per tenant, partition,
 // queue...) on exactly one live instance at a time, and spreads the shards
-// evenly over the instances: a fair share each, within one. Build it with
+// evenly over the instances: a fair share each, within one (for instances
+// that disagree on the set, see [ShardOwner.SetShards]). Build it with
 // [NewShardOwner] and call Run on every instance.
 //
 // Each instance runs a session: a blob and an [ETagLease] of its own,
@@ -63,6 +64,9 @@ type ShardOwner struct {
 
 	mu       sync.Mutex
 	set      map[string]bool         // the shards to run
+	digest   string                  // set's digest (see setDigest), which the session's record carries
+	previous setID                   // the set before the last change (see balance)
+	setAt    time.Time               // when the set last changed
 	runs     map[string]*shardRun    // the shards whose func runs here, or is being stopped
 	claiming map[string]bool         // claims in flight
 	cooldown map[string]time.Time    // shards whose func returned by itself: not claimed again before
@@ -121,7 +125,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if fn == nil {
 		errs = append(errs, errors.New("leaderelection: the shard func is nil"))
 	}
-	if err := settings.Validate(); err != nil {
+	if err := settings.validate(true); err != nil { // the session's lease is an ETag lease, whatever its duration
 		errs = append(errs, err)
 	}
 	if maxPrefix := 1024 - 1 - len(shardsDir) - maxShardName; len(settings.Blob) > maxPrefix {
@@ -168,6 +172,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		wake:      make(chan struct{}, 1),
 		release:   make(chan struct{}, releaseAtOnce),
 		set:       set,
+		digest:    setDigest(set),
 		runs:      map[string]*shardRun{},
 		claiming:  map[string]bool{},
 		cooldown:  map[string]time.Time{},
@@ -189,19 +194,30 @@ func (o *ShardOwner) Identity() string { return o.opts.identity }
 // Settings returns the settings in force, with defaults applied.
 func (o *ShardOwner) Settings() BlobSettings { return o.settings }
 
-// SetShards replaces the set of shards, at any time, on any instance
-// (every instance should come to have the same set: each computes its share
-// from its own). A shard that leaves the set has its func's context
-// cancelled with [ErrShardRemoved] and its lease released once the func
-// returns; a new one is claimed by whichever instance is below its share.
-// Names are checked as by NewShardOwner; on error nothing changes.
+// SetShards replaces the set of shards, at any time, on any instance. A
+// shard that leaves the set has its func's context cancelled with
+// [ErrShardRemoved] and its lease released once the func returns; a new one
+// is claimed by whichever instance is below its share. Names are checked as
+// by NewShardOwner; on error nothing changes.
+//
+// Every instance should come to have the same set. While they disagree (a
+// rolling update), each counts its fair share among the instances that have
+// the same set as its own, and runs only shards of its own set: each shard
+// of some live instance's set runs on one of the instances that have it
+// (within about LeaseDuration + RetryInterval), a shard in no live
+// instance's set stops, and the spread is within one inside each group of
+// instances that agree, and across all of them again once they all agree.
 func (o *ShardOwner) SetShards(shards []string) error {
 	set, err := checkShardNames(shards)
 	if err != nil {
 		return err
 	}
+	digest := setDigest(set)
 	o.mu.Lock()
-	o.set = set
+	if digest != o.digest {
+		o.previous, o.setAt = setID{o.digest, len(o.set)}, time.Now()
+	}
+	o.set, o.digest = set, digest
 	o.mu.Unlock()
 	o.poke()
 	return nil
@@ -245,6 +261,14 @@ func (o *ShardOwner) Session() string {
 	return o.current.id
 }
 
+// setSummary is the set's digest and size, which the session's record
+// carries.
+func (o *ShardOwner) setSummary() (digest string, size int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.digest, len(o.set)
+}
+
 // ownedCount is how many shards this instance holds and keeps: running, not
 // being given up. A session's record publishes it.
 func (o *ShardOwner) ownedCount() int {
@@ -257,6 +281,15 @@ func (o *ShardOwner) ownedCount() int {
 		}
 	}
 	return n
+}
+
+// closeIdle closes the idle pooled connections of the transport the
+// library built (none for the caller's), and so their goroutines: Run does
+// when it returns, and Inspect when Run is not running.
+func (o *ShardOwner) closeIdle() {
+	if o.transport != nil {
+		o.transport.CloseIdleConnections()
+	}
 }
 
 func (o *ShardOwner) poke() {
@@ -329,11 +362,11 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 	if !o.running.CompareAndSwap(false, true) {
 		return ErrAlreadyRunning
 	}
-	defer o.running.Store(false)
 	defer func() {
-		if o.transport != nil {
-			o.transport.CloseIdleConnections()
-		}
+		o.running.Store(false)
+		// Only then: an Inspect that returned while Run ran left its
+		// connection to be closed here.
+		o.closeIdle()
 	}()
 	defer o.counts.observe(o)()
 	s := o.settings
@@ -421,6 +454,17 @@ type manager struct {
 	// listNotBefore delays this instance's listing of the shards to its
 	// turn, after a death.
 	listNotBefore time.Time
+	// While the live sessions disagree on the set (see balance.go):
+	// how many shards of this session's set its last listing showed held
+	// by sessions of other groups, and the sets the sessions ran then
+	// (sessionView.sets); and until when a session below its share that
+	// found nothing to claim, while the sets stay as they were then
+	// (idleFor), does not list again.
+	foreign    int
+	foreignFor string
+	idleUntil  time.Time
+	idleFor    string
+	disagree   bool // this session's group was not every live session, at the last balance
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -572,6 +616,12 @@ type SessionInfo struct {
 	DeclaredDuration time.Duration // the lease duration it declared
 	ETag             azcore.ETag
 	LastModified     time.Time
+	// ShardSet identifies the set of shards it runs (a digest of the
+	// names), "" if its record does not say (an older version). Sessions
+	// with the same ShardSet share that set's shards among them (see
+	// [ShardOwner.SetShards]).
+	ShardSet string
+	SetSize  int // how many shards that set has (0 if its record does not say)
 }
 
 // ShardInfo describes a shard as the listing shows it.
@@ -587,13 +637,20 @@ type ShardInfo struct {
 // Inspect lists the sessions and the shards: who is alive, and who holds
 // what. Read access is enough; it holds nothing. Two or more requests (the
 // sessions, then the shards 1,000 a page), not one snapshot: a shard may
-// name a session that started after the sessions were listed.
+// name a session that started after the sessions were listed. Unless Run is
+// running (which does it when it returns), it closes the idle connections of
+// the library's transport before it returns: no goroutine outlives it.
 func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
+	defer func() {
+		if !o.running.Load() {
+			o.closeIdle()
+		}
+	}()
 	var info ShardsInfo
 	err := o.list(ctx, sessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{
 			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record, Identity: l.info.Leader.Identity,
-			Since: l.info.Leader.Since, Owned: max(l.owned, 0), DeclaredDuration: l.info.DeclaredDuration,
+			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
 			ETag: l.info.ETag, LastModified: l.info.LastModified,
 		})
 	})

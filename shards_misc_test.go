@@ -55,6 +55,30 @@ func TestNewShardOwnerRejectsBadInput(t *testing.T) {
 	require.Equal(t, []string{"orders/eu-west/7", "q:high@v=2.~x", "tenant-1"}, o.Shards(), "a refused set changes nothing")
 }
 
+// A session's lease is always an ETag lease, so a ShardOwner takes any
+// LeaseDuration from 3 s to 24 h: 15.5 s, which a mutex refuses as a native
+// lease of a fractional second, runs; out of range, the message names the
+// ETag lease's limits.
+func TestShardOwnerTakesAnyETagLeaseDuration(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	s.LeaseDuration = 15500 * time.Millisecond
+	require.ErrorContains(t, s.Validate(), "whole number of seconds", "a mutex's lease of 15.5 s would be native")
+	log := &shardLog{}
+	a := startOwner(t, "a", s, shardNames(3), log.fn("a", nil))
+	require.Equal(t, 15500*time.Millisecond, a.owner.Settings().LeaseDuration)
+	waitFor(t, 30*time.Second, "3 shards run", func() bool { return balanced(log, 3, "a") })
+	info, err := a.owner.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Len(t, info.Sessions, 1)
+	require.Equal(t, 15500*time.Millisecond, info.Sessions[0].DeclaredDuration)
+
+	s.LeaseDuration = 2500 * time.Millisecond
+	_, err = NewShardOwner(s, nil, log.fn("b", nil))
+	require.ErrorContains(t, err, "BlobSettings.LeaseDuration: must be from 3s to 24h0m0s (a ShardOwner's session lease is always an ETag lease), got 2.5s")
+	require.NotContains(t, err.Error(), "native")
+}
+
 func TestShardOwnerWithAWrongKeyFailsPromptlyWithoutLeakingIt(t *testing.T) {
 	t.Parallel()
 	s, _ := withTransport(t, shardSettings(t))
@@ -98,6 +122,35 @@ func TestNoGoroutineOutlivesShardOwnerRun(t *testing.T) {
 	require.ErrorIs(t, a.stop(t), context.Canceled)
 	require.ErrorIs(t, b.stop(t), context.Canceled)
 	require.Empty(t, log.running())
+	goleak.VerifyNone(t, before)
+}
+
+// Inspect without Run, before it or after it, leaves no pooled connection
+// behind either. Not parallel: it counts goroutines.
+func TestNoGoroutineOutlivesShardOwnerInspect(t *testing.T) {
+	s := shardSettings(t) // starts the shared Azurite before goroutines are counted
+	require.Nil(t, s.ClientOptions)
+	before := goleak.IgnoreCurrent()
+	o, err := NewShardOwner(s, shardNames(2), func(ctx context.Context, _ string) error { <-ctx.Done(); return nil },
+		WithLogger(testLogger(t, "a")))
+	require.NoError(t, err)
+	info, err := o.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Empty(t, info.Sessions, "nothing there yet")
+	goleak.VerifyNone(t, before)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	waitFor(t, 30*time.Second, "both shards run", func() bool { return len(o.Owned()) == 2 })
+	info, err = o.Inspect(context.Background()) // while Run runs: its connection is Run's to close
+	require.NoError(t, err)
+	require.Len(t, info.Shards, 2)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	info, err = o.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Len(t, info.Shards, 2)
 	goleak.VerifyNone(t, before)
 }
 

@@ -104,8 +104,8 @@ func TestCutOffInstanceStopsBeforeItsShardsAreReowned(t *testing.T) {
 	log.requireNeverTwice(t)
 }
 
-// Shards added at runtime are claimed; removed ones are stopped, with
-// ErrShardRemoved, and released.
+// Shards added at runtime are claimed, and only they start; removed ones are
+// stopped, with ErrShardRemoved, and released.
 func TestShardsAddedAndRemovedAtRuntime(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
@@ -115,10 +115,19 @@ func TestShardsAddedAndRemovedAtRuntime(t *testing.T) {
 	b := startOwner(t, "b", s, names, log.fn("b", nil))
 	waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
 
+	time.Sleep(time.Second) // settled
+	before := log.starts()
+
 	next := append(append([]string{}, names[3:]...), "extra-1", "extra-2", "tenant/42", "tenant/43")
 	require.NoError(t, a.owner.SetShards(next))
 	require.NoError(t, b.owner.SetShards(next))
 	waitFor(t, 15*time.Second, "the new set of 11 over 2 owners", func() bool { return balanced(log, 11, "a", "b") })
+	time.Sleep(3 * time.Second)
+	require.True(t, balanced(log, 11, "a", "b"), "balance held: %v", log.perOwner())
+	// Neither owner held more than its new share: only the new shards
+	// started, and nothing moved back and forth while each owner's record
+	// still showed the old set to the other.
+	require.Equal(t, 4, log.starts()-before, "only the 4 new shards started")
 	last := map[string]shardTerm{}
 	for _, tm := range log.snapshot() {
 		last[tm.shard] = tm
