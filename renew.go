@@ -155,8 +155,13 @@ import (
 // broken at any time; a claimer waits until its ETag has stood for D, not
 // to fight a claim in flight. Every claim proposes a lease ID of its own: a
 // release whose answer was lost may reach the server later, and must not
-// end a later claim of the same shard by the same session. What sessions
-// add to the limits above: a shard's lease broken by hand is not noticed by
+// end a later claim of the same shard by the same session. The shares, and
+// the groups of sessions that agree on the set of shards (balance.go),
+// decide only who tries to claim what: whether a shard is free is judged
+// against every live session, whatever set it runs, and every claim is
+// conditional as above, so nothing here depends on them. Nor on the term a
+// claim records (the listed number + 1, or more: record.go), only on the
+// ETag. What sessions add to the limits above: a shard's lease broken by hand is not noticed by
 // its holder, which has no renewal of it to fail, until it next lists the
 // shards: never break one by hand (leaderctl refuses to).
 //
