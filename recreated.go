@@ -8,6 +8,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 )
 
 // A blob created again under a running fleet is seeded with its creator's
@@ -69,7 +70,7 @@ func isFresh(info LeaseInfo) bool {
 // returns how long the blob must still stand before it may be taken (0: take
 // it now, or it is not fresh).
 func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.Duration {
-	if m.settle <= 0 || !isFresh(info) {
+	if m.settle <= 0 || !isFresh(info) || info.Role != "" && info.Role != m.role {
 		return 0
 	}
 	if floor := m.floor.get(); floor > info.Leader.Number {
@@ -86,8 +87,13 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		if err == nil {
 			m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
 				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
+			return max(m.settings.RetryInterval/4, 100*time.Millisecond) // read it again: a new ETag to watch
 		}
-		return max(m.settings.RetryInterval/4, 100*time.Millisecond) // read it again: raised, or written meanwhile
+		// Written meanwhile (a raise, or a holder), or refused: the next
+		// read tells; a refusal does not hold this contender back (its own
+		// term record, if it leads, continues above its floor all the same).
+		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
+			"error", m.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil))
 	}
 	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
 }
