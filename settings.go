@@ -297,8 +297,10 @@ func minStopMargin(d time.Duration) time.Duration {
 	return max(MinStopMargin, d/100)
 }
 
-// Validate reports every invalid field of s (after defaults are applied), as
-// [*SettingsError] values joined with [errors.Join]. It makes no network call.
+// Validate reports every invalid field of s, once each, as [*SettingsError]
+// values joined with [errors.Join]. Defaults are applied first, but a
+// default derived from an invalid field is not reported: the field is. It
+// makes no network call.
 func (s BlobSettings) Validate() error { return s.validate(false) }
 
 // validate is Validate for a lease that is always an ETag lease if etagOnly
