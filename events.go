@@ -1,6 +1,11 @@
 package leaderelection
 
-import "time"
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
 
 // EventKind says what happened.
 type EventKind int
@@ -99,3 +104,64 @@ type Event struct {
 	Shard   string
 	Session string
 }
+
+// String describes e for a log line: its kind, the term's number and
+// identity, and whichever of reason, error, times, silence, shard and
+// session are set. It never shows Term.LeaseID: whoever holds a lease's ID
+// can renew, release or write under it as if it were the holder. (A
+// session's ID is shown: it is its blob's name, public to anyone who can
+// list the container.) Times are shown without their monotonic readings;
+// LeaseExpiry - FuncReturned is shown as the margin.
+func (e Event) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Event{%v", e.Kind)
+	if e.Term.Number != 0 || e.Term.Identity != "" {
+		fmt.Fprintf(&b, " Term:%d Identity:%q", e.Term.Number, e.Term.Identity)
+	}
+	if !e.Term.Since.IsZero() {
+		fmt.Fprintf(&b, " Since:%s", formatEventTime(e.Term.Since))
+	}
+	if e.Shard != "" {
+		fmt.Fprintf(&b, " Shard:%q", e.Shard)
+	}
+	if e.Session != "" {
+		fmt.Fprintf(&b, " Session:%s", e.Session)
+	}
+	if e.Reason != "" {
+		fmt.Fprintf(&b, " Reason:%q", string(e.Reason))
+	}
+	if e.Err != nil {
+		fmt.Fprintf(&b, " Err:%q", e.Err.Error())
+	}
+	if !e.At.IsZero() {
+		fmt.Fprintf(&b, " At:%s", formatEventTime(e.At))
+	}
+	if !e.FuncReturned.IsZero() {
+		fmt.Fprintf(&b, " FuncReturned:%s", formatEventTime(e.FuncReturned))
+	}
+	if !e.LeaseExpiry.IsZero() {
+		fmt.Fprintf(&b, " LeaseExpiry:%s", formatEventTime(e.LeaseExpiry))
+		if !e.FuncReturned.IsZero() {
+			fmt.Fprintf(&b, " Margin:%v", e.LeaseExpiry.Sub(e.FuncReturned))
+		}
+	}
+	if e.Silence != 0 {
+		fmt.Fprintf(&b, " Silence:%v", e.Silence)
+	}
+	b.WriteString("}")
+	return b.String()
+}
+
+// formatEventTime prints t's wall clock to the nanosecond, without the
+// monotonic reading that time.Time's String appends.
+func formatEventTime(t time.Time) string { return t.Format(time.RFC3339Nano) }
+
+// GoString is String, so that %#v does not print the lease ID either.
+func (e Event) GoString() string { return e.String() }
+
+// Format prints String whatever the verb (see [BlobSettings.Format]): the
+// struct's fields, printed raw, would include Term.LeaseID.
+func (e Event) Format(f fmt.State, verb rune) { printRedacted(f, verb, e.String()) }
+
+// LogValue lets log/slog print e as String does, without the lease ID.
+func (e Event) LogValue() slog.Value { return slog.StringValue(e.String()) }

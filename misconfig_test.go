@@ -165,3 +165,32 @@ func TestTransientTLSFailuresStayTransient(t *testing.T) {
 	assert.Equal(t, ErrTransient, kind, "answered before: a fault on the way, %v", err)
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
 }
+
+// Azurite on a port of its own, named beside UseDevelopmentStorage=true, is
+// refused, not silently replaced by 127.0.0.1:10000; the form the error
+// suggests instead (the development account at that endpoint) reaches it.
+func TestDevelopmentStorageOnAnotherPortIsRefusedAndTheSuggestedFormWorks(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	_, rest, ok := strings.Cut(s.ConnectionString, "BlobEndpoint=")
+	require.True(t, ok, "the test's connection string names its endpoint")
+	endpoint, _, _ := strings.Cut(rest, ";")
+	require.NotContains(t, endpoint, ":10000/", "an Azurite of the test's own, on another port")
+
+	refused := s
+	refused.ConnectionString = "UseDevelopmentStorage=true;BlobEndpoint=" + endpoint
+	_, err := NewBlobDistributedMutex(refused, untilCancelled)
+	require.ErrorContains(t, err, "BlobSettings.ConnectionString: UseDevelopmentStorage=true names Azurite's endpoint")
+	require.ErrorContains(t, err, "found BlobEndpoint.")
+
+	suggested := s
+	suggested.ConnectionString = "AccountName=devstoreaccount1;AccountKey=" + azurite.AccountKey + ";BlobEndpoint=" + endpoint
+	m, err := NewBlobLeaseManager(suggested)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = m.Acquire(ctx)
+	require.NoError(t, err)
+	require.NoError(t, m.Release(ctx))
+	m.CloseIdleConnections()
+}

@@ -52,7 +52,10 @@ type BlobSettings struct {
 	// ConnectionString is a storage account connection string: with
 	// AccountName and AccountKey, or with SharedAccessSignature and
 	// BlobEndpoint, or "UseDevelopmentStorage=true" for a local Azurite on
-	// 127.0.0.1:10000. Plain http (DefaultEndpointsProtocol=http, or an
+	// 127.0.0.1:10000 (alone, or with DevelopmentStorageProxyUri: an
+	// endpoint, account or key beside it is refused, not ignored; for an
+	// emulator on another port, give AccountName=devstoreaccount1, its
+	// AccountKey and BlobEndpoint instead). Plain http (DefaultEndpointsProtocol=http, or an
 	// http BlobEndpoint) is accepted only where no secret crosses a network
 	// in clear: a loopback address, or, with an account key, the emulator's
 	// development account, whose key is published (for example Azurite at
@@ -294,14 +297,17 @@ func minStopMargin(d time.Duration) time.Duration {
 	return max(MinStopMargin, d/100)
 }
 
-// Validate reports every invalid field of s (after defaults are applied), as
-// [*SettingsError] values joined with [errors.Join]. It makes no network call.
+// Validate reports every invalid field of s, once each, as [*SettingsError]
+// values joined with [errors.Join]. Defaults are applied first, but a
+// default derived from an invalid field is not reported: the field is. It
+// makes no network call.
 func (s BlobSettings) Validate() error { return s.validate(false) }
 
 // validate is Validate for a lease that is always an ETag lease if etagOnly
 // (a ShardOwner's sessions): any LeaseDuration from 3 s to 24 h then, even
 // one that would otherwise take a native lease and so must be whole seconds.
 func (s BlobSettings) validate(etagOnly bool) error {
+	given := s
 	s = s.withDefaults()
 	var errs []error
 	bad := func(field, format string, args ...any) {
@@ -358,51 +364,88 @@ func (s BlobSettings) validate(etagOnly bool) error {
 		errs = append(errs, err)
 	}
 
-	L, R, M := s.LeaseDuration, s.RenewInterval, s.StopMargin
+	errs = append(errs, s.timingErrors(given, etagOnly)...)
+	return errors.Join(errs...)
+}
+
+// timingErrors reports the invalid timings of s (defaults applied) for a
+// user who set those of given. It reports causes: a field the user left
+// zero takes a default derived from the others, so an invalid default
+// (LeaseDuration/3 of a 15 ns lease) means that a field it derives from is
+// invalid, and that field is reported instead. Likewise a relation between
+// two fields (RenewInterval at most (LeaseDuration - StopMargin)/2) is
+// checked only once both are valid on their own terms: otherwise the bound
+// it would print is nonsense (a negative RequestTimeout limit) and the one
+// mistake would be reported twice.
+func (s BlobSettings) timingErrors(given BlobSettings, etagOnly bool) []error {
+	var errs, fromDefaults []error
+	bad := func(field string, set bool, format string, args ...any) {
+		err := &SettingsError{Field: field, Rule: fmt.Sprintf(format, args...)}
+		if set {
+			errs = append(errs, err)
+		} else {
+			err.Rule += " (its default, derived from the other timings)"
+			fromDefaults = append(fromDefaults, err)
+		}
+	}
+
+	L, R, M, T := s.LeaseDuration, s.RenewInterval, s.StopMargin, s.RequestTimeout
+	leaseSet, renewSet, marginSet, timeoutSet := given.LeaseDuration != 0, given.RenewInterval != 0, given.StopMargin != 0, given.RequestTimeout != 0
 	leaseOK := true
 	switch {
 	case !etagOnly && L >= minLeaseDuration && L <= maxLeaseDuration && L%time.Second != 0:
-		bad("LeaseDuration", "must be a whole number of seconds from 15s to 60s (a native Azure lease), got %v", L)
+		bad("LeaseDuration", leaseSet, "must be a whole number of seconds from 15s to 60s (a native Azure lease), got %v", L)
 		leaseOK = false
 	case etagOnly && (L < minETagLeaseDuration || L > maxETagLeaseDuration):
-		bad("LeaseDuration", "must be from %v to %v (a ShardOwner's session lease is always an ETag lease), got %v",
+		bad("LeaseDuration", leaseSet, "must be from %v to %v (a ShardOwner's session lease is always an ETag lease), got %v",
 			minETagLeaseDuration, maxETagLeaseDuration, L)
 		leaseOK = false
 	case L < minETagLeaseDuration || L > maxETagLeaseDuration:
-		bad("LeaseDuration", "must be from %v to %v (whole seconds from 15s to 60s take a native Azure lease, other values an ETag lease), got %v",
+		bad("LeaseDuration", leaseSet, "must be from %v to %v (whole seconds from 15s to 60s take a native Azure lease, other values an ETag lease), got %v",
 			minETagLeaseDuration, maxETagLeaseDuration, L)
 		leaseOK = false
 	}
 	marginOK := true
 	switch {
 	case M < MinStopMargin:
-		bad("StopMargin", "must be at least %v, got %v", MinStopMargin, M)
+		bad("StopMargin", marginSet, "must be at least %v, got %v", MinStopMargin, M)
 		marginOK = false
-	case leaseOK && M < minStopMargin(L):
-		bad("StopMargin", "must be at least LeaseDuration/100 = %v (two hosts' clocks may run 0.1%% apart over the lease), got %v", minStopMargin(L), M)
+	case !leaseOK:
+	case M < minStopMargin(L):
+		bad("StopMargin", marginSet, "must be at least LeaseDuration/100 = %v (two hosts' clocks may run 0.1%% apart over the lease), got %v", minStopMargin(L), M)
 		marginOK = false
-	case leaseOK && M > L/2:
-		bad("StopMargin", "must be at most LeaseDuration/2 = %v, got %v", L/2, M)
+	case M > L/2:
+		bad("StopMargin", marginSet, "must be at most LeaseDuration/2 = %v, got %v", L/2, M)
 		marginOK = false
 	}
+	renewOK := true
 	switch {
 	case R < minRenewInterval:
-		bad("RenewInterval", "must be at least %v (renewing faster only invites throttling), got %v", minRenewInterval, R)
-	case leaseOK && marginOK && R > (L-M)/2:
-		bad("RenewInterval", "must be at most (LeaseDuration - StopMargin)/2 = %v so a failed renewal can be retried before the safety deadline, got %v", (L-M)/2, R)
+		bad("RenewInterval", renewSet, "must be at least %v (renewing faster only invites throttling), got %v", minRenewInterval, R)
+		renewOK = false
+	case !leaseOK || !marginOK:
+	case R > (L-M)/2:
+		bad("RenewInterval", renewSet, "must be at most (LeaseDuration - StopMargin)/2 = %v so a failed renewal can be retried before the safety deadline, got %v", (L-M)/2, R)
+		renewOK = false
 	}
 	if s.RetryInterval < minRetryInterval || s.RetryInterval > maxRetryInterval {
-		bad("RetryInterval", "must be from %v to %v, got %v", minRetryInterval, maxRetryInterval, s.RetryInterval)
+		bad("RetryInterval", given.RetryInterval != 0, "must be from %v to %v, got %v", minRetryInterval, maxRetryInterval, s.RetryInterval)
 	}
 	switch {
-	case s.RequestTimeout < minRequestTimeout:
-		bad("RequestTimeout", "must be at least %v, got %v", minRequestTimeout, s.RequestTimeout)
-	case leaseOK && marginOK && s.RequestTimeout > L-M-R:
+	case T < minRequestTimeout:
+		bad("RequestTimeout", timeoutSet, "must be at least %v, got %v", minRequestTimeout, T)
+	case !leaseOK || !marginOK || !renewOK:
+	case T > L-M-R:
 		// A renewal sent at RenewInterval that hangs on a silent server
 		// must give up by the safety deadline, not hold the term to it.
-		bad("RequestTimeout", "must be at most LeaseDuration - StopMargin - RenewInterval = %v, so that a renewal stuck on a silent server gives up before the safety deadline, got %v", L-M-R, s.RequestTimeout)
+		bad("RequestTimeout", timeoutSet, "must be at most LeaseDuration - StopMargin - RenewInterval = %v, so that a renewal stuck on a silent server gives up before the safety deadline, got %v", L-M-R, T)
 	}
-	return errors.Join(errs...)
+	if len(errs) == 0 {
+		// Valid given timings always yield valid defaults (see the
+		// tests); should that ever fail, say so rather than pass.
+		return fromDefaults
+	}
+	return errs
 }
 
 // checkContainerName applies Azure's container naming rules.
@@ -562,6 +605,7 @@ func parseConnectionString(cs string) (connectionString, error) {
 		return connectionString{}, &SettingsError{Field: "ConnectionString", Rule: rule}
 	}
 	kv := map[string]string{}
+	var keys []string // as spelt, in order: for messages
 	for _, part := range strings.Split(strings.TrimSpace(cs), ";") {
 		if strings.TrimSpace(part) == "" {
 			continue
@@ -571,9 +615,27 @@ func parseConnectionString(cs string) (connectionString, error) {
 			return bad("is malformed: expected Key=Value pairs separated by semicolons")
 		}
 		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
+		keys = append(keys, strings.TrimSpace(k))
 	}
 	var c connectionString
 	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
+		// Refused rather than guessed at: the development storage shortcut
+		// names its endpoint itself, so another endpoint, account or key
+		// beside it was either ignored (the user's Azurite on another port
+		// silently not used) or would make a hybrid that is neither. Azure's
+		// .NET parser refuses these combinations too ("No valid combination
+		// of account information found"); the message says what to write.
+		var extra []string
+		for _, k := range keys {
+			if !strings.EqualFold(k, "UseDevelopmentStorage") && !strings.EqualFold(k, "DevelopmentStorageProxyUri") {
+				extra = append(extra, k)
+			}
+		}
+		if len(extra) > 0 {
+			return bad(fmt.Sprintf("UseDevelopmentStorage=true names Azurite's endpoint (127.0.0.1:10000), account and key itself: it takes no other key "+
+				"but DevelopmentStorageProxyUri, found %s. For an emulator elsewhere, give the development account and the endpoint: "+
+				"AccountName=%s;AccountKey=<its published key>;BlobEndpoint=http://<host>:<port>/%s", strings.Join(extra, ", "), devAccountName, devAccountName))
+		}
 		base := "http://127.0.0.1"
 		if proxy := kv["developmentstorageproxyuri"]; proxy != "" {
 			base = strings.TrimRight(proxy, "/")

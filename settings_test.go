@@ -118,6 +118,9 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"emulator's account name with another key over http", func(s *BlobSettings) {
 			s.ConnectionString = "AccountName=devstoreaccount1;AccountKey=" + fakeKey + ";BlobEndpoint=http://azurite:10000/devstoreaccount1"
 		}, "ConnectionString", "must use https with an account key"},
+		{"development storage with an endpoint of its own", func(s *BlobSettings) {
+			s.ConnectionString = "UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1"
+		}, "ConnectionString", "takes no other key but DevelopmentStorageProxyUri, found BlobEndpoint"},
 		{"client options with a client", func(s *BlobSettings) {
 			s.ConnectionString, s.Client, s.ClientOptions = "", &azblob.Client{}, &azblob.ClientOptions{}
 		}, "ClientOptions", "not used with Client"},
@@ -347,6 +350,105 @@ func TestAllInvalidFieldsAreReportedAtOnce(t *testing.T) {
 	for _, field := range []string{"Container", "Blob", "LeaseDuration"} {
 		assert.Contains(t, err.Error(), "BlobSettings."+field)
 	}
+}
+
+// A mistake is reported where it was made, once: not again through the
+// defaults derived from it, nor through the relations between it and the
+// fields it makes meaningless.
+func TestEachInvalidTimingIsReportedOnceAndOnlyWhereTheUserSetIt(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*BlobSettings)
+		want []string // the fields reported, in order
+	}{
+		{"a lease of 15ns, not 15s", func(s *BlobSettings) { s.LeaseDuration = 15 }, []string{"LeaseDuration"}},
+		{"an infinite lease", func(s *BlobSettings) { s.LeaseDuration = -1 }, []string{"LeaseDuration"}},
+		{"a renewal interval longer than the lease allows", func(s *BlobSettings) { s.RenewInterval = 13 * time.Second }, []string{"RenewInterval"}},
+		{"a margin of more than half the lease", func(s *BlobSettings) { s.StopMargin = 8 * time.Second }, []string{"StopMargin"}},
+		{"a bad lease and a renewal too fast on any lease", func(s *BlobSettings) {
+			s.LeaseDuration, s.RenewInterval = 15, time.Nanosecond
+		}, []string{"LeaseDuration", "RenewInterval"}},
+		{"a bad renewal interval and a request timeout that fits the defaults", func(s *BlobSettings) {
+			s.RenewInterval, s.RequestTimeout = 13*time.Second, 4*time.Second
+		}, []string{"RenewInterval"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := validSettings()
+			tc.edit(&s)
+			assert.Equal(t, tc.want, reportedFields(s.Validate()))
+		})
+	}
+
+	// Over a grid of timings, zero meaning "not set": only fields the user
+	// set are reported, each at most once, and a valid setting's defaults
+	// are valid when written out.
+	leases := []time.Duration{0, 15, 2 * time.Second, 3 * time.Second, 4 * time.Second, 15 * time.Second, 15500 * time.Millisecond, time.Minute, time.Hour, 25 * time.Hour}
+	margins := []time.Duration{0, -time.Second, 500 * time.Millisecond, time.Second, 3 * time.Second, 8 * time.Second, 40 * time.Second}
+	renewals := []time.Duration{0, -time.Second, time.Nanosecond, 500 * time.Millisecond, time.Second, 5 * time.Second, 13 * time.Second, 2 * time.Minute}
+	timeouts := []time.Duration{0, -time.Second, time.Millisecond, time.Second, 4 * time.Second, 8 * time.Second}
+	for _, etagOnly := range []bool{false, true} {
+		for _, L := range leases {
+			for _, M := range margins {
+				for _, R := range renewals {
+					for _, T := range timeouts {
+						s := validSettings()
+						s.LeaseDuration, s.StopMargin, s.RenewInterval, s.RequestTimeout = L, M, R, T
+						err := s.validate(etagOnly)
+						set := map[string]bool{"LeaseDuration": L != 0, "StopMargin": M != 0, "RenewInterval": R != 0, "RequestTimeout": T != 0}
+						seen := map[string]bool{}
+						for _, f := range reportedFields(err) {
+							require.True(t, set[f], "%+v etagOnly=%v: %s was not set, yet reported: %v", s, etagOnly, f, err)
+							require.False(t, seen[f], "%+v etagOnly=%v: %s reported twice: %v", s, etagOnly, f, err)
+							seen[f] = true
+						}
+						if err == nil {
+							require.NoError(t, s.withDefaults().validate(etagOnly), "%+v etagOnly=%v: defaults written out", s, etagOnly)
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// reportedFields lists the fields of the SettingsErrors joined in err.
+func reportedFields(err error) []string {
+	var fields []string
+	if err == nil {
+		return fields
+	}
+	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+		var se *SettingsError
+		if errors.As(e, &se) {
+			fields = append(fields, se.Field)
+		}
+	}
+	return fields
+}
+
+// UseDevelopmentStorage=true names its endpoint itself: an endpoint given
+// beside it (Azurite on another port) is refused with what to write
+// instead, not silently replaced by 127.0.0.1:10000.
+func TestDevelopmentStorageWithAnEndpointIsRefused(t *testing.T) {
+	for _, cs := range []string{
+		"UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1",
+		"BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1;usedevelopmentstorage=TRUE",
+		"UseDevelopmentStorage=true;AccountName=devstoreaccount1;AccountKey=" + fakeKey,
+	} {
+		_, err := parseConnectionString(cs)
+		var se *SettingsError
+		require.ErrorAs(t, err, &se, cs)
+		assert.Equal(t, "ConnectionString", se.Field)
+		assert.Contains(t, err.Error(), "takes no other key but DevelopmentStorageProxyUri", cs)
+		assert.Contains(t, err.Error(), "BlobEndpoint=http://<host>:<port>/devstoreaccount1", "says what to write instead")
+		assert.NotContains(t, err.Error(), fakeKey)
+	}
+	_, err := parseConnectionString("UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1")
+	assert.ErrorContains(t, err, "found BlobEndpoint.")
+
+	c, err := parseConnectionString("UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite")
+	require.NoError(t, err)
+	assert.Equal(t, "http://azurite:10000/devstoreaccount1/", c.serviceURL)
 }
 
 func TestSecretsNeverInSettingsErrors(t *testing.T) {

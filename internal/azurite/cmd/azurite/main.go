@@ -5,6 +5,7 @@
 //
 //	go run ./internal/azurite/cmd/azurite install
 //	go run ./internal/azurite/cmd/azurite run [-port N] [-location DIR]
+//	go run ./internal/azurite/cmd/azurite -h
 //
 // install makes sure the pinned Azurite is in the npm cache prefix (CI runs
 // it before the tests so that its time is not charged to the first test) and
@@ -22,6 +23,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -30,7 +32,7 @@ import (
 )
 
 func main() {
-	if err := run(os.Args[1:]); err != nil {
+	if err := run(os.Args[1:], os.Stdout); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -38,41 +40,65 @@ func main() {
 
 const usage = `usage:
   azurite install
-  azurite run [-port N] [-location DIR]`
+  azurite run [-port N] [-location DIR]
+  azurite -h`
 
-func run(args []string) error {
+// isHelp reports whether arg asks for the usage, in any of the spellings
+// people try: asking is not a mistake, so it prints to stdout and exits 0.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}
+
+// run runs the command line args (without the program name), printing its
+// output, and usage asked for, to stdout.
+func run(args []string, stdout io.Writer) error {
 	if len(args) == 0 {
 		return errors.New("azurite: missing subcommand\n" + usage)
 	}
-	// Ctrl-C or a CI cancellation stops npm, or stops Azurite cleanly.
-	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer cancel()
+	if isHelp(args[0]) || len(args) == 2 && args[0] == "install" && isHelp(args[1]) {
+		_, err := fmt.Fprintln(stdout, usage)
+		return err
+	}
 	switch args[0] {
 	case "install":
 		if len(args) > 1 {
 			return fmt.Errorf("azurite: install takes no arguments\n%s", usage)
 		}
+		ctx, cancel := signalContext()
+		defer cancel()
 		script, err := azurite.Install(ctx)
 		if err != nil {
 			return err
 		}
-		fmt.Println(script)
-		return nil
+		_, err = fmt.Fprintln(stdout, script)
+		return err
 	case "run":
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(io.Discard) // errors are returned, with the usage, to go to stderr
 		port := fs.Int("port", 0, "loopback port to listen on (0: a free one)")
 		location := fs.String("location", "", "directory to persist data in (empty: in memory)")
-		if err := fs.Parse(args[1:]); err != nil {
-			return err
+		if err := fs.Parse(args[1:]); errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(stdout, "%s\n\nflags of run:\n", usage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("azurite: run: %w\n%s", err, usage)
 		}
 		if fs.NArg() > 0 {
 			return fmt.Errorf("azurite: run: unexpected arguments %q\n%s", fs.Args(), usage)
 		}
+		ctx, cancel := signalContext()
+		defer cancel()
 		srv, err := azurite.Start(ctx, azurite.Options{Port: *port, Location: *location, Log: os.Stderr})
 		if err != nil {
 			return err
 		}
-		fmt.Println(srv.ConnectionString())
+		fmt.Fprintln(stdout, srv.ConnectionString())
 		select {
 		case <-ctx.Done():
 			return srv.Stop()
@@ -83,4 +109,10 @@ func run(args []string) error {
 	default:
 		return fmt.Errorf("azurite: unknown subcommand %q\n%s", args[0], usage)
 	}
+}
+
+// signalContext is cancelled by Ctrl-C or a CI cancellation, which stops
+// npm, or stops Azurite cleanly.
+func signalContext() (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 }
