@@ -309,8 +309,8 @@ func (r Report) messySummary() string {
 	var b strings.Builder
 	m := r.Messy
 	if m.Malformed+m.DeletedBlobs+m.DeletedContainers > 0 {
-		fmt.Fprintf(&b, "other writer: %d malformed records %v, %d repaired, %d unrepaired; deleted %d blobs, %d containers\n",
-			m.Malformed, m.ByCase, m.Repaired, len(m.Unrepaired), m.DeletedBlobs, m.DeletedContainers)
+		fmt.Fprintf(&b, "other writer: %d malformed records %v, %d repaired, %d replaced by a holder's record, %d unrepaired; deleted %d blobs, %d containers\n",
+			m.Malformed, m.ByCase, m.Repaired, m.Overwritten, len(m.Unrepaired), m.DeletedBlobs, m.DeletedContainers)
 	}
 	fmt.Fprintf(&b, "terms not above every earlier one: %d\n", len(r.TermOrder))
 	for _, t := range r.TermOrder {

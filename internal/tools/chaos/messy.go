@@ -42,7 +42,8 @@ type Messy struct {
 	Malformed         int            // malformed records written
 	ByCase            map[string]int // of those, by tamper.Case
 	Repaired          int            // repairs written
-	Unrepaired        []string       // blobs whose malformed record no repair followed before the run ended
+	Overwritten       int            // malformed records that leave a next term, replaced by the record of a func started on the blob before any repair
+	Unrepaired        []string       // blobs whose malformed record neither a repair nor a holder's record replaced before the run ended
 	DeletedBlobs      int
 	DeletedContainers int
 }
@@ -119,8 +120,9 @@ type Window struct {
 func MalformedWindows(recs []Record) ([]Window, Messy) {
 	var ws []Window
 	m := Messy{ByCase: map[string]int{}}
-	open := map[string]int{}         // blob -> index in ws of its open window
-	pending := map[string]struct{}{} // blobs with a malformed record not yet repaired
+	open := map[string]int{}          // blob -> index in ws of its open window
+	pending := map[string]struct{}{}  // blobs with a malformed record not yet repaired
+	overwritable := map[string]bool{} // of those, the ones whose record leaves a next term: a holder's record replaces it
 	closeAll := func(at int64, all bool, blob string) {
 		for b, i := range open {
 			if all || b == blob {
@@ -141,6 +143,7 @@ func MalformedWindows(recs []Record) ([]Window, Messy) {
 			m.ByCase[r.Detail]++
 			pending[r.Blob] = struct{}{}
 			c, _ := tamper.ParseCase(r.Detail)
+			overwritable[r.Blob] = !c.BlocksTerm()
 			if _, ok := open[r.Blob]; !ok && c.BlocksTerm() {
 				open[r.Blob] = len(ws)
 				ws = append(ws, Window{Blob: r.Blob, Case: r.Detail, From: r.Mono})
@@ -148,6 +151,18 @@ func MalformedWindows(recs []Record) ([]Window, Messy) {
 		case KindRepair:
 			m.Repaired++
 			closeAll(r.Mono, false, r.Blob)
+		case KindStart:
+			// A func started on the blob: its holder wrote its own record
+			// over the malformed one, which it could take only while the
+			// blob was unleased, so before this holder's claim (only a
+			// record that leaves a next term can be built on; under the
+			// other kind no func starts, which StartsUnder checks).
+			for b := range pending {
+				if (r.Blob == "" || b == r.Blob) && overwritable[b] { // "": the run's one blob
+					m.Overwritten++
+					delete(pending, b)
+				}
+			}
 		case KindDelete:
 			if r.Blob == "" {
 				m.DeletedContainers++

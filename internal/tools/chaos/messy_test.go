@@ -125,3 +125,21 @@ func TestCheckContendersThatExitByThemselves(t *testing.T) {
 	assert.Equal(t, Exit{Who: "b", At: 5 * sec, Status: "exit status 1"}, r.Exits[0])
 	assert.Equal(t, "a", r.Exits[1].Who)
 }
+
+// A malformed record that leaves a next term is replaced by the record of
+// the next func started on its blob: not unrepaired; one that leaves none
+// stays unrepaired until its repair.
+func TestCheckAHoldersRecordReplacesAMalformedDuration(t *testing.T) {
+	start := func(at float64, blob string) Record {
+		return Record{Mono: int64(at * float64(sec)), Who: "c1", Kind: KindStart, Term: 5, Blob: blob}
+	}
+	_, m := MalformedWindows([]Record{malformed(1, tamper.DurationAbsurd), start(2, "b")})
+	assert.Empty(t, m.Unrepaired)
+	assert.Equal(t, 1, m.Overwritten)
+	_, m = MalformedWindows([]Record{malformed(1, tamper.DurationGarbage), start(2, "")})
+	assert.Empty(t, m.Unrepaired, "a start on the run's one blob")
+	_, m = MalformedWindows([]Record{start(0.5, "b"), malformed(1, tamper.TermGarbage), start(2, "b")})
+	assert.Equal(t, []string{"b"}, m.Unrepaired, "no holder replaces a term that does not read")
+	_, m = MalformedWindows([]Record{start(0.5, "b"), malformed(1, tamper.DurationAbsurd)})
+	assert.Equal(t, []string{"b"}, m.Unrepaired, "a start before the record replaces nothing")
+}

@@ -85,16 +85,19 @@ func MonoOf(t time.Time) int64 {
 }
 
 // ReadRecords reads a run's records.jsonl.
-func ReadRecords(path string) ([]Record, error) {
+func ReadRecords(path string) ([]Record, error) { return ReadJSONLines[Record](path) }
+
+// ReadJSONLines reads a file of JSON values, one a line (a run's records).
+func ReadJSONLines[T any](path string) ([]T, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	var recs []Record
+	var recs []T
 	dec := json.NewDecoder(f)
 	for {
-		var r Record
+		var r T
 		if err := dec.Decode(&r); err == io.EOF {
 			return recs, nil
 		} else if err != nil {

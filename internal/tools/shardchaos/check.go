@@ -100,6 +100,9 @@ func Check(records []Record, tm chaos.Timings) Report {
 			if r.Shard != "" {
 				byShard[r.Shard] = append(byShard[r.Shard], c)
 				ran[r.Shard] = true
+				if r.Kind == chaos.KindStart {
+					other = append(other, c) // a holder's record replaces a malformed one
+				}
 			}
 		case chaos.KindMalformed, chaos.KindRepair:
 			if r.Shard != "" {
@@ -188,8 +191,8 @@ func (r Report) Summary() string {
 		fmt.Fprintf(&b, "  %s\n", t)
 	}
 	m := r.Messy
-	fmt.Fprintf(&b, "other writer: %d malformed records %v, %d repaired, %d unrepaired %v; %d phantom sessions, %d deleted\n",
-		m.Malformed, m.ByCase, m.Repaired, len(m.Unrepaired), m.Unrepaired, r.Phantoms, r.PhantomsGone)
+	fmt.Fprintf(&b, "other writer: %d malformed records %v, %d repaired, %d replaced by a holder's record, %d unrepaired %v; %d phantom sessions, %d deleted\n",
+		m.Malformed, m.ByCase, m.Repaired, m.Overwritten, len(m.Unrepaired), m.Unrepaired, r.Phantoms, r.PhantomsGone)
 	fmt.Fprintf(&b, "runs started under a malformed record: %d\n", len(r.UnderMalformed))
 	for _, u := range r.UnderMalformed {
 		fmt.Fprintf(&b, "  shard %s: %s term %d\n", u.Shard, u.Who, u.Number)

@@ -69,7 +69,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 	defer func() {
 		err = errors.Join(err, h.Close())
 		res.Records = h.Records()
-		res.Report = Check(res.Records, cfg.checkTimings())
+		res.Report = Check(res.Records, cfg.CheckTimings())
 	}()
 	for range cfg.Instances {
 		if _, err := h.AddLane(); err != nil {
@@ -175,8 +175,8 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 	return res, ctx.Err()
 }
 
-// checkTimings are the chaos checker's timings for these instances.
-func (cfg ChaosConfig) checkTimings() chaos.Timings {
+// CheckTimings are the chaos checker's timings for these instances.
+func (cfg ChaosConfig) CheckTimings() chaos.Timings {
 	t := cfg.Timings
 	return chaos.Timings{LeaseDuration: t.LeaseDuration, RetryInterval: t.RetryInterval, Slack: 5 * time.Second, Detect: t.LeaseDuration}
 }

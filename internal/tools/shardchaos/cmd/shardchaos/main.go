@@ -9,6 +9,7 @@
 //
 //	go run ./internal/tools/shardchaos/cmd/shardchaos -faults 300 -malformed -setchanges
 //	go run ./internal/tools/shardchaos/cmd/shardchaos -faults 20 -overlap=false -seed 42
+//	go run ./internal/tools/shardchaos/cmd/shardchaos -check DIR/records.jsonl   # check an earlier run again
 package main
 
 import (
@@ -21,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
 )
 
@@ -40,8 +42,22 @@ func main() {
 		margin     = flag.Duration("stop-margin", 1500*time.Millisecond, "StopMargin")
 		settle     = flag.Duration("settle", 2*time.Minute, "how long to wait for the shards to settle (at the start, after each fault without -overlap, and at the end)")
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
+		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with the timings it ran with) instead of running")
 	)
 	flag.Parse()
+	if *recheck != "" {
+		records, err := chaos.ReadJSONLines[shardchaos.Record](*recheck)
+		if err != nil {
+			fail(err)
+		}
+		cfg := shardchaos.ChaosConfig{Config: shardchaos.Config{Timings: shardchaos.Timings{LeaseDuration: *lease, RetryInterval: *retry, StopMargin: *margin}}}
+		rep := shardchaos.Check(records, cfg.CheckTimings())
+		fmt.Print(rep.Summary())
+		if len(rep.Overlaps) > 0 || len(rep.Unordered) > 0 || len(rep.UnderMalformed) > 0 || len(rep.Messy.Unrepaired) > 0 || len(rep.Exits) > 0 || !rep.Final.OK {
+			os.Exit(1)
+		}
+		return
+	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "shardchaos-")
 		if err != nil {
