@@ -1116,3 +1116,60 @@ func TestShardsWatchListsUntilInterrupted(t *testing.T) {
 		assert.Equal(t, 0, got.Unowned.Count)
 	}
 }
+
+// During a rollout that changes the set, the live sessions form two sets;
+// the spread is judged within each, a shard whose session the listing has
+// not seen is unowned, and the text names only the first unowned shards.
+func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	info := leaderelection.ShardsInfo{
+		Sessions: []leaderelection.SessionInfo{
+			{ID: "a", Live: true, Identity: "w1", Since: now.Add(-time.Minute), Owned: 3, ShardSet: "1111111111111111", SetSize: 4},
+			{ID: "b", Live: true, Identity: "w2", Since: now.Add(-time.Minute), Owned: 1, ShardSet: "1111111111111111", SetSize: 4},
+			{ID: "c", Live: true, Identity: "w3", Since: now.Add(-time.Second), Owned: 0, ShardSet: "2222222222222222", SetSize: 5},
+			{ID: "d", Live: false, Identity: "w0"},
+		},
+	}
+	held := func(name, session string) leaderelection.ShardInfo {
+		return leaderelection.ShardInfo{Name: name, Held: true, Session: session, Term: leaderelection.Term{Number: 2, Identity: "w"}}
+	}
+	info.Shards = append(info.Shards, held("k1", "a"), held("k2", "a"), held("k3", "a"), held("k4", "b"),
+		held("k5", "d"), held("k6", "e")) // e started after the sessions were listed
+	for i := range 25 {
+		info.Shards = append(info.Shards, leaderelection.ShardInfo{Name: fmt.Sprintf("z%02d", i)})
+	}
+
+	r := newShardsReport("leases", "jobs", info, now)
+	assert.Equal(t, 3, r.LiveSessions)
+	assert.Equal(t, 1, r.DeadSessions)
+	require.Len(t, r.Sets, 2)
+	assert.Equal(t, setReport{ShardSet: "1111111111111111", SetSize: 4, Sessions: []string{"a", "b"}, Held: 4,
+		Spread: spreadReport{Min: 1, Max: 3}}, r.Sets[0])
+	assert.Equal(t, setReport{ShardSet: "2222222222222222", SetSize: 5, Sessions: []string{"c"}, Held: 0,
+		Spread: spreadReport{Min: 0, Max: 0, WithinOne: true}}, r.Sets[1])
+	assert.Equal(t, &spreadReport{Min: 0, Max: 3}, r.Spread)
+	assert.Equal(t, 27, r.Unowned.Count)
+	assert.Equal(t, 25, r.Unowned.Free)
+	assert.Equal(t, 2, r.Unowned.DeadHolder, "held by a dead session, and by one the listing has not seen")
+	assert.Equal(t, []string{"k5", "k6", "z00"}, r.Unowned.Names[:3])
+
+	var out bytes.Buffer
+	printShards(&out, r, false)
+	t.Log(out.String())
+	assert.Contains(t, out.String(), "\nsessions: 3 live, 1 dead\n")
+	assert.Regexp(t, `(?m)^  d +w0 +dead +- +1 +0 +-$`, out.String())
+	assert.Regexp(t, `(?m)^sets: +2: the live sessions run different sets \(a rollout that changes them\?\)`, out.String())
+	assert.Contains(t, out.String(), "\n  1111111111111111 (4 shards): live sessions: 2, holding 4 of its 4: every shard of the set runs, 1 to 3 shards per live session: not within one")
+	assert.Contains(t, out.String(), "\n  2222222222222222 (5 shards): live sessions: 1, holding 0 of its 5: 5 not held by them")
+	assert.Regexp(t, `(?m)^unowned: +27 shard blobs no live session holds \(25 free, 2 held by a dead session\): k5, k6, z00, .*, z17 and 7 more \(-shards or -json lists them all\)$`, out.String())
+
+	r = newShardsReport("leases", "jobs", leaderelection.ShardsInfo{}, now)
+	out.Reset()
+	printShards(&out, r, true)
+	assert.Equal(t, "prefix:   leases/jobs, listed 2026-05-01T12:00:00Z\nsessions: 0 live, 0 dead\nspread:   no live session\n"+
+		"unowned:  none: a live session holds every shard blob\nshards:   0 blobs\n", out.String())
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"container":"leases","prefix":"jobs","listed":"2026-05-01T12:00:00Z","liveSessions":0,"deadSessions":0,
+		"sessions":[],"sets":[],"spread":null,"shardBlobs":0,"unowned":{"count":0,"free":0,"deadHolder":0,"names":[]},"shards":[]}`, string(b))
+}

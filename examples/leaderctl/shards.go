@@ -342,13 +342,17 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 	default:
 		line("sets", "%d: the live sessions run different sets (a rollout that changes them?); each set's shards are shared among its own sessions", len(r.Sets))
 		for _, g := range r.Sets {
-			fmt.Fprintf(w, "  %s: %s, %s\n", setName(g), setHeld(g), spreadText(g.Spread))
+			fmt.Fprintf(w, "  %s: %s, %s\n", setName(g), setHeld(g), spreadText(g.Spread, moving))
 		}
 	}
 	if r.Spread == nil {
 		line("spread", "no live session")
 	} else {
-		line("spread", "%s", spreadText(*r.Spread))
+		why := moving
+		if len(r.Sets) > 1 {
+			why = "across sets, which the library does not balance: see each set above"
+		}
+		line("spread", "%s", spreadText(*r.Spread, why))
 	}
 	u := r.Unowned
 	if u.Count == 0 {
@@ -399,12 +403,17 @@ func setHeld(g setReport) string {
 	return s
 }
 
-func spreadText(s spreadReport) string {
+// moving is why a set's spread is not within one: for a moment, while
+// shards move.
+const moving = "a session is claiming or handing over"
+
+// spreadText says whether a spread is within one, and if not, why.
+func spreadText(s spreadReport, why string) string {
 	t := fmt.Sprintf("%d to %d shards per live session", s.Min, s.Max)
 	if s.WithinOne {
 		return t + ": within one"
 	}
-	return t + ": not within one (a session is claiming or handing over, or the sessions run different sets)"
+	return t + ": not within one (" + why + ")"
 }
 
 func orDash(s string) string {
