@@ -1,11 +1,14 @@
 // Command leaderctl is an operator's tool for a leaderelection lease: it
 // shows who leads, breaks the lease when a holder must be made to stop, and
-// repairs a record that does not read.
+// repairs a record that does not read. For a ShardOwner it shows the
+// sessions, who holds each shard, the spread and the shards no live session
+// holds.
 //
 //	AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \
 //	  go run ./examples/leaderctl status -container leases -blob coordinator
 //	go run ./examples/leaderctl break -account-url https://myaccount.blob.core.windows.net/ \
 //	  -container leases -blob coordinator
+//	go run ./examples/leaderctl shards -container leases -prefix jobs -watch
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
 // storage request fails, 2 on a usage error, 3 when break finds the holder
