@@ -346,7 +346,8 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 		{"repair without a blob", with("LEASE_BLOB", ""), []string{"repair", "-term", "3"}, "-blob is required (or set LEASE_BLOB)"},
 		{"shards without a prefix", full, []string{"shards"}, "-prefix is required (or set LEASE_PREFIX): the ShardOwner's prefix has no default"},
 		{"shards takes no blob", full, []string{"shards", "-blob", "x"}, "flag provided but not defined: -blob"},
-		{"shards with a prefix a ShardOwner refuses", with("LEASE_PREFIX", "jobs/shards/x"), []string{"shards"}, "invalid -prefix: "},
+		{"shards with a prefix a ShardOwner refuses", full, []string{"shards", "-prefix", "jobs/shards/x"}, "invalid -prefix: "},
+		{"shards with a prefix from the environment a ShardOwner refuses", with("LEASE_PREFIX", "jobs/sessions/x"), []string{"shards"}, "invalid LEASE_PREFIX: "},
 		{"shards watched at no interval", with("LEASE_PREFIX", "jobs"), []string{"shards", "-watch", "-interval", "0s"}, "-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -1103,6 +1104,7 @@ func TestShardsWatchListsUntilInterrupted(t *testing.T) {
 	assert.Equal(t, exitOK, r.code, "an interrupted watch ends well")
 	assert.Empty(t, r.stderr)
 	assert.GreaterOrEqual(t, strings.Count(r.stdout, "\nsessions: "), 2, "it listed at least twice")
+	assert.Contains(t, r.stdout, "\n\nprefix: ", "each listing is set apart")
 
 	ctx, cancel = context.WithTimeout(context.Background(), 2500*time.Millisecond)
 	defer cancel()
@@ -1172,4 +1174,26 @@ func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"container":"leases","prefix":"jobs","listed":"2026-05-01T12:00:00Z","liveSessions":0,"deadSessions":0,
 		"sessions":[],"sets":[],"spread":null,"shardBlobs":0,"unowned":{"count":0,"free":0,"deadHolder":0,"names":[]},"shards":[]}`, string(b))
+}
+
+// A listing that fails ends shards with status 1; under -watch it is
+// reported and the watch goes on until interrupted.
+func TestShardsReportsAFailedListingAndWatchGoesOn(t *testing.T) {
+	env := map[string]string{
+		// Nothing listens on port 1.
+		"AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct;AccountKey=c2VjcmV0LWtleS0xMjM0NQ==;BlobEndpoint=http://127.0.0.1:1/acct",
+		"LEASE_CONTAINER":                 "leases",
+		"LEASE_PREFIX":                    "jobs",
+	}
+	r := leaderctl(t, env, "shards")
+	assert.Equal(t, exitFailed, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Regexp(t, `^leaderctl: .*connection error.*\n$`, r.stderr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r = leaderctlFor(ctx, t, env, "shards", "-watch", "-interval", "200ms")
+	assert.Equal(t, exitFailed, r.code, "the last listing failed")
+	assert.Empty(t, r.stdout)
+	assert.GreaterOrEqual(t, strings.Count(r.stderr, "leaderctl: "), 2, "it tried again")
 }

@@ -58,14 +58,23 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 		return code
 	}
 	defer l.close()
-	o, err := newInspector(l.manager.Settings())
+	// A ShardOwner's prefix has rules of its own (no segment named sessions
+	// or shards after the first): name where it came from.
+	origin := map[string]string{"Blob": "LEASE_PREFIX"}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "prefix" {
+			origin["Blob"] = "-prefix"
+		}
+	})
+	s := l.manager.Settings()
+	o, err := newInspector(s)
 	if err != nil {
-		if problems := settingsProblems(err, map[string]string{"Blob": "-prefix", "Container": "-container"}); problems != nil {
+		if problems := settingsProblems(err, origin); problems != nil {
 			return c.usageError(fs.Name(), problems...)
 		}
 		return c.fail(err)
 	}
-	s := l.manager.Settings()
+	printed := false // a text report was printed: the next is set apart
 	show := func() error {
 		var info leaderelection.ShardsInfo
 		if err := l.call(ctx, func(ctx context.Context) (err error) {
@@ -82,7 +91,11 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 			}
 			return enc.Encode(r)
 		}
+		if printed {
+			fmt.Fprintln(c.stdout)
+		}
 		printShards(c.stdout, r, cmd.each)
+		printed = true
 		return nil
 	}
 	if !cmd.watch {
@@ -95,10 +108,7 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 	// one tried, since an operator watching wants to see the fleet again
 	// once storage answers. The exit code is the last listing's.
 	code = exitOK
-	for first := true; ; first = false {
-		if !first && !cmd.json {
-			fmt.Fprintln(c.stdout)
-		}
+	for {
 		err := show()
 		switch {
 		case ctx.Err() != nil:
