@@ -199,7 +199,9 @@ refuses it): to move shards, stop or restart the instance that runs them.
                          {"min", "max", "withinOne"}, "shardBlobs",
                          "unowned": {"count", "free", "deadHolder", "names"},
                          "shards": [{"name", "state", "session", "identity",
-                         "term"}]}. Fields may be added, never renamed
+                         "term", "since"}]}. Times are UTC; "since" is by the
+                         session's or the shard holder's clock. Fields may
+                         be added, never renamed
   -watch                list again every -interval until interrupted; a
                         listing that fails is reported and the watch goes on
   -interval D           how often -watch lists (default 5s)

@@ -1016,6 +1016,9 @@ func TestShardsShowsTheSessionsTheSpreadAndEveryShardsOwner(t *testing.T) {
 		assert.Contains(t, owners, sh.Session, sh.Name)
 		assert.Equal(t, owners[sh.Session], sh.Identity, sh.Name)
 		assert.GreaterOrEqual(t, sh.Term, int64(1), sh.Name)
+		if assert.NotNil(t, sh.Since, sh.Name) {
+			assert.WithinDuration(t, time.Now(), *sh.Since, time.Minute, sh.Name)
+		}
 	}
 
 	r := leaderctl(t, env, "shards")

@@ -215,6 +215,8 @@ type shardReport struct {
 	Session  string `json:"session,omitempty"`
 	Identity string `json:"identity,omitempty"` // of its last term's holder
 	Term     int64  `json:"term"`               // its last term; 0 if none recorded
+	// Since is when its last term began, by its holder's clock.
+	Since *time.Time `json:"since,omitempty"`
 }
 
 func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, now time.Time) shardsReport {
@@ -245,6 +247,10 @@ func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, n
 	}
 	for _, sh := range info.Shards {
 		out := shardReport{Name: sh.Name, Session: sh.Session, Identity: sh.Term.Identity, Term: sh.Term.Number}
+		if !sh.Term.Since.IsZero() {
+			since := sh.Term.Since.UTC()
+			out.Since = &since
+		}
 		holder := byID[sh.Session]
 		switch {
 		case !sh.Held:
