@@ -1,15 +1,7 @@
 package main
 
-// connectionHelp describes the flags every command takes.
-const connectionHelp = `Storage account, exactly one of (a flag overrides the environment):
-  -connection-string S  storage connection string
-                        (env AZURE_STORAGE_CONNECTION_STRING)
-  -account-url URL      blob service URL, e.g. https://myaccount.blob.core.windows.net/,
-                        signed in with DefaultAzureCredential: environment, workload or
-                        managed identity, Azure CLI... (env AZURE_STORAGE_ACCOUNT_URL)
-  -sas-url URL          the account's or the container's URL with a SAS token
-                        (env AZURE_STORAGE_SAS_URL)
-
+// connectionHelp describes the flags status, break and repair take.
+const connectionHelp = accountHelp + `
 Lease, both required: there are no defaults, so that break never acts on a
 lease you did not name:
   -container NAME       container of the lease blob (env LEASE_CONTAINER)
@@ -18,12 +10,27 @@ lease you did not name:
   -timeout D            give up after D (default 10s)
 `
 
-const mainHelp = `leaderctl shows, breaks and repairs the lease of a leaderelection group.
+// accountHelp describes the flags that choose the storage account, which
+// every command takes.
+const accountHelp = `Storage account, exactly one of (a flag overrides the environment):
+  -connection-string S  storage connection string
+                        (env AZURE_STORAGE_CONNECTION_STRING)
+  -account-url URL      blob service URL, e.g. https://myaccount.blob.core.windows.net/,
+                        signed in with DefaultAzureCredential: environment, workload or
+                        managed identity, Azure CLI... (env AZURE_STORAGE_ACCOUNT_URL)
+  -sas-url URL          the account's or the container's URL with a SAS token
+                        (env AZURE_STORAGE_SAS_URL)
+`
+
+const mainHelp = `leaderctl shows, breaks and repairs the lease of a leaderelection group,
+and shows a ShardOwner's sessions and shards.
 
 Usage:
   leaderctl status [flags]   who leads, since when, the lease's state and the blob's role
   leaderctl break [flags]    make the leader stop, so that another instance can lead
   leaderctl repair [flags]   rewrite a record that does not read, on a blob nobody holds
+  leaderctl shards [flags]   a ShardOwner's sessions, who holds each shard, the spread,
+                             the shards no live session holds (-prefix instead of -blob)
   leaderctl help [command]
 
 ` + connectionHelp + `
@@ -148,3 +155,56 @@ exist, and when N is lower than the term that reads on the blob, unless
                         only this way.
 
 ` + connectionHelp
+
+const shardsHelp = `Usage: leaderctl shards -container NAME -prefix P [flags]
+
+Shows the ShardOwner whose prefix (its BlobSettings.Blob) is P, as one
+listing of <P>/sessions/ and <P>/shards/ sees it: it reads, and holds,
+breaks or changes nothing. Two or more requests (the sessions, then the
+shards 1,000 a page), not one snapshot: a session that started after the
+sessions were listed shows as dead until the next listing.
+
+  sessions  each session's ID, the identity of the instance that runs it,
+            live or dead (live: its lease is held and it has written its
+            record), since when (by its clock), HELD: the shard blobs the
+            listing shows it holding, RECORD: how many it held at its last
+            write by its own count, and SET: its set of shards' digest/size
+  set       the live sessions whose records carry the same set digest share
+            that set's shards; more than one set during a rollout that
+            changes it. Every shard of a set runs once its sessions hold as
+            many as it has
+  spread    the fewest and the most shards a live session holds: the library
+            keeps them within one of each other, within a set
+  unowned   the shard blobs no live session holds: free (a shard removed
+            from every set stays so), or held by a dead session, which the
+            survivors take within the session's lease duration; the first
+            20 named
+
+A session's or a shard's lease is never broken by hand (leaderctl break
+refuses it): to move shards, stop or restart the instance that runs them.
+
+  -prefix P             the ShardOwner's prefix, required (env LEASE_PREFIX)
+  -container NAME       its container, required (env LEASE_CONTAINER)
+  -shards               also list every shard blob: its state (owned, free,
+                        deadHolder), the session its record names, the
+                        identity and the term of its last holder
+  -json                 print one JSON object instead (with -watch, one per
+                        listing, each on one line):
+                        {"container", "prefix", "listed", "liveSessions",
+                         "deadSessions", "sessions": [{"id", "identity",
+                         "live", "since", "heldByRecord", "heldByListing",
+                         "shardSet", "setSize", "declaredSeconds"}],
+                         "sets": [{"shardSet", "setSize", "sessions", "held",
+                         "spread"}], "spread": null with no live session, or
+                         {"min", "max", "withinOne"}, "shardBlobs",
+                         "unowned": {"count", "free", "deadHolder", "names"},
+                         "shards": [{"name", "state", "session", "identity",
+                         "term", "since"}]}. Times are UTC; "since" is by the
+                         session's or the shard holder's clock. Fields may
+                         be added, never renamed
+  -watch                list again every -interval until interrupted; a
+                        listing that fails is reported and the watch goes on
+  -interval D           how often -watch lists (default 5s)
+  -timeout D            give up on a listing after D (default 10s)
+
+` + accountHelp

@@ -1,11 +1,14 @@
 // Command leaderctl is an operator's tool for a leaderelection lease: it
 // shows who leads, breaks the lease when a holder must be made to stop, and
-// repairs a record that does not read.
+// repairs a record that does not read. For a ShardOwner it shows the
+// sessions, who holds each shard, the spread and the shards no live session
+// holds.
 //
 //	AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \
 //	  go run ./examples/leaderctl status -container leases -blob coordinator
 //	go run ./examples/leaderctl break -account-url https://myaccount.blob.core.windows.net/ \
 //	  -container leases -blob coordinator
+//	go run ./examples/leaderctl shards -container leases -prefix jobs -watch
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
 // storage request fails, 2 on a usage error, 3 when break finds the holder
@@ -57,7 +60,7 @@ func main() {
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	c := &cli{env: env, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return c.usageError("", "no command given: use status, break or repair")
+		return c.usageError("", "no command given: use status, break, repair or shards")
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "status":
@@ -66,13 +69,15 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return c.breakLease(ctx, rest)
 	case "repair":
 		return c.repair(ctx, rest)
+	case "shards":
+		return c.shards(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
 	default:
 		if strings.HasPrefix(cmd, "-") {
-			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break|repair [flags]), got %q first", cmd))
+			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break|repair|shards [flags]), got %q first", cmd))
 		}
-		return c.usageError("", fmt.Sprintf("unknown command %q: use status, break or repair", cmd))
+		return c.usageError("", fmt.Sprintf("unknown command %q: use status, break, repair or shards", cmd))
 	}
 }
 
@@ -92,8 +97,10 @@ func (c *cli) help(args []string) int {
 		fmt.Fprint(c.stdout, breakHelp)
 	case len(args) == 1 && args[0] == "repair":
 		fmt.Fprint(c.stdout, repairHelp)
+	case len(args) == 1 && args[0] == "shards":
+		fmt.Fprint(c.stdout, shardsHelp)
 	default:
-		return c.usageError("", fmt.Sprintf("no help for %q: use status, break or repair", strings.Join(args, " ")))
+		return c.usageError("", fmt.Sprintf("no help for %q: use status, break, repair or shards", strings.Join(args, " ")))
 	}
 	return exitOK
 }
@@ -154,6 +161,18 @@ type target struct {
 	timeout                              time.Duration
 	timings                              bool // register -lease-duration
 	leaseDuration                        time.Duration
+	// prefix names the blob -prefix (env LEASE_PREFIX): a ShardOwner's
+	// prefix, its BlobSettings.Blob, under which its blobs lie.
+	prefix bool
+}
+
+// blobFlag is the flag and the variable that name the blob, and what the
+// blob is, for errors.
+func (t *target) blobFlag() (flag, env, what string) {
+	if t.prefix {
+		return "prefix", "LEASE_PREFIX", "ShardOwner's prefix"
+	}
+	return "blob", "LEASE_BLOB", "lease's blob"
 }
 
 func (t *target) register(fs *flag.FlagSet) {
@@ -163,7 +182,8 @@ func (t *target) register(fs *flag.FlagSet) {
 	fs.StringVar(&t.accountURL, "account-url", "", "")
 	fs.StringVar(&t.sasURL, "sas-url", "", "")
 	fs.StringVar(&t.container, "container", "", "")
-	fs.StringVar(&t.blob, "blob", "", "")
+	name, _, _ := t.blobFlag()
+	fs.StringVar(&t.blob, name, "", "")
 	t.timeout = 10 * time.Second
 	fs.Var((*duration)(&t.timeout), "timeout", "")
 	if t.timings {
@@ -238,13 +258,14 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 
 	// No defaults for the container and the blob: break must never act on
 	// a lease the operator did not name.
+	blobFlag, blobEnv, blobWhat := t.blobFlag()
 	for _, n := range []struct {
-		flag, env, field string
-		dst              *string
-		value            string
+		flag, env, field, what string
+		dst                    *string
+		value                  string
 	}{
-		{"container", "LEASE_CONTAINER", "Container", &s.Container, t.container},
-		{"blob", "LEASE_BLOB", "Blob", &s.Blob, t.blob},
+		{"container", "LEASE_CONTAINER", "Container", "lease's container", &s.Container, t.container},
+		{blobFlag, blobEnv, "Blob", blobWhat, &s.Blob, t.blob},
 	} {
 		switch {
 		case given[n.flag]:
@@ -255,7 +276,7 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 			origin[n.field] = "-" + n.flag
 		}
 		if *n.dst == "" {
-			problems = append(problems, fmt.Sprintf("-%s is required (or set %s): the lease's %s has no default", n.flag, n.env, strings.ToLower(n.field)))
+			problems = append(problems, fmt.Sprintf("-%s is required (or set %s): the %s has no default", n.flag, n.env, n.what))
 		}
 	}
 	if t.timeout <= 0 {

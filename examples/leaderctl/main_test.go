@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -343,13 +344,18 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 			`invalid value "9223372036854775807" for flag -term: no term could follow the largest term number: want one from 0 to 9223372036854775806`},
 		{"repair to a term that is not a number", full, []string{"repair", "-term", "x"}, `invalid value "x" for flag -term: want a term number`},
 		{"repair without a blob", with("LEASE_BLOB", ""), []string{"repair", "-term", "3"}, "-blob is required (or set LEASE_BLOB)"},
+		{"shards without a prefix", full, []string{"shards"}, "-prefix is required (or set LEASE_PREFIX): the ShardOwner's prefix has no default"},
+		{"shards takes no blob", full, []string{"shards", "-blob", "x"}, "flag provided but not defined: -blob"},
+		{"shards with a prefix a ShardOwner refuses", full, []string{"shards", "-prefix", "jobs/shards/x"}, "invalid -prefix: "},
+		{"shards with a prefix from the environment a ShardOwner refuses", with("LEASE_PREFIX", "jobs/sessions/x"), []string{"shards"}, "invalid LEASE_PREFIX: "},
+		{"shards watched at no interval", with("LEASE_PREFIX", "jobs"), []string{"shards", "-watch", "-interval", "0s"}, "-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := leaderctl(t, tc.env, tc.args...)
 			assert.Equal(t, exitUsage, r.code)
 			assert.Empty(t, r.stdout)
 			assert.Contains(t, r.stderr, "leaderctl: "+tc.want)
-			assert.Regexp(t, `Run "leaderctl( (status|break|repair) -h| help)" for usage.\n$`, r.stderr)
+			assert.Regexp(t, `Run "leaderctl( (status|break|repair|shards) -h| help)" for usage.\n$`, r.stderr)
 			assert.NotContains(t, r.stderr, key)
 			assert.NotContains(t, r.stderr, sig)
 		})
@@ -401,8 +407,11 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	assert.Contains(t, r.stdout, "leaderctl status [flags]")
 	assert.Contains(t, r.stdout, "leaderctl break [flags]")
 	assert.Contains(t, r.stdout, "leaderctl repair [flags]")
+	assert.Contains(t, r.stdout, "leaderctl shards [flags]")
 
-	for cmd, fs := range map[string]*flag.FlagSet{"status": new(statusCmd).flags(), "break": new(breakCmd).flags(), "repair": new(repairCmd).flags()} {
+	for cmd, fs := range map[string]*flag.FlagSet{
+		"status": new(statusCmd).flags(), "break": new(breakCmd).flags(), "repair": new(repairCmd).flags(), "shards": new(shardsCmd).flags(),
+	} {
 		r := leaderctl(t, nil, cmd, "-h")
 		require.Equal(t, exitOK, r.code)
 		assert.Equal(t, r.stdout, leaderctl(t, nil, "help", cmd).stdout)
@@ -917,4 +926,277 @@ func TestTheShardOwnersPrefixComesFromTheBlobsName(t *testing.T) {
 	}
 	_, ok := ownerOf(leaderelection.RoleSession, "jobs/shards/s1")
 	assert.False(t, ok, "a shard's name is not a session's")
+}
+
+// leaderctlFor runs the program as leaderctl does, until ctx ends: for
+// -watch, which lists until interrupted.
+func leaderctlFor(ctx context.Context, t *testing.T, env map[string]string, args ...string) result {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, args, func(k string) string { return env[k] }, &stdout, &stderr)
+	t.Logf("leaderctl %s -> exit %d\n--- stdout\n%s--- stderr\n%s", strings.Join(args, " "), code, stdout.String(), stderr.String())
+	return result{code, stdout.String(), stderr.String()}
+}
+
+// decodeShards parses shards -json output as a script would.
+func decodeShards(t *testing.T, out string) shardsReport {
+	t.Helper()
+	var got shardsReport
+	dec := json.NewDecoder(strings.NewReader(out))
+	dec.DisallowUnknownFields()
+	require.NoError(t, dec.Decode(&got), "shards -json must print one JSON object of the documented structure")
+	return got
+}
+
+// shardNames are n shard names, s01 to sNN.
+func shardNames(n int) []string {
+	var names []string
+	for i := 1; i <= n; i++ {
+		names = append(names, fmt.Sprintf("s%02d", i))
+	}
+	return names
+}
+
+// Two owners share 12 shards: shards shows both sessions live, 6 each,
+// every shard owned with a term, and nothing unowned; with -shards, each
+// shard's owner.
+func TestShardsShowsTheSessionsTheSpreadAndEveryShardsOwner(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	env["LEASE_PREFIX"] = "app/jobs"
+	w1 := startShardOwner(t, s, "w1", shardNames(12)...)
+	w2 := startShardOwner(t, s, "w2", shardNames(12)...)
+	require.Eventually(t, func() bool {
+		return len(w1.owner.Owned()) == 6 && len(w2.owner.Owned()) == 6
+	}, 40*time.Second, 100*time.Millisecond, "the owners never settled on 6 shards each")
+	owners := map[string]string{w1.owner.Session(): "w1", w2.owner.Session(): "w2"}
+
+	var got shardsReport
+	// A session's record counts its shards at its next renewal: wait for
+	// the listing and the records to agree.
+	require.Eventually(t, func() bool {
+		r := leaderctl(t, env, "shards", "-json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got = decodeShards(t, r.stdout)
+		for _, se := range got.Sessions {
+			if se.HeldByRecord != 6 {
+				return false
+			}
+		}
+		return true
+	}, 20*time.Second, 500*time.Millisecond, "the sessions' records never said 6 shards each")
+	assert.Equal(t, s.Container, got.Container)
+	assert.Equal(t, "app/jobs", got.Prefix)
+	assert.Equal(t, 2, got.LiveSessions)
+	assert.Equal(t, 0, got.DeadSessions)
+	require.Len(t, got.Sessions, 2)
+	for _, se := range got.Sessions {
+		assert.True(t, se.Live, se.ID)
+		assert.Equal(t, owners[se.ID], se.Identity, se.ID)
+		assert.Equal(t, 6, se.HeldByListing, se.ID)
+		assert.Equal(t, 12, se.SetSize, se.ID)
+		assert.Len(t, se.ShardSet, 16, se.ID)
+		require.NotNil(t, se.Since, se.ID)
+		assert.WithinDuration(t, time.Now(), *se.Since, time.Minute, se.ID)
+		assert.Equal(t, 4.0, se.Declared, se.ID)
+	}
+	require.Len(t, got.Sets, 1, "both run the same set")
+	assert.Equal(t, 12, got.Sets[0].SetSize)
+	assert.Equal(t, 12, got.Sets[0].Held)
+	assert.Len(t, got.Sets[0].Sessions, 2)
+	require.NotNil(t, got.Spread)
+	assert.Equal(t, spreadReport{Min: 6, Max: 6, WithinOne: true}, *got.Spread)
+	assert.Equal(t, 12, got.ShardBlobs)
+	assert.Equal(t, unownedReport{Names: []string{}}, got.Unowned)
+	require.Len(t, got.Shards, 12)
+	for i, sh := range got.Shards {
+		assert.Equal(t, shardNames(12)[i], sh.Name)
+		assert.Equal(t, shardOwned, sh.State, sh.Name)
+		assert.Contains(t, owners, sh.Session, sh.Name)
+		assert.Equal(t, owners[sh.Session], sh.Identity, sh.Name)
+		assert.GreaterOrEqual(t, sh.Term, int64(1), sh.Name)
+		if assert.NotNil(t, sh.Since, sh.Name) {
+			assert.WithinDuration(t, time.Now(), *sh.Since, time.Minute, sh.Name)
+		}
+	}
+
+	r := leaderctl(t, env, "shards")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Regexp(t, `(?m)^prefix: +`+s.Container+`/app/jobs, listed \d{4}-`, r.stdout)
+	assert.Regexp(t, `(?m)^sessions: +2 live, 0 dead$`, r.stdout)
+	for id, who := range owners {
+		assert.Regexp(t, `(?m)^  `+id+` +`+who+` +live +\d{4}-\d\d-\d\dT\S+Z \(\d+s ago\) +6 +6 +[0-9a-f]{16}/12$`, r.stdout)
+	}
+	assert.Regexp(t, `(?m)^set: +[0-9a-f]{16} \(12 shards\): live sessions: 2, holding 12 of its 12: every shard of the set runs$`, r.stdout)
+	assert.Regexp(t, `(?m)^spread: +6 to 6 shards per live session: within one$`, r.stdout)
+	assert.Regexp(t, `(?m)^unowned: +none: a live session holds every shard blob$`, r.stdout)
+	assert.Regexp(t, `(?m)^shards: +12 blobs \(-shards lists each with its owner and term\)$`, r.stdout)
+	assert.NotContains(t, r.stdout, "s01", "without -shards no shard is listed")
+
+	r = leaderctl(t, env, "shards", "-shards")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	for _, sh := range got.Shards {
+		assert.Regexp(t, `(?m)^  `+sh.Name+` +owned +`+sh.Session+` +`+owners[sh.Session]+` +\d+$`, r.stdout)
+	}
+}
+
+// A shard blob held by a session that is not live, and one nobody holds,
+// are unowned; shards counts and names them, and leaves them alone.
+func TestShardsCountsTheShardsNoLiveSessionHolds(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	env["LEASE_PREFIX"] = "jobs"
+	so := startShardOwner(t, s, "w1", "s1", "s2")
+	require.Eventually(t, func() bool { return so.runs("s1") && so.runs("s2") }, 20*time.Second, 50*time.Millisecond, "the shards never ran")
+	// Written by hand, outside the owner's set, so that it takes neither:
+	// a shard a dead session holds (its session's blob has no lease) and
+	// a shard nobody holds.
+	raw := newRawBlob(t, s)
+	raw.put("jobs/sessions/dead-1", map[string]string{"leaderkind": "session", "leaderterm": "1", "leaderidentity": "w0"})
+	raw.put("jobs/shards/zz-held", map[string]string{"leaderkind": "shard", "leaderterm": "3", "leaderidentity": "w0", "leadersession": "dead-1"})
+	raw.put("jobs/shards/zz-free", map[string]string{"leaderkind": "shard", "leaderterm": "2", "leaderidentity": "w0", "leadersession": "dead-1"})
+	lc, err := lease.NewBlobClient(raw.cc.NewBlockBlobClient("jobs/shards/zz-held"), nil)
+	require.NoError(t, err)
+	_, err = lc.AcquireLease(context.Background(), -1, nil)
+	require.NoError(t, err)
+
+	r := leaderctl(t, env, "shards", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decodeShards(t, r.stdout)
+	assert.Equal(t, 4, got.ShardBlobs)
+	assert.Equal(t, unownedReport{Count: 2, Free: 1, DeadHolder: 1, Names: []string{"zz-free", "zz-held"}}, got.Unowned)
+	states := map[string]string{}
+	for _, sh := range got.Shards {
+		states[sh.Name] = sh.State
+	}
+	assert.Equal(t, map[string]string{"s1": shardOwned, "s2": shardOwned, "zz-free": shardFree, "zz-held": shardDeadHolder}, states)
+	assert.Equal(t, 1, got.LiveSessions)
+	require.NotNil(t, got.Spread)
+	assert.Equal(t, spreadReport{Min: 2, Max: 2, WithinOne: true}, *got.Spread)
+
+	r = leaderctl(t, env, "shards")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^unowned: +2 shard blobs no live session holds \(1 free, 1 held by a dead session\): zz-free, zz-held$`, r.stdout)
+	assert.Regexp(t, `(?m)^set: +[0-9a-f]{16} \(2 shards\): live sessions: 1, holding 2 of its 2: every shard of the set runs$`, r.stdout)
+
+	r = leaderctl(t, env, "shards", "-shards")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^  zz-held +deadHolder +dead-1 +w0 +3$`, r.stdout)
+	assert.Regexp(t, `(?m)^  zz-free +free +dead-1 +w0 +2$`, r.stdout)
+
+	assert.True(t, inspect(t, s, "jobs/shards/zz-held").Held(), "shards breaks nothing")
+	assert.True(t, so.neverStopped())
+}
+
+// -watch lists again every -interval until interrupted; with -json, one
+// object a line.
+func TestShardsWatchListsUntilInterrupted(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	env["LEASE_PREFIX"] = "jobs"
+	so := startShardOwner(t, s, "w1", "s1")
+	require.Eventually(t, func() bool { return so.runs("s1") }, 20*time.Second, 50*time.Millisecond, "the shard never ran")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	r := leaderctlFor(ctx, t, env, "shards", "-watch", "-interval", "500ms")
+	assert.Equal(t, exitOK, r.code, "an interrupted watch ends well")
+	assert.Empty(t, r.stderr)
+	assert.GreaterOrEqual(t, strings.Count(r.stdout, "\nsessions: "), 2, "it listed at least twice")
+	assert.Contains(t, r.stdout, "\n\nprefix: ", "each listing is set apart")
+
+	ctx, cancel = context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	defer cancel()
+	r = leaderctlFor(ctx, t, env, "shards", "-watch", "-json", "-interval", "500ms")
+	assert.Equal(t, exitOK, r.code)
+	lines := strings.Split(strings.TrimSuffix(r.stdout, "\n"), "\n")
+	assert.GreaterOrEqual(t, len(lines), 2, "it listed at least twice")
+	for _, line := range lines {
+		got := decodeShards(t, line)
+		assert.Equal(t, 1, got.LiveSessions)
+		assert.Equal(t, 0, got.Unowned.Count)
+	}
+}
+
+// During a rollout that changes the set, the live sessions form two sets;
+// the spread is judged within each, a shard whose session the listing has
+// not seen is unowned, and the text names only the first unowned shards.
+func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	info := leaderelection.ShardsInfo{
+		Sessions: []leaderelection.SessionInfo{
+			{ID: "a", Live: true, Identity: "w1", Since: now.Add(-time.Minute), Owned: 3, ShardSet: "1111111111111111", SetSize: 4},
+			{ID: "b", Live: true, Identity: "w2", Since: now.Add(-time.Minute), Owned: 1, ShardSet: "1111111111111111", SetSize: 4},
+			{ID: "c", Live: true, Identity: "w3", Since: now.Add(-time.Second), Owned: 0, ShardSet: "2222222222222222", SetSize: 5},
+			{ID: "d", Live: false, Identity: "w0"},
+		},
+	}
+	held := func(name, session string) leaderelection.ShardInfo {
+		return leaderelection.ShardInfo{Name: name, Held: true, Session: session, Term: leaderelection.Term{Number: 2, Identity: "w"}}
+	}
+	info.Shards = append(info.Shards, held("k1", "a"), held("k2", "a"), held("k3", "a"), held("k4", "b"),
+		held("k5", "d"), held("k6", "e")) // e started after the sessions were listed
+	for i := range 25 {
+		info.Shards = append(info.Shards, leaderelection.ShardInfo{Name: fmt.Sprintf("z%02d", i)})
+	}
+
+	r := newShardsReport("leases", "jobs", info, now)
+	assert.Equal(t, 3, r.LiveSessions)
+	assert.Equal(t, 1, r.DeadSessions)
+	require.Len(t, r.Sets, 2)
+	assert.Equal(t, setReport{ShardSet: "1111111111111111", SetSize: 4, Sessions: []string{"a", "b"}, Held: 4,
+		Spread: spreadReport{Min: 1, Max: 3}}, r.Sets[0])
+	assert.Equal(t, setReport{ShardSet: "2222222222222222", SetSize: 5, Sessions: []string{"c"}, Held: 0,
+		Spread: spreadReport{Min: 0, Max: 0, WithinOne: true}}, r.Sets[1])
+	assert.Equal(t, &spreadReport{Min: 0, Max: 3}, r.Spread)
+	assert.Equal(t, 27, r.Unowned.Count)
+	assert.Equal(t, 25, r.Unowned.Free)
+	assert.Equal(t, 2, r.Unowned.DeadHolder, "held by a dead session, and by one the listing has not seen")
+	assert.Equal(t, []string{"k5", "k6", "z00"}, r.Unowned.Names[:3])
+
+	var out bytes.Buffer
+	printShards(&out, r, false)
+	t.Log(out.String())
+	assert.Contains(t, out.String(), "\nsessions: 3 live, 1 dead\n")
+	assert.Regexp(t, `(?m)^  d +w0 +dead +- +1 +0 +-$`, out.String())
+	assert.Regexp(t, `(?m)^sets: +2: the live sessions run different sets \(a rollout that changes them\?\)`, out.String())
+	assert.Contains(t, out.String(), "\n  1111111111111111 (4 shards): live sessions: 2, holding 4 of its 4: every shard of the set runs, 1 to 3 shards per live session: not within one")
+	assert.Contains(t, out.String(), "\n  2222222222222222 (5 shards): live sessions: 1, holding 0 of its 5: 5 not held by them")
+	assert.Regexp(t, `(?m)^unowned: +27 shard blobs no live session holds \(25 free, 2 held by a dead session\): k5, k6, z00, .*, z17 and 7 more \(-shards or -json lists them all\)$`, out.String())
+
+	r = newShardsReport("leases", "jobs", leaderelection.ShardsInfo{}, now)
+	out.Reset()
+	printShards(&out, r, true)
+	assert.Equal(t, "prefix:   leases/jobs, listed 2026-05-01T12:00:00Z\nsessions: 0 live, 0 dead\nspread:   no live session\n"+
+		"unowned:  none: a live session holds every shard blob\nshards:   0 blobs\n", out.String())
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"container":"leases","prefix":"jobs","listed":"2026-05-01T12:00:00Z","liveSessions":0,"deadSessions":0,
+		"sessions":[],"sets":[],"spread":null,"shardBlobs":0,"unowned":{"count":0,"free":0,"deadHolder":0,"names":[]},"shards":[]}`, string(b))
+}
+
+// A listing that fails ends shards with status 1; under -watch it is
+// reported and the watch goes on until interrupted.
+func TestShardsReportsAFailedListingAndWatchGoesOn(t *testing.T) {
+	env := map[string]string{
+		// Nothing listens on port 1.
+		"AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct;AccountKey=c2VjcmV0LWtleS0xMjM0NQ==;BlobEndpoint=http://127.0.0.1:1/acct",
+		"LEASE_CONTAINER":                 "leases",
+		"LEASE_PREFIX":                    "jobs",
+	}
+	r := leaderctl(t, env, "shards")
+	assert.Equal(t, exitFailed, r.code)
+	assert.Empty(t, r.stdout)
+	assert.Regexp(t, `^leaderctl: .*connection error.*\n$`, r.stderr)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	r = leaderctlFor(ctx, t, env, "shards", "-watch", "-interval", "200ms")
+	assert.Equal(t, exitFailed, r.code, "the last listing failed")
+	assert.Empty(t, r.stdout)
+	assert.GreaterOrEqual(t, strings.Count(r.stderr, "leaderctl: "), 2, "it tried again")
 }

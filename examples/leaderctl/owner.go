@@ -3,11 +3,8 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection"
 )
@@ -92,13 +89,7 @@ type shardSession struct {
 func (c *cli) lookupShard(ctx context.Context, l *session, ob ownerBlob) shardSession {
 	s := l.manager.Settings()
 	s.Blob = ob.prefix
-	// A transport of our own, closed here: a ShardOwner closes the one it
-	// builds only when Run returns, and this one never runs.
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	defer tr.CloseIdleConnections()
-	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}
-	o, err := leaderelection.NewShardOwner(s, nil, func(context.Context, string) error { return nil },
-		leaderelection.WithLogger(nil), leaderelection.WithIdentity("leaderctl"))
+	o, err := newInspector(s)
 	if err != nil {
 		return shardSession{err: err}
 	}

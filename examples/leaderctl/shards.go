@@ -1,0 +1,440 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/blobelect/leaderelection"
+)
+
+// shardsCmd holds the flags of shards.
+type shardsCmd struct {
+	target
+	json     bool
+	each     bool // -shards: list every shard blob
+	watch    bool
+	interval time.Duration
+}
+
+func (cmd *shardsCmd) flags() *flag.FlagSet {
+	fs := flag.NewFlagSet("shards", flag.ContinueOnError)
+	cmd.prefix = true
+	cmd.register(fs)
+	fs.BoolVar(&cmd.json, "json", false, "")
+	fs.BoolVar(&cmd.each, "shards", false, "")
+	fs.BoolVar(&cmd.watch, "watch", false, "")
+	cmd.interval = 5 * time.Second
+	fs.Var((*duration)(&cmd.interval), "interval", "")
+	return fs
+}
+
+// unownedShown is how many unowned shards the text names: there may be
+// thousands, and -shards or -json lists them all.
+const unownedShown = 20
+
+// shards shows a ShardOwner's prefix as one listing (ShardOwner.Inspect)
+// sees it: its sessions, who holds each shard, the spread, and the shards
+// no live session holds. It reads, and holds or breaks nothing.
+func (c *cli) shards(ctx context.Context, args []string) int {
+	var cmd shardsCmd
+	fs := cmd.flags()
+	if code, ok := c.parse(fs, shardsHelp, args); !ok {
+		return code
+	}
+	if cmd.watch && cmd.interval <= 0 {
+		return c.usageError(fs.Name(), fmt.Sprintf("-interval must be positive, got %v", cmd.interval))
+	}
+	l, code, ok := c.open(fs, &cmd.target)
+	if !ok {
+		return code
+	}
+	defer l.close()
+	// A ShardOwner's prefix has rules of its own (no segment named sessions
+	// or shards after the first): name where it came from.
+	origin := map[string]string{"Blob": "LEASE_PREFIX"}
+	fs.Visit(func(f *flag.Flag) {
+		if f.Name == "prefix" {
+			origin["Blob"] = "-prefix"
+		}
+	})
+	s := l.manager.Settings()
+	o, err := newInspector(s)
+	if err != nil {
+		if problems := settingsProblems(err, origin); problems != nil {
+			return c.usageError(fs.Name(), problems...)
+		}
+		return c.fail(err)
+	}
+	printed := false // a text report was printed: the next is set apart
+	show := func() error {
+		var info leaderelection.ShardsInfo
+		if err := l.call(ctx, func(ctx context.Context) (err error) {
+			info, err = o.Inspect(ctx)
+			return err
+		}); err != nil {
+			return err
+		}
+		r := newShardsReport(s.Container, s.Blob, info, time.Now())
+		if cmd.json {
+			enc := json.NewEncoder(c.stdout)
+			if !cmd.watch {
+				enc.SetIndent("", "  ")
+			}
+			return enc.Encode(r)
+		}
+		if printed {
+			fmt.Fprintln(c.stdout)
+		}
+		printShards(c.stdout, r, cmd.each)
+		printed = true
+		return nil
+	}
+	if !cmd.watch {
+		if err := show(); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+	// Until interrupted: a listing that fails is reported, and the next
+	// one tried, since an operator watching wants to see the fleet again
+	// once storage answers. The exit code is the last listing's.
+	code = exitOK
+	for {
+		err := show()
+		switch {
+		case ctx.Err() != nil:
+			return code
+		case err != nil:
+			code = c.fail(err)
+		default:
+			code = exitOK
+		}
+		select {
+		case <-ctx.Done():
+			return code
+		case <-time.After(cmd.interval):
+		}
+	}
+}
+
+// newInspector is a ShardOwner for the prefix s.Blob with no shards, to
+// list with Inspect; it is never Run, and it holds nothing. Its transport is
+// the library's own, whose idle connections Inspect closes when Run is not
+// running: none outlives a listing.
+func newInspector(s leaderelection.BlobSettings) (*leaderelection.ShardOwner, error) {
+	return leaderelection.NewShardOwner(s, nil, func(context.Context, string) error {
+		return errors.New("leaderctl never runs a shard")
+	}, leaderelection.WithLogger(nil), leaderelection.WithIdentity("leaderctl"))
+}
+
+// Shard states in a shards report.
+const (
+	shardOwned = "owned" // held by a live session
+	shardFree  = "free"  // its lease is not held
+	// its lease is held, by a session that is not live (its lease ended,
+	// its blob is gone, or the record names none): free to take
+	shardDeadHolder = "deadHolder"
+)
+
+// shardsReport is what shards prints, and with -json its structure: one
+// listing of a ShardOwner's prefix. Field names are stable; new ones may be
+// added.
+type shardsReport struct {
+	Container string    `json:"container"`
+	Prefix    string    `json:"prefix"`
+	Listed    time.Time `json:"listed"` // when the listing ended, UTC, by our clock
+	// LiveSessions and DeadSessions count the session blobs: live, its
+	// lease is held and it has written its record.
+	LiveSessions int             `json:"liveSessions"`
+	DeadSessions int             `json:"deadSessions"`
+	Sessions     []sessionReport `json:"sessions"` // sorted by ID
+	Sets         []setReport     `json:"sets"`     // the live sessions' sets, sorted by digest
+	Spread       *spreadReport   `json:"spread"`   // null with no live session
+	ShardBlobs   int             `json:"shardBlobs"`
+	Unowned      unownedReport   `json:"unowned"`
+	Shards       []shardReport   `json:"shards"` // every shard blob, sorted by name
+}
+
+type sessionReport struct {
+	ID       string     `json:"id"`
+	Identity string     `json:"identity"` // the instance that runs it
+	Live     bool       `json:"live"`
+	Since    *time.Time `json:"since,omitempty"` // when it started, by its clock
+	// HeldByRecord is how many shards it held at its last write, by its
+	// own count; HeldByListing how many shard blobs the listing shows it
+	// holding. They differ for a moment while it claims or hands over.
+	HeldByRecord  int     `json:"heldByRecord"`
+	HeldByListing int     `json:"heldByListing"`
+	ShardSet      string  `json:"shardSet"` // its set's digest, "" if its record does not say
+	SetSize       int     `json:"setSize"`  // its set's size, 0 if its record does not say
+	Declared      float64 `json:"declaredSeconds,omitempty"`
+}
+
+// setReport is a group: the live sessions whose records carry the same set
+// digest share that set's shards. More than one during a rollout that
+// changes the set.
+type setReport struct {
+	ShardSet string   `json:"shardSet"`
+	SetSize  int      `json:"setSize"`
+	Sessions []string `json:"sessions"` // live, sorted
+	// Held is how many shard blobs its sessions hold: SetSize once every
+	// shard of the set runs.
+	Held   int          `json:"held"`
+	Spread spreadReport `json:"spread"`
+}
+
+// spreadReport is how many shards the live sessions hold, by the listing:
+// the library keeps them within one of each other within a set.
+type spreadReport struct {
+	Min       int  `json:"min"`
+	Max       int  `json:"max"`
+	WithinOne bool `json:"withinOne"`
+}
+
+// unownedReport counts the shard blobs no live session holds.
+type unownedReport struct {
+	Count      int      `json:"count"`
+	Free       int      `json:"free"`
+	DeadHolder int      `json:"deadHolder"`
+	Names      []string `json:"names"` // all of them, sorted
+}
+
+type shardReport struct {
+	Name  string `json:"name"`
+	State string `json:"state"` // owned, free or deadHolder
+	// Session is the session its record names: its holder, or its last.
+	Session  string `json:"session,omitempty"`
+	Identity string `json:"identity,omitempty"` // of its last term's holder
+	Term     int64  `json:"term"`               // its last term; 0 if none recorded
+	// Since is when its last term began, by its holder's clock.
+	Since *time.Time `json:"since,omitempty"`
+}
+
+func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, now time.Time) shardsReport {
+	r := shardsReport{
+		Container: container, Prefix: prefix, Listed: now.UTC().Truncate(time.Millisecond),
+		Sessions: []sessionReport{}, Sets: []setReport{}, Shards: []shardReport{},
+		Unowned: unownedReport{Names: []string{}}, ShardBlobs: len(info.Shards),
+	}
+	for _, se := range info.Sessions {
+		sr := sessionReport{
+			ID: se.ID, Identity: se.Identity, Live: se.Live, HeldByRecord: se.Owned,
+			ShardSet: se.ShardSet, SetSize: se.SetSize, Declared: se.DeclaredDuration.Seconds(),
+		}
+		if !se.Since.IsZero() {
+			since := se.Since.UTC()
+			sr.Since = &since
+		}
+		if se.Live {
+			r.LiveSessions++
+		} else {
+			r.DeadSessions++
+		}
+		r.Sessions = append(r.Sessions, sr)
+	}
+	byID := make(map[string]*sessionReport, len(r.Sessions))
+	for i := range r.Sessions {
+		byID[r.Sessions[i].ID] = &r.Sessions[i]
+	}
+	for _, sh := range info.Shards {
+		out := shardReport{Name: sh.Name, Session: sh.Session, Identity: sh.Term.Identity, Term: sh.Term.Number}
+		if !sh.Term.Since.IsZero() {
+			since := sh.Term.Since.UTC()
+			out.Since = &since
+		}
+		holder := byID[sh.Session]
+		switch {
+		case !sh.Held:
+			out.State = shardFree
+			r.Unowned.Free++
+		case sh.Session != "" && holder != nil && holder.Live:
+			out.State = shardOwned
+		default:
+			out.State = shardDeadHolder
+			r.Unowned.DeadHolder++
+		}
+		if sh.Held && holder != nil {
+			holder.HeldByListing++
+		}
+		if out.State != shardOwned {
+			r.Unowned.Names = append(r.Unowned.Names, sh.Name)
+		}
+		r.Shards = append(r.Shards, out)
+	}
+	r.Unowned.Count = len(r.Unowned.Names)
+
+	// Sets and spreads, among the live sessions, in ID order.
+	sets := map[string]*setReport{}
+	var live []int
+	for _, se := range r.Sessions {
+		if !se.Live {
+			continue
+		}
+		live = append(live, se.HeldByListing)
+		// A record with no digest (an older version) is a group of its own.
+		key := se.ShardSet
+		if key == "" {
+			key = "\x00" + se.ID
+		}
+		g := sets[key]
+		if g == nil {
+			g = &setReport{ShardSet: se.ShardSet, SetSize: se.SetSize}
+			sets[key] = g
+		}
+		g.Sessions = append(g.Sessions, se.ID)
+		g.Held += se.HeldByListing
+	}
+	for _, g := range sets {
+		var held []int
+		for _, id := range g.Sessions {
+			held = append(held, byID[id].HeldByListing)
+		}
+		g.Spread = spreadOf(held)
+		r.Sets = append(r.Sets, *g)
+	}
+	slices.SortFunc(r.Sets, func(a, b setReport) int {
+		return cmp.Or(cmp.Compare(a.ShardSet, b.ShardSet), cmp.Compare(a.Sessions[0], b.Sessions[0]))
+	})
+	if len(live) > 0 {
+		sp := spreadOf(live)
+		r.Spread = &sp
+	}
+	return r
+}
+
+func spreadOf(held []int) spreadReport {
+	s := spreadReport{Min: held[0], Max: held[0]}
+	for _, h := range held[1:] {
+		s.Min, s.Max = min(s.Min, h), max(s.Max, h)
+	}
+	s.WithinOne = s.Max-s.Min <= 1
+	return s
+}
+
+// printShards writes a report for a person: the sessions, then whether the
+// shards are spread and all held, then (with each) every shard.
+func printShards(w io.Writer, r shardsReport, each bool) {
+	line := func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
+	}
+	line("prefix", "%s/%s, listed %s", r.Container, r.Prefix, r.Listed.Format(time.RFC3339))
+	line("sessions", "%d live, %d dead", r.LiveSessions, r.DeadSessions)
+	if len(r.Sessions) > 0 {
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  ID\tIDENTITY\tSTATE\tSINCE\tHELD\tRECORD\tSET")
+		for _, se := range r.Sessions {
+			state, since, set := "dead", "-", "-"
+			if se.Live {
+				state = "live"
+			}
+			if se.Since != nil {
+				since = fmt.Sprintf("%s (%s)", se.Since.Format(time.RFC3339), ago(*se.Since, r.Listed))
+			}
+			if se.ShardSet != "" {
+				set = fmt.Sprintf("%s/%d", se.ShardSet, se.SetSize)
+			}
+			identity := se.Identity
+			if identity == "" {
+				identity = "-"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\n", se.ID, identity, state, since, se.HeldByListing, se.HeldByRecord, set)
+		}
+		tw.Flush()
+	}
+	switch len(r.Sets) {
+	case 0:
+	case 1:
+		g := r.Sets[0]
+		line("set", "%s: %s", setName(g), setHeld(g))
+	default:
+		line("sets", "%d: the live sessions run different sets (a rollout that changes them?); each set's shards are shared among its own sessions", len(r.Sets))
+		for _, g := range r.Sets {
+			fmt.Fprintf(w, "  %s: %s, %s\n", setName(g), setHeld(g), spreadText(g.Spread, moving))
+		}
+	}
+	if r.Spread == nil {
+		line("spread", "no live session")
+	} else {
+		why := moving
+		if len(r.Sets) > 1 {
+			why = "across sets, which the library does not balance: see each set above"
+		}
+		line("spread", "%s", spreadText(*r.Spread, why))
+	}
+	u := r.Unowned
+	if u.Count == 0 {
+		line("unowned", "none: a live session holds every shard blob")
+	} else {
+		names := u.Names[:min(len(u.Names), unownedShown)]
+		more := ""
+		if n := len(u.Names) - len(names); n > 0 {
+			more = fmt.Sprintf(" and %d more (-shards or -json lists them all)", n)
+		}
+		line("unowned", "%d shard blobs no live session holds (%d free, %d held by a dead session): %s%s",
+			u.Count, u.Free, u.DeadHolder, strings.Join(names, ", "), more)
+	}
+	if !each {
+		line("shards", "%d blobs (-shards lists each with its owner and term)", r.ShardBlobs)
+		return
+	}
+	line("shards", "%d blobs", r.ShardBlobs)
+	if len(r.Shards) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SHARD\tSTATE\tSESSION\tIDENTITY\tTERM")
+	for _, sh := range r.Shards {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", sh.Name, sh.State, orDash(sh.Session), orDash(sh.Identity), sh.Term)
+	}
+	tw.Flush()
+}
+
+func setName(g setReport) string {
+	if g.ShardSet == "" {
+		return "no set recorded (" + g.Sessions[0] + ", an older version)"
+	}
+	return fmt.Sprintf("%s (%d shards)", g.ShardSet, g.SetSize)
+}
+
+// setHeld says whether every shard of a set runs: its live sessions hold
+// as many shards as it has.
+func setHeld(g setReport) string {
+	s := fmt.Sprintf("live sessions: %d, holding %d", len(g.Sessions), g.Held)
+	switch {
+	case g.ShardSet == "":
+	case g.Held >= g.SetSize:
+		s += fmt.Sprintf(" of its %d: every shard of the set runs", g.SetSize)
+	default:
+		s += fmt.Sprintf(" of its %d: %d not held by them (free, not created yet, or held by a dead or another set's session)", g.SetSize, g.SetSize-g.Held)
+	}
+	return s
+}
+
+// moving is why a set's spread is not within one: for a moment, while
+// shards move.
+const moving = "a session is claiming or handing over"
+
+// spreadText says whether a spread is within one, and if not, why.
+func spreadText(s spreadReport, why string) string {
+	t := fmt.Sprintf("%d to %d shards per live session", s.Min, s.Max)
+	if s.WithinOne {
+		return t + ": within one"
+	}
+	return t + ": not within one (" + why + ")"
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
