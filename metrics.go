@@ -25,10 +25,12 @@ import (
 //	leaderelection.silent_lease.breaks    counter    a follower's breaks of an ETag lease whose ETag stood for its declared duration;
 //	                                                 attribute outcome (broken|renewed: the holder wrote just in time|gone: no lease was left|failed)
 //
-// A ShardOwner reports its sessions' renew.duration, renew.age and
-// silent_lease.breaks (leaderelection.blob is the prefix + "sessions/"),
-// not is_leader or term: a session's term fences nothing a user sees. Its
-// own gauges are listed at shardCounters.
+// A ShardOwner reports its sessions' transitions, renew.duration,
+// renew.age, term.stop_margin and silent_lease.breaks (leaderelection.blob
+// is the prefix + "sessions/"), not is_leader or term: a session's term
+// fences nothing a user sees; its shards' transitions and term.stop_margin
+// (the prefix + "shards/"). Its own gauges and counters are listed at
+// shardCounters. The README's Metrics section lists them all, with units.
 const meterName = "github.com/blobelect/leaderelection"
 
 type metrics struct {
