@@ -317,6 +317,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	}}
 	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow)
 	state.fuse = fuse
+	defer m.metrics.holding(state)() // after the release below: the lease is held until then
 	m.health.beginTerm()
 	// Renewal outlives the caller's cancellation: it stops when the func has
 	// returned.

@@ -191,6 +191,7 @@ import (
 type deadline struct {
 	mono time.Time
 	boot time.Duration
+	sent time.Time // the send time of the confirmed request that set it (for the metrics)
 }
 
 // safetyDeadline is when a term extended by g must stop acting: g.Sent +
@@ -199,7 +200,7 @@ type deadline struct {
 // deadline back by a suspend during the round trip.
 func (g Grant) safetyDeadline(margin time.Duration) deadline {
 	left := g.Expires.Sub(g.Sent) - margin
-	return deadline{mono: g.Sent.Add(left), boot: g.bootSent + left}
+	return deadline{mono: g.Sent.Add(left), boot: g.bootSent + left, sent: g.Sent}
 }
 
 // safetyFuse cancels a term's context at a deadline that each successful
@@ -289,6 +290,9 @@ func (f *safetyFuse) extend(d deadline) bool {
 		f.deadline.mono = d.mono
 	}
 	f.deadline.boot = max(f.deadline.boot, d.boot)
+	if d.sent.After(f.deadline.sent) {
+		f.deadline.sent = d.sent
+	}
 	return true
 }
 
@@ -320,6 +324,14 @@ func (f *safetyFuse) current() time.Time {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.deadline.mono
+}
+
+// lastSent returns the send time of the last confirmed request that set the
+// deadline: the acquire, a renewal, or an ETag lease's record write.
+func (f *safetyFuse) lastSent() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.deadline.sent
 }
 
 // stop disarms the fuse without cancelling anything.

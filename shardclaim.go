@@ -78,8 +78,10 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-held[id])
 	}
 	now := time.Now()
+	var freed []string
 	for name, h := range g.owners {
 		if dead[h.session] {
+			freed = append(freed, name)
 			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
 			if _, ok := g.freeSince[name]; !ok {
 				g.freeSince[name] = now
@@ -87,6 +89,7 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 			delete(g.owners, name)
 		}
 	}
+	g.o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
 	g.stale, g.part, g.fromDeath = false, nil, true
 }
@@ -232,6 +235,7 @@ func (g *manager) listShards(view sessionView) error {
 	}
 	g.freeSince, g.stale, g.owners, g.ownersAt, g.part = freeSince, false, owners, start, nil
 	g.deathRoom, g.fromDeath = nil, false
+	o.counts.sawListing(start, g.cands, anomalies, bad)
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
 		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
 	return nil
@@ -446,7 +450,7 @@ func (g *manager) claimOne(c candidate) bool {
 		o.mu.Lock()
 		delete(o.claiming, c.name)
 		o.mu.Unlock()
-		o.counts.claim(outcome)
+		o.counts.claim(c.name, outcome)
 		return false
 	}
 	ctx := g.ctx
@@ -484,9 +488,9 @@ func (g *manager) claimOne(c candidate) bool {
 	}
 	o.seeTerm(c.name, t.Number)
 	if c.leased {
-		o.counts.claim("taken")
+		o.counts.claim(c.name, "taken")
 	} else {
-		o.counts.claim("claimed")
+		o.counts.claim(c.name, "claimed")
 	}
 	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})
 	return g.start(c.name, lm, t, newETag)
