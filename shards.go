@@ -389,8 +389,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		}
 		failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
 		backoff = s.RetryInterval
-		reason, err := sess.m.lead(ctx, g)
-		o.endSession(ctx, sess)
+		reason, err := sess.m.lead(ctx, g) // and endSession, in the same window as its release
 		o.mu.Lock()
 		mgrErr := o.mgrErr
 		o.mgrErr = nil
@@ -417,10 +416,16 @@ type manager struct {
 	ctx       context.Context // the session func's context: please stop, or stop now
 	shardsCtx context.Context // parent of every shard func's own context
 	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup
-	watch     *sessionWatch
-	deadline  func() time.Time // the session's safety deadline
-	fuse      *safetyFuse      // the session's: no shard func starts once it is past
+	runs      sync.WaitGroup  // shard runs, until their release is done
+	funcs     sync.WaitGroup  // shard funcs, until they return
+	// releases bounds every release of a shard's lease: derived from
+	// stopNow, and ended RequestTimeout after the last shard func returned
+	// as the session ends (see manage). endReleases ends it.
+	releases    context.Context
+	endReleases context.CancelFunc
+	watch       *sessionWatch
+	deadline    func() time.Time // the session's safety deadline
+	fuse        *safetyFuse      // the session's: no shard func starts once it is past
 
 	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
 	freeSince map[string]time.Time // since when each was seen free
@@ -477,6 +482,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() }}
 	shardsCtx, stopShards := context.WithCancelCause(ctx)
 	g.shardsCtx = shardsCtx
+	g.releases, g.endReleases = context.WithCancel(g.stopNow)
+	defer g.endReleases()
 	o.mu.Lock()
 	o.current = s
 	o.mu.Unlock()
@@ -491,8 +498,19 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 			cause = context.Canceled
 		}
 		stopShards(cause)
+		// Once every shard func has returned, the releases have one
+		// RequestTimeout in all, whatever the number of shards: those of
+		// the shards just stopped, then the leftovers. A release not sent
+		// in time only leaves a lease that the session's end frees (its
+		// shards are claimed once it is dead), or, for a leftover that no
+		// record of ours names, that a claimer breaks after a lease
+		// duration. The session's own release follows, in a window of its
+		// own (lead, endWindow).
+		g.funcs.Wait()
+		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
+		defer cut.Stop()
 		g.runs.Wait()
-		g.releaseLeftovers(context.WithoutCancel(ctx))
+		g.releaseLeftovers(g.releases)
 		o.mu.Lock()
 		o.current = nil
 		if err != nil {
