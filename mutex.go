@@ -121,6 +121,12 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 // it returns. The func is never started while an earlier run of it is still
 // running.
 //
+// Once the func has returned after ctx is done (or once ctx is done, if it
+// is not leading), RunTaskWhenMutexAcquired returns within RequestTimeout,
+// storage reachable or not: the term's end mark and release share it, and a
+// lease that an acquire whose answer was lost may have taken is given back
+// within it too (see [BlobSettings.RequestTimeout]).
+//
 // No goroutine started by RunTaskWhenMutexAcquired outlives it. Calling it
 // again while it runs returns [ErrAlreadyRunning]. With [WithLeaseIDFile] it
 // holds the file for its whole run; if another holder has it, it returns an

@@ -330,7 +330,8 @@ func (o *ShardOwner) emit(e Event) {
 // Run runs sessions until ctx is done, and the funcs of the shards each
 // session holds. It returns ctx.Err() when ctx is done, after every shard
 // func has returned, every shard's lease and then the session's have been
-// released (so other instances take the shards within a RetryInterval); or
+// released (so other instances take the shards within a RetryInterval), or
+// their time ran out (below); or
 // an error matching [ErrPermanent] when storage refuses us for good (bad
 // credentials, missing permissions). Transient storage failures are retried
 // forever with capped, jittered backoff.
@@ -351,6 +352,14 @@ func (o *ShardOwner) emit(e Event) {
 // shard func releases that shard, then every other shard func is asked to
 // stop; once all have returned and the leases are released the panic
 // propagates from Run.
+//
+// Once every shard func has returned after ctx is done (or once ctx is
+// done, if none runs), Run returns within 2 × RequestTimeout, storage
+// reachable or not, whatever the number of shards: the shards' releases,
+// sent releaseAtOnce (16) at a time, share one RequestTimeout, and the
+// session's end mark, release and blob deletion another (see
+// [BlobSettings.RequestTimeout]). A shard whose release was not sent in
+// time is freed by the end of the session.
 //
 // A session that ends (its deadline passed, it was broken as silent) ends
 // every shard func; once all have returned the instance starts a new
