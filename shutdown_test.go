@@ -2,7 +2,6 @@ package leaderelection
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"net"
 	"regexp"
@@ -238,7 +237,7 @@ func shutdownShardOwner(tb testing.TB, s BlobSettings, cut func(), n int, logger
 	case err := <-done:
 		require.ErrorIs(tb, err, context.Canceled)
 	case <-time.After(5 * time.Minute):
-		tb.Fatal(fmt.Sprintf("Run did not return within 5 minutes of the cancel (%d shards)", n))
+		tb.Fatalf("Run did not return within 5 minutes of the cancel (%d shards)", n)
 	}
 	returned := time.Now()
 	mu.Lock()
