@@ -67,6 +67,7 @@ type StorageError struct {
 	kind   error
 	detail string // scrubbed description of an error that has no HTTP response
 	err    error
+	unsent bool // the request never left this host: no connection was made
 }
 
 func (e *StorageError) Error() string {
@@ -123,6 +124,7 @@ func (m *BlobLeaseManager) classify(op string, err error, heldCodes, lostCodes [
 			se.kind = ErrPermanent
 		}
 	default:
+		se.unsent = neverSent(err)
 		se.detail, se.kind = classifyNoResponse(err, m.reached.Load())
 		se.detail = m.redact(se.detail)
 		se.err = m.scrub(err)
@@ -266,4 +268,20 @@ func (m *BlobLeaseManager) scrub(err error) error {
 		return errors.New(m.redact(msg))
 	}
 	return err
+}
+
+// neverSent reports whether err says a request failed before any byte of it
+// could reach the server: no connection was made (refused, unreachable, no
+// such host). The request had no effect there, so no answer was lost.
+func neverSent(err error) bool {
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
+}
+
+// unsent reports whether err is a request that never reached the server
+// (see neverSent).
+func unsent(err error) bool {
+	var se *StorageError
+	return errors.As(err, &se) && se.unsent
 }

@@ -31,6 +31,10 @@ type BlobDistributedMutex struct {
 	// silence is a follower's clock on an ETag lease (silence.go); touched
 	// only by the Run goroutine.
 	silence silenceWatch
+
+	// afterRelease, if set, runs after each term's release, within the
+	// same endWindow (a session deletes its blob).
+	afterRelease func(ctx context.Context)
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
@@ -117,6 +121,12 @@ func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
 // it returns. The func is never started while an earlier run of it is still
 // running.
 //
+// Once the func has returned after ctx is done (or once ctx is done, if it
+// is not leading), RunTaskWhenMutexAcquired returns within RequestTimeout,
+// storage reachable or not: the term's end mark and release share it, and a
+// lease that an acquire whose answer was lost may have taken is given back
+// within it too (see [BlobSettings.RequestTimeout]).
+//
 // No goroutine started by RunTaskWhenMutexAcquired outlives it. Calling it
 // again while it runs returns [ErrAlreadyRunning]. With [WithLeaseIDFile] it
 // holds the file for its whole run; if another holder has it, it returns an
@@ -154,13 +164,18 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// taking it, so a follower takes over rather than the deposed leader
 	// winning the race again.
 	standAside := false
-	// mayHold is set while the last acquire's outcome is unknown: it may
-	// have taken the lease with its answer lost. Leaving then, we give the
-	// lease back, so that followers need not wait out a whole lease.
+	// mayHold is set while an acquire's outcome is unknown: it may have
+	// taken the lease with its answer lost, until an answer says whose the
+	// lease is. Leaving then, we give the lease back, so that followers
+	// need not wait out a whole lease (an ETag lease's may be hours); once,
+	// within RequestTimeout of ctx's end, and quietly: the lease is
+	// probably not ours.
 	mayHold := false
 	defer func() {
 		if mayHold {
-			m.releaseQuietly(ctx)
+			end, cancel := m.endWindow(ctx)
+			defer cancel()
+			m.releaseQuietly(end, false)
 		}
 	}()
 	wait := time.Duration(0)
@@ -205,13 +220,19 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		g, err := m.lease.Acquire(ctx)
 		m.metrics.attempt(outcome(err, "acquired"))
 		look = true
-		mayHold = errors.Is(err, ErrTransient)
+		// A request that never left this host (no connection) took
+		// nothing, and leaves what an earlier one may have taken as it was.
+		if !errors.Is(err, ErrTransient) || !unsent(err) {
+			mayHold = errors.Is(err, ErrTransient)
+		}
 		switch {
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 			backoff = s.RetryInterval
 			if ctx.Err() != nil {
-				m.releaseQuietly(ctx) // won just as the caller gave up
+				end, cancel := m.endWindow(ctx) // won just as the caller gave up
+				m.releaseQuietly(end, true)
+				cancel()
 				break
 			}
 			reason, err := m.lead(ctx, g)
@@ -359,15 +380,26 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		stopRenewing()
 		wg.Wait()
 		fuse.stop()
+		// Everything from here to the return shares one RequestTimeout
+		// (see BlobSettings.RequestTimeout): a shutdown is bounded even
+		// with storage unreachable.
+		end, cancelEnd := m.endWindow(ctx)
+		defer cancelEnd()
 		if started && errors.Is(context.Cause(leaseCtx), errTermEnded) {
 			// The lease is still ours: say the term ended, so that readers
 			// do not take the next holder for us until it records its term.
-			if err := m.lease.endTerm(context.WithoutCancel(ctx), term); err != nil {
+			// Half the window at most: the release matters more.
+			half, cancelHalf := context.WithTimeout(end, s.RequestTimeout/2)
+			if err := m.lease.endTerm(half, term); err != nil {
 				m.logger.Debug("leaderelection: could not mark the term ended", "container", s.Container, "blob", s.Blob, "error", err)
 			}
+			cancelHalf()
 		}
 		if !errors.Is(renewErr, ErrLeaseLost) {
-			m.releaseQuietly(ctx)
+			m.releaseQuietly(end, true)
+		}
+		if m.afterRelease != nil {
+			m.afterRelease(end)
 		}
 		m.health.endTerm()
 		if errors.Is(renewErr, ErrPermanent) && err == nil {
@@ -522,21 +554,32 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 	}
 }
 
-// releaseQuietly gives the lease back, best effort: if it fails the lease
-// expires on its own (an ETag lease, once followers have timed its silence).
-// It runs even when ctx is cancelled (a fast handover on shutdown is the
-// point). A release whose outcome is unknown is sent again while attempts
-// fail fast, for one RequestTimeout in all: an unreleased ETag lease holds
-// everyone off for a whole lease duration, perhaps hours.
-func (m *BlobDistributedMutex) releaseQuietly(ctx context.Context) {
+// endWindow is the time a lease's holder has, once its func returned (or a
+// follower once ctx is done), for the requests that end its term: one
+// RequestTimeout in all, whatever ctx says.
+func (m *BlobDistributedMutex) endWindow(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), m.lease.settings.RequestTimeout)
+}
+
+// releaseQuietly gives the lease back within ctx (an endWindow), best
+// effort: if it fails the lease expires on its own (an ETag lease, once
+// followers have timed its silence). held says whether the lease is ours;
+// if not, it may be (an acquire whose answer was lost), and a failure is
+// no news: logged at Debug. A release whose outcome is unknown is sent
+// again while attempts fail fast, until ctx ends: an unreleased ETag lease
+// holds everyone off for a whole lease duration, perhaps hours.
+func (m *BlobDistributedMutex) releaseQuietly(ctx context.Context, held bool) {
 	s := m.lease.settings
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.RequestTimeout)
-	defer cancel()
 	h, err := m.lease.release(ctx)
 	for h != nil && errors.Is(err, ErrTransient) && sleep(ctx, s.retryDelay()) {
 		err = m.lease.releaseWith(ctx, h)
 	}
 	if err == nil {
+		return
+	}
+	if !held {
+		m.logger.Debug("leaderelection: could not give back a lease that an acquire whose answer was lost may have taken",
+			"container", m.lease.container, "blob", m.lease.blob, "error", err)
 		return
 	}
 	then := "it will expire by itself"

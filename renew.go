@@ -48,7 +48,12 @@ import (
 // rule without knowing it, as that context ends no later than the lease
 // context; a func that goes on winding down after its context ended must
 // watch LeaseContext(ctx). The lease is released only after the func has
-// returned, and the lease context ends before that release is sent.
+// returned, and the lease context ends before that release is sent. A
+// release not sent, or not answered, as a shutdown's time runs out (it is
+// bounded: see RequestTimeout) is safe: nothing acts under the lease any
+// more, which only expires (or, for a shard, is freed once its session is
+// dead); and a release that reaches the server late ends no later lease, as
+// a lease ID whose release went unanswered is never proposed again.
 //
 // What this does not cover: a process that is frozen (SIGSTOP, a paused VM)
 // across its deadline cannot run its cancellation until it thaws; a leader

@@ -157,6 +157,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		opts:    opts,
 		metrics: o.sessionMetrics,
 	}
+	s.m.afterRelease = func(ctx context.Context) { o.endSession(ctx, s) }
 	if err := lm.ensureBlob(ctx); err != nil {
 		return nil, Grant{}, err
 	}
@@ -185,13 +186,14 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	return s, g, nil
 }
 
-// endSession cleans up after a session whose lead() has returned: its lease
-// released (unless it was lost), it deletes the blob so that the listing
-// does not grow with every restart. Best effort: a blob still leased (its
-// release failed) is refused, and collected later by another instance.
+// endSession cleans up after a session's term, its lease released (unless
+// it was lost): it deletes the blob so that the listing does not grow with
+// every restart, within what is left of the release's window (ctx: see
+// endWindow). Best effort: a blob still leased (its release failed), or not
+// reached in time, is collected later by another instance.
 func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 	lm := s.m.lease
-	ctx, cancel := lm.call(context.WithoutCancel(ctx))
+	ctx, cancel := lm.call(ctx)
 	defer cancel()
 	if _, err := lm.blobClient.Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
 		o.logger.Debug("leaderelection: could not delete the ended session's blob; another instance collects it",

@@ -150,6 +150,18 @@ type BlobSettings struct {
 	// ETag leases); at least 100 ms and at most LeaseDuration - StopMargin
 	// - RenewInterval (7 s with the defaults), so that a renewal stuck on a
 	// silent server gives up before the safety deadline.
+	//
+	// It also bounds a shutdown, storage reachable or not. After the
+	// caller's cancel, the leader func (every shard func) may wind down as
+	// long as it needs, the lease still renewed; from the moment it has
+	// returned (or from the cancel, for an instance that leads nothing)
+	// RunTaskWhenMutexAcquired returns within RequestTimeout (4 s with the
+	// defaults: the term's end mark and its release), and ShardOwner.Run
+	// within 2 × RequestTimeout (8 s), whatever the number of shards: one
+	// RequestTimeout for the shards' releases, sent in parallel, one for
+	// the session's release and the deletion of its blob; plus scheduling
+	// delays, milliseconds. A release not sent by then only leaves a lease
+	// to expire, or a shard that the end of its session frees.
 	RequestTimeout time.Duration
 
 	// ClientOptions are used when the library builds the client (every

@@ -443,9 +443,7 @@ func (g *manager) claimOne(c candidate) bool {
 	lm := o.managerFor(o.shardBlob(c.name), id)
 	done := func(outcome string, release bool) bool {
 		if release {
-			if err := lm.Release(context.WithoutCancel(g.ctx)); err != nil {
-				o.addLeftover(c.name, id)
-			}
+			g.releaseClaim(c.name, lm)
 		}
 		o.mu.Lock()
 		delete(o.claiming, c.name)
@@ -668,14 +666,28 @@ func (g *manager) retryLeftovers() {
 	}
 }
 
-// releaseLeftovers tries once more every leftover lease as the session ends.
+// releaseLeftovers tries once more every leftover lease as the session
+// ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
+// dropped (see manage).
 func (g *manager) releaseLeftovers(ctx context.Context) {
 	o := g.o
 	o.mu.Lock()
 	left := o.leftover
 	o.leftover = map[string]string{}
 	o.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for name, id := range left {
-		_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
+		select {
+		case o.release <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-o.release }()
+			_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
+		}()
 	}
 }

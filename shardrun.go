@@ -50,14 +50,13 @@ func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.E
 	if !o.set[name] || g.shardsCtx.Err() != nil {
 		o.mu.Unlock()
 		r.ts.stopNow(errTermEnded)
-		if err := lm.Release(context.WithoutCancel(g.ctx)); err != nil {
-			o.addLeftover(name, lm.LeaseID())
-		}
+		g.releaseClaim(name, lm)
 		return false
 	}
 	o.runs[name] = r
 	o.mu.Unlock()
 	g.runs.Add(1)
+	g.funcs.Add(1)
 	go func() {
 		defer g.runs.Done()
 		g.run(r, leaderCtx, leaseCtx)
@@ -105,13 +104,14 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		close(funcDone)
 		r.ts.stopNow(errTermEnded)
 		watcher.Wait()
+		g.funcs.Done()
 		if ours {
 			// Once the session must stop now, its shards are not released
 			// one by one: the session's lease is (lead() does it, if it is
 			// still ours), which sets them all free at once, and spares
 			// storage a request per shard when it may be what failed. So
 			// releases still waiting then are dropped.
-			o.releaseShard(g.stopNow, r)
+			o.releaseShard(g.releases, r)
 		}
 		m.health.endTerm()
 		o.mu.Lock()
@@ -164,7 +164,9 @@ func stopAll(o *ShardOwner) {
 
 // releaseShard gives a shard's lease back once its func has returned, a few
 // at a time; a failed release is retried by the session's loop. A lease
-// that is no longer ours counts as released.
+// that is no longer ours counts as released. ctx (the manager's releases)
+// ends RequestTimeout after the last shard func returned as the session
+// ends: a release still waiting for its turn then is dropped.
 func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
 	select {
 	case o.release <- struct{}{}:
@@ -189,4 +191,19 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 		return ReasonShardRemoved, cause
 	}
 	return stopReason(returned, cause, funcErr)
+}
+
+// releaseClaim gives back the lease of a claim that will not run its func.
+// As the session ends (its context done), the lease becomes a leftover,
+// released with the others in the end's bounded window (manage), rather
+// than one RequestTimeout each before that window opens.
+func (g *manager) releaseClaim(name string, lm *BlobLeaseManager) {
+	id := lm.LeaseID()
+	if g.ctx.Err() != nil {
+		g.o.addLeftover(name, id)
+		return
+	}
+	if err := lm.Release(g.releases); err != nil {
+		g.o.addLeftover(name, id)
+	}
 }

@@ -330,7 +330,8 @@ func (o *ShardOwner) emit(e Event) {
 // Run runs sessions until ctx is done, and the funcs of the shards each
 // session holds. It returns ctx.Err() when ctx is done, after every shard
 // func has returned, every shard's lease and then the session's have been
-// released (so other instances take the shards within a RetryInterval); or
+// released (so other instances take the shards within a RetryInterval), or
+// their time ran out (below); or
 // an error matching [ErrPermanent] when storage refuses us for good (bad
 // credentials, missing permissions). Transient storage failures are retried
 // forever with capped, jittered backoff.
@@ -351,6 +352,14 @@ func (o *ShardOwner) emit(e Event) {
 // shard func releases that shard, then every other shard func is asked to
 // stop; once all have returned and the leases are released the panic
 // propagates from Run.
+//
+// Once every shard func has returned after ctx is done (or once ctx is
+// done, if none runs), Run returns within 2 × RequestTimeout, storage
+// reachable or not, whatever the number of shards: the shards' releases,
+// sent releaseAtOnce (16) at a time, share one RequestTimeout, and the
+// session's end mark, release and blob deletion another (see
+// [BlobSettings.RequestTimeout]). A shard whose release was not sent in
+// time is freed by the end of the session.
 //
 // A session that ends (its deadline passed, it was broken as silent) ends
 // every shard func; once all have returned the instance starts a new
@@ -389,8 +398,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		}
 		failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
 		backoff = s.RetryInterval
-		reason, err := sess.m.lead(ctx, g)
-		o.endSession(ctx, sess)
+		reason, err := sess.m.lead(ctx, g) // and endSession, in the same window as its release
 		o.mu.Lock()
 		mgrErr := o.mgrErr
 		o.mgrErr = nil
@@ -417,10 +425,16 @@ type manager struct {
 	ctx       context.Context // the session func's context: please stop, or stop now
 	shardsCtx context.Context // parent of every shard func's own context
 	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup
-	watch     *sessionWatch
-	deadline  func() time.Time // the session's safety deadline
-	fuse      *safetyFuse      // the session's: no shard func starts once it is past
+	runs      sync.WaitGroup  // shard runs, until their release is done
+	funcs     sync.WaitGroup  // shard funcs, until they return
+	// releases bounds every release of a shard's lease: derived from
+	// stopNow, and ended RequestTimeout after the last shard func returned
+	// as the session ends (see manage). endReleases ends it.
+	releases    context.Context
+	endReleases context.CancelFunc
+	watch       *sessionWatch
+	deadline    func() time.Time // the session's safety deadline
+	fuse        *safetyFuse      // the session's: no shard func starts once it is past
 
 	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
 	freeSince map[string]time.Time // since when each was seen free
@@ -477,6 +491,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() }}
 	shardsCtx, stopShards := context.WithCancelCause(ctx)
 	g.shardsCtx = shardsCtx
+	g.releases, g.endReleases = context.WithCancel(g.stopNow)
+	defer g.endReleases()
 	o.mu.Lock()
 	o.current = s
 	o.mu.Unlock()
@@ -491,8 +507,19 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 			cause = context.Canceled
 		}
 		stopShards(cause)
+		// Once every shard func has returned, the releases have one
+		// RequestTimeout in all, whatever the number of shards: those of
+		// the shards just stopped, then the leftovers. A release not sent
+		// in time only leaves a lease that the session's end frees (its
+		// shards are claimed once it is dead), or, for a leftover that no
+		// record of ours names, that a claimer breaks after a lease
+		// duration. The session's own release follows, in a window of its
+		// own (lead, endWindow).
+		g.funcs.Wait()
+		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
+		defer cut.Stop()
 		g.runs.Wait()
-		g.releaseLeftovers(context.WithoutCancel(ctx))
+		g.releaseLeftovers(g.releases)
 		o.mu.Lock()
 		o.current = nil
 		if err != nil {

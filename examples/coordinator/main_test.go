@@ -103,9 +103,9 @@ func TestRestartedWithTheLeaseIDFileItLeadsAgainAtOnce(t *testing.T) {
 
 // The service as Kubernetes runs it: /healthz answers 200 "ok", /metrics
 // carries the library's metrics once it leads, and SIGTERM makes it release
-// the lease and exit 0 within StopMargin + 2 RequestTimeouts (the end-of-term
-// mark, the release) + shutdownTimeout, the termination grace period the
-// README derives.
+// the lease and exit 0 within StopMargin + RequestTimeout (the end-of-term
+// mark and the release share it) + shutdownTimeout, the termination grace
+// period the README derives.
 func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	settings := leaderelection.BlobSettings{
 		ConnectionString: azuritetest.ConnectionString(t),
@@ -179,7 +179,7 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	require.True(t, info.Held(), "the service leads, so the lease is held")
 
 	s := manager.Settings() // the defaults, as the service has them
-	grace := s.StopMargin + 2*s.RequestTimeout + shutdownTimeout
+	grace := s.StopMargin + s.RequestTimeout + shutdownTimeout
 	sent := time.Now()
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
