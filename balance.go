@@ -390,6 +390,10 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	if !g.stale {
 		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
+		g.took += claimed
+		if claimed >= deficit {
+			g.reportTook()
+		}
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
@@ -491,6 +495,6 @@ func (g *manager) handOver(k int, view sessionView) {
 		p.r.ts.pleaseStop(ErrShardHandedOver)
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
-	o.logger.Info("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
+	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
 		"count", min(k, len(picks)), "liveSessions", len(view.live))
 }

@@ -68,6 +68,7 @@ type ShardOwner struct {
 	previous setID                   // the set before the last change (see balance)
 	setAt    time.Time               // when the set last changed
 	runs     map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	stopped  map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
 	claiming map[string]bool         // claims in flight
 	cooldown map[string]time.Time    // shards whose func returned by itself: not claimed again before
 	leftover map[string]string       // shard -> lease ID of a lease this instance may hold and must release
@@ -465,6 +466,7 @@ type manager struct {
 	idleUntil  time.Time
 	idleFor    string
 	disagree   bool // this session's group was not every live session, at the last balance
+	took       int  // shards claimed since the last report (see reportTook)
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -493,6 +495,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		stopShards(cause)
 		g.runs.Wait()
 		g.releaseLeftovers(context.WithoutCancel(ctx))
+		g.reportTook()
+		o.reportStopped()
 		o.mu.Lock()
 		o.current = nil
 		if err != nil {
@@ -527,6 +531,7 @@ func (g *manager) loop() error {
 		if err == nil {
 			err = g.balance(view, &wait)
 		}
+		o.reportStopped()
 		switch {
 		case err == nil:
 			failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)

@@ -1,0 +1,66 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+)
+
+// A ShardOwner's Info lines are summaries: how many shards a session took in
+// a listing's claims, how many stopped and why, never a line per shard
+// (those are at Debug). Ten thousand shards make a handful of lines.
+
+// reportTook logs the shards claimed since the last report, if any: once the
+// session has its share, at its next listing, or as it ends.
+func (g *manager) reportTook() {
+	if g.took == 0 {
+		return
+	}
+	o := g.o
+	o.mu.Lock()
+	running, share := len(o.runs), o.target
+	o.mu.Unlock()
+	o.logger.Info("leaderelection: took shards", "container", o.settings.Container, "prefix", o.prefix,
+		"count", g.took, "running", running, "share", share)
+	g.took = 0
+}
+
+// stopped counts a shard's run that ended, by why; under o.mu.
+func (o *ShardOwner) stoppedRun(reason StopReason) {
+	if o.stopped == nil {
+		o.stopped = map[StopReason]int{}
+	}
+	o.stopped[reason]++
+}
+
+// reportStopped logs the shard runs that ended since the last report, if
+// any, with their reasons: at Warn if one ended otherwise than the owner or
+// the caller asked (its lease lost, its func failed or stalled), at Info
+// otherwise.
+func (o *ShardOwner) reportStopped() {
+	o.mu.Lock()
+	stopped := o.stopped
+	o.stopped = nil
+	running := len(o.runs)
+	o.mu.Unlock()
+	if len(stopped) == 0 {
+		return
+	}
+	reasons := make([]string, 0, len(stopped))
+	n := 0
+	level := slog.LevelInfo
+	for r, c := range stopped {
+		reasons = append(reasons, fmt.Sprintf("%s: %d", r, c))
+		n += c
+		switch r {
+		case ReasonCallerCancelled, ReasonHandedOver, ReasonShardRemoved, ReasonFuncReturned:
+		default:
+			level = slog.LevelWarn
+		}
+	}
+	slices.Sort(reasons)
+	o.logger.Log(context.Background(), level, "leaderelection: stopped shards", "container", o.settings.Container, "prefix", o.prefix,
+		"count", n, "reasons", strings.Join(reasons, ", "), "running", running)
+}
