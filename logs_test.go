@@ -1,0 +1,206 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// logLine is one record a test logger took: its level, message and
+// attributes (those added by With included), each formatted with %v.
+type logLine struct {
+	level slog.Level
+	msg   string
+	attrs map[string]string
+}
+
+func (l logLine) String() string { return fmt.Sprintf("%v %q %v", l.level, l.msg, l.attrs) }
+
+// logTape records what a logger writes at Info and above, for tests that
+// assert on the lines an operator sees; it also echoes everything to the
+// test log.
+type logTape struct {
+	mu    sync.Mutex
+	lines []logLine
+}
+
+type tapeHandler struct {
+	tape  *logTape
+	echo  slog.Handler
+	attrs []slog.Attr
+}
+
+func (h tapeHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h tapeHandler) Handle(ctx context.Context, r slog.Record) error {
+	if r.Level >= slog.LevelInfo {
+		l := logLine{level: r.Level, msg: r.Message, attrs: map[string]string{}}
+		for _, a := range h.attrs {
+			l.attrs[a.Key] = a.Value.String()
+		}
+		r.Attrs(func(a slog.Attr) bool {
+			l.attrs[a.Key] = a.Value.String()
+			return true
+		})
+		h.tape.mu.Lock()
+		h.tape.lines = append(h.tape.lines, l)
+		h.tape.mu.Unlock()
+	}
+	return h.echo.Handle(ctx, r)
+}
+
+func (h tapeHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(append([]slog.Attr(nil), h.attrs...), as...)
+	h.echo = h.echo.WithAttrs(as)
+	return h
+}
+
+func (h tapeHandler) WithGroup(string) slog.Handler { panic("not used") }
+
+// tapeLogger returns a logger that records into a new tape, and the tape.
+func tapeLogger(t testing.TB, name string) (*slog.Logger, *logTape) {
+	tape := &logTape{}
+	echo := slog.NewTextHandler(tWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})
+	return slog.New(tapeHandler{tape: tape, echo: echo}).With("contender", name), tape
+}
+
+// all returns the lines recorded so far.
+func (p *logTape) all() []logLine {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]logLine(nil), p.lines...)
+}
+
+// find returns the lines whose message ends with msg.
+func (p *logTape) find(msg string) []logLine {
+	var out []logLine
+	for _, l := range p.all() {
+		if strings.HasSuffix(l.msg, msg) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// one asserts there is exactly one line msg, and returns it.
+func (p *logTape) one(t testing.TB, msg string) logLine {
+	t.Helper()
+	ls := p.find(msg)
+	require.Lenf(t, ls, 1, "lines %q among %v", msg, p.all())
+	return ls[0]
+}
+
+// story returns the lines but those that say the container or a blob was
+// created (once for a fleet, by whoever comes first).
+func (p *logTape) story() []logLine {
+	var out []logLine
+	for _, l := range p.all() {
+		if !strings.HasPrefix(l.msg, "leaderelection: created ") {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// above returns the lines at level or above.
+func (p *logTape) above(level slog.Level) []logLine {
+	var out []logLine
+	for _, l := range p.all() {
+		if l.level >= level {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// requireAttrs checks the line's attributes named in want.
+func requireAttrs(t testing.TB, l logLine, want map[string]string) {
+	t.Helper()
+	for k, v := range want {
+		assert.Equalf(t, v, l.attrs[k], "attribute %q of %v", k, l)
+	}
+}
+
+// TestLogsTellAHandover: a leader and a follower each say, once, at Info,
+// what they contend for and as whom; the follower whom it follows and since
+// when; the leader that it led and why it stopped; the follower that it took
+// over. While both are healthy they log nothing more.
+func TestLogsTellAHandover(t *testing.T) {
+	s := testSettings(t)
+	la, tapeA := tapeLogger(t, "a")
+	lb, tapeB := tapeLogger(t, "b")
+	terms := newTermLog()
+	a := startContender(t, "a", s, terms.leaderFunc("a", untilCancelled), WithIdentity("pod-a"), WithLogger(la))
+	terms.next(t, 10*time.Second)
+	startContender(t, "b", s, terms.leaderFunc("b", untilCancelled), WithIdentity("pod-b"), WithLogger(lb))
+	waitFor(t, 10*time.Second, "b follows a", func() bool { return len(tapeB.find("following the leader")) > 0 })
+
+	// Healthy: nothing periodic at Info or above, on either side.
+	before := len(tapeA.all()) + len(tapeB.all())
+	time.Sleep(5 * s.RetryInterval)
+	require.Equal(t, before, len(tapeA.all())+len(tapeB.all()), "a healthy leader and follower log nothing periodic: %v %v", tapeA.all(), tapeB.all())
+
+	require.NoError(t, ignoreCancel(a.stop(t)))
+	waitFor(t, 10*time.Second, "b leads", func() bool { return len(tapeB.find("became leader")) > 0 })
+
+	where := map[string]string{"container": s.Container, "blob": s.Blob}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range where {
+			m[k] = v
+		}
+		for i := 0; i < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	requireAttrs(t, tapeA.one(t, "leaderelection: contending for leadership"), with("identity", "pod-a", "lease", "native"))
+	led := tapeA.one(t, "leaderelection: became leader")
+	requireAttrs(t, led, with("identity", "pod-a", "lease", "native"))
+	requireAttrs(t, tapeA.one(t, "leaderelection: stopped leading"), with("term", led.attrs["term"], "reason", string(ReasonCallerCancelled)))
+	assert.Len(t, tapeA.story(), 3, "the leader's lines: %v", tapeA.all())
+
+	requireAttrs(t, tapeB.one(t, "leaderelection: contending for leadership"), with("identity", "pod-b", "lease", "native"))
+	follows := tapeB.one(t, "leaderelection: following the leader")
+	requireAttrs(t, follows, with("leader", "pod-a", "term", led.attrs["term"], "identity", "pod-b"))
+	assert.NotEmpty(t, follows.attrs["since"])
+	requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), with("identity", "pod-b"))
+	assert.Len(t, tapeB.story(), 3, "the follower's lines: %v", tapeB.all())
+}
+
+func ignoreCancel(err error) error {
+	if err == context.Canceled {
+		return nil
+	}
+	return err
+}
+
+// TestLogsWarnOfATwinIdentity: a follower that sees the lease held, and
+// renewed, under its own identity by another instance warns, once a term.
+// The leader cannot see its twin without requests of its own: a follower
+// leaves nothing on the blob.
+func TestLogsWarnOfATwinIdentity(t *testing.T) {
+	s := testSettings(t)
+	s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin // renewed by writes, seen in the ETag
+	la, tapeA := tapeLogger(t, "a")
+	lb, tapeB := tapeLogger(t, "b")
+	terms := newTermLog()
+	startContender(t, "a", s, terms.leaderFunc("a", untilCancelled), WithIdentity("pod-0"), WithLogger(la))
+	terms.next(t, 10*time.Second)
+	startContender(t, "b", s, terms.leaderFunc("b", untilCancelled), WithIdentity("pod-0"), WithLogger(lb))
+	const twin = "leaderelection: another live instance leads with this instance's identity; give each instance an identity of its own (WithIdentity)"
+	waitFor(t, 15*time.Second, "b warns", func() bool { return len(tapeB.find(twin)) > 0 })
+	time.Sleep(3 * s.RetryInterval)
+	w := tapeB.one(t, twin)
+	assert.Equal(t, slog.LevelWarn, w.level)
+	requireAttrs(t, w, map[string]string{"container": s.Container, "blob": s.Blob, "identity": "pod-0", "term": "1"})
+	assert.Empty(t, tapeB.find("following the leader"), "a twin is not followed as a leader")
+	assert.Empty(t, tapeA.above(slog.LevelWarn), "the leader sees nothing of its twin")
+}
