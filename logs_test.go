@@ -204,3 +204,85 @@ func TestLogsWarnOfATwinIdentity(t *testing.T) {
 	assert.Empty(t, tapeB.find("following the leader"), "a twin is not followed as a leader")
 	assert.Empty(t, tapeA.above(slog.LevelWarn), "the leader sees nothing of its twin")
 }
+
+// sumCount adds up the "count" attributes of lines.
+func sumCount(t testing.TB, ls []logLine) int {
+	t.Helper()
+	n := 0
+	for _, l := range ls {
+		var c int
+		_, err := fmt.Sscan(l.attrs["count"], &c)
+		require.NoError(t, err, l)
+		n += c
+	}
+	return n
+}
+
+// TestLogsOfAShardOwnerSummarise: a ShardOwner's Info lines tell its
+// session's start and end and, summed up per listing, the shards it took
+// and stopped, never a line per shard: 200 shards on a cold start make a
+// handful of lines. A handover and a shutdown say how many moved, and why.
+// A healthy owner logs nothing periodic.
+func TestLogsOfAShardOwnerSummarise(t *testing.T) {
+	s := shardSettings(t)
+	names := shardNames(200)
+	l := &shardLog{}
+	la, tapeA := tapeLogger(t, "a")
+	lb, tapeB := tapeLogger(t, "b")
+	startOwner(t, "a", s, names, l.fn("a", nil), WithLogger(la))
+	waitFor(t, 60*time.Second, "a runs every shard", func() bool { return balanced(l, 200, "a") })
+	waitFor(t, 10*time.Second, "a reports its shards", func() bool { return sumCount(t, tapeA.find("leaderelection: took shards")) == 200 })
+
+	coldStart := tapeA.story()
+	assert.LessOrEqual(t, len(coldStart), 4, "a cold start's lines: %v", coldStart)
+	started := tapeA.one(t, "leaderelection: session started")
+	requireAttrs(t, started, map[string]string{"container": s.Container, "prefix": s.Blob + "/", "identity": "a", "lease": "etag"})
+	assert.NotEmpty(t, started.attrs["session"])
+	assert.Empty(t, tapeA.find("became leader"), "a session is not a leader")
+	time.Sleep(5 * s.RetryInterval)
+	require.Equal(t, len(coldStart), len(tapeA.story()), "a healthy owner logs nothing periodic: %v", tapeA.all())
+
+	b := startOwner(t, "b", s, names, l.fn("b", nil), WithLogger(lb))
+	waitFor(t, 60*time.Second, "a and b share the shards", func() bool { return balanced(l, 200, "a", "b") })
+	waitFor(t, 10*time.Second, "b reports its shards", func() bool { return sumCount(t, tapeB.find("leaderelection: took shards")) == 100 })
+	handed := tapeA.find("leaderelection: stopped shards")
+	require.NotEmpty(t, handed)
+	assert.Equal(t, 100, sumCount(t, handed))
+	for _, h := range handed {
+		assert.Equal(t, fmt.Sprintf("handed over: %s", h.attrs["count"]), h.attrs["reasons"])
+		assert.Equal(t, slog.LevelInfo, h.level)
+	}
+	requireAttrs(t, tapeB.one(t, "leaderelection: session started"), map[string]string{"identity": "b"})
+
+	require.NoError(t, ignoreCancel(b.stop(t)))
+	stopped := tapeB.one(t, "leaderelection: stopped shards")
+	requireAttrs(t, stopped, map[string]string{"count": "100", "reasons": "caller cancelled: 100", "running": "0"})
+	ended := tapeB.one(t, "leaderelection: session ended")
+	requireAttrs(t, ended, map[string]string{"reason": string(ReasonCallerCancelled), "session": tapeB.one(t, "session started").attrs["session"]})
+	bLines := tapeB.story()
+	assert.Equal(t, "leaderelection: session ended", bLines[len(bLines)-1].msg, "the session ends after its shards: %v", bLines)
+	assert.LessOrEqual(t, len(bLines), 6, "b's lines: %v", bLines)
+	assert.Empty(t, tapeA.above(slog.LevelWarn))
+	assert.Empty(t, tapeB.above(slog.LevelWarn))
+}
+
+// TestLogsOfShardOwnersWithOneIdentity: two live sessions under one
+// identity each warn of the other.
+func TestLogsOfShardOwnersWithOneIdentity(t *testing.T) {
+	s := shardSettings(t)
+	names := shardNames(4)
+	l := &shardLog{}
+	la, tapeA := tapeLogger(t, "a")
+	lb, tapeB := tapeLogger(t, "b")
+	startOwner(t, "a", s, names, l.fn("a", nil), WithLogger(la), WithIdentity("pod-0"))
+	startOwner(t, "b", s, names, l.fn("b", nil), WithLogger(lb), WithIdentity("pod-0"))
+	const twin = "leaderelection: another live session runs under this instance's identity; give each instance an identity of its own (WithIdentity)"
+	for _, tape := range []*logTape{tapeA, tapeB} {
+		waitFor(t, 20*time.Second, "a warning", func() bool { return len(tape.find(twin)) > 0 })
+		w := tape.one(t, twin)
+		assert.Equal(t, slog.LevelWarn, w.level)
+		requireAttrs(t, w, map[string]string{"container": s.Container, "identity": "pod-0"})
+	}
+	other := tapeB.one(t, "session started").attrs["session"]
+	assert.Equal(t, "["+other+"]", tapeA.one(t, twin).attrs["sessions"])
+}
