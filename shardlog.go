@@ -38,9 +38,25 @@ func (o *ShardOwner) stoppedRun(reason StopReason) {
 // reportStopped logs the shard runs that ended since the last report, if
 // any, with their reasons: at Warn if one ended otherwise than the owner or
 // the caller asked (its lease lost, its func failed or stalled), at Info
-// otherwise.
-func (o *ShardOwner) reportStopped() {
+// otherwise. Unless final, it waits until no shard has stopped since its
+// last call and none asked to leave (a handover, a removal) is still
+// stopping, so that a handover made over several rounds is one line.
+func (o *ShardOwner) reportStopped(final bool) {
 	o.mu.Lock()
+	n := 0
+	for _, c := range o.stopped {
+		n += c
+	}
+	settling := n != o.stoppedSeen
+	o.stoppedSeen = n
+	for _, r := range o.runs {
+		settling = settling || r.leaving && !r.returned.Load()
+	}
+	if settling && !final {
+		o.mu.Unlock()
+		return
+	}
+	o.stoppedSeen = 0
 	stopped := o.stopped
 	o.stopped = nil
 	running := len(o.runs)
@@ -49,7 +65,7 @@ func (o *ShardOwner) reportStopped() {
 		return
 	}
 	reasons := make([]string, 0, len(stopped))
-	n := 0
+	n = 0
 	level := slog.LevelInfo
 	for r, c := range stopped {
 		reasons = append(reasons, fmt.Sprintf("%s: %d", r, c))

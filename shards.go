@@ -62,24 +62,25 @@ type ShardOwner struct {
 	wake    chan struct{}
 	release chan struct{} // bounds the releases in flight
 
-	mu       sync.Mutex
-	set      map[string]bool         // the shards to run
-	digest   string                  // set's digest (see setDigest), which the session's record carries
-	previous setID                   // the set before the last change (see balance)
-	setAt    time.Time               // when the set last changed
-	runs     map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped  map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	claiming map[string]bool         // claims in flight
-	cooldown map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	floors   map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
-	bad      map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	current  *session
-	target   int
-	live     int
-	mgrErr   error // a permanent error that ended a session's manager
-	panicked any   // a shard func's panic, to propagate from Run
-	panicSet bool
+	mu          sync.Mutex
+	set         map[string]bool         // the shards to run
+	digest      string                  // set's digest (see setDigest), which the session's record carries
+	previous    setID                   // the set before the last change (see balance)
+	setAt       time.Time               // when the set last changed
+	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
+	stoppedSeen int                     // how many of them its last call saw
+	claiming    map[string]bool         // claims in flight
+	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
+	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
+	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
+	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
+	current     *session
+	target      int
+	live        int
+	mgrErr      error // a permanent error that ended a session's manager
+	panicked    any   // a shard func's panic, to propagate from Run
+	panicSet    bool
 }
 
 // The causes (see [context.Cause]) of a shard func's context when its
@@ -496,7 +497,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		g.runs.Wait()
 		g.releaseLeftovers(context.WithoutCancel(ctx))
 		g.reportTook()
-		o.reportStopped()
+		o.reportStopped(true)
 		o.mu.Lock()
 		o.current = nil
 		if err != nil {
@@ -531,7 +532,7 @@ func (g *manager) loop() error {
 		if err == nil {
 			err = g.balance(view, &wait)
 		}
-		o.reportStopped()
+		o.reportStopped(false)
 		switch {
 		case err == nil:
 			failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
