@@ -183,26 +183,37 @@ func ignoreCancel(err error) error {
 }
 
 // TestLogsWarnOfATwinIdentity: a follower that sees the lease held, and
-// renewed, under its own identity by another instance warns, once a term.
-// The leader cannot see its twin without requests of its own: a follower
-// leaves nothing on the blob.
+// renewed, under its own identity by another instance warns, once a term:
+// on an ETag lease once its ETag has changed under that term, on a native
+// lease once it has been held longer than any native lease lasts unrenewed
+// (an earlier run of this instance, restarted, is not warned of). The leader
+// cannot see its twin without requests of its own: a follower leaves
+// nothing on the blob.
 func TestLogsWarnOfATwinIdentity(t *testing.T) {
-	s := testSettings(t)
-	s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin // renewed by writes, seen in the ETag
-	la, tapeA := tapeLogger(t, "a")
-	lb, tapeB := tapeLogger(t, "b")
-	terms := newTermLog()
-	startContender(t, "a", s, terms.leaderFunc("a", untilCancelled), WithIdentity("pod-0"), WithLogger(la))
-	terms.next(t, 10*time.Second)
-	startContender(t, "b", s, terms.leaderFunc("b", untilCancelled), WithIdentity("pod-0"), WithLogger(lb))
-	const twin = "leaderelection: another live instance leads with this instance's identity; give each instance an identity of its own (WithIdentity)"
-	waitFor(t, 15*time.Second, "b warns", func() bool { return len(tapeB.find(twin)) > 0 })
-	time.Sleep(3 * s.RetryInterval)
-	w := tapeB.one(t, twin)
-	assert.Equal(t, slog.LevelWarn, w.level)
-	requireAttrs(t, w, map[string]string{"container": s.Container, "blob": s.Blob, "identity": "pod-0", "term": "1"})
-	assert.Empty(t, tapeB.find("following the leader"), "a twin is not followed as a leader")
-	assert.Empty(t, tapeA.above(slog.LevelWarn), "the leader sees nothing of its twin")
+	for _, kind := range []LeaseKind{ETagLease, NativeLease} {
+		t.Run(string(kind), func(t *testing.T) {
+			s := testSettings(t)
+			within := 30 * time.Second
+			if kind == ETagLease {
+				s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin // renewed by writes, seen in the ETag
+				within = 15 * time.Second
+			}
+			la, tapeA := tapeLogger(t, "a")
+			lb, tapeB := tapeLogger(t, "b")
+			terms := newTermLog()
+			startContender(t, "a", s, terms.leaderFunc("a", untilCancelled), WithIdentity("pod-0"), WithLogger(la))
+			terms.next(t, 10*time.Second)
+			startContender(t, "b", s, terms.leaderFunc("b", untilCancelled), WithIdentity("pod-0"), WithLogger(lb))
+			const twin = "leaderelection: another live instance leads with this instance's identity; give each instance an identity of its own (WithIdentity)"
+			waitFor(t, within, "b warns", func() bool { return len(tapeB.find(twin)) > 0 })
+			time.Sleep(3 * s.RetryInterval)
+			w := tapeB.one(t, twin)
+			assert.Equal(t, slog.LevelWarn, w.level)
+			requireAttrs(t, w, map[string]string{"container": s.Container, "blob": s.Blob, "identity": "pod-0", "term": "1"})
+			assert.Empty(t, tapeB.find("following the leader"), "a twin is not followed as a leader")
+			assert.Empty(t, tapeA.above(slog.LevelWarn), "the leader sees nothing of its twin")
+		})
+	}
 }
 
 // sumCount adds up the "count" attributes of lines.
