@@ -297,3 +297,20 @@ func TestLogsOfShardOwnersWithOneIdentity(t *testing.T) {
 	other := tapeB.one(t, "session started").attrs["session"]
 	assert.Equal(t, "["+other+"]", tapeA.one(t, twin).attrs["sessions"])
 }
+
+// TestLogsARestartedInstanceIsNotItsOwnTwin: an instance restarted under
+// the same identity, that finds its earlier run's lease still held (a crash,
+// no release), waits for it to expire and takes over, and warns of nothing.
+func TestLogsARestartedInstanceIsNotItsOwnTwin(t *testing.T) {
+	s := testSettings(t)
+	terms := newTermLog()
+	sa, ta := withTransport(t, s)
+	startContender(t, "a", sa, terms.leaderFunc("a", untilCancelled), WithIdentity("pod-0"))
+	terms.next(t, 10*time.Second)
+	ta.Blackhole() // a crashes: no renewal, no release
+	lb, tapeB := tapeLogger(t, "b")
+	startContender(t, "b", s, terms.leaderFunc("b", untilCancelled), WithIdentity("pod-0"), WithLogger(lb))
+	require.Equal(t, "b", terms.next(t, 2*s.withDefaults().LeaseDuration+10*time.Second).who)
+	assert.Empty(t, tapeB.above(slog.LevelWarn), "a lease left by an earlier run is no twin")
+	requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), map[string]string{"identity": "pod-0", "term": "2"})
+}
