@@ -237,7 +237,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	for name, r := range o.runs {
 		if !o.set[name] && !r.leaving && !r.returned.Load() {
-			r.leaving = true
+			r.leaving, r.leftAt = true, time.Now()
 			r.ts.pleaseStop(ErrShardRemoved)
 		}
 	}
@@ -491,7 +491,7 @@ func (g *manager) handOver(k int, view sessionView) {
 		return picks[i].s < picks[j].s
 	})
 	for _, p := range picks[:min(k, len(picks))] {
-		p.r.leaving = true
+		p.r.leaving, p.r.leftAt = true, time.Now()
 		p.r.ts.pleaseStop(ErrShardHandedOver)
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))

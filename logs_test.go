@@ -314,3 +314,29 @@ func TestLogsARestartedInstanceIsNotItsOwnTwin(t *testing.T) {
 	assert.Empty(t, tapeB.above(slog.LevelWarn), "a lease left by an earlier run is no twin")
 	requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), map[string]string{"identity": "pod-0", "term": "2"})
 }
+
+// TestLogsOfAShardOwnerWarnOfSlowHandovers: shard funcs asked to stop for
+// a handover, still running StopMargin later, are one warning for all, not
+// one a shard.
+func TestLogsOfAShardOwnerWarnOfSlowHandovers(t *testing.T) {
+	s := shardSettings(t)
+	names := shardNames(8)
+	l := &shardLog{}
+	la, tapeA := tapeLogger(t, "a")
+	slow := func(ctx context.Context, _ string) error {
+		<-ctx.Done()
+		time.Sleep(s.StopMargin + time.Second)
+		return nil
+	}
+	startOwner(t, "a", s, names, l.fn("a", slow), WithLogger(la))
+	waitFor(t, 30*time.Second, "a runs every shard", func() bool { return balanced(l, 8, "a") })
+	startOwner(t, "b", s, names, l.fn("b", nil))
+	waitFor(t, 30*time.Second, "a and b share the shards", func() bool { return balanced(l, 8, "a", "b") })
+	const slowMsg = "leaderelection: shard funcs asked to stop for a handover or a removal are still running after StopMargin"
+	slows := tapeA.find(slowMsg)
+	require.NotEmpty(t, slows)
+	assert.LessOrEqual(t, len(slows), 2, "one warning per handover round, not per shard: %v", slows)
+	assert.Equal(t, 4, sumCount(t, slows))
+	assert.Empty(t, tapeA.find("shard func still winding down"), "no warning per shard")
+	waitFor(t, 10*time.Second, "a reports the handover", func() bool { return sumCount(t, tapeA.find("leaderelection: stopped shards")) == 4 })
+}

@@ -558,7 +558,7 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 			return
 		case <-leaseCtx.Done():
 		case <-windingDown.C:
-			m.logger.Warn("leaderelection: "+m.funcName()+" still winding down after its context was cancelled; the lease is still ours",
+			m.logger.Log(context.Background(), m.stopLevel(slog.LevelWarn), "leaderelection: "+m.funcName()+" still winding down after its context was cancelled; the lease is still ours",
 				"container", s.Container, "blob", s.Blob, "cancelledFor", time.Since(cancelled).Round(time.Millisecond),
 				"cause", fmt.Sprint(context.Cause(leaderCtx)))
 			windingDown.Reset(failureLogEvery)
@@ -573,7 +573,7 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 		case <-funcDone:
 			return
 		case <-t.C:
-			m.logger.Error("leaderelection: "+m.funcName()+" still running after its lease context was cancelled; it must stop acting within StopMargin of that, or two instances may act at once",
+			m.logger.Log(context.Background(), m.stopLevel(slog.LevelError), "leaderelection: "+m.funcName()+" still running after its lease context was cancelled; it must stop acting within StopMargin of that, or two instances may act at once",
 				"container", s.Container, "blob", s.Blob, "leaseEndedFor", time.Since(ended).Round(time.Millisecond),
 				"cause", fmt.Sprint(context.Cause(leaseCtx)))
 		}
@@ -590,6 +590,17 @@ func (m *BlobDistributedMutex) funcName() string {
 		return "shard func"
 	}
 	return "leader func"
+}
+
+// stopLevel is the level of watchFunc's lines. A shard's are at Debug: one
+// line per shard would be thousands; the session's own lines cover a
+// shutdown or a lost session, reportSlow a handover or a removal, and
+// lost() a shard taken from under its func.
+func (m *BlobDistributedMutex) stopLevel(level slog.Level) slog.Level {
+	if m.shard {
+		return slog.LevelDebug
+	}
+	return level
 }
 
 // releaseQuietly gives the lease back, best effort: if it fails the lease

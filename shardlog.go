@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"time"
 )
 
 // A ShardOwner's Info lines are summaries: how many shards a session took in
@@ -35,6 +36,29 @@ func (o *ShardOwner) stoppedRun(reason StopReason) {
 	o.stopped[reason]++
 }
 
+// reportSlow warns of the shards asked to leave (a handover, a removal)
+// more than StopMargin ago whose func is still running, once for each: it
+// holds their handover up.
+func (o *ShardOwner) reportSlow() {
+	o.mu.Lock()
+	n, oldest := 0, time.Time{}
+	for _, r := range o.runs {
+		if !r.leaving || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
+			continue
+		}
+		r.slowSaid = true
+		n++
+		if oldest.IsZero() || r.leftAt.Before(oldest) {
+			oldest = r.leftAt
+		}
+	}
+	o.mu.Unlock()
+	if n > 0 {
+		o.logger.Warn("leaderelection: shard funcs asked to stop for a handover or a removal are still running after StopMargin",
+			"container", o.settings.Container, "prefix", o.prefix, "count", n, "askedFor", time.Since(oldest).Round(time.Millisecond))
+	}
+}
+
 // reportStopped logs the shard runs that ended since the last report, if
 // any, with their reasons: at Warn if one ended otherwise than the owner or
 // the caller asked (its lease lost, its func failed or stalled), at Info
@@ -50,7 +74,7 @@ func (o *ShardOwner) reportStopped(final bool) {
 	settling := n != o.stoppedSeen
 	o.stoppedSeen = n
 	for _, r := range o.runs {
-		settling = settling || r.leaving && !r.returned.Load()
+		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
 	}
 	if settling && !final {
 		o.mu.Unlock()

@@ -24,6 +24,8 @@ type shardRun struct {
 	state   *termState
 
 	leaving  bool        // asked to stop for a handover or a removal; under ShardOwner.mu
+	leftAt   time.Time   // when it was asked to; likewise
+	slowSaid bool        // reportSlow counted it; likewise
 	returned atomic.Bool // its func has returned
 }
 

@@ -532,6 +532,7 @@ func (g *manager) loop() error {
 		if err == nil {
 			err = g.balance(view, &wait)
 		}
+		o.reportSlow()
 		o.reportStopped(false)
 		switch {
 		case err == nil:
