@@ -34,6 +34,7 @@ type BlobDistributedMutex struct {
 	// shard's run. Both only name things in the logs.
 	prefix string
 	shard  bool
+
 	// silence is a follower's clock on an ETag lease (silence.go); touched
 	// only by the Run goroutine.
 	silence silenceWatch
