@@ -150,6 +150,10 @@ func TestLogsTellAHandover(t *testing.T) {
 	require.NoError(t, ignoreCancel(a.stop(t)))
 	waitFor(t, 10*time.Second, "b leads", func() bool { return len(tapeB.find("became leader")) > 0 })
 
+	kind := string(NativeLease)
+	if onETagLease(t) {
+		kind = string(ETagLease)
+	}
 	where := map[string]string{"container": s.Container, "blob": s.Blob}
 	with := func(kv ...string) map[string]string {
 		m := map[string]string{}
@@ -161,17 +165,17 @@ func TestLogsTellAHandover(t *testing.T) {
 		}
 		return m
 	}
-	requireAttrs(t, tapeA.one(t, "leaderelection: contending for leadership"), with("identity", "pod-a", "lease", "native"))
+	requireAttrs(t, tapeA.one(t, "leaderelection: contending for leadership"), with("identity", "pod-a", "lease", kind))
 	led := tapeA.one(t, "leaderelection: became leader")
-	requireAttrs(t, led, with("identity", "pod-a", "lease", "native"))
+	requireAttrs(t, led, with("identity", "pod-a", "lease", kind))
 	requireAttrs(t, tapeA.one(t, "leaderelection: stopped leading"), with("term", led.attrs["term"], "reason", string(ReasonCallerCancelled)))
 	assert.Len(t, tapeA.story(), 3, "the leader's lines: %v", tapeA.all())
 
-	requireAttrs(t, tapeB.one(t, "leaderelection: contending for leadership"), with("identity", "pod-b", "lease", "native"))
+	requireAttrs(t, tapeB.one(t, "leaderelection: contending for leadership"), with("identity", "pod-b", "lease", kind))
 	follows := tapeB.one(t, "leaderelection: following the leader")
 	requireAttrs(t, follows, with("leader", "pod-a", "term", led.attrs["term"], "identity", "pod-b"))
 	assert.NotEmpty(t, follows.attrs["since"])
-	requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), with("identity", "pod-b"))
+	requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), with("identity", "pod-b", "lease", kind))
 	assert.Len(t, tapeB.story(), 3, "the follower's lines: %v", tapeB.all())
 }
 
