@@ -260,14 +260,15 @@ func TestLogsOfAShardOwnerSummarise(t *testing.T) {
 	b := startOwner(t, "b", s, names, l.fn("b", nil), WithLogger(lb))
 	waitFor(t, 60*time.Second, "a and b share the shards", func() bool { return balanced(l, 200, "a", "b") })
 	waitFor(t, 10*time.Second, "b reports its shards", func() bool { return sumCount(t, tapeB.find("leaderelection: took shards")) == 100 })
-	handed := tapeA.find("leaderelection: stopped shards")
-	require.NotEmpty(t, handed)
-	assert.Equal(t, 100, sumCount(t, handed))
-	for _, h := range handed {
+	requireAttrs(t, tapeB.one(t, "leaderelection: session started"), map[string]string{"identity": "b"})
+	waitFor(t, 10*time.Second, "a reports the handover", func() bool { return sumCount(t, tapeA.find("leaderelection: stopped shards")) == 100 })
+	for _, h := range tapeA.find("leaderelection: stopped shards") {
 		assert.Equal(t, fmt.Sprintf("handed over: %s", h.attrs["count"]), h.attrs["reasons"])
 		assert.Equal(t, slog.LevelInfo, h.level)
 	}
-	requireAttrs(t, tapeB.one(t, "leaderelection: session started"), map[string]string{"identity": "b"})
+	lines := len(tapeA.all()) + len(tapeB.all())
+	time.Sleep(5 * s.RetryInterval)
+	require.Equal(t, lines, len(tapeA.all())+len(tapeB.all()), "a healthy pair logs nothing periodic: %v %v", tapeA.all(), tapeB.all())
 
 	require.NoError(t, ignoreCancel(b.stop(t)))
 	stopped := tapeB.one(t, "leaderelection: stopped shards")
