@@ -237,7 +237,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	for name, r := range o.runs {
 		if !o.set[name] && !r.leaving && !r.returned.Load() {
-			r.leaving = true
+			r.leaving, r.leftAt = true, time.Now()
 			r.ts.pleaseStop(ErrShardRemoved)
 		}
 	}
@@ -390,6 +390,10 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	if !g.stale {
 		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
+		g.took += claimed
+		if claimed >= deficit {
+			g.reportTook()
+		}
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
@@ -487,10 +491,10 @@ func (g *manager) handOver(k int, view sessionView) {
 		return picks[i].s < picks[j].s
 	})
 	for _, p := range picks[:min(k, len(picks))] {
-		p.r.leaving = true
+		p.r.leaving, p.r.leftAt = true, time.Now()
 		p.r.ts.pleaseStop(ErrShardHandedOver)
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
-	o.logger.Info("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
+	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
 		"count", min(k, len(picks)), "liveSessions", len(view.live))
 }

@@ -67,6 +67,7 @@ func TestETagLeaseKeepsTheNativeLeasesGuarantees(t *testing.T) {
 		{"UnhealthyWhileRenewalsKeepFailing", TestUnhealthyWhileRenewalsKeepFailing},
 		{"EventOrderForEveryWayATermEnds", TestEventOrderForEveryWayATermEnds},
 		{"MetricsAreRecorded", TestMetricsAreRecorded},
+		{"LogsTellAHandover", TestLogsTellAHandover},
 		{"RecordTermNumbersGrowAndNeedTheLease", TestRecordTermNumbersGrowAndNeedTheLease},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

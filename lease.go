@@ -707,7 +707,13 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) error {
 	})
 	switch {
 	case err == nil:
-		m.logger.Info("leaderelection: created lease blob", "container", m.container, "blob", m.blob)
+		// A mutex's blob is created once for a fleet; a session's, at
+		// every start of one, which its own line says.
+		level := slog.LevelInfo
+		if m.role == RoleSession {
+			level = slog.LevelDebug
+		}
+		m.logger.Log(ctx, level, "leaderelection: created lease blob", "container", m.container, "blob", m.blob)
 		return nil
 	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet, bloberror.LeaseIDMissing):
 		return nil // another instance created it first, and may hold its lease already

@@ -27,6 +27,13 @@ type BlobDistributedMutex struct {
 	observed  int64       // highest term number reported or held; touched only by the Run goroutine
 	freeETag  azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
 	badRecord string      // the record problem last reported ("" if none); likewise
+	twin      twinWatch   // a term held under this instance's identity, not by it; likewise
+
+	// prefix is set on a ShardOwner's session (its owner's prefix): lead()
+	// then logs a session's start and end, not a leader's. shard is set on a
+	// shard's run. Both only name things in the logs.
+	prefix string
+	shard  bool
 
 	// silence is a follower's clock on an ETag lease (silence.go); touched
 	// only by the Run goroutine.
@@ -147,6 +154,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	defer m.metrics.observeLeading(m.leading.Load)()
 
 	s := m.lease.settings
+	m.logger.Info("leaderelection: contending for leadership", "container", s.Container, "blob", s.Blob,
+		"identity", m.opts.identity, "lease", m.lease.Kind(), "leaseDuration", s.LeaseDuration)
 	backoff := s.RetryInterval
 	// Backing off longer than a native lease lasts gains nothing; a long
 	// ETag lease would have followers notice a recovery only after hours.
@@ -264,22 +273,60 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	return ctx.Err()
 }
 
-// observe reports a leader this follower has not seen before. A lease held
-// with the record this follower saw while the lease was free (same ETag: no
-// new term written since) is a new holder that has not recorded its term,
-// not the record's leader.
+// observe reports, once a term, a leader this follower has not seen before.
+// A lease held with the record this follower saw while the lease was free
+// (same ETag: no new term written since) is a new holder that has not
+// recorded its term, not the record's leader. A leader with this instance's
+// own identity is not followed but watched (see twinWatch).
 func (m *BlobDistributedMutex) observe(info LeaseInfo) {
 	if !info.Held() {
 		m.freeETag = info.ETag
+		m.twin = twinWatch{}
 		return
 	}
-	if info.TermPending() || info.ETag == m.freeETag || info.Leader.Number <= m.observed || info.Leader.Identity == m.opts.identity {
+	if info.TermPending() || info.ETag == m.freeETag || info.Leader.Number <= m.observed {
+		return
+	}
+	s := m.lease.settings
+	if info.Leader.Identity == m.opts.identity {
+		if !m.twin.alive(info, s.LeaseDuration, s.RetryInterval) {
+			return
+		}
+		m.observed = info.Leader.Number
+		m.logger.Warn("leaderelection: another live instance leads with this instance's identity; give each instance an identity of its own (WithIdentity)",
+			"container", s.Container, "blob", s.Blob, "identity", info.Leader.Identity, "term", info.Leader.Number,
+			"since", info.Leader.Since)
 		return
 	}
 	m.observed = info.Leader.Number
-	m.logger.Debug("leaderelection: new leader observed", "container", m.lease.container, "blob", m.lease.blob,
-		"leader", info.Leader.Identity, "term", info.Leader.Number)
+	m.logger.Info("leaderelection: following the leader", "container", s.Container, "blob", s.Blob,
+		"leader", info.Leader.Identity, "term", info.Leader.Number, "since", info.Leader.Since, "identity", m.opts.identity)
 	m.emit(Event{Kind: NewLeaderObserved, Term: info.Leader})
+}
+
+// twinWatch tells a live instance that leads under this instance's identity
+// from this instance's own earlier lease, left behind by a restart (it
+// expires, or is broken as silent, and is no sign of a twin). A term held
+// under our identity is some other instance's once it is seen renewed:
+// its ETag changed under the same term (only the holder writes), or, for a
+// native lease, held without a gap for longer than any native lease lasts
+// unrenewed.
+type twinWatch struct {
+	term  int64
+	etag  azcore.ETag
+	since time.Time
+}
+
+func (w *twinWatch) alive(info LeaseInfo, leaseDuration, retry time.Duration) bool {
+	if w.term != info.Leader.Number {
+		*w = twinWatch{term: info.Leader.Number, etag: info.ETag, since: info.Received}
+		return false
+	}
+	if info.ETag != w.etag {
+		return true
+	}
+	lasts := min(max(leaseDuration, info.DeclaredDuration), maxLeaseDuration)
+	return info.Kind == NativeLease && info.Received.Sub(w.since) > lasts+retry
 }
 
 // noteRecord reports a record on the lease blob that this instance cannot
@@ -412,8 +459,13 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		reason, why = stopReason(returned, cause, funcErr)
 		m.metrics.stopMargin(expires.Sub(funcEnd))
 		m.metrics.transition("stopped", reason)
-		m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
-			"reason", reason, "led", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
+		if m.prefix != "" {
+			m.logger.Info("leaderelection: session ended", "container", s.Container, "prefix", m.prefix,
+				"reason", reason, "ran", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
+		} else {
+			m.logger.Info("leaderelection: stopped leading", "container", s.Container, "blob", s.Blob, "term", term.Number,
+				"reason", reason, "led", funcEnd.Sub(state.beatBase).Round(time.Millisecond))
+		}
 		m.emit(Event{Kind: StoppedLeading, Term: term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires})
 	}()
 
@@ -443,7 +495,13 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	state.start(term)
 	m.leading.Store(true)
 	m.metrics.transition("started", "")
-	m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity)
+	if m.prefix != "" {
+		m.logger.Info("leaderelection: session started", "container", s.Container, "prefix", m.prefix, "identity", term.Identity,
+			"lease", m.lease.Kind(), "leaseDuration", s.LeaseDuration)
+	} else {
+		m.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", term.Number, "identity", term.Identity,
+			"lease", m.lease.Kind())
+	}
 	// Set just before the event, so that a hook panicking before it
 	// cannot make StoppedLeading the first event of the term.
 	started = true
@@ -454,9 +512,11 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	}
 	returned = true
 	switch {
-	case funcErr != nil && leaderCtx.Err() == nil:
+	case funcErr != nil && leaderCtx.Err() == nil && m.prefix == "":
 		m.logger.Warn("leaderelection: leader func returned an error; releasing the lease", "container", s.Container, "blob", s.Blob, "error", funcErr)
 	case funcErr != nil:
+		// A session's func (the shard loop) fails only when storage
+		// refuses it for good, which ShardOwner.Run logs as it returns.
 		m.logger.Debug("leaderelection: leader func returned after its context was cancelled", "error", funcErr)
 	}
 	return "", nil // the deferred cleanup sets reason and err
@@ -532,7 +592,7 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 			return
 		case <-leaseCtx.Done():
 		case <-windingDown.C:
-			m.logger.Warn("leaderelection: leader func still winding down after its context was cancelled; the lease is still ours",
+			m.logger.Log(context.Background(), m.stopLevel(slog.LevelWarn), "leaderelection: "+m.funcName()+" still winding down after its context was cancelled; the lease is still ours",
 				"container", s.Container, "blob", s.Blob, "cancelledFor", time.Since(cancelled).Round(time.Millisecond),
 				"cause", fmt.Sprint(context.Cause(leaderCtx)))
 			windingDown.Reset(failureLogEvery)
@@ -547,11 +607,34 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 		case <-funcDone:
 			return
 		case <-t.C:
-			m.logger.Error("leaderelection: leader func still running after its lease context was cancelled; it must stop acting within StopMargin of that, or two leaders may act at once",
+			m.logger.Log(context.Background(), m.stopLevel(slog.LevelError), "leaderelection: "+m.funcName()+" still running after its lease context was cancelled; it must stop acting within StopMargin of that, or two instances may act at once",
 				"container", s.Container, "blob", s.Blob, "leaseEndedFor", time.Since(ended).Round(time.Millisecond),
 				"cause", fmt.Sprint(context.Cause(leaseCtx)))
 		}
 	}
+}
+
+// funcName names, in the logs, what runs under this lease: the user's
+// leader func, a shard's func, or the shard funcs a session waits for.
+func (m *BlobDistributedMutex) funcName() string {
+	switch {
+	case m.prefix != "":
+		return "shard funcs of the session"
+	case m.shard:
+		return "shard func"
+	}
+	return "leader func"
+}
+
+// stopLevel is the level of watchFunc's lines. A shard's are at Debug: one
+// line per shard would be thousands; the session's own lines cover a
+// shutdown or a lost session, reportSlow a handover or a removal, and
+// lost() a shard taken from under its func.
+func (m *BlobDistributedMutex) stopLevel(level slog.Level) slog.Level {
+	if m.shard {
+		return slog.LevelDebug
+	}
+	return level
 }
 
 // endWindow is the time a lease's holder has, once its func returned (or a

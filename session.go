@@ -156,6 +156,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		logger:  o.logger.With("session", id),
 		opts:    opts,
 		metrics: o.sessionMetrics,
+		prefix:  o.prefix,
 	}
 	s.m.afterRelease = func(ctx context.Context) { o.endSession(ctx, s) }
 	if err := lm.ensureBlob(ctx); err != nil {
@@ -374,6 +375,8 @@ type sessionWatch struct {
 	dead     map[string]time.Time     // by session ID: dead for good, and when this was learnt
 	live     map[string]bool          // the sessions the last listing showed alive
 	ignored  map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
+	twinETag map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
+	twins    string                   // those of them seen renewed, at the last warning
 }
 
 type unleasedSince struct {
@@ -382,7 +385,8 @@ type unleasedSince struct {
 }
 
 func newSessionWatch() *sessionWatch {
-	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}, live: map[string]bool{}}
+	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}, live: map[string]bool{},
+		twinETag: map[string]azcore.ETag{}}
 }
 
 // deadFor is how long a dead session is remembered without being seen:
@@ -404,6 +408,8 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}
+	var twins []string
+	twinETag := map[string]azcore.ETag{}
 	for _, l := range seen {
 		if l.name != own.id && !l.isSession() {
 			// Another owner's blob, or a stray one: not a session, never
@@ -464,6 +470,20 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			o.collect(ctx, w, l)
 			continue
 		}
+		if l.record && l.info.Leader.Identity == o.opts.identity {
+			// Another live session under our identity: another instance
+			// configured alike, or this instance's own session left
+			// behind (by a restart), which is never renewed again. Only
+			// one seen renewed (its ETag changed) is a twin.
+			first, ok := w.twinETag[l.name]
+			if !ok {
+				first = l.info.ETag
+			}
+			twinETag[l.name] = first
+			if first != l.info.ETag {
+				twins = append(twins, l.name)
+			}
+		}
 		if l.record {
 			view.live = append(view.live, l.name)
 			view.owned[l.name] = max(l.owned, 0)
@@ -490,6 +510,14 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 	}
 	w.live = now
 	w.ignored = ignored
+	w.twinETag = twinETag
+	if sig := strings.Join(twins, ","); sig != w.twins {
+		w.twins = sig
+		if sig != "" {
+			o.logger.Warn("leaderelection: another live session runs under this instance's identity; give each instance an identity of its own (WithIdentity)",
+				"container", o.settings.Container, "prefix", o.prefix, "identity", o.opts.identity, "sessions", twins)
+		}
+	}
 	for id := range w.silence {
 		if !listedIDs[id] {
 			delete(w.silence, id)

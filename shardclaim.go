@@ -100,6 +100,7 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 // listing shows held by another (which should never happen), and times the
 // leases that name no live holder.
 func (g *manager) listShards(view sessionView) error {
+	g.reportTook()
 	o := g.o
 	start := time.Now()
 	o.mu.Lock()

@@ -24,6 +24,8 @@ type shardRun struct {
 	state   *termState
 
 	leaving  bool        // asked to stop for a handover or a removal; under ShardOwner.mu
+	leftAt   time.Time   // when it was asked to; likewise
+	slowSaid bool        // reportSlow counted it; likewise
 	returned atomic.Bool // its func has returned
 }
 
@@ -44,7 +46,7 @@ func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.E
 			cancelLease(cause)
 			cancel(cause)
 		}}}
-	r.m = &BlobDistributedMutex{lease: lm, logger: o.logger.With("shard", name), opts: o.opts, metrics: o.shardMetrics}
+	r.m = &BlobDistributedMutex{lease: lm, logger: o.logger.With("shard", name), opts: o.opts, metrics: o.shardMetrics, shard: true}
 	o.mu.Lock()
 	delete(o.claiming, name)
 	if !o.set[name] || g.shardsCtx.Err() != nil {
@@ -114,18 +116,19 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			o.releaseShard(g.releases, r)
 		}
 		m.health.endTerm()
+		reason, why := shardStopReason(returned, cause, funcErr)
 		o.mu.Lock()
 		delete(o.runs, r.name)
+		o.stoppedRun(reason)
 		if cause == nil {
 			// It returned by itself: let another instance take it first.
 			o.cooldown[r.name] = time.Now().Add(behind(s.RetryInterval))
 		}
 		o.mu.Unlock()
 		o.poke()
-		reason, why := shardStopReason(returned, cause, funcErr)
 		o.shardMetrics.stopMargin(expires.Sub(funcEnd))
 		o.shardMetrics.transition("stopped", reason)
-		o.logger.Info("leaderelection: stopped running shard", "container", s.Container, "shard", r.name, "term", r.term.Number,
+		o.logger.Debug("leaderelection: stopped running shard", "container", s.Container, "shard", r.name, "term", r.term.Number,
 			"reason", reason, "ran", funcEnd.Sub(r.state.beatBase).Round(time.Millisecond))
 		o.emit(Event{Kind: StoppedLeading, Term: r.term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires,
 			Shard: r.name, Session: g.s.id})
@@ -138,7 +141,7 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	r.state.start(r.term)
 	m.leading.Store(true)
 	o.shardMetrics.transition("started", "")
-	o.logger.Info("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
+	o.logger.Debug("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
 	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: g.s.id})
 	if g.fuse.ahead() {
 		funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)

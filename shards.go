@@ -62,23 +62,25 @@ type ShardOwner struct {
 	wake    chan struct{}
 	release chan struct{} // bounds the releases in flight
 
-	mu       sync.Mutex
-	set      map[string]bool         // the shards to run
-	digest   string                  // set's digest (see setDigest), which the session's record carries
-	previous setID                   // the set before the last change (see balance)
-	setAt    time.Time               // when the set last changed
-	runs     map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	claiming map[string]bool         // claims in flight
-	cooldown map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	floors   map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
-	bad      map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	current  *session
-	target   int
-	live     int
-	mgrErr   error // a permanent error that ended a session's manager
-	panicked any   // a shard func's panic, to propagate from Run
-	panicSet bool
+	mu          sync.Mutex
+	set         map[string]bool         // the shards to run
+	digest      string                  // set's digest (see setDigest), which the session's record carries
+	previous    setID                   // the set before the last change (see balance)
+	setAt       time.Time               // when the set last changed
+	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
+	stoppedSeen int                     // how many of them its last call saw
+	claiming    map[string]bool         // claims in flight
+	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
+	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
+	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
+	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
+	current     *session
+	target      int
+	live        int
+	mgrErr      error // a permanent error that ended a session's manager
+	panicked    any   // a shard func's panic, to propagate from Run
+	panicSet    bool
 }
 
 // The causes (see [context.Cause]) of a shard func's context when its
@@ -479,6 +481,7 @@ type manager struct {
 	idleUntil  time.Time
 	idleFor    string
 	disagree   bool // this session's group was not every live session, at the last balance
+	took       int  // shards claimed since the last report (see reportTook)
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -520,6 +523,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		defer cut.Stop()
 		g.runs.Wait()
 		g.releaseLeftovers(g.releases)
+		g.reportTook()
+		o.reportStopped(true)
 		o.mu.Lock()
 		o.current = nil
 		if err != nil {
@@ -554,6 +559,8 @@ func (g *manager) loop() error {
 		if err == nil {
 			err = g.balance(view, &wait)
 		}
+		o.reportSlow()
+		o.reportStopped(false)
 		switch {
 		case err == nil:
 			failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)

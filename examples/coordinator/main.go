@@ -98,7 +98,7 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	go func() { served <- srv.Serve(ln) }()
 	logger.Info("serving /healthz and /metrics", "addr", ln.Addr().String())
 
-	logger.Info("contending for the lease", "container", s.Container, "blob", s.Blob)
+	// The library says what it contends for, as whom, and who leads.
 	// Returns once ctx is done, the coordinator has returned and the lease
 	// is released; or at once if storage refuses us for good.
 	err = mutex.RunTaskWhenMutexAcquired(ctx)
