@@ -226,6 +226,11 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				continue
 			}
 		}
+		if ctx.Err() != nil {
+			// Cancelled during the read: an acquire now would be cut off
+			// unanswered, and leave a lease to give back that nobody took.
+			break
+		}
 		g, err := m.lease.Acquire(ctx)
 		m.metrics.attempt(outcome(err, "acquired"))
 		look = true
