@@ -11,11 +11,11 @@ import (
 
 // When the leader's context is cancelled, and why that moment is safe.
 //
-// The server starts a lease's clock when it processes an acquire or renew, and
-// that is never earlier than the moment we sent the request. So a lease last
-// extended by a request sent at time S cannot expire on the server before
-// S + LeaseDuration: no other instance can acquire it before then. We cancel
-// the leader's context at
+// The server starts a lease's clock when it processes an acquire or renew,
+// and that is never earlier than the moment we sent the request. So a lease
+// last extended by a request sent at time S cannot expire on the server
+// before S + LeaseDuration: no other instance can acquire it before then. We
+// cancel the leader's context at
 //
 //	deadline = S + LeaseDuration - StopMargin
 //
@@ -59,22 +59,22 @@ import (
 // across its deadline cannot run its cancellation until it thaws; a leader
 // func that ignores its context keeps running; and an operator's break with
 // a period shorter than the lease duration shortens the lease on the server
-// (see SafeBreakPeriod). Neither can be fixed from
-// inside the process; fencing tokens (the term) let downstream systems reject
-// such a leader's writes.
+// (see SafeBreakPeriod). Neither can be fixed from inside the process;
+// fencing tokens (the term) let downstream systems reject such a leader's
+// writes.
 //
-// For the term to fence, it never repeats or goes down. A holder records
-// the previous number + 1, conditional on the blob's ETag, under its lease,
-// so two terms never share a number; and it continues from the higher of the
+// For the term to fence, it never repeats or goes down. A holder records the
+// previous number + 1, conditional on the blob's ETag, under its lease, so
+// two terms never share a number; and it continues from the higher of the
 // blob's number and the highest it has seen there itself; a blob created
 // again is seeded with that, raised by every instance that saw more, and
 // taken only once the leader that missed the deletion has stopped and read
 // it (recreated.go). So a blob or container deleted under a running fleet
-// does not restart the count. A number that does not read, or
-// cannot grow, is never continued: no func runs on that blob until an
-// operator repairs the record (record.go). What cannot be kept: a blob
-// deleted while no instance that saw its terms runs, or created again first
-// by one that never saw them.
+// does not restart the count. A number that does not read, or cannot grow,
+// is never continued: no func runs on that blob until an operator repairs
+// the record (record.go). What cannot be kept: a blob deleted while no
+// instance that saw its terms runs, or created again first by one that never
+// saw them.
 //
 // An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
 // infinite blob lease, which the server never expires: the followers do,
@@ -82,39 +82,39 @@ import (
 // term record under its lease ID, which the server accepts only while the
 // lease is ours, and which changes the blob's ETag (no lease operation
 // does). Only such a write, confirmed, extends the term; the func starts
-// after the first (the term record). A write sent at S is processed after
-// S; a follower sees the ETag it made in an answer received at R, later
-// still, and breaks the lease only when that ETag has stood for D on its
-// own monotonic clock, at or after R + D, and only on condition (If-Match)
-// that the ETag is still that one: a holder that wrote again since has
-// changed it, and the break fails. D is the duration the holder declared in
-// the record of that same answer, never the follower's own. The holder
-// stopped at S + D - StopMargin for its last confirmed write (a later write
-// that the server processed, unconfirmed, only delays the break), so it has
-// stopped StopMargin before any break can succeed. The same fuse and
-// CLOCK_BOOTTIME apply to it; a follower's clock that stops while its host
-// sleeps only counts the silence short, and breaks later. Breaking a lease
-// whose holder has not yet written is safe at any moment (the ETag, and the
-// duration, are an earlier writer's): that holder's func has not started,
-// and its first write fails on the broken lease. Each renewal is also
-// conditional on the ETag its writer's previous confirmed write left, so a
-// write the server processes late can never put an older term back.
+// after the first (the term record). A write sent at S is processed after S;
+// a follower sees the ETag it made in an answer received at R, later still,
+// and breaks the lease only when that ETag has stood for D on its own
+// monotonic clock, at or after R + D, and only on condition (If-Match) that
+// the ETag is still that one: a holder that wrote again since has changed
+// it, and the break fails. D is the duration the holder declared in the
+// record of that same answer, never the follower's own. The holder stopped
+// at S + D - StopMargin for its last confirmed write (a later write that the
+// server processed, unconfirmed, only delays the break), so it has stopped
+// StopMargin before any break can succeed. The same fuse and CLOCK_BOOTTIME
+// apply to it; a follower's clock that stops while its host sleeps only
+// counts the silence short, and breaks later. Breaking a lease whose holder
+// has not yet written is safe at any moment (the ETag, and the duration, are
+// an earlier writer's): that holder's func has not started, and its first
+// write fails on the broken lease. Each renewal is also conditional on the
+// ETag its writer's previous confirmed write left, so a write the server
+// processes late can never put an older term back.
 //
 // Followers never break a fixed, native lease, so a fleet that mixes kinds
 // stays safe, and a break that finds the lease released (409) just lets the
-// follower acquire it. The D a follower times is the one the record
-// declares only when it reads as a duration some setting can declare (3 s
-// to 24 h); anything else counts as 24 h (record.go). That is safe as no
-// holder of ours declares more, and needed by none: a holder of ours
-// writes its whole record, a valid one, before its func starts, so an
-// ETag whose record does not read was made by another writer, and its
-// holder, if any, has not started its func. The clocks of holder and follower may run apart by
-// 0.1% of D (NTP normally keeps each within 0.05% of true): StopMargin is
-// at least D/100, of which that is a tenth. What an ETag lease adds to the
-// limits above: no break period (60 s at most) covers a longer lease, so
-// the safe operator break is the followers' rule (BreakWhenSilent); and
-// Azure accepts writes under the lease ID while a lease is breaking, so a
-// holder learns of a break with a period only when it ends.
+// follower acquire it. The D a follower times is the one the record declares
+// only when it reads as a duration some setting can declare (3 s to 24 h);
+// anything else counts as 24 h (record.go). That is safe as no holder of
+// ours declares more, and needed by none: a holder of ours writes its whole
+// record, a valid one, before its func starts, so an ETag whose record does
+// not read was made by another writer, and its holder, if any, has not
+// started its func. The clocks of holder and follower may run apart by 0.1%
+// of D (NTP normally keeps each within 0.05% of true): StopMargin is at
+// least D/100, of which that is a tenth. What an ETag lease adds to the
+// limits above: no break period (60 s at most) covers a longer lease, so the
+// safe operator break is the followers' rule (BreakWhenSilent); and Azure
+// accepts writes under the lease ID while a lease is breaking, so a holder
+// learns of a break with a period only when it ends.
 //
 // Every blob says what it is for (its role, record.go: a mutex's lease, a
 // session, a shard), from its creation and in every record, and no owner
@@ -126,70 +126,71 @@ import (
 // a version before roles, keeps the rules it had.)
 //
 // Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
-// shardrun.go, balance.go). A session is an ETag lease on a blob of its
-// own, whatever its duration D, and its shard funcs run under contexts
-// derived from its own: each shard's lease context ends no later than the
-// session's, at S + D - StopMargin for the send time S of the session's
-// last confirmed write, so the rule above covers every shard with the
-// session's one fuse. A shard's lease is infinite and never renewed: it
-// passes to another instance only by a release, sent after its func has
-// returned, or by a break, which a claimer makes only when the shard's
-// record names a session that is dead. Dead means: its blob shows
-// no lease although its owner wrote its record under one (released, which
-// its owner does only after every shard func returned; or broken), or its
-// blob is gone (deleted only once unleased). A session is broken only by
-// the followers' rule above: on an ETag first seen at R, after its write
-// was processed, after S; at R + D or later, after the owner stopped every
-// shard func. A dead session stays dead: no one acquires a session's blob
-// but its owner, once, and a session whose lease ends is never taken up
-// again (its owner starts a new one, with a new ID and a new blob; a
-// session's blob is never created twice). So a shard of a live, unbroken
-// session is never free. A session that a listing did not show is not dead:
-// a session writes its record before it claims any shard, so a shard that
-// names it names a session that existed; missing from the sessions, listed
-// first (the listing of the shards that follows is no snapshot with it), it
-// is a new one, unless a lookup finds its blob gone, or unleased after its
-// record was written. The break, the acquire and the shard's record write
-// that make a claim are each conditional (If-Match) on the ETag the listing
-// showed: a claim made meanwhile has written its record, and so changed the
-// ETag, before its func started, and then the break fails and that claim
-// stands; a claim that has not written yet has not started its func, and
-// its write fails on the broken lease. Likewise a shard lease that no live
-// holder's record names (no record, or the record of the very session that
-// looks at it and does not hold it: a claim that failed half-way) may be
-// broken at any time; a claimer waits until its ETag has stood for D, not
-// to fight a claim in flight. Every claim proposes a lease ID of its own: a
-// release whose answer was lost may reach the server later, and must not
-// end a later claim of the same shard by the same session. The shares, and
-// the groups of sessions that agree on the set of shards (balance.go),
-// decide only who tries to claim what: whether a shard is free is judged
-// against every live session, whatever set it runs, and every claim is
-// conditional as above, so nothing here depends on them. Nor on the term a
-// claim records (the listed number + 1, or more: record.go), only on the
-// ETag. What sessions add to the limits above: a shard's lease broken by hand is not noticed by
-// its holder, which has no renewal of it to fail, until it next lists the
-// shards: never break one by hand (leaderctl refuses to).
+// shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
+// whatever its duration D, and its shard funcs run under contexts derived
+// from its own: each shard's lease context ends no later than the session's,
+// at S + D - StopMargin for the send time S of the session's last confirmed
+// write, so the rule above covers every shard with the session's one fuse. A
+// shard's lease is infinite and never renewed: it passes to another instance
+// only by a release, sent after its func has returned, or by a break, which
+// a claimer makes only when the shard's record names a session that is dead.
+// Dead means: its blob shows no lease although its owner wrote its record
+// under one (released, which its owner does only after every shard func
+// returned; or broken), or its blob is gone (deleted only once unleased). A
+// session is broken only by the followers' rule above: on an ETag first seen
+// at R, after its write was processed, after S; at R + D or later, after the
+// owner stopped every shard func. A dead session stays dead: no one acquires
+// a session's blob but its owner, once, and a session whose lease ends is
+// never taken up again (its owner starts a new one, with a new ID and a new
+// blob; a session's blob is never created twice). So a shard of a live,
+// unbroken session is never free. A session that a listing did not show is
+// not dead: a session writes its record before it claims any shard, so a
+// shard that names it names a session that existed; missing from the
+// sessions, listed first (the listing of the shards that follows is no
+// snapshot with it), it is a new one, unless a lookup finds its blob gone,
+// or unleased after its record was written. The break, the acquire and the
+// shard's record write that make a claim are each conditional (If-Match) on
+// the ETag the listing showed: a claim made meanwhile has written its
+// record, and so changed the ETag, before its func started, and then the
+// break fails and that claim stands; a claim that has not written yet has
+// not started its func, and its write fails on the broken lease. Likewise a
+// shard lease that no live holder's record names (no record, or the record
+// of the very session that looks at it and does not hold it: a claim that
+// failed half-way) may be broken at any time; a claimer waits until its ETag
+// has stood for D, not to fight a claim in flight. Every claim proposes a
+// lease ID of its own: a release whose answer was lost may reach the server
+// later, and must not end a later claim of the same shard by the same
+// session. The shares, and the groups of sessions that agree on the set of
+// shards (balance.go), decide only who tries to claim what: whether a shard
+// is free is judged against every live session, whatever set it runs, and
+// every claim is conditional as above, so nothing here depends on them. Nor
+// on the term a claim records (the listed number + 1, or more: record.go),
+// only on the ETag. What sessions add to the limits above: a shard's lease
+// broken by hand is not noticed by its holder, which has no renewal of it to
+// fail, until it next lists the shards: never break one by hand (leaderctl
+// refuses to).
 //
-// Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease that
-// has not expired, with the ID its previous holder used. That is safe because
-// the previous holder is dead: the new process proposes the ID only while it
-// holds the file's exclusive flock, and the kernel drops a process's lock only
-// once all its threads have exited, so no leader func of the old process still
-// runs. Requests the dead process had already sent may still reach the server
-// later; with this ID they can only be acquires and renewals, which extend the
-// lease we now hold, and term writes, which are conditional on the blob's ETag
-// and so cannot overwrite a newer term. (An ETag lease's renewal is such a
-// write too: conditional on the ETag its writer's last confirmed write left,
-// which our new term record has changed.) Never a release: the file moves on
-// to a fresh ID, durably, before any release is sent. The new process records
-// a new term (number + 1) under the lease before its func starts, so the term
-// still fences, and from then on the deadline above applies to its own
-// renewals. The lock proves a process dead, not work it handed to others
-// (child processes, remote jobs): as after any failover, the term is what
-// fences those. And it proves nothing across hosts: network filesystems (NFS,
-// SMB) may lose a lock across a server or client failure, and a file shared by
-// two hosts, or copied, lets two live processes hold one ID; hence one local
-// filesystem, one host.
+// Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
+// that has not expired, with the ID its previous holder used. That is safe
+// because the previous holder is dead: the new process proposes the ID only
+// while it holds the file's exclusive flock, and the kernel drops a
+// process's lock only once all its threads have exited, so no leader func of
+// the old process still runs. Requests the dead process had already sent may
+// still reach the server later; with this ID they can only be acquires and
+// renewals, which extend the lease we now hold, and term writes, which are
+// conditional on the blob's ETag and so cannot overwrite a newer term. (An
+// ETag lease's renewal is such a write too: conditional on the ETag its
+// writer's last confirmed write left, which our new term record has
+// changed.) Never a release: the file moves on to a fresh ID, durably,
+// before any release is sent. The new process records a new term (number +
+// 1) under the lease before its func starts, so the term still fences, and
+// from then on the deadline above applies to its own renewals. The lock
+// proves a process dead, not work it handed to others (child processes,
+// remote jobs): as after any failover, the term is what fences those. And it
+// proves nothing across hosts: network filesystems (NFS, SMB) may lose a
+// lock across a server or client failure, and a file shared by two hosts, or
+// copied, lets two live processes hold one ID; hence one local filesystem,
+// one host.
 
 // deadline is one moment read on two clocks: Go's monotonic clock, and the
 // clock that counts suspended time (see safetyFuse).
