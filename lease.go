@@ -496,8 +496,7 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 
 // read fills in what the record says, and raises the floor to its term.
 func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
-	info.Leader, info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.term, r.ended, r.declared, r.role, r.problem
-	info.Recreated = r.recreated
+	r.fill(info)
 	if !r.termBad {
 		m.floor.see(r.term.Number)
 	}

@@ -97,6 +97,12 @@ type record struct {
 	termBad bool
 }
 
+// fill puts what r says into info.
+func (r record) fill(info *LeaseInfo) {
+	info.Leader, info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.term, r.ended, r.declared, r.role, r.problem
+	info.Recreated = r.recreated
+}
+
 // readRecord reads the record in md, the metadata of blob.
 func readRecord(container, blob string, md map[string]*string) record {
 	var r record

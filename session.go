@@ -246,8 +246,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 			}
 			l := listedItem(strings.TrimPrefix(*item.Name, full), item.Properties, item.Metadata, received)
 			l.rec = readRecord(o.settings.Container, *item.Name, item.Metadata)
-			l.info.Leader, l.info.LeaderEnded, l.info.DeclaredDuration = l.rec.term, l.rec.ended, l.rec.declared
-			l.info.Role, l.info.RecordError = l.rec.role, l.rec.problem
+			l.rec.fill(&l.info)
 			l.record = l.info.Leader.Identity != ""
 			fn(l)
 		}

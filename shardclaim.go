@@ -131,6 +131,7 @@ func (g *manager) listShards(view sessionView) error {
 	var cands []candidate
 	anomalies := map[string]unleasedSince{}
 	bad := map[string]*RecordError{}
+	terms := make(map[string]int64, len(entries))
 	for _, l := range entries {
 		seen[l.name] = true
 		g.checkHeld(l, start)
@@ -138,7 +139,7 @@ func (g *manager) listShards(view sessionView) error {
 			continue
 		}
 		if !l.rec.termBad {
-			o.seeTerm(l.name, l.info.Leader.Number)
+			terms[l.name] = l.info.Leader.Number
 		}
 		if p := o.shardProblem(l); p != nil {
 			// Not a shard's blob, or a record no term can follow: never
@@ -185,6 +186,7 @@ func (g *manager) listShards(view sessionView) error {
 		}
 	}
 	g.anomalies = anomalies
+	o.seeTerms(terms)
 	o.noteBadShards(bad)
 	// A session the listing of the sessions did not show: one started since
 	// (its shards are held) or one whose blob is gone (dead). Look it up.
@@ -551,11 +553,16 @@ func (o *ShardOwner) logBadShard(name string, p *RecordError) {
 
 // seeTerm raises the floor of shard name's terms to n (not to the largest
 // number: see termFloor.see).
-func (o *ShardOwner) seeTerm(name string, n int64) {
+func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
+
+// seeTerms is seeTerm for each shard of a listing, under one lock.
+func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if n > o.floors[name] && n != math.MaxInt64 {
-		o.floors[name] = n
+	for name, n := range terms {
+		if n > o.floors[name] && n != math.MaxInt64 {
+			o.floors[name] = n
+		}
 	}
 }
 

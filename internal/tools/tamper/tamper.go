@@ -206,64 +206,77 @@ func unleased(p blob.GetPropertiesResponse) bool {
 	return false
 }
 
+// whenUnleased reads blob name every poll until deadline, and calls act
+// with each answer that shows it unleased, or with gone set when it does not
+// exist (only if gone may be acted on: else a missing blob is retried like
+// any failure). act reports whether it is done, and why not. A leased blob,
+// or a failed read, is tried again; at deadline it gives up with an error
+// matching ErrLeased and the last reason.
+func (w *Writer) whenUnleased(ctx context.Context, name string, deadline time.Time, poll time.Duration, out *Outcome,
+	actOnGone bool, act func(props blob.GetPropertiesResponse, gone bool) (bool, error)) error {
+	bc := w.cc.NewBlobClient(name)
+	var last error
+	for ; ; out.Tries++ {
+		if out.Tries > 0 {
+			if time.Now().Add(poll).After(deadline) || !sleep(ctx, poll) {
+				return errors.Join(ErrLeased, last, ctx.Err())
+			}
+		}
+		callCtx, cancel := w.call(ctx)
+		props, err := bc.GetProperties(callCtx, nil)
+		cancel()
+		gone := bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound)
+		switch {
+		case gone && actOnGone:
+		case err != nil:
+			last = err
+			continue
+		default:
+			w.noteRead(name, props.Metadata)
+			if !unleased(props) || props.ETag == nil {
+				last = fmt.Errorf("lease %v", deref(props.LeaseState))
+				continue
+			}
+		}
+		done, err := act(props, gone)
+		if done {
+			return nil
+		}
+		last = err
+	}
+}
+
 // write polls blob every poll until it is unleased and writes md(highest)
 // into it, on condition of the ETag just read; a missing blob is created
 // with md (If-None-Match *), unless mustExist. It gives up at deadline.
 func (w *Writer) write(ctx context.Context, name string, deadline time.Time, poll time.Duration, mustExist bool, md func(highest int64) (map[string]*string, int64)) (Outcome, error) {
 	bc := w.cc.NewBlockBlobClient(name)
 	var out Outcome
-	var last error
-	for ; ; out.Tries++ {
-		if out.Tries > 0 {
-			if time.Now().Add(poll).After(deadline) || !sleep(ctx, poll) {
-				return out, errors.Join(ErrLeased, last, ctx.Err())
-			}
-		}
+	err := w.whenUnleased(ctx, name, deadline, poll, &out, !mustExist, func(props blob.GetPropertiesResponse, gone bool) (bool, error) {
+		meta, term := md(w.Highest(name))
 		callCtx, cancel := w.call(ctx)
-		props, err := bc.GetProperties(callCtx, nil)
-		cancel()
-		switch {
-		case bloberror.HasCode(err, bloberror.BlobNotFound) && !mustExist:
-			meta, term := md(w.Highest(name))
-			callCtx, cancel := w.call(ctx)
-			out.Sent = time.Now()
+		defer cancel()
+		out.Sent = time.Now()
+		var err error
+		if gone {
 			_, err = bc.Upload(callCtx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
 				Metadata:         meta,
 				AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: ptrETag(azcore.ETagAny)}},
 			})
-			out.Done = time.Now()
-			cancel()
-			if err == nil {
-				out.Term = term
-				w.Observe(name, term)
-				return out, nil
-			}
-			last = err
-			continue
-		case err != nil:
-			last = err
-			continue
+		} else {
+			_, err = bc.SetMetadata(callCtx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
+			}})
 		}
-		w.noteRead(name, props.Metadata)
-		if !unleased(props) || props.ETag == nil {
-			last = fmt.Errorf("lease %v", deref(props.LeaseState))
-			continue
-		}
-		meta, term := md(w.Highest(name))
-		callCtx, cancel = w.call(ctx)
-		out.Sent = time.Now()
-		_, err = bc.SetMetadata(callCtx, meta, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
-		}})
 		out.Done = time.Now()
-		cancel()
-		if err == nil {
-			out.Term = term
-			w.Observe(name, term)
-			return out, nil
+		if err != nil {
+			return false, err
 		}
-		last = err
-	}
+		out.Term = term
+		w.Observe(name, term)
+		return true, nil
+	})
+	return out, err
 }
 
 func deref[T any](p *T) any {
@@ -327,40 +340,20 @@ func (w *Writer) Repair(ctx context.Context, name, k string, deadline time.Time,
 func (w *Writer) DeleteBlob(ctx context.Context, name string, deadline time.Time, poll time.Duration) (Outcome, error) {
 	bc := w.cc.NewBlobClient(name)
 	var out Outcome
-	var last error
-	for ; ; out.Tries++ {
-		if out.Tries > 0 {
-			if time.Now().Add(poll).After(deadline) || !sleep(ctx, poll) {
-				return out, errors.Join(ErrLeased, last, ctx.Err())
-			}
+	err := w.whenUnleased(ctx, name, deadline, poll, &out, true, func(props blob.GetPropertiesResponse, gone bool) (bool, error) {
+		if gone {
+			return true, nil
 		}
 		callCtx, cancel := w.call(ctx)
-		props, err := bc.GetProperties(callCtx, nil)
-		cancel()
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return out, nil
-		}
-		if err != nil {
-			last = err
-			continue
-		}
-		w.noteRead(name, props.Metadata)
-		if !unleased(props) || props.ETag == nil {
-			last = fmt.Errorf("lease %v", deref(props.LeaseState))
-			continue
-		}
-		callCtx, cancel = w.call(ctx)
+		defer cancel()
 		out.Sent = time.Now()
-		_, err = bc.Delete(callCtx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+		_, err := bc.Delete(callCtx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
 			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
 		}})
 		out.Done = time.Now()
-		cancel()
-		if err == nil || bloberror.HasCode(err, bloberror.BlobNotFound) {
-			return out, nil
-		}
-		last = err
-	}
+		return err == nil || bloberror.HasCode(err, bloberror.BlobNotFound), err
+	})
+	return out, err
 }
 
 // DeleteContainer deletes the container once blob name in it is unleased.
@@ -377,31 +370,12 @@ func (w *Writer) DeleteContainer(ctx context.Context, name string, deadline time
 		return Outcome{}, err
 	}
 	var out Outcome
-	var last error
-	for ; ; out.Tries++ {
-		if out.Tries > 0 {
-			if time.Now().Add(poll).After(deadline) || !sleep(ctx, poll) {
-				return out, errors.Join(ErrLeased, last, ctx.Err())
-			}
-		}
+	err = w.whenUnleased(ctx, name, deadline, poll, &out, false, func(props blob.GetPropertiesResponse, _ bool) (bool, error) {
 		callCtx, cancel := w.call(ctx)
-		props, err := bc.GetProperties(callCtx, nil)
+		_, err := lc.AcquireLease(callCtx, 15, &lease.BlobAcquireOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}})
 		cancel()
 		if err != nil {
-			last = err
-			continue
-		}
-		w.noteRead(name, props.Metadata)
-		if !unleased(props) || props.ETag == nil {
-			last = fmt.Errorf("lease %v", deref(props.LeaseState))
-			continue
-		}
-		callCtx, cancel = w.call(ctx)
-		_, err = lc.AcquireLease(callCtx, 15, &lease.BlobAcquireOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag}})
-		cancel()
-		if err != nil {
-			last = err
-			continue
+			return false, err
 		}
 		callCtx, cancel = w.call(ctx)
 		out.Sent = time.Now()
@@ -409,13 +383,14 @@ func (w *Writer) DeleteContainer(ctx context.Context, name string, deadline time
 		out.Done = time.Now()
 		cancel()
 		if err == nil {
-			return out, nil
+			return true, nil
 		}
-		last = err
 		callCtx, cancel = w.call(ctx)
 		_, _ = lc.ReleaseLease(callCtx, nil)
 		cancel()
-	}
+		return false, err
+	})
+	return out, err
 }
 
 // Phantom is a blob under a ShardOwner's sessions/ that is not a session.
