@@ -251,7 +251,13 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	target := fairShare(n, mine.live, g.s.id)
 	o.target, o.live = target, len(view.live)
 	o.mu.Unlock()
-	agree := len(mine.live) == len(view.live)
+	leavers := 0
+	for id := range view.leave {
+		if id != g.s.id && slices.Contains(view.live, id) {
+			leavers++
+		}
+	}
+	agree := len(mine.live) == len(view.live)-leavers
 	running := view.sets(g.s.id, digest)
 	if agree == g.disagree {
 		g.disagree = !agree
@@ -289,6 +295,22 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	}
 	g.retryLeftovers()
 	deficit := target - own
+	// A session below its share may be handed shards (see handoff.go),
+	// even by one whose record does not say yet that it holds more than
+	// its share: it reads its notes often, for as long as the records keep
+	// changing and a while after (they change as shards move), not for
+	// good if nothing comes. So does every session while one that agrees
+	// with it is leaving (see leave). While shards are sure to come to it
+	// (another session of its group is above its share, or leaving), it
+	// does not list the shards: they come to it.
+	if sig := view.signature(); sig != g.expectSig {
+		g.expectSig, g.expectSince = sig, time.Now()
+	}
+	recent := time.Since(g.expectSince) < o.settings.RenewInterval+2*o.settings.RetryInterval
+	leaving := view.leaving(g.s.id, sets...)
+	g.expecting.Store(leaving || deficit > 0 && recent)
+	coming := leaving || deficit > 0 && over > 0 && recent
+	g.group = mine
 	rank, _ := slices.BinarySearch(mine.live, g.s.id)
 	if len(view.died) > 0 {
 		// Every survivor is below its share now. Those that must list
@@ -337,7 +359,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
 		// mostly taken meanwhile. But not while it idles (see below).
-		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over)
+		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over) && !coming
 	case held < n:
 		// Fewer shards are held than the set has, and it lasts: a session
 		// below its share would have claimed them, so some may be held by
@@ -385,12 +407,13 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		}
 	}
 	if deficit <= 0 {
+		g.reportTook() // what was handed to it, if that is how it got there
 		clear(g.cands)
 		return nil
 	}
 	if !g.stale {
 		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
-		g.took += claimed
+		g.took.Add(int64(claimed))
 		if claimed >= deficit {
 			g.reportTook()
 		}
@@ -424,6 +447,8 @@ func (g *manager) heldByOthers(group sessionView) int {
 		in[id] = true
 	}
 	n := 0
+	g.ownersMu.Lock()
+	defer g.ownersMu.Unlock()
 	for name, h := range g.owners {
 		if _, free := g.cands[name]; !free && !in[h.session] {
 			n++
@@ -455,9 +480,10 @@ func (g *manager) listTurn() time.Duration {
 	return max(2*g.listTook, g.o.settings.RetryInterval/2)
 }
 
-// handOver asks k running shards to stop, to be released for a session
-// below its share: those another live session prefers first, the sessions
-// below their share before the others, then this session's least preferred.
+// handOver asks k running shards to stop, to be handed to the sessions
+// below their share (handOverTo): those another live session prefers first,
+// the sessions below their share before the others, then this session's
+// least preferred.
 func (g *manager) handOver(k int, view sessionView) {
 	o := g.o
 	o.mu.Lock()
@@ -490,9 +516,13 @@ func (g *manager) handOver(k int, view sessionView) {
 		}
 		return picks[i].s < picks[j].s
 	})
+	chosen := make([]*shardRun, 0, min(k, len(picks)))
 	for _, p := range picks[:min(k, len(picks))] {
-		p.r.leaving, p.r.leftAt = true, time.Now()
-		p.r.ts.pleaseStop(ErrShardHandedOver)
+		chosen = append(chosen, p.r)
+	}
+	if queue := g.handOverTo(chosen, view.live, plan(view, n, g.s.id, len(chosen)), view.ident); len(queue) > 0 {
+		g.pacing.Add(1)
+		go g.pace(g.shardsCtx, queue)
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
 	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,

@@ -272,12 +272,13 @@ func TestLogsOfAShardOwnerSummarise(t *testing.T) {
 
 	require.NoError(t, ignoreCancel(b.stop(t)))
 	stopped := tapeB.one(t, "leaderelection: stopped shards")
-	requireAttrs(t, stopped, map[string]string{"count": "100", "reasons": "caller cancelled: 100", "running": "0"})
+	requireAttrs(t, stopped, map[string]string{"count": "100", "reasons": "handed over: 100", "running": "0"})
+	requireAttrs(t, tapeB.one(t, "leaderelection: leaving: handing shards on to the other sessions"), map[string]string{"count": "100", "sessions": "1"})
 	ended := tapeB.one(t, "leaderelection: session ended")
 	requireAttrs(t, ended, map[string]string{"reason": string(ReasonCallerCancelled), "session": tapeB.one(t, "session started").attrs["session"]})
 	bLines := tapeB.story()
 	assert.Equal(t, "leaderelection: session ended", bLines[len(bLines)-1].msg, "the session ends after its shards: %v", bLines)
-	assert.LessOrEqual(t, len(bLines), 6, "b's lines: %v", bLines)
+	assert.LessOrEqual(t, len(bLines), 7, "b's lines: %v", bLines)
 	assert.Empty(t, tapeA.above(slog.LevelWarn))
 	assert.Empty(t, tapeB.above(slog.LevelWarn))
 }

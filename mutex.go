@@ -42,6 +42,14 @@ type BlobDistributedMutex struct {
 	// afterRelease, if set, runs after each term's release, within the
 	// same endWindow (a session deletes its blob).
 	afterRelease func(ctx context.Context)
+	// renewSoon, if set, asks the renewal loop for a renewal now; it sends
+	// the renewal's outcome on the channel it received (buffered). A
+	// session asks for one to say, at once, that it is leaving.
+	renewSoon chan chan<- error
+	// windDown is how long a func may wind down after its context was
+	// cancelled (the lease still ours) before that is worth a warning:
+	// StopMargin, and for a session the time it hands its shards on.
+	windDown time.Duration
 }
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
@@ -589,7 +597,7 @@ func (m *BlobDistributedMutex) watchFunc(leaderCtx, leaseCtx context.Context, fu
 	m.health.cancelled(context.Cause(leaderCtx))
 	s := m.lease.settings
 	cancelled := time.Now()
-	windingDown := time.NewTimer(s.StopMargin)
+	windingDown := time.NewTimer(s.StopMargin + m.windDown)
 	defer windingDown.Stop()
 	for leaseCtx.Err() == nil {
 		select {

@@ -35,6 +35,9 @@ const (
 	RoleSession BlobRole = "session"
 	// RoleShard is the blob of a [ShardOwner]'s shard.
 	RoleShard BlobRole = "shard"
+	// RoleHandoff is a note from one of a [ShardOwner]'s sessions to
+	// another, naming shards it handed to it (see handoff.go).
+	RoleHandoff BlobRole = "handoff"
 )
 
 // metaRole is the record's key for its blob's role; metaRecreated marks a

@@ -170,6 +170,27 @@ import (
 // fail, until it next lists the shards: never break one by hand (leaderctl
 // refuses to).
 //
+// A shard handed straight on (handoff.go: a join, a rebalance, a session
+// leaving as its caller ends Run) is never free on the way. Its giver, once
+// the shard's func has returned and while the lease is still its own,
+// writes the shard's record naming the receiver's session and the next
+// term, under its lease and If-Match the ETag its own record left, then
+// changes the lease's ID to one derived from the receiver's session, the
+// shard and that term. From that write on, the record names a live session
+// other than the giver's, so no claimer breaks the lease, and the giver
+// acts on it no more: it sends the change, or, if that fails, a release
+// with its own ID, which frees the shard like any other. The receiver
+// starts the func only once an acquire with the derived ID, If-Match the
+// ETag of that record, has succeeded: the record is then still the one the
+// giver wrote after its func returned, and nobody has claimed the shard
+// since (a claim writes its record, changing the ETag, before its func
+// starts). A session never adopts a term it recorded itself, so each term
+// runs once. The notes that tell a receiver what it was handed, and the
+// mark of a session that is leaving, only say who looks where and when: a
+// stale or stray note finds its condition failing. A leaving session's
+// shard funcs run until each is handed on, under its session's fuse as
+// ever.
+//
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
 // that has not expired, with the ID its previous holder used. That is safe
 // because the previous holder is dead: the new process proposes the ID only
@@ -366,6 +387,7 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 	timer := time.NewTimer(time.Until(next))
 	defer timer.Stop()
 	for {
+		var asked chan<- error // a renewal asked for now (renewSoon), and told its outcome
 		select {
 		case <-stop.Done():
 			return nil
@@ -374,6 +396,7 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 				"container", s.Container, "blob", s.Blob, "failedRenewals", failing.count)
 			return ErrRenewDeadline
 		case <-timer.C:
+		case asked = <-m.renewSoon:
 		}
 		if stall := m.opts.stallTimeout; stall > 0 && term.started.Load() && term.sinceBeat() > stall {
 			// Stop renewing: the lease stays ours until the fuse blows at
@@ -395,6 +418,9 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		if stop.Err() == nil {
 			m.metrics.renewed(time.Since(sent), outcome(err, "ok"))
 			m.health.renewResult(err)
+		}
+		if asked != nil {
+			asked <- err // buffered
 		}
 		switch {
 		case err == nil:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -44,6 +45,7 @@ const (
 	metaOwned    = "leadershards"     // a session's record: how many shards it holds
 	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
 	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
+	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
 )
 
 // metadataOf is the metadata a holder writes for term t: its record, and
@@ -58,8 +60,9 @@ func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
 
 // session is this instance's current session.
 type session struct {
-	id string
-	m  *BlobDistributedMutex // the session's lease, on its own blob; lead() runs it
+	id      string
+	m       *BlobDistributedMutex // the session's lease, on its own blob; lead() runs it
+	leaving atomic.Bool           // its record says it is leaving: it hands its shards on (see leave)
 }
 
 // managerFor returns a lease manager for one blob under the owner's prefix,
@@ -109,7 +112,7 @@ func checkOwnName(name string, prefix bool) error {
 		end = len(segs)
 	}
 	for i := 1; i < end; i++ {
-		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir {
+		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir || d == handoffDir {
 			owner := strings.Join(segs[:i], "/")
 			what := "a mutex's blob"
 			if prefix {
@@ -129,13 +132,17 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	id := uuid.NewString()
 	lm := o.managerFor(o.sessionBlob(id), id)
 	lm.alwaysETag = true
+	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
 		n := strconv.Itoa(o.ownedCount())
 		digest, size := o.setSummary()
 		count := strconv.Itoa(size)
 		md[metaOwned], md[metaSet], md[metaSetCount] = &n, &digest, &count
+		if s.leaving.Load() {
+			yes := "true"
+			md[metaLeaving] = &yes
+		}
 	}
-	s := &session{id: id}
 	opts := o.opts
 	opts.stallTimeout = 0
 	opts.onEvent = func(e Event) {
@@ -151,12 +158,14 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		o.emit(e)
 	}
 	s.m = &BlobDistributedMutex{
-		lease:   lm,
-		fn:      func(ctx context.Context) error { return o.manage(ctx, s) },
-		logger:  o.logger.With("session", id),
-		opts:    opts,
-		metrics: o.sessionMetrics,
-		prefix:  o.prefix,
+		lease:     lm,
+		fn:        func(ctx context.Context) error { return o.manage(ctx, s) },
+		logger:    o.logger.With("session", id),
+		opts:      opts,
+		metrics:   o.sessionMetrics,
+		prefix:    o.prefix,
+		renewSoon: make(chan chan<- error),
+		windDown:  o.settings.handoffGrace(),
 	}
 	s.m.afterRelease = func(ctx context.Context) { o.endSession(ctx, s) }
 	if err := lm.ensureBlob(ctx); err != nil {
@@ -199,7 +208,9 @@ func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 	if _, err := lm.blobClient.Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
 		o.logger.Debug("leaderelection: could not delete the ended session's blob; another instance collects it",
 			"container", lm.container, "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+		return
 	}
+	o.dropNotes(ctx, s.id)
 }
 
 // listed is one blob of a listing under the prefix, as far as leases go.
@@ -210,6 +221,7 @@ type listed struct {
 	owned   int       // a session's record: how many shards it held (-1 if none)
 	set     string    // a session's record: its set's digest ("" if none: an older version)
 	size    int       // a session's record: how many shards its set has (-1 if none)
+	leaving bool      // a session's record: it hands its shards on, to end
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
 }
@@ -295,6 +307,7 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 		l.owned = n
 	}
 	l.set = metaValue(md, metaSet)
+	l.leaving = metaValue(md, metaLeaving) == "true"
 	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
 		l.size = n
 	}
@@ -317,6 +330,8 @@ type sessionView struct {
 	set   map[string]string // each live session's set's digest, "" if its record has none; not this one's
 	size  map[string]int    // how many shards each live session's set has, -1 if its record does not say
 	died  []string          // sessions found dead by this listing that the last one showed alive (or broken by this instance)
+	ident map[string]string // each live session's identity, by its record
+	leave map[string]bool   // the live sessions whose record says they are leaving (see leave)
 }
 
 // signature sums the view up: it changes when a session comes or goes, says
@@ -340,16 +355,32 @@ type setID struct {
 // and, just after it changed, the one before: see balance); self's own
 // record may still carry an earlier one. A session whose record carries no
 // digest (an older version) agrees with none. The shares of a set are
-// counted among the sessions that agree on it (see balance.go).
+// counted among the sessions that agree on it (see balance.go). A session
+// that is leaving (handing its shards on, see leave) counts in no group but
+// its own: its shards are not free, and it takes none.
 func (v sessionView) group(self string, sets ...setID) sessionView {
 	g := v
 	g.live = make([]string, 0, len(v.live))
 	for _, id := range v.live {
-		if id == self || v.set[id] != "" && slices.Contains(sets, setID{v.set[id], v.size[id]}) {
+		if id == self || !v.leave[id] && v.agrees(id, sets) {
 			g.live = append(g.live, id)
 		}
 	}
 	return g
+}
+
+func (v sessionView) agrees(id string, sets []setID) bool {
+	return v.set[id] != "" && slices.Contains(sets, setID{v.set[id], v.size[id]})
+}
+
+// leaving reports whether a session that agrees on one of sets is leaving.
+func (v sessionView) leaving(self string, sets ...setID) bool {
+	for id := range v.leave {
+		if id != self && v.agrees(id, sets) {
+			return true
+		}
+	}
+	return false
 }
 
 // sets sums up which set each live session runs, self's being digest: it
@@ -404,7 +435,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		return sessionView{}, err
 	}
 	D := o.settings.LeaseDuration
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}}
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}
 	var twins []string
@@ -487,6 +518,10 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			view.live = append(view.live, l.name)
 			view.owned[l.name] = max(l.owned, 0)
 			view.set[l.name], view.size[l.name] = l.set, l.size
+			view.ident[l.name] = l.info.Leader.Identity
+			if l.leaving {
+				view.leave[l.name] = true
+			}
 		}
 	}
 	// A session the last listing showed alive and this one does not show at
@@ -592,7 +627,9 @@ func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed) {
 	})
 	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ConditionNotMet) {
 		o.logger.Debug("leaderelection: could not collect a dead session's blob", "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+		return
 	}
+	o.dropNotes(callCtx, l.name)
 }
 
 // sessionState looks up a session that a shard's record names but the last

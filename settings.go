@@ -161,7 +161,10 @@ type BlobSettings struct {
 	// RequestTimeout for the shards' releases, sent in parallel, one for
 	// the session's release and the deletion of its blob; plus scheduling
 	// delays, milliseconds. A release not sent by then only leaves a lease
-	// to expire, or a shard that the end of its session frees.
+	// to expire, or a shard that the end of its session frees. Before that,
+	// a ShardOwner that sees other sessions run its set hands its shards
+	// straight on to them, its shard funcs running until each one's turn,
+	// for RetryInterval + 2 × RequestTimeout (10 s) at most from the cancel.
 	RequestTimeout time.Duration
 
 	// ClientOptions are used when the library builds the client (every

@@ -68,6 +68,8 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 	// disjoint parts that cover them all. Where their listings differ
 	// (ownership moved since), claims are conditional, and a survivor left
 	// short lists.
+	g.ownersMu.Lock()
+	defer g.ownersMu.Unlock()
 	held := map[string]int{}
 	for _, h := range g.owners {
 		held[h.session]++
@@ -129,6 +131,7 @@ func (g *manager) listShards(view sessionView) error {
 	seen := map[string]bool{}
 	unknown := map[string][]listed{}
 	var cands []candidate
+	var adopt []handed
 	anomalies := map[string]unleasedSince{}
 	bad := map[string]*RecordError{}
 	terms := make(map[string]int64, len(entries))
@@ -165,6 +168,13 @@ func (g *manager) listShards(view sessionView) error {
 			if l.session == g.s.id && o.holds(l.name) {
 				continue
 			}
+			if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
+				// Recorded for this session by another: handed to it
+				// (handoff.go), its note lost or not read yet. Adopt it
+				// on that condition; if the lease has another ID (the
+				// giver's change failed), it is timed as below.
+				adopt = append(adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
+			}
 			a, ok := g.anomalies[l.name]
 			if !ok || a.etag != l.info.ETag {
 				a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
@@ -187,6 +197,7 @@ func (g *manager) listShards(view sessionView) error {
 	}
 	g.anomalies = anomalies
 	o.seeTerms(terms)
+	g.adopt(adopt)
 	o.noteBadShards(bad)
 	// A session the listing of the sessions did not show: one started since
 	// (its shards are held) or one whose blob is gone (dead). Look it up.
@@ -236,7 +247,10 @@ func (g *manager) listShards(view sessionView) error {
 			freeSince[c.name] = start
 		}
 	}
-	g.freeSince, g.stale, g.owners, g.ownersAt, g.part = freeSince, false, owners, start, nil
+	g.ownersMu.Lock()
+	g.owners = owners
+	g.ownersMu.Unlock()
+	g.freeSince, g.stale, g.ownersAt, g.part = freeSince, false, start, nil
 	g.deathRoom, g.fromDeath = nil, false
 	o.counts.sawListing(start, g.cands, anomalies, bad)
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
@@ -483,6 +497,7 @@ func (g *manager) claimOne(c candidate) bool {
 		return done("permanent", true)
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	g.record(c.name, number) // before the write: its answer may be lost
 	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)

@@ -16,7 +16,8 @@ import (
 // reportTook logs the shards claimed since the last report, if any: once the
 // session has its share, at its next listing, or as it ends.
 func (g *manager) reportTook() {
-	if g.took == 0 {
+	took := g.took.Swap(0)
+	if took == 0 {
 		return
 	}
 	o := g.o
@@ -24,8 +25,7 @@ func (g *manager) reportTook() {
 	running, share := len(o.runs), o.target
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: took shards", "container", o.settings.Container, "prefix", o.prefix,
-		"count", g.took, "running", running, "share", share)
-	g.took = 0
+		"count", took, "running", running, "share", share)
 }
 
 // stopped counts a shard's run that ended, by why; under o.mu.
@@ -43,7 +43,7 @@ func (o *ShardOwner) reportSlow() {
 	o.mu.Lock()
 	n, oldest := 0, time.Time{}
 	for _, r := range o.runs {
-		if !r.leaving || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
+		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
 			continue
 		}
 		r.slowSaid = true

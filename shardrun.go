@@ -23,10 +23,12 @@ type shardRun struct {
 	ts      termStop
 	state   *termState
 
-	leaving  bool        // asked to stop for a handover or a removal; under ShardOwner.mu
-	leftAt   time.Time   // when it was asked to; likewise
-	slowSaid bool        // reportSlow counted it; likewise
-	returned atomic.Bool // its func has returned
+	leaving  bool          // asked to stop for a handover or a removal; under ShardOwner.mu
+	leftAt   time.Time     // when it was asked to; likewise
+	slowSaid bool          // reportSlow counted it; likewise
+	returned atomic.Bool   // its func has returned
+	to       *receiver     // the session it is handed to, if any; under ShardOwner.mu
+	done     chan struct{} // closed once it is released or handed on
 }
 
 // start runs the func of a shard just claimed, under two contexts as the
@@ -41,7 +43,7 @@ func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.E
 	leaderCtx, cancel := context.WithCancelCause(g.shardsCtx)
 	leaseCtx, cancelLease := context.WithCancelCause(context.WithValue(g.stopNow, termKey{}, state))
 	state.lease = leaseCtx
-	r := &shardRun{name: name, term: t, etag: etag, claimed: time.Now(), state: state,
+	r := &shardRun{name: name, term: t, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}),
 		ts: termStop{pleaseStop: cancel, stopNow: func(cause error) {
 			cancelLease(cause)
 			cancel(cause)
@@ -113,7 +115,12 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			// still ours), which sets them all free at once, and spares
 			// storage a request per shard when it may be what failed. So
 			// releases still waiting then are dropped.
-			o.releaseShard(g.releases, r)
+			o.mu.Lock()
+			to := r.to
+			o.mu.Unlock()
+			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !g.transfer(g.releases, r, *to) {
+				o.releaseShard(g.releases, r)
+			}
 		}
 		m.health.endTerm()
 		reason, why := shardStopReason(returned, cause, funcErr)
@@ -135,6 +142,7 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		if !returned {
 			stopAll(o)
 		}
+		close(r.done)
 	}()
 	m.health.beginTerm()
 	m.health.funcStarted()

@@ -355,6 +355,13 @@ func (o *ShardOwner) emit(e Event) {
 // stop; once all have returned and the leases are released the panic
 // propagates from Run.
 //
+// When ctx is done and other sessions run the same set, the shards are
+// first handed straight on to them ([ErrShardHandedOver]): the session's
+// record says it is leaving, the others read that within a RetryInterval,
+// and each shard func is then asked to stop in turn, and its shard handed
+// to another session as it returns; for RetryInterval + 2 × RequestTimeout
+// at most, after which the funcs left are asked to stop as below.
+//
 // Once every shard func has returned after ctx is done (or once ctx is
 // done, if none runs), Run returns within 2 × RequestTimeout, storage
 // reachable or not, whatever the number of shards: the shards' releases,
@@ -459,7 +466,7 @@ type manager struct {
 	// claimed from here, without a listing of every shard.
 	owners   map[string]holder
 	ownersAt time.Time  // when the listing owners comes from started
-	ownersMu sync.Mutex // claims write owners in parallel
+	ownersMu sync.Mutex // claims and adoptions write owners in parallel
 	// The view of the sessions (who is live, what each holds) settles
 	// after ownership moved; the shards are then listed once, at a random
 	// moment, so that owners is fresh for the next death.
@@ -476,12 +483,25 @@ type manager struct {
 	// (sessionView.sets); and until when a session below its share that
 	// found nothing to claim, while the sets stay as they were then
 	// (idleFor), does not list again.
-	foreign    int
-	foreignFor string
-	idleUntil  time.Time
-	idleFor    string
-	disagree   bool // this session's group was not every live session, at the last balance
-	took       int  // shards claimed since the last report (see reportTook)
+	foreign     int
+	foreignFor  string
+	idleUntil   time.Time
+	idleFor     string
+	disagree    bool         // this session's group was not every live session, at the last balance
+	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
+	expectSig   string       // the view's signature when expecting was last judged (see balance)
+	expectSince time.Time    // since when it stands
+	group       sessionView  // this session's group, at the last balance (for leave)
+
+	// Handovers (handoff.go): the shards handed straight to a receiver,
+	// and those handed to this session.
+	expecting atomic.Bool      // below its share while a session of its group is above its own: read its notes
+	handSlots chan struct{}    // funcs stopped for a handover and not yet handed on
+	out       *outbox          // notes to write
+	pacing    sync.WaitGroup   // pace, deliver, and what they start
+	watching  sync.WaitGroup   // watchNotes
+	termsMu   sync.Mutex       // guards terms
+	terms     map[ownTerm]bool // the terms this session recorded, or adopted, for itself
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -491,8 +511,13 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
 	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
-		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() }}
-	shardsCtx, stopShards := context.WithCancelCause(ctx)
+		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
+		handSlots: make(chan struct{}, handoverAtOnce), out: newOutbox(), terms: map[ownTerm]bool{}}
+	// The shard funcs' contexts end when the session's lease context does,
+	// and, when the caller ends Run, only once the session has handed on
+	// what it could (leave).
+	shardsCtx, stopShards := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer context.AfterFunc(g.stopNow, func() { stopShards(context.Cause(g.stopNow)) })()
 	g.shardsCtx = shardsCtx
 	g.releases, g.endReleases = context.WithCancel(g.stopNow)
 	defer g.endReleases()
@@ -509,7 +534,11 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		case cause == nil:
 			cause = context.Canceled
 		}
+		if err == nil && !o.panicking() && g.stopNow.Err() == nil {
+			g.leave()
+		}
 		stopShards(cause)
+		g.watching.Wait() // adopts no more
 		// Once every shard func has returned, the releases have one
 		// RequestTimeout in all, whatever the number of shards: those of
 		// the shards just stopped, then the leftovers. A release not sent
@@ -522,6 +551,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
 		defer cut.Stop()
 		g.runs.Wait()
+		close(g.out.closed) // every transfer has posted its note
+		g.pacing.Wait()
 		g.releaseLeftovers(g.releases)
 		g.reportTook()
 		o.reportStopped(true)
@@ -538,6 +569,10 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		}
 	}()
 	o.reached.Store(true)
+	g.watching.Add(1)
+	go g.watchNotes()
+	g.pacing.Add(1)
+	go g.deliver(g.releases)
 	return g.loop()
 }
 

@@ -147,9 +147,9 @@ func TestShardsAddedAndRemovedAtRuntime(t *testing.T) {
 	log.requireNeverTwice(t)
 }
 
-// Cancelling Run ends every shard func, releases the shards and then the
-// session (deleting its blob), so that the others take the shards within a
-// poll.
+// Cancelling Run hands every shard on to the other instances (see
+// TestGracefulStopHandsShardsStraightOn for how soon), then ends the session
+// (deleting its blob).
 func TestShutdownHandsShardsOverWithinAPoll(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
@@ -168,7 +168,7 @@ func TestShutdownHandsShardsOverWithinAPoll(t *testing.T) {
 	t.Logf("b's Run returned %v after its cancel; a ran every shard %v later", stopped, took)
 	for _, tm := range log.snapshot() {
 		if tm.who == "b" && !tm.end.Before(start) {
-			require.ErrorIs(t, tm.cause, context.Canceled)
+			require.ErrorIs(t, tm.cause, ErrShardHandedOver)
 		}
 	}
 	info, err := b.owner.Inspect(context.Background())

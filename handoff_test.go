@@ -1,0 +1,109 @@
+package leaderelection
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// handoffSettings: sessions list each other only every 5 s, so that a shard
+// that waits for a listing to be found idles for seconds, while one handed
+// straight on idles for a few round trips.
+func handoffSettings(t *testing.T) BlobSettings {
+	s := testSettings(t)
+	s.LeaseDuration, s.StopMargin, s.RetryInterval = 15*time.Second, 3*time.Second, 5*time.Second
+	return s
+}
+
+// handoffGaps returns, for every shard whose run started after since on an
+// owner in to, how long it idled: from the end of its previous run to that
+// start.
+func handoffGaps(t *testing.T, l *shardLog, since time.Time, to ...string) []time.Duration {
+	t.Helper()
+	last := map[string]shardTerm{}
+	var gaps []time.Duration
+	for _, tm := range l.snapshot() {
+		prev, ok := last[tm.shard]
+		last[tm.shard] = tm
+		if !ok || tm.start.Before(since) || !slices.Contains(to, tm.who) {
+			continue
+		}
+		require.Falsef(t, prev.end.IsZero(), "shard %s: run on %s started while %s still ran it", tm.shard, tm.who, prev.who)
+		gaps = append(gaps, tm.start.Sub(prev.end))
+	}
+	slices.Sort(gaps)
+	return gaps
+}
+
+// The bound the handover tests hold the idle time of a moved shard to: a
+// third of the 5 s between two listings of the sessions. A shard left for
+// its receiver to find at a listing idles up to 5 s, and at random within
+// them: of the four givers' batches below, all four land in the last third
+// of a listing's wait once in 81 runs. Handed straight on, a shard idles for
+// a few round trips and the receiver's next look at its notes (100 ms).
+const handoffBound = 5 * time.Second / 3
+
+// A new instance receives its share straight from the givers: each shard
+// runs on it within a few round trips of its func's return on the giver,
+// not at the receiver's next listing of the shards.
+func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
+	t.Parallel()
+	s := handoffSettings(t)
+	names := shardNames(40)
+	log := &shardLog{}
+	owners := []string{"a", "b", "c", "d"}
+	for _, n := range owners {
+		startOwner(t, n, s, names, log.fn(n, nil))
+	}
+	waitFor(t, 90*time.Second, "40 shards over 4 owners", func() bool { return balanced(log, 40, owners...) })
+	time.Sleep(2 * time.Second)
+
+	joined := time.Now()
+	startOwner(t, "e", s, names, log.fn("e", nil))
+	took := waitFor(t, 60*time.Second, "the new owner's share", func() bool { t.Log(log.perOwner()); return balanced(log, 40, append(owners, "e")...) })
+	gaps := handoffGaps(t, log, joined, "e")
+	require.Len(t, gaps, 8, "e's share, each moved once")
+	t.Logf("e held its share %v after it started; idle times of the shards handed to it: min %v, median %v, max %v",
+		took.Round(time.Millisecond), gaps[0].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
+	require.Less(t, gaps[len(gaps)-1], handoffBound, "a shard handed to e idled for %v", gaps[len(gaps)-1])
+	log.requireNeverTwice(t)
+}
+
+// An instance stopped by its caller (SIGTERM) hands each of its shards
+// straight on to the others as it ends, while its own funcs run until each
+// is handed: each runs elsewhere within a few round trips of its func's
+// return, not once the others find the session gone.
+func TestGracefulStopHandsShardsStraightOn(t *testing.T) {
+	t.Parallel()
+	s := handoffSettings(t)
+	names := shardNames(40)
+	log := &shardLog{}
+	owners := []string{"a", "b", "c", "d", "e"}
+	runs := map[string]*ownerRun{}
+	for _, n := range owners {
+		runs[n] = startOwner(t, n, s, names, log.fn(n, nil))
+	}
+	waitFor(t, 90*time.Second, "40 shards over 5 owners", func() bool { return balanced(log, 40, owners...) })
+	time.Sleep(2 * time.Second)
+
+	stopped := time.Now()
+	require.ErrorIs(t, runs["e"].stop(t), context.Canceled)
+	returned := time.Since(stopped)
+	require.Empty(t, log.perOwner()["e"])
+	took := waitFor(t, 30*time.Second, "e's shards elsewhere", func() bool { t.Log(log.perOwner(), len(log.running())); return balanced(log, 40, owners[:4]...) })
+	gaps := handoffGaps(t, log, stopped, owners[:4]...)
+	require.Len(t, gaps, 8, "e's shards, each moved once")
+	t.Logf("e's Run returned %v after its cancel (grace %v); every shard ran elsewhere %v later; idle times: min %v, median %v, max %v",
+		returned.Round(time.Millisecond), s.withDefaults().handoffGrace(), took.Round(time.Millisecond),
+		gaps[0].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
+	require.Less(t, gaps[len(gaps)-1], handoffBound, "a shard of e idled for %v", gaps[len(gaps)-1])
+	for _, tm := range log.snapshot() {
+		if tm.who == "e" && !tm.end.Before(stopped) {
+			require.ErrorIs(t, tm.cause, ErrShardHandedOver)
+		}
+	}
+	log.requireNeverTwice(t)
+}
