@@ -387,15 +387,15 @@ func (g *manager) watchNotes() {
 // adopt takes the shards handed to this session, adoptParallel at a time:
 // each on condition that its lease holds the ID derived for this session and
 // its term (or none) and its ETag is still the one the giver's record left.
-// It skips the shards this session runs or claims, those not in its set, and
-// a term it recorded itself.
+// It skips the shards this session runs or claims, and a term it recorded
+// itself. One that left its set meanwhile is adopted and released (start).
 func (g *manager) adopt(hs []handed) {
 	o := g.o
 	sem := make(chan struct{}, adoptParallel)
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		o.mu.Lock()
-		skip := !o.set[h.name] || o.runs[h.name] != nil || o.claiming[h.name] || g.recorded(h.name, h.term)
+		skip := o.runs[h.name] != nil || o.claiming[h.name] || g.recorded(h.name, h.term)
 		if !skip {
 			o.claiming[h.name] = true
 		}

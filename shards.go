@@ -744,7 +744,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 //	leaderelection.sessions.live       gauge     live sessions, this one's included
 //	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
 //	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started
-//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|held: lost the race|transient|permanent)
+//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|held: lost the race|transient|permanent)
 //	leaderelection.shards.handovers    counter   shards handed over to balance the load
 //
 // The shards' terms are counted and timed by leaderelection.transitions and
