@@ -311,6 +311,7 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	g.expecting.Store(leaving || deficit > 0 && recent)
 	coming := leaving || deficit > 0 && over > 0 && recent
 	g.group = mine
+	g.setPeers(view.live)
 	rank, _ := slices.BinarySearch(mine.live, g.s.id)
 	if len(view.died) > 0 {
 		// Every survivor is below its share now. Those that must list

@@ -36,15 +36,15 @@ import (
 //     P/handoff/<receiver session>/.
 //
 // The receiver lists its notes every handoffPoll while it expects shards
-// (below its share while a session of its group is above its own: see
-// balance), and adopts each shard (adopt): it acquires the lease with that
-// ID, If-Match that ETag, and starts the func under that term. A note is a
-// hint: the acquire is what proves the shard is the receiver's (see the top
-// of renew.go). A shard that the receiver's listing of the shards shows
-// recorded for it, at a term it did not record itself, is adopted the same
-// way: its note was lost, or is not read yet. If a step fails, the giver
-// releases the shard as before, and the receiver, or any session below its
-// share, claims it from a listing.
+// (below its share, or another session of its group leaving: see balance),
+// and adopts each shard (adopt): it starts the func under that term, with
+// that ID, at once if the note is one the library wrote for a session the
+// receiver knows live, else once an acquire with that ID, If-Match the
+// ETag, succeeds (see the top of renew.go). A shard that the receiver's
+// listing of the shards shows recorded for it, at a term it did not record
+// itself, is adopted with that acquire too: its note was lost, or is not
+// read yet. If a step fails, the giver releases the shard as before, and
+// the receiver, or any session below its share, claims it from a listing.
 
 const (
 	handoffDir     = "handoff/"
@@ -52,6 +52,7 @@ const (
 	handoffPoll    = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
 	handoffBatch   = 20 * time.Millisecond  // how long a giver gathers transfers into one note
 	adoptParallel  = 32                     // adoptions in flight at once
+	notesParallel  = 8                      // notes read at once
 )
 
 // receiver is the session a shard is handed to.
@@ -65,6 +66,7 @@ type handed struct {
 	name string
 	term int64
 	etag azcore.ETag
+	from string // the giver's session, if a note of its says so and the receiver knows it live
 }
 
 // ownTerm is a shard's term, as this session recorded it for itself.
@@ -337,7 +339,8 @@ func (g *manager) watchNotes() {
 		}
 		var names []string
 		listed := map[string]bool{}
-		pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+		trusted := map[string]bool{}
+		pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			ctx, cancel := o.ops.call(g.shardsCtx)
 			page, err := pager.NextPage(ctx)
@@ -351,6 +354,7 @@ func (g *manager) watchNotes() {
 				}
 				if b.Name != nil {
 					listed[*b.Name] = true
+					trusted[*b.Name] = metaValue(b.Metadata, metaRole) == string(RoleHandoff)
 				}
 			}
 		}
@@ -359,28 +363,46 @@ func (g *manager) watchNotes() {
 				delete(done, name) // deleted: it cannot come back (each note's name is new)
 			}
 		}
-		// Every note read, then every shard they name adopted at once, then
-		// the notes deleted: the givers hand shards on in parallel.
-		var all []handed
-		var read []string
+		// Each note read, its shards adopted and the note deleted on its
+		// own, notesParallel at a time (the adoptions of all share
+		// adoptParallel): the givers hand shards on in parallel, a note a
+		// batch, and a receiver that read them one by one would be the
+		// queue that handing straight on avoids.
+		var (
+			wg      sync.WaitGroup
+			mu      sync.Mutex
+			unread  []string
+			reading = make(chan struct{}, notesParallel)
+		)
 		for _, name := range names {
-			if hs, err := o.readNote(g.shardsCtx, name); err == nil {
-				all, read = append(all, hs...), append(read, name)
-			}
-		}
-		g.adopt(all)
-		var wg sync.WaitGroup
-		for _, name := range read {
 			done[name] = true
+			reading <- struct{}{}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
+				defer func() { <-reading }()
+				hs, err := o.readNote(g.shardsCtx, name)
+				if from := noteSender(prefix, name); trusted[name] && g.isPeer(from) {
+					for i := range hs {
+						hs[i].from = from
+					}
+				}
+				if err != nil {
+					mu.Lock()
+					unread = append(unread, name)
+					mu.Unlock()
+					return
+				}
+				g.adopt(hs)
 				ctx, cancel := o.ops.call(g.shardsCtx)
 				defer cancel()
 				_, _ = o.cc.NewBlobClient(name).Delete(ctx, nil)
 			}()
 		}
 		wg.Wait()
+		for _, name := range unread {
+			delete(done, name) // read it again next time
+		}
 	}
 }
 
@@ -391,7 +413,7 @@ func (g *manager) watchNotes() {
 // itself. One that left its set meanwhile is adopted and released (start).
 func (g *manager) adopt(hs []handed) {
 	o := g.o
-	sem := make(chan struct{}, adoptParallel)
+	sem := g.adoptSlots
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		o.mu.Lock()
@@ -418,7 +440,11 @@ func (g *manager) adoptOne(h handed) {
 	o := g.o
 	id := handoffLeaseID(g.s.id, h.name, h.term)
 	lm := o.managerFor(o.shardBlob(h.name), id)
-	if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
+	if h.from != "" {
+		// A note of a live session's, in this session's own directory,
+		// written once the lease was handed over: the lease is this
+		// session's, and nobody else can end it (see the top of renew.go).
+	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
 		o.mu.Lock()
 		delete(o.claiming, h.name)
 		o.mu.Unlock()
@@ -576,4 +602,27 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 			}
 		}
 	}
+}
+
+// noteSender is the session that wrote the note name, under prefix.
+func noteSender(prefix, name string) string {
+	rest := strings.TrimPrefix(name, prefix)
+	if i := strings.LastIndexByte(rest, '-'); i > 0 {
+		return rest[:i]
+	}
+	return ""
+}
+
+// setPeers keeps the live sessions of the last listing, for watchNotes.
+func (g *manager) setPeers(live []string) {
+	peers := make(map[string]bool, len(live))
+	for _, id := range live {
+		peers[id] = true
+	}
+	g.peers.Store(&peers)
+}
+
+func (g *manager) isPeer(id string) bool {
+	p := g.peers.Load()
+	return p != nil && (*p)[id] && id != g.s.id
 }

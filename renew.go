@@ -179,17 +179,22 @@ import (
 // shard and that term. From that write on, the record names a live session
 // other than the giver's, so no claimer breaks the lease, and the giver
 // acts on it no more: it sends the change, or, if that fails, a release
-// with its own ID, which frees the shard like any other. The receiver
-// starts the func only once an acquire with the derived ID, If-Match the
-// ETag of that record, has succeeded: the record is then still the one the
-// giver wrote after its func returned, and nobody has claimed the shard
-// since (a claim writes its record, changing the ETag, before its func
-// starts). A session never adopts a term it recorded itself, so each term
-// runs once. The notes that tell a receiver what it was handed, and the
-// mark of a session that is leaving, only say who looks where and when: a
-// stale or stray note finds its condition failing. A leaving session's
-// shard funcs run until each is handed on, under its session's fuse as
-// ever.
+// with its own ID, which frees the shard like any other. Only once the
+// change is confirmed does the giver write the receiver a note, in the
+// receiver's own directory: from then on the lease has an ID only the
+// receiver uses, and nobody else can end it (the record names a live
+// session; an acquire finds it held), so a receiver that reads such a note,
+// written (so its listing says) by the library for a session it knows
+// live, starts the func at once. Any other way it learns of a shard recorded
+// for it (its listing of the shards; a note it cannot vouch for), it starts
+// the func only once an acquire with the derived ID, If-Match the ETag of
+// that record, has succeeded: the record is then still the one the giver
+// wrote after its func returned, and nobody has claimed the shard since (a
+// claim writes its record, changing the ETag, before its func starts). A
+// session never adopts a term it recorded, or adopted, itself, so each term
+// runs once. The mark of a session that is leaving only says who looks
+// where and when. A leaving session's shard funcs run until each is handed
+// on, under its session's fuse as ever.
 //
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
 // that has not expired, with the ID its previous holder used. That is safe

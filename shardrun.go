@@ -51,7 +51,7 @@ func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.E
 	r.m = &BlobDistributedMutex{lease: lm, logger: o.logger.With("shard", name), opts: o.opts, metrics: o.shardMetrics, shard: true}
 	o.mu.Lock()
 	delete(o.claiming, name)
-	if !o.set[name] || g.shardsCtx.Err() != nil {
+	if !o.set[name] || g.shardsCtx.Err() != nil || g.s.leaving.Load() {
 		o.mu.Unlock()
 		r.ts.stopNow(errTermEnded)
 		g.releaseClaim(name, lm)
