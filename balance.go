@@ -523,7 +523,7 @@ func (g *manager) handOver(k int, view sessionView) {
 	}
 	if queue := g.handOverTo(chosen, view.live, plan(view, n, g.s.id, len(chosen)), view.ident); len(queue) > 0 {
 		g.pacing.Add(1)
-		go g.pace(g.shardsCtx, queue)
+		go g.pace(g.shardsCtx, queue, handoverAtOnce/givers(view, n, g.s.id))
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
 	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,

@@ -1,13 +1,11 @@
 package leaderelection
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,8 +24,10 @@ import (
 // next listing of the shards.
 //
 // The giver stops a shard's func only when it can hand it on at once (at
-// most handoverAtOnce at a time: each handed shard then idles for its own
-// transfer, not for a queue of them). Once the func has returned, while the
+// most handoverAtOnce at a time among all the givers, handoverAtOnce /
+// givers each: each handed shard then idles for its own transfer, not for a
+// queue of them, in storage or here; storage's throughput, not how many are
+// in flight, sets how long the whole move takes). Once the func has returned, while the
 // shard's lease is still its own, the giver (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
 //     term, under its lease, If-Match the ETag its own record left;
@@ -48,11 +48,11 @@ import (
 
 const (
 	handoffDir     = "handoff/"
-	handoverAtOnce = 16                     // shard funcs stopped for a handover and not yet handed on, per giver
+	handoverAtOnce = 96                     // shard funcs stopped for a handover and not yet handed on, among all givers
 	handoffPoll    = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
-	handoffBatch   = 20 * time.Millisecond  // how long a giver gathers transfers into one note
+	handoffBatch   = 50 * time.Millisecond  // how long a giver gathers transfers into one note
 	adoptParallel  = 32                     // adoptions in flight at once
-	notesParallel  = 8                      // notes read at once
+	notesParallel  = 8                      // notes deleted at once
 )
 
 // receiver is the session a shard is handed to.
@@ -138,11 +138,12 @@ func plan(view sessionView, n int, self string, k int) map[string]int {
 // handoverAtOnce at a time: the next once one of those is handed on; none
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
-func (g *manager) pace(ctx context.Context, queue []*shardRun) {
+func (g *manager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
 	defer g.pacing.Done()
+	slots := make(chan struct{}, max(1, atOnce))
 	for _, r := range queue {
 		select {
-		case g.handSlots <- struct{}{}:
+		case slots <- struct{}{}:
 		case <-ctx.Done():
 			return
 		}
@@ -154,7 +155,7 @@ func (g *manager) pace(ctx context.Context, queue []*shardRun) {
 		go func() {
 			defer g.pacing.Done()
 			<-r.done
-			<-g.handSlots
+			<-slots
 		}()
 	}
 }
@@ -264,7 +265,7 @@ func (g *manager) flush(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := g.o.writeNote(ctx, name, hs); err != nil {
+			if err := g.o.writeNotes(ctx, name, hs); err != nil {
 				g.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
 			}
 		}()
@@ -272,40 +273,64 @@ func (g *manager) flush(ctx context.Context) {
 	wg.Wait()
 }
 
-// writeNote writes a note: one line per shard, "name term ETag".
-func (o *ShardOwner) writeNote(ctx context.Context, name string, hs []handed) error {
-	var body bytes.Buffer
-	for _, h := range hs {
-		fmt.Fprintf(&body, "%s %d %s\n", h.name, h.term, h.etag)
+// A note's content is in its metadata (metaNote), so that the receiver's
+// listing of its notes reads them all at once: entries "name term ETag",
+// separated by ";", at most noteBytes in a note.
+const (
+	metaNote  = "leaderhandoff"
+	noteBytes = 6 << 10 // of the 8 KiB of metadata a blob may carry
+)
+
+// writeNotes writes the notes for one batch of shards handed to a receiver:
+// as few as their size allows. Names are new each time (name, then -1, -2).
+func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) error {
+	var errs []error
+	var b strings.Builder
+	part := 0
+	flush := func() {
+		if b.Len() == 0 {
+			return
+		}
+		n := name
+		if part > 0 {
+			n = fmt.Sprintf("%s.%d", name, part)
+		}
+		part++
+		if err := o.writeNote(ctx, n, b.String()); err != nil {
+			errs = append(errs, err)
+		}
+		b.Reset()
 	}
+	for _, h := range hs {
+		entry := fmt.Sprintf("%s %d %s", h.name, h.term, h.etag)
+		if b.Len()+len(entry)+1 > noteBytes {
+			flush()
+		}
+		if b.Len() > 0 {
+			b.WriteByte(';')
+		}
+		b.WriteString(entry)
+	}
+	flush()
+	return errors.Join(errs...)
+}
+
+func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
 	ctx, cancel := o.ops.call(ctx)
 	defer cancel()
 	role := string(RoleHandoff)
-	_, err := o.cc.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(body.Bytes())), &blockblob.UploadOptions{
-		Metadata: map[string]*string{metaRole: &role},
+	_, err := o.cc.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		Metadata: map[string]*string{metaRole: &role, metaNote: &entries},
 	})
 	return err
 }
 
-// readNote reads a note. A line that does not read as one is reported and
-// skipped: a note is only a hint, and each shard is adopted only on the
-// condition its line states.
-func (o *ShardOwner) readNote(ctx context.Context, name string) ([]handed, error) {
-	ctx, cancel := o.ops.call(ctx)
-	defer cancel()
-	resp, err := o.cc.NewBlobClient(name).DownloadStream(ctx, nil)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return nil, err
-	}
+// parseNote reads a note's entries. One that does not read is skipped: the
+// note was not written by this library, or not whole.
+func parseNote(entries string) []handed {
 	var hs []handed
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
+	for _, e := range strings.Split(entries, ";") {
+		f := strings.Fields(e)
 		if len(f) != 3 {
 			continue
 		}
@@ -315,17 +340,21 @@ func (o *ShardOwner) readNote(ctx context.Context, name string) ([]handed, error
 		}
 		hs = append(hs, handed{name: f[0], term: term, etag: azcore.ETag(f[2])})
 	}
-	return hs, nil
+	return hs
 }
 
 // watchNotes lists this session's notes every handoffPoll while it expects
 // shards, and adopts what they hand it; it returns when the session's shards
-// stop.
+// stop. The listing carries the notes' content; they are deleted in the
+// background.
 func (g *manager) watchNotes() {
 	defer g.watching.Done()
 	o := g.o
 	prefix := o.handoffPrefix(g.s.id)
 	done := map[string]bool{}
+	var deleting sync.WaitGroup
+	defer deleting.Wait()
+	deletes := make(chan struct{}, notesParallel)
 	t := time.NewTicker(handoffPoll)
 	defer t.Stop()
 	for {
@@ -337,9 +366,9 @@ func (g *manager) watchNotes() {
 		if !g.expecting.Load() {
 			continue
 		}
-		var names []string
+		var hs, skipped []handed
+		var fresh []string
 		listed := map[string]bool{}
-		trusted := map[string]bool{}
 		pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			ctx, cancel := o.ops.call(g.shardsCtx)
@@ -349,12 +378,25 @@ func (g *manager) watchNotes() {
 				break
 			}
 			for _, b := range page.Segment.BlobItems {
-				if b.Name != nil && !done[*b.Name] {
-					names = append(names, *b.Name)
+				if b.Name == nil {
+					continue
 				}
-				if b.Name != nil {
-					listed[*b.Name] = true
-					trusted[*b.Name] = metaValue(b.Metadata, metaRole) == string(RoleHandoff)
+				name := *b.Name
+				listed[name] = true
+				if done[name] {
+					continue
+				}
+				done[name] = true
+				fresh = append(fresh, name)
+				entries := parseNote(metaValue(b.Metadata, metaNote))
+				from := noteSender(prefix, name)
+				if metaValue(b.Metadata, metaRole) == string(RoleHandoff) && g.isPeer(from) {
+					for i := range entries {
+						entries[i].from = from
+					}
+					hs = append(hs, entries...)
+				} else {
+					skipped = append(skipped, entries...)
 				}
 			}
 		}
@@ -363,45 +405,27 @@ func (g *manager) watchNotes() {
 				delete(done, name) // deleted: it cannot come back (each note's name is new)
 			}
 		}
-		// Each note read, its shards adopted and the note deleted on its
-		// own, notesParallel at a time (the adoptions of all share
-		// adoptParallel): the givers hand shards on in parallel, a note a
-		// batch, and a receiver that read them one by one would be the
-		// queue that handing straight on avoids.
-		var (
-			wg      sync.WaitGroup
-			mu      sync.Mutex
-			unread  []string
-			reading = make(chan struct{}, notesParallel)
-		)
-		for _, name := range names {
-			done[name] = true
-			reading <- struct{}{}
-			wg.Add(1)
+		if len(fresh) == 0 {
+			continue
+		}
+		// A note it cannot vouch for only says where to look: adopted on
+		// the condition of an acquire (see adoptOne).
+		g.adopt(append(hs, skipped...))
+		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", len(fresh), "shards", len(hs)+len(skipped))
+		for _, name := range fresh {
+			deleting.Add(1)
 			go func() {
-				defer wg.Done()
-				defer func() { <-reading }()
-				hs, err := o.readNote(g.shardsCtx, name)
-				if from := noteSender(prefix, name); trusted[name] && g.isPeer(from) {
-					for i := range hs {
-						hs[i].from = from
-					}
-				}
-				if err != nil {
-					mu.Lock()
-					unread = append(unread, name)
-					mu.Unlock()
+				defer deleting.Done()
+				select {
+				case deletes <- struct{}{}:
+				case <-g.shardsCtx.Done():
 					return
 				}
-				g.adopt(hs)
+				defer func() { <-deletes }()
 				ctx, cancel := o.ops.call(g.shardsCtx)
 				defer cancel()
 				_, _ = o.cc.NewBlobClient(name).Delete(ctx, nil)
 			}()
-		}
-		wg.Wait()
-		for _, name := range unread {
-			delete(done, name) // read it again next time
 		}
 	}
 }
@@ -575,7 +599,7 @@ func (g *manager) leave() {
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
 	g.pacing.Add(1)
-	g.pace(ctx, queue)
+	g.pace(ctx, queue, handoverAtOnce)
 	for _, r := range queue {
 		select {
 		case <-r.done:
@@ -625,4 +649,16 @@ func (g *manager) setPeers(live []string) {
 func (g *manager) isPeer(id string) bool {
 	p := g.peers.Load()
 	return p != nil && (*p)[id] && id != g.s.id
+}
+
+// givers counts the sessions of view above their share of n (this one
+// included): they hand shards on at once.
+func givers(view sessionView, n int, self string) int {
+	k := 1
+	for _, id := range view.live {
+		if id != self && view.owned[id] > fairShare(n, view.live, id) {
+			k++
+		}
+	}
+	return k
 }

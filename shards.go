@@ -496,7 +496,6 @@ type manager struct {
 	// Handovers (handoff.go): the shards handed straight to a receiver,
 	// and those handed to this session.
 	expecting  atomic.Bool                     // below its share while a session of its group is above its own: read its notes
-	handSlots  chan struct{}                   // funcs stopped for a handover and not yet handed on
 	adoptSlots chan struct{}                   // adoptions in flight
 	peers      atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
 	out        *outbox                         // notes to write
@@ -514,7 +513,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
-		handSlots: make(chan struct{}, handoverAtOnce), adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}}
+		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}}
 	// The shard funcs' contexts end when the session's lease context does,
 	// and, when the caller ends Run, only once the session has handed on
 	// what it could (leave).
