@@ -26,6 +26,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
@@ -44,9 +45,9 @@ func main() {
 }
 
 type config struct {
-	instances, shards, small, baseline, faults int
-	steady                                     time.Duration
-	dir, out, svg                              string
+	instances, shards, small, baseline, faults, repeat int
+	steady                                             time.Duration
+	dir, out, svg                                      string
 }
 
 func run() error {
@@ -56,6 +57,7 @@ func run() error {
 	flag.IntVar(&c.small, "small", 1000, "shards of the second steady-state run (0: skip)")
 	flag.IntVar(&c.baseline, "baseline", 100, "shards of the mutex-per-shard run (0: skip): each is a mutex on every instance")
 	flag.IntVar(&c.faults, "faults", 300, "instance faults of the chaos run (0: skip)")
+	flag.IntVar(&c.repeat, "repeat", 3, "runs of the main scenarios (cold start, join, kill, SIGTERM), each with its floors")
 	flag.DurationVar(&c.steady, "steady", 3*time.Minute, "steady-state measuring window")
 	flag.StringVar(&c.dir, "dir", "", "where runs keep their records and logs (default: a temporary directory)")
 	flag.StringVar(&c.out, "out", "", "Markdown file whose section to replace or append (e.g. BENCHMARKS.md)")
@@ -73,10 +75,17 @@ func run() error {
 	began := time.Now()
 	progress("records and logs in %s", c.dir)
 
-	main, err := ownerRun(ctx, c, c.shards, true)
-	if err != nil {
-		return err
+	var runs []*result
+	for i := range c.repeat {
+		progress("run %d of %d", i+1, c.repeat)
+		r, err := ownerRun(ctx, c, c.shards, true)
+		if err != nil {
+			return err
+		}
+		runs = append(runs, r)
 	}
+	main := runs[0]
+	var err error
 	var small, base *result
 	if c.small > 0 {
 		if small, err = ownerRun(ctx, c, c.small, false); err != nil {
@@ -94,7 +103,7 @@ func run() error {
 			return err
 		}
 	}
-	section := report(c, main, small, base, ch, time.Since(began))
+	section := report(c, main, small, base, ch, time.Since(began)) + repeated(c, runs)
 	fmt.Println(section)
 	if c.svg != "" {
 		svg := shardchaos.OwnershipSVG(main.records, fmt.Sprintf("ShardOwner: %d shards on %d instance processes, one more joins, one is SIGKILLed", c.shards, c.instances), main.markers)
@@ -126,6 +135,12 @@ type result struct {
 	killHeld          int             // shards the killed instance ran
 	killAll           time.Duration   // until every shard it ran ran elsewhere
 	killSpread        time.Duration   // until the spread was within one again
+	termHeld          int             // shards the SIGTERMed instance ran
+	termAll           time.Duration   // until every shard it ran ran elsewhere
+	termGaps          []time.Duration // for each of them: from its func's return to its start elsewhere
+	floorCold         time.Duration   // the floors, measured against the same Azurite after the scenarios (floor.go)
+	floorJoin         time.Duration
+	floorKill         time.Duration
 	steady            steady
 	records           []shardchaos.Record
 	markers           []shardchaos.Marker
@@ -222,7 +237,33 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 		}
 		r.killSpread = took + more
 		progress("%s: kill: %d shards ran elsewhere %v after, spread within one %v after", name, r.killHeld, took.Round(time.Millisecond), r.killSpread.Round(time.Millisecond))
-		chaos.Sleep(ctx, 10*time.Second)
+		chaos.Sleep(ctx, 20*time.Second)
+
+		// A graceful stop: SIGTERM, as a pod's deletion does.
+		leaving := rest[3]
+		r.termHeld = h.State().Owned[leaving]
+		t3 := mark("SIGTERM " + leaving)
+		if err := h.Terminate(leaving, time.Minute); err != nil {
+			return r, err
+		}
+		if _, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Running == shards && s.Owned[leaving] == 0 }); !ok {
+			return r, fmt.Errorf("%s: %s's shards did not all run elsewhere within 3 min of its SIGTERM: %+v", name, leaving, h.State())
+		}
+		r.termAll, r.termGaps = movedAfter(h.Records(), t3, leaving)
+		progress("%s: SIGTERM: %d shards ran elsewhere %v after", name, r.termHeld, r.termAll.Round(time.Millisecond))
+
+		// The floors, against the same Azurite, the instances idle.
+		conn := azurite.ConnectionStringFor(h.Azurite().URL())
+		if r.floorCold, err = coldFloor(ctx, conn, "floor-cold", shards, c.instances); err != nil {
+			return r, fmt.Errorf("cold floor: %w", err)
+		}
+		if r.floorJoin, err = joinFloor(ctx, conn, "floor-join", r.joinShare, c.instances); err != nil {
+			return r, fmt.Errorf("join floor: %w", err)
+		}
+		if r.floorKill, err = killFloor(ctx, conn, "floor-kill", r.killHeld, c.instances-1); err != nil {
+			return r, fmt.Errorf("kill floor: %w", err)
+		}
+		progress("%s: floors: cold %v, join %v, kill %v", name, r.floorCold.Round(time.Millisecond), r.floorJoin.Round(time.Millisecond), r.floorKill.Round(time.Millisecond))
 	}
 	return r, nil
 }
@@ -573,4 +614,32 @@ func orDash(r *result, f func(*result) string) string {
 		return "-"
 	}
 	return f(r)
+}
+
+// movedAfter follows the shards whose func returned on who since mono: when
+// the last of them started elsewhere, counted from mono, and each one's
+// idle time.
+func movedAfter(recs []shardchaos.Record, since int64, who string) (time.Duration, []time.Duration) {
+	ended := map[string]int64{}
+	var last int64
+	var idle []time.Duration
+	for _, r := range recs {
+		if r.Mono < since || r.Shard == "" {
+			continue
+		}
+		switch {
+		case r.Kind == chaos.KindEnd && r.Who == who:
+			ended[r.Shard] = r.Mono
+		case r.Kind == chaos.KindStart && r.Who != who:
+			if at, ok := ended[r.Shard]; ok {
+				idle = append(idle, time.Duration(r.Mono-at))
+				last = max(last, r.Mono)
+				delete(ended, r.Shard)
+			}
+		}
+	}
+	if last == 0 {
+		return 0, idle
+	}
+	return time.Duration(last - since), idle
 }

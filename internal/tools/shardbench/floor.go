@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+)
+
+// The floors: the least work any design must do for a scenario, done
+// directly with the SDK against the same Azurite, in the same run, with the
+// library's concurrency: 8 claims in flight per instance (claimParallel),
+// 16 releases (releaseAtOnce). Each client is a client of its own, as each
+// instance is a process of its own. Nothing here lists, waits or balances:
+// each client is told its blobs.
+
+const (
+	floorClaimParallel   = 8
+	floorReleaseParallel = 16
+)
+
+// floorBlob is one blob of a floor, with the client that works on it.
+type floorBlob struct {
+	name string
+	bc   *blockblob.Client
+	etag azcore.ETag
+	id   string
+}
+
+// floorContainer makes a container of its own for one floor, and a client
+// of it for each of n clients.
+func floorContainer(ctx context.Context, connStr, name string, n int) ([]*container.Client, error) {
+	out := make([]*container.Client, n)
+	for i := range out {
+		cc, err := container.NewClientFromConnectionString(connStr, name, nil)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = cc
+	}
+	if _, err := out[0].Create(ctx, nil); err != nil {
+		return nil, fmt.Errorf("floor %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// each runs fn on every item, parallel at a time, and returns the first
+// error.
+func each[T any](items []T, parallel int, fn func(T) error) error {
+	sem := make(chan struct{}, parallel)
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		first error
+	)
+	for _, it := range items {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if err := fn(it); err != nil {
+				mu.Lock()
+				if first == nil {
+					first = err
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+// record writes a term record under the blob's lease, If-Match its ETag, as
+// a claim does.
+func (b *floorBlob) record(ctx context.Context, term int) error {
+	n, who := strconv.Itoa(term), "floor"
+	resp, err := b.bc.SetMetadata(ctx, map[string]*string{"leaderterm": &n, "leadersession": &who}, &blob.SetMetadataOptions{
+		AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &b.id},
+			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &b.etag},
+		}})
+	if err != nil {
+		return err
+	}
+	b.etag = *resp.ETag
+	return nil
+}
+
+// acquire takes the blob's infinite lease with a new ID, If-Match its ETag.
+func (b *floorBlob) acquire(ctx context.Context) error {
+	b.id = uuid.NewString()
+	lc, err := lease.NewBlobClient(b.bc, &lease.BlobClientOptions{LeaseID: &b.id})
+	if err != nil {
+		return err
+	}
+	_, err = lc.AcquireLease(ctx, -1, &lease.BlobAcquireOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &b.etag}})
+	return err
+}
+
+func (b *floorBlob) release(ctx context.Context) error {
+	lc, err := lease.NewBlobClient(b.bc, &lease.BlobClientOptions{LeaseID: &b.id})
+	if err != nil {
+		return err
+	}
+	_, err = lc.ReleaseLease(ctx, nil)
+	return err
+}
+
+func (b *floorBlob) breakLease(ctx context.Context) error {
+	lc, err := lease.NewBlobClient(b.bc, nil)
+	if err != nil {
+		return err
+	}
+	zero := int32(0)
+	_, err = lc.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &zero})
+	return err
+}
+
+// create makes the blob, empty, If-None-Match *, as a first claim does.
+func (b *floorBlob) create(ctx context.Context) error {
+	anyETag := azcore.ETagAny
+	resp, err := b.bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
+	})
+	if err != nil {
+		return err
+	}
+	b.etag = *resp.ETag
+	return nil
+}
+
+// blobsOf makes n blobs, dealt out to the clients in turn.
+func blobsOf(ccs []*container.Client, n int) [][]*floorBlob {
+	out := make([][]*floorBlob, len(ccs))
+	for i := range n {
+		c := i % len(ccs)
+		name := fmt.Sprintf("shards/shard-%05d", i)
+		out[c] = append(out[c], &floorBlob{name: name, bc: ccs[c].NewBlockBlobClient(name)})
+	}
+	return out
+}
+
+// parallelClients runs fn for each client's blobs at once and returns how
+// long the slowest took.
+func parallelClients(parts [][]*floorBlob, fn func([]*floorBlob) error) (time.Duration, error) {
+	start := time.Now()
+	errs := make(chan error, len(parts))
+	for _, p := range parts {
+		go func() { errs <- fn(p) }()
+	}
+	var first error
+	for range parts {
+		if err := <-errs; err != nil && first == nil {
+			first = err
+		}
+	}
+	return time.Since(start), first
+}
+
+// coldFloor: clients create, lease and record n shard blobs, each client its
+// part, claimParallel at a time.
+func coldFloor(ctx context.Context, connStr, name string, n, clients int) (time.Duration, error) {
+	ccs, err := floorContainer(ctx, connStr, name, clients)
+	if err != nil {
+		return 0, err
+	}
+	defer ccs[0].Delete(context.WithoutCancel(ctx), nil)
+	return parallelClients(blobsOf(ccs, n), func(bs []*floorBlob) error {
+		return each(bs, floorClaimParallel, func(b *floorBlob) error {
+			if err := b.create(ctx); err != nil {
+				return err
+			}
+			if err := b.acquire(ctx); err != nil {
+				return err
+			}
+			return b.record(ctx, 1)
+		})
+	})
+}
+
+// prepared makes n blobs leased and recorded by givers clients (untimed).
+func prepared(ctx context.Context, connStr, name string, n, givers int) ([]*container.Client, [][]*floorBlob, error) {
+	ccs, err := floorContainer(ctx, connStr, name, givers+1)
+	if err != nil {
+		return nil, nil, err
+	}
+	parts := blobsOf(ccs[:givers], n)
+	_, err = parallelClients(parts, func(bs []*floorBlob) error {
+		return each(bs, floorClaimParallel, func(b *floorBlob) error {
+			if err := b.create(ctx); err != nil {
+				return err
+			}
+			if err := b.acquire(ctx); err != nil {
+				return err
+			}
+			return b.record(ctx, 1)
+		})
+	})
+	return ccs, parts, err
+}
+
+// joinFloor: givers hold n blobs; each releases its part, releaseAtOnce at a
+// time, and one receiver acquires and records each as soon as it is
+// released, claimParallel at a time. From the first release sent to the last
+// record confirmed.
+func joinFloor(ctx context.Context, connStr, name string, n, givers int) (time.Duration, error) {
+	ccs, parts, err := prepared(ctx, connStr, name, n, givers)
+	if err != nil {
+		return 0, err
+	}
+	defer ccs[0].Delete(context.WithoutCancel(ctx), nil)
+	recv := ccs[givers]
+	freed := make(chan *floorBlob, n)
+	start := time.Now()
+	var releases sync.WaitGroup
+	var relErr error
+	var mu sync.Mutex
+	for _, p := range parts {
+		releases.Add(1)
+		go func() {
+			defer releases.Done()
+			if err := each(p, floorReleaseParallel, func(b *floorBlob) error {
+				if err := b.release(ctx); err != nil {
+					return err
+				}
+				freed <- b
+				return nil
+			}); err != nil {
+				mu.Lock()
+				relErr = err
+				mu.Unlock()
+			}
+		}()
+	}
+	go func() { releases.Wait(); close(freed) }()
+	var claims sync.WaitGroup
+	var claimErr error
+	for range floorClaimParallel {
+		claims.Add(1)
+		go func() {
+			defer claims.Done()
+			for b := range freed {
+				nb := &floorBlob{name: b.name, bc: recv.NewBlockBlobClient(b.name), etag: b.etag}
+				err := nb.acquire(ctx)
+				if err == nil {
+					err = nb.record(ctx, 2)
+				}
+				if err != nil {
+					mu.Lock()
+					claimErr = err
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	claims.Wait()
+	if claimErr != nil {
+		return 0, claimErr
+	}
+	return time.Since(start), relErr
+}
+
+// killFloor: a dead holder held n blobs; survivors clients each break,
+// acquire and record their part, claimParallel at a time.
+func killFloor(ctx context.Context, connStr, name string, n, survivors int) (time.Duration, error) {
+	ccs, parts, err := prepared(ctx, connStr, name, n, 1)
+	if err != nil {
+		return 0, err
+	}
+	defer ccs[0].Delete(context.WithoutCancel(ctx), nil)
+	claimers := make([]*container.Client, survivors)
+	for i := range claimers {
+		if claimers[i], err = container.NewClientFromConnectionString(connStr, name, nil); err != nil {
+			return 0, err
+		}
+	}
+	split := make([][]*floorBlob, survivors)
+	for i, b := range parts[0] {
+		c := i % survivors
+		split[c] = append(split[c], &floorBlob{name: b.name, bc: claimers[c].NewBlockBlobClient(b.name), etag: b.etag})
+	}
+	return parallelClients(split, func(bs []*floorBlob) error {
+		return each(bs, floorClaimParallel, func(b *floorBlob) error {
+			if err := b.breakLease(ctx); err != nil {
+				return err
+			}
+			if err := b.acquire(ctx); err != nil {
+				return err
+			}
+			return b.record(ctx, 2)
+		})
+	})
+}
