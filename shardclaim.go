@@ -237,6 +237,7 @@ func (g *manager) listShards(view sessionView) error {
 	for _, r := range gone {
 		g.lost(r, "its blob is gone")
 	}
+	g.reportLost()
 	g.cands = make(map[string]candidate, len(cands))
 	freeSince := make(map[string]time.Time, len(cands))
 	for _, c := range cands {
@@ -277,6 +278,8 @@ func (g *manager) checkHeld(l listed, start time.Time) {
 	}
 }
 
+// lost stops now the func of a shard that a listing shows is no longer
+// this instance's; reportLost logs them, one line for each cause.
 func (g *manager) lost(r *shardRun, why string) {
 	if r.returned.Load() {
 		return
@@ -284,9 +287,25 @@ func (g *manager) lost(r *shardRun, why string) {
 	o := g.o
 	err := &StorageError{Op: "list shards", Container: o.settings.Container, Blob: o.shardBlob(r.name),
 		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
-	o.logger.Error("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now (was its lease broken by hand?)",
+	o.logger.Debug("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now",
 		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
+	if g.lostNow == nil {
+		g.lostNow = map[string][]string{}
+	}
+	g.lostNow[why] = append(g.lostNow[why], r.name)
 	r.ts.stopNow(&leaseLostError{err: err})
+}
+
+// reportLost logs the shards a listing found lost, at Error: one line for
+// each cause, with how many and the first few.
+func (g *manager) reportLost() {
+	for why, names := range g.lostNow {
+		slices.Sort(names)
+		o := g.o
+		o.logger.Error("leaderelection: shards this instance ran are no longer its own; their funcs are told to stop now (were their leases broken by hand?)",
+			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
+	}
+	g.lostNow = nil
 }
 
 // isRunning reports whether this instance runs name's func.

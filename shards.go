@@ -487,11 +487,12 @@ type manager struct {
 	foreignFor  string
 	idleUntil   time.Time
 	idleFor     string
-	disagree    bool         // this session's group was not every live session, at the last balance
-	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
-	expectSig   string       // the view's signature when expecting was last judged (see balance)
-	expectSince time.Time    // since when it stands
-	group       sessionView  // this session's group, at the last balance (for leave)
+	disagree    bool                // this session's group was not every live session, at the last balance
+	took        atomic.Int64        // shards claimed or adopted since the last report (see reportTook)
+	lostNow     map[string][]string // shards a listing found lost, by why (see reportLost)
+	expectSig   string              // the view's signature when expecting was last judged (see balance)
+	expectSince time.Time           // since when it stands
+	group       sessionView         // this session's group, at the last balance (for leave)
 
 	// Handovers (handoff.go): the shards handed straight to a receiver,
 	// and those handed to this session.
