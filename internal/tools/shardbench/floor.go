@@ -169,6 +169,26 @@ func parallelClients(parts [][]*floorBlob, fn func([]*floorBlob) error) (time.Du
 	return time.Since(start), first
 }
 
+// claimFirst is a first claim of a blob: create it, take its lease, record
+// term 1.
+func (b *floorBlob) claimFirst(ctx context.Context) error {
+	if err := b.create(ctx); err != nil {
+		return err
+	}
+	if err := b.acquire(ctx); err != nil {
+		return err
+	}
+	return b.record(ctx, 1)
+}
+
+// firstClaims claims every client's blobs for the first time, each client
+// claimParallel at a time, and returns how long the slowest client took.
+func firstClaims(ctx context.Context, parts [][]*floorBlob) (time.Duration, error) {
+	return parallelClients(parts, func(bs []*floorBlob) error {
+		return each(bs, floorClaimParallel, func(b *floorBlob) error { return b.claimFirst(ctx) })
+	})
+}
+
 // coldFloor: clients create, lease and record n shard blobs, each client its
 // part, claimParallel at a time.
 func coldFloor(ctx context.Context, connStr, name string, n, clients int) (time.Duration, error) {
@@ -177,17 +197,7 @@ func coldFloor(ctx context.Context, connStr, name string, n, clients int) (time.
 		return 0, err
 	}
 	defer ccs[0].Delete(context.WithoutCancel(ctx), nil)
-	return parallelClients(blobsOf(ccs, n), func(bs []*floorBlob) error {
-		return each(bs, floorClaimParallel, func(b *floorBlob) error {
-			if err := b.create(ctx); err != nil {
-				return err
-			}
-			if err := b.acquire(ctx); err != nil {
-				return err
-			}
-			return b.record(ctx, 1)
-		})
-	})
+	return firstClaims(ctx, blobsOf(ccs, n))
 }
 
 // prepared makes n blobs leased and recorded by givers clients (untimed).
@@ -197,17 +207,7 @@ func prepared(ctx context.Context, connStr, name string, n, givers int) ([]*cont
 		return nil, nil, err
 	}
 	parts := blobsOf(ccs[:givers], n)
-	_, err = parallelClients(parts, func(bs []*floorBlob) error {
-		return each(bs, floorClaimParallel, func(b *floorBlob) error {
-			if err := b.create(ctx); err != nil {
-				return err
-			}
-			if err := b.acquire(ctx); err != nil {
-				return err
-			}
-			return b.record(ctx, 1)
-		})
-	})
+	_, err = firstClaims(ctx, parts)
 	return ccs, parts, err
 }
 
