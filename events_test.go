@@ -56,3 +56,16 @@ func TestEventPrintsWithoutTheLeaseID(t *testing.T) {
 	observed := Event{Kind: SilentLeaseBroken, Term: Term{Number: 7, Identity: "pod-b"}, Silence: 15 * time.Second}
 	assert.Equal(t, `Event{silent lease broken Term:7 Identity:"pod-b" Silence:15s}`, observed.String())
 }
+
+func TestTermPrintsWithoutTheLeaseID(t *testing.T) {
+	const leaseID = "5f0c6a53-8c1d-4d8e-9a57-3b1f0e2d7c44"
+	term := Term{Number: 42, Identity: "pod-a", LeaseID: leaseID, Since: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)}
+	assert.Equal(t, `Term{42 Identity:"pod-a" Since:2025-03-01T12:00:00Z}`, term.String())
+	var text, js strings.Builder
+	slog.New(slog.NewTextHandler(&text, nil)).Info("term", "t", term)
+	slog.New(slog.NewJSONHandler(&js, nil)).Info("term", "t", term)
+	for _, s := range []string{fmt.Sprint(term), fmt.Sprintf("%v %+v %#v %s %q", term, term, term, term, term), fmt.Sprintf("%v", &term), text.String(), js.String()} {
+		assert.NotContains(t, s, leaseID)
+		assert.Contains(t, s, "pod-a")
+	}
+}

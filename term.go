@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"sync/atomic"
 	"time"
@@ -27,6 +28,22 @@ type Term struct {
 	// Since is when the leader took the lease, by its wall clock, in UTC.
 	Since time.Time
 }
+
+// String describes t for a log line, without its lease ID: whoever holds a
+// lease's ID can renew, release or write under it as if it were the holder.
+func (t Term) String() string {
+	s := fmt.Sprintf("Term{%d Identity:%q", t.Number, t.Identity)
+	if !t.Since.IsZero() {
+		s += " Since:" + formatEventTime(t.Since)
+	}
+	return s + "}"
+}
+
+// GoString, Format and LogValue print String, so that no verb and no
+// log/slog handler prints the lease ID.
+func (t Term) GoString() string              { return t.String() }
+func (t Term) Format(f fmt.State, verb rune) { printRedacted(f, verb, t.String()) }
+func (t Term) LogValue() slog.Value          { return slog.StringValue(t.String()) }
 
 // Blob metadata keys the leader writes under its lease. Azure lower-cases
 // nothing but the SDK may capitalise: they are read case-insensitively.
