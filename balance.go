@@ -241,6 +241,14 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 			r.ts.pleaseStop(ErrShardRemoved)
 		}
 	}
+	for name := range g.cands {
+		if !o.set[name] {
+			// Free at the last listing, but no longer in the set: it must
+			// not pass for a candidate, or a session below its share
+			// would wait on it instead of listing again.
+			delete(g.cands, name)
+		}
+	}
 	own := len(o.claiming)
 	for _, r := range o.runs {
 		if !r.leaving && !r.returned.Load() {
@@ -346,6 +354,8 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	sig := view.signature() + digest
 	if sig != g.viewSig {
 		g.viewSig, g.viewSince, g.settled, g.settleAt = sig, time.Now(), false, time.Time{}
+		o.logger.Debug("leaderelection: the sessions' records changed", "prefix", o.prefix, "shards", n, "share", target, "own", own,
+			"held", held, "group", len(mine.live), "liveSessions", len(view.live), "rank", rank, "changing", changing)
 	}
 	if held < n {
 		if g.strayAt.IsZero() {
@@ -354,13 +364,36 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 	} else {
 		g.strayAt = time.Time{}
 	}
+	// Shards that are coming may fail to come: a giver that counts this
+	// session's share otherwise (its record was not yet read, or a set is
+	// changing) hands it nothing. Waiting for them does not hold back a
+	// listing for more than a lease duration.
+	if !coming {
+		g.comingSince = time.Time{}
+	} else if g.comingSince.IsZero() {
+		g.comingSince = time.Now()
+	}
+	overdue := coming && time.Since(g.comingSince) >= g.waitForHandover() && time.Since(g.lastList) >= g.waitForHandover()
 	list := false
 	switch {
 	case deficit > 0:
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
 		// mostly taken meanwhile. But not while it idles (see below).
-		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over) && !coming
+		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over) && (!coming || overdue)
+	case !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
+		// At its share or above, and the records have stood still since
+		// they last changed (a session came or went, or one holds another
+		// number of shards). List once, each instance in its turn by rank:
+		// to know who holds what when one of them dies; and to find a
+		// shard handed to this session that it did not expect, as it
+		// counted itself at its share (a giver's view, a record behind,
+		// differed): its record names this session, so only this session
+		// can take it up (see listShards), and it reads no notes.
+		if g.settleAt.IsZero() {
+			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
+		}
+		list = !time.Now().Before(g.settleAt)
 	case held < n:
 		// Fewer shards are held than the set has, and it lasts: a session
 		// below its share would have claimed them, so some may be held by
@@ -374,21 +407,12 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 		if list {
 			g.strayAt = time.Time{}
 		}
-	case held == n && deficit == 0 && !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
-		// Settled: every session's record says it holds its share (and
-		// other groups, by the last listing, the rest of this set). List
-		// once, each instance in its turn by rank, to know who holds what
-		// when one of them dies.
-		if g.settleAt.IsZero() {
-			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
-		}
-		list = !time.Now().Before(g.settleAt)
 	}
 	if list && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
 		if err := g.listShards(view); err != nil {
 			return err
 		}
-		g.settled = deficit == 0
+		g.settled = deficit <= 0
 		g.foreign, g.foreignFor = g.heldByOthers(mine), running
 		if changing {
 			g.foreignFor = "" // its group is not yet what it will be
@@ -477,6 +501,12 @@ func (g *manager) listSpacing() time.Duration {
 // listTurn is how long each instance's turn to list the shards lasts when
 // they take turns: what its last listing took, twice, or half a
 // RetryInterval if more.
+// waitForHandover is how long a session below its share waits for shards
+// that are coming to it (see balance) before it lists the shards anyway.
+func (g *manager) waitForHandover() time.Duration {
+	return max(g.listSpacing(), min(g.o.settings.LeaseDuration, maxLeaseDuration))
+}
+
 func (g *manager) listTurn() time.Duration {
 	return max(2*g.listTook, g.o.settings.RetryInterval/2)
 }

@@ -492,6 +492,7 @@ type manager struct {
 	lostNow     map[string][]string // shards a listing found lost, by why (see reportLost)
 	expectSig   string              // the view's signature when expecting was last judged (see balance)
 	expectSince time.Time           // since when it stands
+	comingSince time.Time           // since when shards are coming to it, below its share (zero: none are)
 	group       sessionView         // this session's group, at the last balance (for leave)
 
 	// Handovers (handoff.go): the shards handed straight to a receiver,

@@ -2,6 +2,7 @@ package shardchaos
 
 import (
 	"context"
+	"os"
 	"testing"
 	"time"
 
@@ -39,10 +40,14 @@ func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 	t.Logf("seed %d (replay with LEADERELECTION_CHAOS_SEED=%d)", seed, seed)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
+	dir := os.Getenv("LEADERELECTION_CHAOS_DIR") // keeps the run's records and logs
+	if dir == "" {
+		dir = t.TempDir()
+	}
 	tm := Timings{LeaseDuration: 4 * time.Second, RetryInterval: 500 * time.Millisecond, StopMargin: 1500 * time.Millisecond}
 	settle := tm.LeaseDuration + tm.RetryInterval + 10*time.Second
 	res, err := RunChaos(ctx, ChaosConfig{
-		Config:    Config{Shards: 40, Timings: tm, Dir: t.TempDir(), Progress: testWriter{t}},
+		Config:    Config{Shards: 40, Timings: tm, Dir: dir, Progress: testWriter{t}},
 		Instances: 4,
 		Seed:      seed,
 		Sequence: []string{FaultKill, FaultSetRolling, FaultFreeze, FaultMalformed, FaultPartition, FaultSetOne,
