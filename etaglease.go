@@ -88,6 +88,17 @@ func recordMetadata(t Term, d time.Duration, role BlobRole) map[string]*string {
 	return map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since, metaLeaseDuration: &declared, metaRole: &r}
 }
 
+// metadataOf is the metadata a holder writes for term t: its record, and
+// what the lease's user adds to it (a session: how many shards it holds; a
+// mutex with a priority: that priority).
+func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
+	md := recordMetadata(t, m.settings.LeaseDuration, m.role)
+	if m.extraMetadata != nil {
+		m.extraMetadata(md)
+	}
+	return md
+}
+
 // forgetRecord drops the record before each acquire, so that a renewal never
 // rewrites a record from an earlier acquisition: the blob may carry a newer
 // leader's term since. (After a release the record stays: a renewal then

@@ -48,16 +48,6 @@ const (
 	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
 )
 
-// metadataOf is the metadata a holder writes for term t: its record, and
-// what the lease's user adds to it (a session: how many shards it holds).
-func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
-	md := recordMetadata(t, m.settings.LeaseDuration, m.role)
-	if m.extraMetadata != nil {
-		m.extraMetadata(md)
-	}
-	return md
-}
-
 // session is this instance's current session.
 type session struct {
 	id      string
