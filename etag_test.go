@@ -69,6 +69,9 @@ func TestETagLeaseKeepsTheNativeLeasesGuarantees(t *testing.T) {
 		{"MetricsAreRecorded", TestMetricsAreRecorded},
 		{"LogsTellAHandover", TestLogsTellAHandover},
 		{"RecordTermNumbersGrowAndNeedTheLease", TestRecordTermNumbersGrowAndNeedTheLease},
+		{"PreferredCandidateTakesOverGracefully", TestPreferredCandidateTakesOverGracefully},
+		{"EqualPriorityNeverTakesOver", TestEqualPriorityNeverTakesOver},
+		{"PreferredCandidateThatLeavesLeavesTheOldOrder", TestPreferredCandidateThatLeavesLeavesTheOldOrder},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			requireETagSettings(t)

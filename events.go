@@ -60,15 +60,16 @@ type StopReason string
 
 // The ways a term ends.
 const (
-	ReasonCallerCancelled StopReason = "caller cancelled"        // the context passed to RunTaskWhenMutexAcquired
-	ReasonLeaseLost       StopReason = "lease lost"              // released, broken or taken: see Event.Err
-	ReasonDeadline        StopReason = "renewal deadline passed" // ErrRenewDeadline
-	ReasonStalled         StopReason = "stalled"                 // ErrStalled
-	ReasonStorageRefused  StopReason = "storage refused"         // a permanent error while renewing
-	ReasonFuncReturned    StopReason = "func returned"           // Event.Err is what it returned
-	ReasonFuncPanicked    StopReason = "func panicked"           // the panic propagates after the event
-	ReasonHandedOver      StopReason = "handed over"             // a ShardOwner gave the shard up to balance the load
-	ReasonShardRemoved    StopReason = "shard removed"           // the shard left the ShardOwner's set (SetShards)
+	ReasonCallerCancelled StopReason = "caller cancelled"                // the context passed to RunTaskWhenMutexAcquired
+	ReasonLeaseLost       StopReason = "lease lost"                      // released, broken or taken: see Event.Err
+	ReasonDeadline        StopReason = "renewal deadline passed"         // ErrRenewDeadline
+	ReasonStalled         StopReason = "stalled"                         // ErrStalled
+	ReasonStorageRefused  StopReason = "storage refused"                 // a permanent error while renewing
+	ReasonFuncReturned    StopReason = "func returned"                   // Event.Err is what it returned
+	ReasonFuncPanicked    StopReason = "func panicked"                   // the panic propagates after the event
+	ReasonHandedOver      StopReason = "handed over"                     // a ShardOwner gave the shard up to balance the load
+	ReasonShardRemoved    StopReason = "shard removed"                   // the shard left the ShardOwner's set (SetShards)
+	ReasonPreferred       StopReason = "handed to a preferred contender" // ErrPreferredCandidate (see WithPriority)
 )
 
 // Event is a change of leadership, as this instance saw it.

@@ -133,6 +133,14 @@ type LeaseInfo struct {
 	// any setting can declare (3 s to 24 h), counts as 24 h, and
 	// RecordError says so.
 	DeclaredDuration time.Duration
+	// Priority is what the record's holder declared with [WithPriority],
+	// if Prioritized: such a holder, while it leads, hands the lease to a
+	// waiting contender of strictly higher priority. HandedTo is the
+	// identity an ended term handed the lease to; the others leave the
+	// free lease to it for a moment.
+	Priority    int
+	Prioritized bool
+	HandedTo    string
 	// Role is what the blob says it is for: a mutex's lease, a ShardOwner's
 	// session or shard; "" if it says nothing (a blob written by no one of
 	// ours, or by an earlier version).

@@ -215,7 +215,14 @@ func TestLogsWarnOfATwinIdentity(t *testing.T) {
 			assert.Equal(t, slog.LevelWarn, w.level)
 			requireAttrs(t, w, map[string]string{"container": s.Container, "blob": s.Blob, "identity": "pod-0", "term": "1"})
 			assert.Empty(t, tapeB.find("following the leader"), "a twin is not followed as a leader")
-			assert.Empty(t, tapeA.above(slog.LevelWarn), "the leader sees nothing of its twin")
+			// The leader reads the twin's mark at its next look beside the
+			// lease (every 30 RetryIntervals without a priority).
+			const twinOfLeader = "leaderelection: another live instance contends with this instance's identity; give each instance an identity of its own (WithIdentity)"
+			waitFor(t, twinCheckEvery*s.withDefaults().RetryInterval+10*time.Second, "a warns", func() bool { return len(tapeA.find(twinOfLeader)) > 0 })
+			wa := tapeA.one(t, twinOfLeader)
+			assert.Equal(t, slog.LevelWarn, wa.level)
+			requireAttrs(t, wa, map[string]string{"container": s.Container, "blob": s.Blob, "identity": "pod-0"})
+			assert.Len(t, tapeA.above(slog.LevelWarn), 1, "the leader warns of its twin once, and of nothing else")
 		})
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/google/uuid"
 )
 
 // BlobDistributedMutex runs a leader func on exactly one of many instances at
@@ -28,6 +29,18 @@ type BlobDistributedMutex struct {
 	freeETag  azcore.ETag // the blob's ETag when this follower last saw the lease free; likewise
 	badRecord string      // the record problem last reported ("" if none); likewise
 	twin      twinWatch   // a term held under this instance's identity, not by it; likewise
+
+	// A preferred leader (prefer.go): the contender this leader's term
+	// hands the lease to, once chosen; this follower's candidacy, and
+	// the free lease it leaves to another (both touched only by the Run
+	// goroutine).
+	handTo     atomic.Pointer[string]
+	passedOver string // the contender the lease was handed to when this term took it
+	candidate  candidacy
+	twinMark   candidacy // a follower's mark that it sees a live leader with its own identity
+	instance   string    // this mutex's own, in those blobs: a twin's is another
+	handedETag azcore.ETag
+	handedSeen time.Time
 
 	// prefix is set on a ShardOwner's session (its owner's prefix): lead()
 	// then logs a session's start and end, not a leader's. shard is set on a
@@ -83,13 +96,18 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	// Long enough for every contender polling the blob, every
 	// RetryInterval, to have read a blob created again and raised its seed.
 	lm.settle = 2 * lm.settings.RetryInterval
-	return &BlobDistributedMutex{
+	m := &BlobDistributedMutex{
 		lease:   lm,
 		fn:      fn,
 		logger:  lm.logger,
 		opts:    o,
 		metrics: newMetrics(o.meterProvider, settings.Container, settings.Blob),
-	}, nil
+	}
+	if o.prioritySet {
+		lm.extraMetadata = m.preferMetadata
+	}
+	m.instance = uuid.NewString()[:8]
+	return m, nil
 }
 
 // LeaseManager returns the manager of the mutex's lease, for inspection and
@@ -175,7 +193,9 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// way. After a transient failure they acquire directly: an acquire whose
 	// answer was lost may have succeeded, and repeating it with the same
 	// lease ID claims it.
-	look := false
+	// With a priority, it looks first: a lease just handed to another
+	// contender is left to it (see deferTo).
+	look := m.opts.prioritySet
 	// standAside is set when this instance was deposed (its lease lost,
 	// broken, or its func stalled): it lets the lease go free once without
 	// taking it, so a follower takes over rather than the deposed leader
@@ -189,15 +209,21 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// probably not ours.
 	mayHold := false
 	defer func() {
+		if !mayHold && m.candidate.lease == nil && m.twinMark.lease == nil {
+			return
+		}
+		end, cancel := m.endWindow(ctx)
+		defer cancel()
 		if mayHold {
-			end, cancel := m.endWindow(ctx)
-			defer cancel()
 			m.releaseQuietly(end, false)
 		}
+		m.withdraw(end, &m.candidate) // not to be handed a lease it will not take
+		m.withdraw(end, &m.twinMark)
 	}()
 	wait := time.Duration(0)
 	for sleep(ctx, wait) {
 		wait = jitter(s.RetryInterval)
+		handedTo := "" // whom the last look showed the free lease handed to
 		if look {
 			info, err := m.lease.Inspect(ctx)
 			var problem *RecordError
@@ -205,6 +231,9 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 				m.observe(info)
 				problem = m.lease.recordProblem(info)
 				m.noteRecord(problem)
+				m.stand(ctx, info, &wait)
+				m.markTwin(ctx, m.twin.seen && info.Held() && info.Leader.Identity == m.opts.identity, &wait)
+				handedTo = info.HandedTo
 			}
 			silent := err == nil && m.breakIfSilent(ctx, info, &wait)
 			if err == nil && info.Held() && !silent {
@@ -218,6 +247,10 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			}
 			if err == nil && !silent && !info.Held() {
 				if left := m.lease.seedFresh(ctx, info); left > 0 {
+					wait = min(wait, left)
+					continue
+				}
+				if left, ok := m.deferTo(info); ok {
 					wait = min(wait, left)
 					continue
 				}
@@ -251,6 +284,11 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 			backoff = s.RetryInterval
+			// Its candidacy, if it stood, lapses by itself: a delete now
+			// would delay the func, and one at the end stretch the
+			// shutdown's bound.
+			m.candidate.lease, m.twinMark.lease = nil, nil
+			m.passedOver = handedTo
 			if ctx.Err() != nil {
 				end, cancel := m.endWindow(ctx) // won just as the caller gave up
 				m.releaseQuietly(end, true)
@@ -306,6 +344,7 @@ func (m *BlobDistributedMutex) observe(info LeaseInfo) {
 			return
 		}
 		m.observed = info.Leader.Number
+		m.twin.seen = true
 		m.logger.Warn("leaderelection: another live instance leads with this instance's identity; give each instance an identity of its own (WithIdentity)",
 			"container", s.Container, "blob", s.Blob, "identity", info.Leader.Identity, "term", info.Leader.Number,
 			"since", info.Leader.Since)
@@ -328,6 +367,7 @@ type twinWatch struct {
 	term  int64
 	etag  azcore.ETag
 	since time.Time
+	seen  bool // that term was found a twin's
 }
 
 func (w *twinWatch) alive(info LeaseInfo, leaseDuration, retry time.Duration) bool {
@@ -398,6 +438,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	}}
 	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow)
 	state.fuse = fuse
+	m.handTo.Store(nil)
 	defer m.metrics.holding(state)() // after the release below: the lease is held until then
 	m.health.beginTerm()
 	// Renewal outlives the caller's cancellation: it stops when the func has
@@ -520,6 +561,13 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 	started = true
 	m.emit(Event{Kind: StartedLeading, Term: term, At: term.Since})
 
+	if m.prefix == "" && !m.shard {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			m.watchCandidates(leaderCtx, cancel, m.passedOver)
+		}()
+	}
 	if fuse.ahead() {
 		funcErr = m.fn(context.WithValue(leaderCtx, termKey{}, state))
 	}
@@ -552,6 +600,8 @@ func stopReason(returned bool, cause, funcErr error) (StopReason, error) {
 		return ReasonStalled, cause
 	case errors.Is(cause, ErrPermanent):
 		return ReasonStorageRefused, cause
+	case errors.Is(cause, ErrPreferredCandidate):
+		return ReasonPreferred, cause
 	}
 	return ReasonCallerCancelled, cause
 }

@@ -19,6 +19,9 @@ type options struct {
 
 	leaseIDFile    string // see WithLeaseIDFile, in resume.go
 	leaseIDFileSet bool
+
+	priority    int // see WithPriority, in prefer.go
+	prioritySet bool
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

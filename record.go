@@ -38,6 +38,9 @@ const (
 	// RoleHandoff is a note from one of a [ShardOwner]'s sessions to
 	// another, naming shards it handed to it (see handoff.go).
 	RoleHandoff BlobRole = "handoff"
+	// RoleCandidate is a contender's blob beside a mutex's lease while it
+	// waits as a preferred candidate (see [WithPriority]).
+	RoleCandidate BlobRole = "candidate"
 )
 
 // metaRole is the record's key for its blob's role; metaRecreated marks a
@@ -98,12 +101,19 @@ type record struct {
 	// it is the term number, which no new term may then continue.
 	problem *RecordError
 	termBad bool
+	// priority is what its holder declared (prioritized: it declared
+	// one), and next the contender an ended term handed the lease to
+	// (see WithPriority).
+	priority    int
+	prioritized bool
+	next        string
 }
 
 // fill puts what r says into info.
 func (r record) fill(info *LeaseInfo) {
 	info.Leader, info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.term, r.ended, r.declared, r.role, r.problem
 	info.Recreated = r.recreated
+	info.Priority, info.Prioritized, info.HandedTo = r.priority, r.prioritized, r.next
 }
 
 // readRecord reads the record in md, the metadata of blob.
@@ -132,6 +142,12 @@ func readRecord(container, blob string, md map[string]*string) record {
 	r.term.Since = readTime(metaSince)
 	r.ended = readTime(metaEnded)
 	r.recreated = readTime(metaRecreated)
+	// A priority that does not read is no priority: its holder is taken
+	// for one that does not watch for candidates.
+	if p, err := strconv.Atoi(metaValue(md, metaPriority)); err == nil {
+		r.priority, r.prioritized = p, true
+	}
+	r.next = metaValue(md, metaNext)
 	if v := metaValue(md, metaLeaseDuration); v != "" {
 		d, err := time.ParseDuration(v)
 		switch {

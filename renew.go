@@ -196,6 +196,18 @@ import (
 // where and when. A leaving session's shard funcs run until each is handed
 // on, under its session's fuse as ever.
 //
+// A preferred leader (WithPriority, prefer.go) changes only who takes the
+// lease next, never when. A leader that sees a waiting contender of higher
+// priority asks its func to stop, as a caller's cancel does; the lease is
+// renewed until the func has returned, then the term is marked ended,
+// naming that contender, and the lease released, as at any graceful stop.
+// The contender takes the free lease by an acquire as any, and records its
+// term (number + 1) before its func starts; the other followers leave a
+// lease so handed for a moment before they try for it, which decides
+// nothing either: whoever acquires first leads, as without priorities. A
+// candidate's blob (its priority, and a native lease that says it lives)
+// is not the mutex's, and no follower breaks or takes it.
+//
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
 // that has not expired, with the ID its previous holder used. That is safe
 // because the previous holder is dead: the new process proposes the ID only

@@ -145,6 +145,11 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if o.leaseIDFileSet {
 		errs = append(errs, errors.New("leaderelection: WithLeaseIDFile is not supported by a ShardOwner: a session never resumes"))
 	}
+	if o.prioritySet {
+		// Every instance runs its share of the shards: there is no
+		// single leader to prefer.
+		errs = append(errs, errors.New("leaderelection: WithPriority is not supported by a ShardOwner: every instance holds its fair share"))
+	}
 	set, err := checkShardNames(shards)
 	if err != nil {
 		errs = append(errs, err)

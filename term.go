@@ -51,7 +51,9 @@ const (
 	metaIdentity = "leaderidentity"
 	metaTerm     = "leaderterm"
 	metaSince    = "leadersince"
-	metaEnded    = "leaderended" // set by the leader as it releases the lease
+	metaEnded    = "leaderended"    // set by the leader as it releases the lease
+	metaPriority = "leaderpriority" // the holder's priority (see WithPriority)
+	metaNext     = "leadernext"     // an ended record: the identity the lease was handed to
 )
 
 // termState is what a leader func's context carries.

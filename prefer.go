@@ -1,0 +1,325 @@
+package leaderelection
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"strconv"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+)
+
+// A preferred leader (WithPriority). A leader whose record declares a
+// priority lists, every RetryInterval, the candidates' blobs beside its
+// lease (<blob>.candidates/<identity>): a follower of strictly higher
+// priority than the leader's record declares keeps one there, under a
+// native lease of its own that it renews while it waits, so that a
+// candidate that dies stops counting within a native lease. Seeing a live
+// one, the leader asks its func to stop (ErrPreferredCandidate), and, once
+// the func has returned, marks the term ended naming that candidate, then
+// releases the lease, as at any graceful stop. The candidate takes the free
+// lease at its next poll; the other followers leave a lease handed to
+// another for handedWait before they try for it (the candidate may have
+// died since). Nothing of this decides whether two funcs may run at once:
+// the handover is a release after the func returned, and the take an
+// acquire as any (see the top of renew.go).
+
+// WithPriority gives this contender a priority, and makes it watch for
+// contenders of higher priority while it leads. While a live contender of
+// strictly higher priority waits, the leader stops its func (its context's
+// cause is [ErrPreferredCandidate]), releases the lease once the func has
+// returned, and leaves it to that contender: in a rolling update, give the
+// new version a higher priority (its build number, say), and leadership
+// moves once, to the first new instance, not at every restart. Contenders
+// of equal priority never take over from each other. A leader without the
+// option (an older version) does not watch, and is not waited for.
+//
+// Cost: a leader lists the candidates every RetryInterval (1,800 requests
+// an hour at the defaults); a follower that outranks the leader keeps a
+// lease on its candidate blob (a renewal every RenewInterval, 720 an hour)
+// until it leads. Applies to a [BlobDistributedMutex]; a ShardOwner refuses
+// it.
+func WithPriority(p int) Option {
+	return func(o *options) { o.priority, o.prioritySet = p, true }
+}
+
+// ErrPreferredCandidate is the cause of a leader func's context when the
+// leader hands the lease to a waiting contender of higher priority (see
+// [WithPriority]).
+var ErrPreferredCandidate = errors.New("leaderelection: a contender of higher priority waits: handing the lease to it")
+
+const (
+	candidatesDir = ".candidates/"
+	metaInstance  = "leaderinstance" // a blob beside the lease: the process that keeps it
+	// candidateLease is a candidate blob's native lease: the shortest.
+	candidateLease = 15 * time.Second
+)
+
+// handedWait is how long a follower leaves a free lease that an ended term
+// handed to another contender: that contender reads it within a
+// RetryInterval (jittered) and takes it within a RequestTimeout.
+func (s BlobSettings) handedWait() time.Duration {
+	return 2*s.RetryInterval + s.RequestTimeout
+}
+
+// candidacy is a follower's blob beside the lease, while it outranks the
+// leader. Touched only by the Run goroutine.
+type candidacy struct {
+	lease   *lease.BlobClient
+	name    string // under <blob>.candidates/
+	renewed time.Time
+	failing failureLog
+}
+
+// twinCheckEvery is how many RetryIntervals a leader without a priority
+// lets pass between two looks for a twin's mark (a minute at the
+// defaults): the one thing it looks for there.
+const twinCheckEvery = 30
+
+// candidateRenew is how often a standing candidate renews its blob's
+// lease, and the longest it waits between two polls meanwhile.
+const candidateRenew = candidateLease / 3
+
+// preferMetadata adds this holder's priority to its record, and the
+// contender it hands the lease to, once chosen.
+func (m *BlobDistributedMutex) preferMetadata(md map[string]*string) {
+	p := strconv.Itoa(m.opts.priority)
+	md[metaPriority] = &p
+	if next := m.handTo.Load(); next != nil {
+		md[metaNext] = next
+	}
+}
+
+func (m *BlobDistributedMutex) candidateBlob(name string) *blob.Client {
+	return m.lease.containerClient.NewBlobClient(m.lease.blob + candidatesDir + name)
+}
+
+// stand keeps, or drops, this follower's candidacy after a look at the
+// lease: it stands while the lease is held under a record that declares a
+// lower priority than its own, by another identity. While it stands, wait
+// is cut so that it renews its blob's lease in time.
+func (m *BlobDistributedMutex) stand(ctx context.Context, info LeaseInfo, wait *time.Duration) {
+	if !m.opts.prioritySet || !info.Held() || info.TermPending() {
+		return // free, or taken and not yet recorded: the next look says
+	}
+	c := &m.candidate
+	if !info.Prioritized || m.opts.priority <= info.Priority || info.Leader.Identity == m.opts.identity {
+		m.withdraw(ctx, c)
+		return
+	}
+	p := strconv.Itoa(m.opts.priority)
+	if m.keepBlob(ctx, c, m.opts.identity, map[string]*string{metaPriority: &p}, wait) {
+		m.logger.Info("leaderelection: waiting as a preferred candidate: the leader has a lower priority", "container", m.lease.settings.Container, "blob", m.lease.settings.Blob,
+			"identity", m.opts.identity, "priority", m.opts.priority, "leader", info.Leader.Identity, "leaderPriority", info.Priority)
+	}
+}
+
+// markTwin keeps, while this follower sees a live leader with its own
+// identity, a blob beside the lease that says so (with this process's
+// instance, which the leader's is not), so that the leader can warn too
+// (see watchCandidates); and drops it once it no longer does.
+func (m *BlobDistributedMutex) markTwin(ctx context.Context, twin bool, wait *time.Duration) {
+	c := &m.twinMark
+	if !twin {
+		m.withdraw(ctx, c)
+		return
+	}
+	m.keepBlob(ctx, c, m.opts.identity+"."+m.instance, nil, wait)
+}
+
+// keepBlob keeps a blob beside the lease, <blob>.candidates/<name>, with
+// this contender's identity and instance and md, under a native lease of
+// candidateLease that it renews every candidateRenew (and so cuts wait to
+// that). It reports whether it took the blob's lease just now.
+func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name string, md map[string]*string, wait *time.Duration) bool {
+	s := m.lease.settings
+	*wait = min(*wait, candidateRenew)
+	if c.lease != nil && time.Since(c.renewed) < candidateRenew {
+		return false
+	}
+	fail := func(err error) {
+		c.failing.failed(m.logger, "leaderelection: cannot keep a blob beside the lease (a preferred candidate's, or a twin's mark); retrying", "container", s.Container, "blob", s.Blob,
+			"error", m.lease.classify("write beside the lease", err, heldCodes, lostCodes))
+	}
+	if c.lease != nil {
+		call, cancel := m.lease.call(ctx)
+		_, err := c.lease.RenewLease(call, nil)
+		cancel()
+		if err == nil {
+			c.renewed = time.Now()
+			return false
+		}
+		if !bloberror.HasCode(err, bloberror.LeaseIDMismatchWithLeaseOperation, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound) {
+			fail(err) // perhaps renewed: keep the ID, and try again at the next poll
+			return false
+		}
+		c.lease = nil // lapsed and taken, or deleted: take it again
+	}
+	meta := map[string]*string{metaIdentity: to.Ptr(m.opts.identity), metaInstance: to.Ptr(m.instance), metaRole: to.Ptr(string(RoleCandidate))}
+	for k, v := range md {
+		meta[k] = v
+	}
+	// Written before the lease is taken: a blob left leased by this
+	// identity's previous run refuses the write, and the acquire, until
+	// that lease lapses.
+	call, cancel := m.lease.call(ctx)
+	_, err := m.lease.containerClient.NewBlockBlobClient(m.lease.blob+candidatesDir+name).Upload(call,
+		streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: meta})
+	cancel()
+	if err != nil {
+		fail(err)
+		return false
+	}
+	lc, err := lease.NewBlobClient(m.candidateBlob(name), &lease.BlobClientOptions{LeaseID: to.Ptr(uuid.NewString())})
+	if err != nil {
+		return false
+	}
+	call, cancel = m.lease.call(ctx)
+	_, err = lc.AcquireLease(call, int32(candidateLease/time.Second), nil)
+	cancel()
+	if err != nil {
+		fail(err)
+		return false
+	}
+	c.lease, c.renewed, c.name = lc, time.Now(), name
+	c.failing.recovered(m.logger, "leaderelection: keeps its blob beside the lease again", "container", s.Container, "blob", s.Blob)
+	return true
+}
+
+// withdraw deletes a blob kept beside the lease (c), if any, within ctx.
+func (m *BlobDistributedMutex) withdraw(ctx context.Context, c *candidacy) {
+	if c.lease == nil {
+		return
+	}
+	id := c.lease.LeaseID()
+	c.lease = nil
+	call, cancel := m.lease.call(ctx)
+	defer cancel()
+	_, _ = m.candidateBlob(c.name).Delete(call, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: id}}})
+}
+
+// deferTo reports whether this follower leaves the free lease info shows to
+// the contender the ended term handed it to, and for how long yet.
+func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
+	if info.Held() || info.HandedTo == "" || info.HandedTo == m.opts.identity || info.LeaderEnded.IsZero() {
+		return 0, false
+	}
+	if m.handedETag != info.ETag {
+		m.handedETag, m.handedSeen = info.ETag, time.Now()
+	}
+	left := m.lease.settings.handedWait() - time.Since(m.handedSeen)
+	return left, left > 0
+}
+
+// watchCandidates lists the candidates every RetryInterval while the func
+// runs, and asks it to stop once a live one of higher priority waits. It
+// passes over the contender the lease was handed to when this term took it
+// (passedOver) for a candidate lease: its blob may outlive it that long,
+// and handing the lease back to it would move leadership for nothing. It
+// deletes the blobs of candidates gone for a candidate lease.
+func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop context.CancelCauseFunc, passedOver string) {
+	s := m.lease.settings
+	began := time.Now()
+	prefix := m.lease.blob + candidatesDir
+	gone := map[string]time.Time{} // unleased candidate blobs, since when
+	twins := map[string]bool{}     // twins' instances warned of, this term
+	var failing failureLog
+	every := s.RetryInterval
+	if !m.opts.prioritySet {
+		every = twinCheckEvery * s.RetryInterval // a twin's mark only
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		best, bestP := "", m.opts.priority
+		listed := map[string]bool{}
+		var listErr error
+		pager := m.lease.containerClient.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
+		for pager.More() {
+			call, cancel := m.lease.call(ctx)
+			page, err := pager.NextPage(call)
+			cancel()
+			if err != nil {
+				listErr = err
+				break
+			}
+			for _, b := range page.Segment.BlobItems {
+				if b.Name == nil {
+					continue
+				}
+				listed[*b.Name] = true
+				if b.Properties == nil || b.Properties.LeaseState == nil || *b.Properties.LeaseState != lease.StateTypeLeased {
+					// Not standing: a candidate that died, or is standing
+					// up. Gone for a candidate lease, it is deleted.
+					if since, ok := gone[*b.Name]; !ok {
+						gone[*b.Name] = time.Now()
+					} else if time.Since(since) >= candidateLease {
+						call, cancel := m.lease.call(ctx)
+						_, _ = m.lease.containerClient.NewBlobClient(*b.Name).Delete(call, nil)
+						cancel()
+						delete(gone, *b.Name)
+					}
+					continue
+				}
+				delete(gone, *b.Name)
+				id := metaValue(b.Metadata, metaIdentity)
+				if inst := metaValue(b.Metadata, metaInstance); id == m.opts.identity && inst != "" && inst != m.instance && !twins[inst] {
+					twins[inst] = true
+					m.logger.Warn("leaderelection: another live instance contends with this instance's identity; give each instance an identity of its own (WithIdentity)",
+						"container", s.Container, "blob", s.Blob, "identity", id)
+				}
+				p, err := strconv.Atoi(metaValue(b.Metadata, metaPriority))
+				if err != nil || !m.opts.prioritySet || id == "" || id == m.opts.identity || metaValue(b.Metadata, metaRole) != string(RoleCandidate) {
+					continue
+				}
+				if id == passedOver && time.Since(began) < candidateLease {
+					continue
+				}
+				if p > bestP || p == bestP && best != "" && id < best {
+					best, bestP = id, p
+				}
+			}
+		}
+		for name := range gone {
+			if !listed[name] {
+				delete(gone, name)
+			}
+		}
+		if listErr != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			if !m.opts.prioritySet {
+				// Only a twin's mark is looked for: the renewals say
+				// whether storage is failing.
+				m.logger.Debug("leaderelection: cannot list the blobs beside the lease", "container", s.Container, "blob", s.Blob,
+					"error", m.lease.classify("list beside the lease", listErr, nil, nil))
+			} else {
+				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates (a SAS needs the list permission); retrying", "container", s.Container, "blob", s.Blob,
+					"error", m.lease.classify("list candidates", listErr, nil, nil))
+			}
+			continue
+		}
+		failing.recovered(m.logger, "leaderelection: can list the preferred candidates again", "container", s.Container, "blob", s.Blob)
+		if best != "" {
+			m.handTo.Store(&best)
+			m.logger.Info("leaderelection: handing the lease to a contender of higher priority", "container", s.Container, "blob", s.Blob,
+				"to", best, "priority", bestP, "ownPriority", m.opts.priority)
+			pleaseStop(ErrPreferredCandidate)
+			return
+		}
+	}
+}
