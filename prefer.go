@@ -115,6 +115,10 @@ func (m *BlobDistributedMutex) stand(ctx context.Context, info LeaseInfo, wait *
 		m.withdraw(ctx, c)
 		return
 	}
+	// Standing, it polls four times as often: the lease comes to it free,
+	// at its next look (a handful of instances, for the length of a
+	// rollout).
+	*wait = min(*wait, m.lease.settings.RetryInterval/4)
 	p := strconv.Itoa(m.opts.priority)
 	if m.keepBlob(ctx, c, m.opts.identity, map[string]*string{metaPriority: &p}, wait) {
 		m.logger.Info("leaderelection: waiting as a preferred candidate: the leader has a lower priority", "container", m.lease.settings.Container, "blob", m.lease.settings.Blob,
