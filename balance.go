@@ -498,15 +498,15 @@ func (g *manager) listSpacing() time.Duration {
 	return max(g.o.settings.RetryInterval, time.Duration(min(4, max(1, g.listers+1)))*g.listTook)
 }
 
-// listTurn is how long each instance's turn to list the shards lasts when
-// they take turns: what its last listing took, twice, or half a
-// RetryInterval if more.
 // waitForHandover is how long a session below its share waits for shards
 // that are coming to it (see balance) before it lists the shards anyway.
 func (g *manager) waitForHandover() time.Duration {
 	return max(g.listSpacing(), min(g.o.settings.LeaseDuration, maxLeaseDuration))
 }
 
+// listTurn is how long each instance's turn to list the shards lasts when
+// they take turns: what its last listing took, twice, or half a
+// RetryInterval if more.
 func (g *manager) listTurn() time.Duration {
 	return max(2*g.listTook, g.o.settings.RetryInterval/2)
 }
