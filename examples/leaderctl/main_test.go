@@ -107,7 +107,7 @@ func (l *terms) get(tm *term) term {
 // contender runs a BlobDistributedMutex with identity who until the test
 // ends. Its leader func leads until its context is cancelled. It returns the
 // contender's transport, to cut it off from storage.
-func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who string) *faults.Transport {
+func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who string, opts ...leaderelection.Option) *faults.Transport {
 	t.Helper()
 	tr := faults.New()
 	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
@@ -123,7 +123,7 @@ func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who strin
 		tm.cancelled, tm.cause = time.Now(), context.Cause(leaderCtx)
 		l.mu.Unlock()
 		return nil
-	}, leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who)))
+	}, append([]leaderelection.Option{leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who))}, opts...)...)
 	if err != nil {
 		cancel()
 		require.NoError(t, err)
@@ -221,6 +221,33 @@ func TestStatusShowsTheLeaderItsTermAndTheLease(t *testing.T) {
 	require.NoError(t, err)
 	assert.WithinRange(t, since, before.Add(-time.Second), time.Now())
 	assert.NotContains(t, got, "lastLeader")
+}
+
+// status shows the priority a leader declared (WithPriority), as text and
+// in the JSON; one that declared none shows none.
+func TestStatusShowsTheLeadersPriority(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	log := newTerms()
+	log.contender(t, s, "worker-1", leaderelection.WithPriority(3))
+	log.next(t, 30*time.Second)
+	r := leaderctl(t, env, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^priority: +3 \(it hands the lease to a live contender of higher priority: WithPriority\)$`, r.stdout)
+	r = leaderctl(t, env, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	leader, ok := decode(t, r.stdout)["leader"].(map[string]any)
+	require.True(t, ok)
+	assert.Equal(t, 3.0, leader["priority"])
+
+	s2, env2 := newLease(t)
+	log.contender(t, s2, "worker-2")
+	log.next(t, 30*time.Second)
+	r = leaderctl(t, env2, "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	leader, ok = decode(t, r.stdout)["leader"].(map[string]any)
+	require.True(t, ok)
+	assert.NotContains(t, leader, "priority")
 }
 
 // An operator breaks the lease with the default, safe period; the deposed

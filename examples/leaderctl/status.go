@@ -143,6 +143,9 @@ func printStatus(w io.Writer, container, blob string, info leaderelection.LeaseI
 		if !info.Leader.Since.IsZero() {
 			line("since", "%s (%s)", info.Leader.Since.UTC().Format(time.RFC3339), ago(info.Leader.Since, now))
 		}
+		if info.Prioritized {
+			line("priority", "%d (it hands the lease to a live contender of higher priority: WithPriority)", info.Priority)
+		}
 	default:
 		line("leader", "no leader (the lease is %s)", info.State)
 		if info.Leader.Number > 0 {
@@ -151,6 +154,9 @@ func printStatus(w io.Writer, container, blob string, info leaderelection.LeaseI
 				ended = ", ended " + ago(info.LeaderEnded, now)
 			}
 			line("previous", "%s%s", describeTerm(info.Leader, now), ended)
+		}
+		if info.HandedTo != "" {
+			line("handed to", "%s (a preferred contender: the others leave the lease to it for a moment)", info.HandedTo)
 		}
 	}
 	state := fmt.Sprintf("%s, %s", info.State, info.Status)
@@ -273,6 +279,9 @@ type statusJSON struct {
 	// RecordError is set when the record does not read, or cannot be built
 	// on: no term follows it until it is repaired.
 	RecordError *recordErrorJSON `json:"recordError,omitempty"`
+	// HandedTo is the contender an ended term handed the free lease to
+	// (WithPriority): the others leave it to that one for a moment.
+	HandedTo string `json:"handedTo,omitempty"`
 }
 
 type ownerJSON struct {
@@ -300,6 +309,10 @@ type termJSON struct {
 	Term       int64      `json:"term"`
 	Since      *time.Time `json:"since,omitempty"`      // UTC, by the leader's clock
 	AgeSeconds *float64   `json:"ageSeconds,omitempty"` // now - since, by ours
+	// Priority is what the leader declared with WithPriority: it hands the
+	// lease to a live contender of strictly higher priority. Absent if it
+	// declared none.
+	Priority *int `json:"priority,omitempty"`
 }
 
 func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etagWatch, sh shardSession, now time.Time) statusJSON {
@@ -314,6 +327,13 @@ func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etag
 		out.LastModified = &lm
 	}
 	t := &termJSON{Identity: info.Leader.Identity, Term: info.Leader.Number}
+	if info.Prioritized {
+		p := info.Priority
+		t.Priority = &p
+	}
+	if !info.Held() {
+		out.HandedTo = info.HandedTo
+	}
 	if since := info.Leader.Since; !since.IsZero() {
 		since = since.UTC()
 		age := now.Sub(since).Round(time.Millisecond).Seconds()
