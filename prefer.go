@@ -280,7 +280,11 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 				}
 				delete(gone, *b.Name)
 				id := metaValue(b.Metadata, metaIdentity)
-				if inst := metaValue(b.Metadata, metaInstance); id == m.opts.identity && inst != "" && inst != m.instance && !twins[inst] {
+				// A twin's mark declares no priority; a candidacy does, and
+				// one of this identity's previous process (restarted in
+				// place) may stand a while yet: no twin.
+				if inst := metaValue(b.Metadata, metaInstance); id == m.opts.identity && inst != "" && inst != m.instance &&
+					metaValue(b.Metadata, metaPriority) == "" && !twins[inst] {
 					twins[inst] = true
 					m.logger.Warn("leaderelection: another live instance contends with this instance's identity; give each instance an identity of its own (WithIdentity)",
 						"container", s.Container, "blob", s.Blob, "identity", id)
