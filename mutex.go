@@ -30,10 +30,11 @@ type BlobDistributedMutex struct {
 	badRecord string      // the record problem last reported ("" if none); likewise
 	twin      twinWatch   // a term held under this instance's identity, not by it; likewise
 
-	// A preferred leader (prefer.go): the contender this leader's term
-	// hands the lease to, once chosen; this follower's candidacy, and
-	// the free lease it leaves to another (both touched only by the Run
-	// goroutine).
+	// Blobs beside the lease (prefer.go): the contender this leader's term
+	// hands the lease to, once chosen (set by the watcher goroutine); the
+	// rest touched only by the Run goroutine: whom the lease was handed to
+	// when this term took it, this follower's candidacy and twin's mark,
+	// and the free lease it leaves to another.
 	handTo     atomic.Pointer[string]
 	passedOver string // the contender the lease was handed to when this term took it
 	candidate  candidacy

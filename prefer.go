@@ -70,8 +70,9 @@ func (s BlobSettings) handedWait() time.Duration {
 	return 2*s.RetryInterval + s.RequestTimeout
 }
 
-// candidacy is a follower's blob beside the lease, while it outranks the
-// leader. Touched only by the Run goroutine.
+// candidacy is a blob a follower keeps beside the lease: its candidacy,
+// while it outranks the leader, or its mark that it sees a twin lead.
+// Touched only by the Run goroutine.
 type candidacy struct {
 	lease   *lease.BlobClient
 	name    string // under <blob>.candidates/
@@ -223,8 +224,10 @@ func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 	return left, left > 0
 }
 
-// watchCandidates lists the candidates every RetryInterval while the func
-// runs, and asks it to stop once a live one of higher priority waits. It
+// watchCandidates lists the blobs beside the lease while the func runs:
+// with a priority every RetryInterval, and asks the func to stop once a live
+// candidate of higher priority waits; without, every twinCheckEvery
+// RetryIntervals, for a twin's mark only. Either way it warns of a twin. It
 // passes over the contender the lease was handed to when this term took it
 // (passedOver) for a candidate lease: its blob may outlive it that long,
 // and handing the lease back to it would move leadership for nothing. It
