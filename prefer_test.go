@@ -1,12 +1,20 @@
 package leaderelection
 
 import (
+	"bytes"
 	"context"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -134,4 +142,65 @@ func TestPreferenceCostsOneListingPerRetryInterval(t *testing.T) {
 	time.Sleep(watch)
 	assert.Zero(t, candidateLease.Load(), "a contender that does not outrank the leader writes no candidate blob")
 	assert.Len(t, log.snapshot(), 1)
+}
+
+// standGhost keeps a candidate's blob beside c's lease, as a contender of
+// identity id and priority p would, under a lease that nobody renews: a
+// candidate that died just after it stood. An unleased one is a candidate
+// gone.
+func standGhost(t *testing.T, c *contender, id string, p int, leased bool) *blob.Client {
+	t.Helper()
+	lm := c.mutex.lease
+	ctx := context.Background()
+	bc := lm.containerClient.NewBlockBlobClient(lm.blob + candidatesDir + id)
+	pr := strconv.Itoa(p)
+	_, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: map[string]*string{
+		metaPriority: &pr, metaIdentity: &id, metaInstance: to.Ptr("ghost"), metaRole: to.Ptr(string(RoleCandidate))}})
+	require.NoError(t, err)
+	if leased {
+		lc, err := lease.NewBlobClient(bc.BlobClient(), nil)
+		require.NoError(t, err)
+		_, err = lc.AcquireLease(ctx, int32(candidateLease/time.Second), nil)
+		require.NoError(t, err)
+	}
+	return bc.BlobClient()
+}
+
+// A candidate that dies after the lease was handed to it moves leadership
+// once, not again and again: the leader that takes the lease after the
+// others' wait passes it over while its blob outlives it.
+func TestACandidateThatNeverComesIsPassedOver(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	log := newTermLog()
+	a := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithIdentity("a"), WithPriority(1))
+	require.Equal(t, "a", log.next(t, 30*time.Second).who)
+	startContender(t, "b", s, log.leaderFunc("b", untilCancelled), WithIdentity("b"), WithPriority(1))
+	stood := time.Now()
+	standGhost(t, a, "ghost", 2, true)
+	second := log.next(t, preferBound(s)+10*time.Second) // after a handed the lease to the ghost, and the wait
+	terms := log.snapshot()
+	require.Len(t, terms, 2)
+	assert.ErrorIs(t, terms[0].cause, ErrPreferredCandidate)
+	// The ghost's blob stays leased until candidateLease after it stood.
+	time.Sleep(time.Until(stood.Add(candidateLease + time.Second)))
+	assert.Len(t, log.snapshot(), 2, "%s still leads: the ghost is passed over", second.who)
+	assert.Len(t, log.running(), 1)
+	log.requireNoOverlap(t)
+}
+
+// A leader deletes the blob of a candidate gone (unleased) for a candidate
+// lease: blobs of instances that stood once do not pile up.
+func TestALeaderDeletesTheBlobsOfCandidatesGone(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	log := newTermLog()
+	a := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithIdentity("a"), WithPriority(1))
+	log.next(t, 30*time.Second)
+	gone := standGhost(t, a, "gone", 2, false)
+	waitFor(t, candidateLease+10*time.Second, "the gone candidate's blob deleted", func() bool {
+		_, err := gone.GetProperties(context.Background(), nil)
+		return bloberror.HasCode(err, bloberror.BlobNotFound)
+	})
+	assert.Len(t, log.snapshot(), 1, "an unleased candidate is no candidate")
 }
