@@ -74,6 +74,15 @@ type Options struct {
 	// issuer, lifetime: see Token) but not its signature. It needs TLSCert
 	// and TLSKey: Azurite takes bearer tokens only over https.
 	OAuth bool
+
+	// KeepAlive is how long Azurite keeps an idle connection open
+	// (--blobKeepAliveTimeout, whole seconds). Zero leaves Azurite's
+	// default, 5 s: a client that sends a request every 5 s on a
+	// connection of its own then opens a new connection for nearly every
+	// one, and on a busy Azurite a new connection waits seconds for its
+	// first answer. Azure's front ends keep idle connections for minutes
+	// (its load balancers' idle timeout is 4 minutes by default).
+	KeepAlive time.Duration
 }
 
 // Server is a running Azurite blob service on 127.0.0.1, started by Start.
@@ -187,6 +196,9 @@ func (s *Server) launch(ctx context.Context, port int) (*process, error) {
 	}
 	if s.opts.OAuth {
 		args = append(args, "--oauth", "basic")
+	}
+	if s.opts.KeepAlive > 0 {
+		args = append(args, "--blobKeepAliveTimeout", strconv.Itoa(int(max(time.Second, s.opts.KeepAlive)/time.Second)))
 	}
 	probeTLS, err := s.probeTLS()
 	if err != nil {
