@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -42,7 +43,14 @@ type floorBlob struct {
 func floorContainer(ctx context.Context, connStr, name string, n int) ([]*container.Client, error) {
 	out := make([]*container.Client, n)
 	for i := range out {
-		cc, err := container.NewClientFromConnectionString(connStr, name, nil)
+		// A pool of its own that keeps every connection it uses, as an
+		// instance's does: the SDK's shared default keeps 10 idle per
+		// host for the whole process, and a floor whose clients opened
+		// new connections all along would be slower than it must be.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 2 * (floorClaimParallel + floorReleaseParallel)
+		cc, err := container.NewClientFromConnectionString(connStr, name, &container.ClientOptions{
+			ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}})
 		if err != nil {
 			return nil, err
 		}

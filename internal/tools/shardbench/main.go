@@ -163,7 +163,7 @@ var defaultTimings = shardchaos.Timings{} // the library's defaults: lease 15 s,
 func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, error) {
 	name := fmt.Sprintf("owner-%d", shards)
 	progress("%s: %d instances, %d shards", name, c.instances, shards)
-	h, err := shardchaos.Start(ctx, shardchaos.Config{Shards: shards, Timings: defaultTimings, Dir: filepath.Join(c.dir, name), CountEvery: 5 * time.Second})
+	h, err := shardchaos.Start(ctx, shardchaos.Config{Shards: shards, Timings: defaultTimings, Dir: filepath.Join(c.dir, name), CountEvery: 5 * time.Second, Direct: true})
 	if err != nil {
 		return nil, err
 	}
@@ -272,7 +272,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, er
 func mutexRun(ctx context.Context, c config) (*result, error) {
 	name := fmt.Sprintf("mutex-%d", c.baseline)
 	progress("%s: %d instances, %d shards, a mutex per shard in each", name, c.instances, c.baseline)
-	h, err := shardchaos.Start(ctx, shardchaos.Config{Algo: shardchaos.AlgoMutex, Shards: c.baseline, Timings: defaultTimings,
+	h, err := shardchaos.Start(ctx, shardchaos.Config{Algo: shardchaos.AlgoMutex, Shards: c.baseline, Timings: defaultTimings, Direct: true,
 		Dir: filepath.Join(c.dir, name), CountEvery: 5 * time.Second})
 	if err != nil {
 		return nil, err

@@ -82,6 +82,13 @@ const (
 	FaultGraceful  = chaos.FaultGraceful
 )
 
+// azureKeepAlive is how long the harness's Azurite keeps an idle
+// connection: as Azure's load balancers do by default (4 minutes), not
+// Azurite's 5 s, at which a session renewed every 5 s on a connection of
+// its own would open a new connection for nearly every renewal, and wait
+// seconds for it while the instances claim thousands of shards.
+const azureKeepAlive = 4 * time.Minute
+
 // AllFaults is every fault kind.
 var AllFaults = []string{FaultKill, FaultFreeze, FaultPartition, FaultGraceful}
 
@@ -106,13 +113,19 @@ type Config struct {
 	Progress io.Writer // progress lines; nil discards
 	// CountEvery is how often instances report their request count.
 	CountEvery time.Duration
+	// Direct connects the instances straight to Azurite, not each through
+	// a proxy of its own: a benchmark's requests then cost the machine
+	// what they cost a deployment (a proxy copies every byte on the same
+	// cores as Azurite), as its floors' do. Partition refuses.
+	Direct bool
 }
 
 type lane struct {
-	name   string
-	proxy  *toxiproxy.Proxy
-	proc   *childproc.Process // nil until its first process starts
-	toxics []string
+	name    string
+	proxy   *toxiproxy.Proxy   // nil if Config.Direct
+	blobURL string             // its instances' endpoint: the proxy's, or Azurite's
+	proc    *childproc.Process // nil until its first process starts
+	toxics  []string
 	// set is the shards the lane's instance is to run, sorted; nil: the
 	// first Config.Shards. A new process starts with it.
 	set []string
@@ -170,7 +183,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		h.log.Close()
 		return nil, err
 	}
-	h.azurite, err = azurite.Start(ctx, azurite.Options{Log: azLog})
+	h.azurite, err = azurite.Start(ctx, azurite.Options{Log: azLog, KeepAlive: azureKeepAlive})
 	azLog.Close() // Azurite holds its own descriptor
 	if err != nil {
 		h.log.Close()
@@ -206,18 +219,23 @@ func (h *Harness) Note(kind, fault, target, detail string) int64 {
 	return r.Mono
 }
 
-// AddLane creates a lane (a proxy to Azurite) and starts an instance in it.
+// AddLane creates a lane (a proxy to Azurite, unless Config.Direct) and
+// starts an instance in it.
 func (h *Harness) AddLane() (string, error) {
 	h.mu.Lock()
 	name := fmt.Sprintf("i%02d", len(h.order)+1)
 	h.mu.Unlock()
-	upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
-	p := toxiproxy.NewProxy(h.server, name, "127.0.0.1:0", upstream)
-	if err := p.Start(); err != nil {
-		return "", fmt.Errorf("shardchaos: proxy for %s: %w", name, err)
+	l := &lane{name: name, blobURL: h.azurite.URL()}
+	if !h.cfg.Direct {
+		upstream := strings.TrimPrefix(strings.TrimSuffix(h.azurite.URL(), "/"+azurite.AccountName), "http://")
+		l.proxy = toxiproxy.NewProxy(h.server, name, "127.0.0.1:0", upstream)
+		if err := l.proxy.Start(); err != nil {
+			return "", fmt.Errorf("shardchaos: proxy for %s: %w", name, err)
+		}
+		l.blobURL = "http://" + l.proxy.Listen + "/" + azurite.AccountName
 	}
 	h.mu.Lock()
-	h.lanes[name] = &lane{name: name, proxy: p}
+	h.lanes[name] = l
 	h.order = append(h.order, name)
 	h.mu.Unlock()
 	return name, h.Spawn(name)
@@ -252,7 +270,7 @@ func (h *Harness) Spawn(name string) error {
 	p, err := childproc.Start(childproc.Spec[Record]{
 		Command: h.cfg.Command, Env: envInstance, Log: filepath.Join(h.cfg.Dir, name+".log"),
 		Config: instanceConfig{
-			Lane: name, Algo: h.cfg.Algo, BlobURL: "http://" + l.proxy.Listen + "/" + azurite.AccountName,
+			Lane: name, Algo: h.cfg.Algo, BlobURL: l.blobURL,
 			Container: Container, Prefix: Prefix, Shards: h.cfg.Shards, Names: l.set, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
 		},
 		Started: func(pid int) {
@@ -337,6 +355,9 @@ func (h *Harness) Thaw(name string) { h.proc(name).Thaw() }
 // Partition cuts lane name off from storage: its proxy drops everything.
 func (h *Harness) Partition(name string) error {
 	l := h.lane(name)
+	if l.proxy == nil {
+		return fmt.Errorf("shardchaos: partition %s: the instances connect straight to Azurite (Config.Direct)", name)
+	}
 	for _, t := range []string{
 		`{"name":"bh-up","type":"timeout","stream":"upstream","attributes":{"timeout":0}}`,
 		`{"name":"bh-down","type":"timeout","stream":"downstream","attributes":{"timeout":0}}`,
@@ -555,7 +576,9 @@ func (h *Harness) Close() error {
 		errs = append(errs, fmt.Errorf("shardchaos: %s did not exit within 30s of SIGTERM", lanes[i].name))
 	}
 	for _, l := range lanes {
-		l.proxy.Stop()
+		if l.proxy != nil {
+			l.proxy.Stop()
+		}
 	}
 	h.messy.other.Close()
 	if h.azurite != nil {

@@ -78,10 +78,27 @@ func instance(cfg instanceConfig) error {
 	defer stop()
 
 	counter := &reqcount.Policy{}
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = 64
-	defer tr.CloseIdleConnections()
-	copts := azcore.ClientOptions{Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter}}
+	copts := azcore.ClientOptions{PerRetryPolicies: []policy.Policy{counter}}
+	if cfg.Algo == AlgoMutex {
+		// A thousand mutexes share one client: keep their connections.
+		// A ShardOwner builds its own transports (one for its session's
+		// lease), as it does for a user who brings none.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConnsPerHost = 64
+		defer tr.CloseIdleConnections()
+		copts.Transport = &http.Client{Transport: tr}
+	}
+	if os.Getenv("SHARDCHAOS_PROFILE") != "" {
+		// Each second, what requests this instance sent and how long they
+		// took, by operation: where a benchmark's time goes.
+		prof := &reqcount.Profile{Slow: func(s string) { fmt.Fprintf(os.Stderr, "slow lane=%s %s\n", cfg.Lane, s) }}
+		copts.PerRetryPolicies = append(copts.PerRetryPolicies, prof)
+		defer childproc.Every(ctx, time.Second, func() {
+			for op, s := range prof.Take() {
+				fmt.Fprintf(os.Stderr, "profile t=%s lane=%s op=%q n=%d total=%s max=%s\n", time.Now().UTC().Format(time.RFC3339Nano), cfg.Lane, op, s.Count, s.Total, s.Max)
+			}
+		})()
+	}
 
 	report := func() { rec.Write(Record{Kind: chaos.KindRequests, Requests: counter.Count()}) }
 	defer childproc.Every(ctx, cfg.CountEvery, report)()
