@@ -25,9 +25,12 @@ import (
 //
 // The giver stops a shard's func only when it can hand it on at once (at
 // most handoverAtOnce at a time among all the givers, handoverAtOnce /
-// givers each: each handed shard then idles for its own transfer, not for a
-// queue of them, in storage or here; storage's throughput, not how many are
-// in flight, sets how long the whole move takes). Once the func has returned, while the
+// givers each, and never more than handoverPerGiver: each handed shard then
+// idles for its own transfer, not for a queue of them, in storage or here;
+// storage's throughput, not how many are in flight, sets how long the whole
+// move takes, and each transfer in flight holds a connection: more than
+// the giver keeps open would open new ones, which a busy account answers
+// last). Once the func has returned, while the
 // shard's lease is still its own, the giver (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
 //     term, under its lease, If-Match the ETag its own record left;
@@ -36,7 +39,8 @@ import (
 //     P/handoff/<receiver session>/.
 //
 // The receiver lists its notes every handoffPoll while it expects shards
-// (below its share, or another session of its group leaving: see balance),
+// (below its share while another session of its group is above its own, or
+// leaving; every seldomEvery handoffPolls if it is only below: see balance),
 // and adopts each shard (adopt): it starts the func under that term, with
 // that ID, at once if the note is one the library wrote for a session the
 // receiver knows live, else once an acquire with that ID, If-Match the
@@ -47,12 +51,21 @@ import (
 // the receiver, or any session below its share, claims it from a listing.
 
 const (
-	handoffDir     = "handoff/"
-	handoverAtOnce = 96                     // shard funcs stopped for a handover and not yet handed on, among all givers
-	handoffPoll    = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
-	handoffBatch   = 50 * time.Millisecond  // how long a giver gathers transfers into one note
-	adoptParallel  = 32                     // adoptions in flight at once
-	notesParallel  = 8                      // notes deleted at once
+	handoffDir       = "handoff/"
+	handoverAtOnce   = 96                     // shard funcs stopped for a handover and not yet handed on, among all givers
+	handoverPerGiver = 16                     // and by one giver
+	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
+	seldomEvery      = 10                     // every how many handoffPolls it lists them if it only may get some
+	handoffBatch     = 50 * time.Millisecond  // how long a giver gathers transfers into one note
+	adoptParallel    = 32                     // adoptions in flight at once
+	notesParallel    = 8                      // notes written at once
+)
+
+// How often a session reads its notes (see balance).
+const (
+	expectNothing = iota // at its share: never
+	expectSeldom         // below its share, the records changing: every seldomEvery handoffPolls
+	expectOften          // another session of its group above its share, or leaving: every handoffPoll
 )
 
 // receiver is the session a shard is handed to.
@@ -135,7 +148,7 @@ func plan(view sessionView, n int, self string, k int) map[string]int {
 }
 
 // pace stops the funcs of the shards queued for a handover, at most
-// handoverAtOnce at a time: the next once one of those is handed on; none
+// atOnce at a time: the next once one of those is handed on; none
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
 func (g *manager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
@@ -204,73 +217,178 @@ func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id s
 	return nil
 }
 
-// outbox gathers the shards handed on, by receiver, until the next note.
+// warmConns is how many connections a session opens as it starts (warm).
+const warmConns = claimParallel + 4
+
+// warm opens warmConns connections to the account at once, as the session
+// starts, by as many reads of the session's blob: the claims, the notes read
+// and deleted, and the listings then find their connections open. A new
+// connection's first answer from a busy account may wait: on Azurite, while
+// other instances claim or hand over thousands of shards, seconds (see
+// claimTimeout); an instance that had just joined read the notes of 500
+// shards handed to it 3.5 s late, its listing stuck on a new connection
+// behind its own deletes, each on a new one too. A failure is no matter:
+// the request that needs the connection opens it.
+func (g *manager) warm(ctx context.Context) {
+	defer g.pacing.Done()
+	bc := g.o.cc.NewBlobClient(g.o.sessionBlob(g.s.id))
+	var wg sync.WaitGroup
+	for range warmConns {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := g.o.ops.callWithin(ctx, g.o.settings.claimTimeout())
+			defer cancel()
+			_, _ = bc.GetProperties(ctx, nil)
+		}()
+	}
+	wg.Wait()
+}
+
+// outbox keeps the shards handed on, by receiver, for noteKeep: each note
+// (one per giver and receiver) is rewritten with them as more are handed.
 type outbox struct {
 	mu      sync.Mutex
-	pending map[string][]handed
-	seq     int
-	ready   chan struct{} // signalled when pending gains an entry
-	closed  chan struct{} // closed once no more are posted
+	recent  map[string][]posted // by receiver
+	dirty   map[string]bool     // receivers whose note must be rewritten
+	writing map[string]bool     // receivers whose note is being written: one write at a time, in order
+	ready   chan struct{}       // signalled when a receiver's note becomes dirty, or its write ends
+	closed  chan struct{}       // closed once no more are posted
 }
+
+// posted is a shard handed on, and when.
+type posted struct {
+	handed
+	at time.Time
+}
+
+// noteKeep is how long a shard handed on stays in its receiver's note: a
+// receiver that expects shards reads its notes every handoffPoll; one that
+// did not read it by then finds the shard by listing (its record names the
+// receiver).
+const noteKeep = 10 * time.Second
 
 func newOutbox() *outbox {
-	return &outbox{pending: map[string][]handed{}, ready: make(chan struct{}, 1), closed: make(chan struct{})}
+	return &outbox{recent: map[string][]posted{}, dirty: map[string]bool{}, writing: map[string]bool{},
+		ready: make(chan struct{}, 1), closed: make(chan struct{})}
 }
 
-func (g *manager) post(session string, h handed) {
-	b := g.out
-	b.mu.Lock()
-	b.pending[session] = append(b.pending[session], h)
-	b.mu.Unlock()
+func (b *outbox) signal() {
 	select {
 	case b.ready <- struct{}{}:
 	default:
 	}
 }
 
-// deliver writes the notes, one per receiver for what was handed to it in a
-// batch, until the outbox is closed and emptied, or ctx ends.
+func (g *manager) post(session string, h handed) {
+	b := g.out
+	b.mu.Lock()
+	b.recent[session] = append(b.recent[session], posted{handed: h, at: time.Now()})
+	b.dirty[session] = true
+	b.mu.Unlock()
+	b.signal()
+}
+
+// deliver writes the notes, until the outbox is closed and its last notes
+// written, or ctx ends. A receiver's note is rewritten at most every
+// handoffBatch, and with at most one write in flight, so that writes land
+// in order; the receivers' notes are written independently (notesParallel
+// in flight): a note whose request is slow (a new connection on a busy
+// account) holds up only the shards it names.
 func (g *manager) deliver(ctx context.Context) {
 	defer g.pacing.Done()
 	b := g.out
+	var writing sync.WaitGroup
+	defer writing.Wait()
+	slots := make(chan struct{}, notesParallel)
+	closed := false
 	for {
-		select {
-		case <-b.ready:
-		case <-b.closed:
-			g.flush(ctx)
-			return
-		case <-ctx.Done():
-			return
+		if !closed {
+			select {
+			case <-b.ready:
+			case <-b.closed:
+				closed = true
+			case <-ctx.Done():
+				return
+			}
 		}
-		select {
-		case <-time.After(handoffBatch):
-		case <-b.closed:
-		case <-ctx.Done():
-			return
+		if !closed {
+			select {
+			case <-time.After(handoffBatch):
+			case <-b.closed:
+				closed = true
+			case <-ctx.Done():
+				return
+			}
 		}
-		g.flush(ctx)
+		more := g.flush(ctx, &writing, slots)
+		if closed {
+			if !more {
+				return
+			}
+			// A write in flight left its note dirty: write it once
+			// that one has ended.
+			select {
+			case <-b.ready:
+			case <-ctx.Done():
+				return
+			}
+		}
 	}
 }
 
-func (g *manager) flush(ctx context.Context) {
+// flush starts rewriting the dirty notes whose previous write has ended,
+// each once one of slots is free. It reports whether any note is left to
+// write (dirty, or being written).
+func (g *manager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
 	b := g.out
 	b.mu.Lock()
-	batch := b.pending
-	b.pending = map[string][]handed{}
+	now := time.Now()
+	batch := map[string][]handed{}
+	for session := range b.dirty {
+		if b.writing[session] {
+			continue
+		}
+		kept := slices.DeleteFunc(b.recent[session], func(p posted) bool { return now.Sub(p.at) > noteKeep })
+		b.recent[session] = kept
+		hs := make([]handed, len(kept))
+		for i, p := range kept {
+			hs[i] = p.handed
+		}
+		batch[session] = hs
+		delete(b.dirty, session)
+		b.writing[session] = true
+	}
 	b.mu.Unlock()
-	var wg sync.WaitGroup
 	for session, hs := range batch {
-		b.seq++
-		name := fmt.Sprintf("%s%s-%06d", g.o.handoffPrefix(session), g.s.id, b.seq)
-		wg.Add(1)
+		name := g.o.noteName(session, g.s.id)
+		select {
+		case slots <- struct{}{}:
+		case <-ctx.Done():
+			return false
+		}
+		writing.Add(1)
 		go func() {
-			defer wg.Done()
+			defer writing.Done()
+			defer func() { <-slots }()
 			if err := g.o.writeNotes(ctx, name, hs); err != nil {
 				g.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
 			}
+			b.mu.Lock()
+			delete(b.writing, session)
+			b.mu.Unlock()
+			b.signal()
 		}()
 	}
-	wg.Wait()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return len(b.dirty) > 0 || len(b.writing) > 0
+}
+
+// noteName is the note a giver session writes to a receiver session (its
+// first part: see writeNotes).
+func (o *ShardOwner) noteName(receiver, giver string) string {
+	return o.handoffPrefix(receiver) + giver + "-0"
 }
 
 // A note's content is in its metadata (metaNote), so that the receiver's
@@ -281,8 +399,10 @@ const (
 	noteBytes = 6 << 10 // of the 8 KiB of metadata a blob may carry
 )
 
-// writeNotes writes the notes for one batch of shards handed to a receiver:
-// as few as their size allows. Names are new each time (name, then -1, -2).
+// writeNotes writes the note for the shards handed to a receiver: in as few
+// parts as their size allows (name, then name.1, name.2...). A part left
+// from a longer note before names shards handed earlier: the receiver
+// skips a term it has adopted already.
 func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) error {
 	var errs []error
 	var b strings.Builder
@@ -345,30 +465,50 @@ func parseNote(entries string) []handed {
 
 // watchNotes lists this session's notes every handoffPoll while it expects
 // shards, and adopts what they hand it; it returns when the session's shards
-// stop. The listing carries the notes' content; they are deleted in the
-// background.
+// stop. The listing carries the notes' content: one note per giver, which
+// the giver rewrites as it hands more on (see outbox), so a note is read
+// again when its ETag changes. Notes are not deleted as they are read: on
+// Azurite a deletion costs the account in proportion to the container (62
+// ms of its one thread at 10,000 shards, against 1.4 ms for a note's write),
+// and the receivers of a leaving instance, deleting a note per batch as they
+// read it, held up its transfers to a handful a second. A note whose giver
+// is no longer a live session is deleted, one a second at most, while no
+// handover to this session is under way; those left when this session ends
+// are deleted with it (endSession).
 func (g *manager) watchNotes() {
 	defer g.watching.Done()
 	o := g.o
 	prefix := o.handoffPrefix(g.s.id)
-	done := map[string]bool{}
-	var deleting sync.WaitGroup
-	defer deleting.Wait()
-	deletes := make(chan struct{}, notesParallel)
+	seen := map[string]azcore.ETag{}
+	var stale []string // notes of givers no longer live, to delete
+	var lastDelete time.Time
 	t := time.NewTicker(handoffPoll)
 	defer t.Stop()
+	ticks := 0
 	for {
 		select {
 		case <-g.shardsCtx.Done():
 			return
 		case <-t.C:
 		}
-		if !g.expecting.Load() {
+		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
+			ctx, cancel := o.ops.call(g.shardsCtx)
+			_, _ = o.cc.NewBlobClient(stale[0]).Delete(ctx, nil)
+			cancel()
+			stale, lastDelete = stale[1:], time.Now()
+		}
+		switch g.expecting.Load() {
+		case expectNothing:
 			continue
+		case expectSeldom:
+			if ticks++; ticks%seldomEvery != 0 {
+				continue
+			}
 		}
 		var hs, skipped []handed
-		var fresh []string
+		changed := 0
 		listed := map[string]bool{}
+		stale = stale[:0]
 		pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
 		for pager.More() {
 			ctx, cancel := o.ops.call(g.shardsCtx)
@@ -378,19 +518,23 @@ func (g *manager) watchNotes() {
 				break
 			}
 			for _, b := range page.Segment.BlobItems {
-				if b.Name == nil {
+				if b.Name == nil || b.Properties == nil || b.Properties.ETag == nil {
 					continue
 				}
 				name := *b.Name
 				listed[name] = true
-				if done[name] {
+				from := noteSender(prefix, name)
+				peer := metaValue(b.Metadata, metaRole) == string(RoleHandoff) && g.isPeer(from)
+				if !peer {
+					stale = append(stale, name)
+				}
+				if seen[name] == *b.Properties.ETag {
 					continue
 				}
-				done[name] = true
-				fresh = append(fresh, name)
+				seen[name] = *b.Properties.ETag
+				changed++
 				entries := parseNote(metaValue(b.Metadata, metaNote))
-				from := noteSender(prefix, name)
-				if metaValue(b.Metadata, metaRole) == string(RoleHandoff) && g.isPeer(from) {
+				if peer {
 					for i := range entries {
 						entries[i].from = from
 					}
@@ -400,33 +544,18 @@ func (g *manager) watchNotes() {
 				}
 			}
 		}
-		for name := range done {
+		for name := range seen {
 			if !listed[name] {
-				delete(done, name) // deleted: it cannot come back (each note's name is new)
+				delete(seen, name)
 			}
 		}
-		if len(fresh) == 0 {
+		if changed == 0 {
 			continue
 		}
 		// A note it cannot vouch for only says where to look: adopted on
 		// the condition of an acquire (see adoptOne).
 		g.adopt(append(hs, skipped...))
-		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", len(fresh), "shards", len(hs)+len(skipped))
-		for _, name := range fresh {
-			deleting.Add(1)
-			go func() {
-				defer deleting.Done()
-				select {
-				case deletes <- struct{}{}:
-				case <-g.shardsCtx.Done():
-					return
-				}
-				defer func() { <-deletes }()
-				ctx, cancel := o.ops.call(g.shardsCtx)
-				defer cancel()
-				_, _ = o.cc.NewBlobClient(name).Delete(ctx, nil)
-			}()
-		}
+		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", changed, "shards", len(hs)+len(skipped))
 	}
 }
 
@@ -545,6 +674,22 @@ func (s BlobSettings) handoffGrace() time.Duration {
 	return s.RetryInterval + 2*s.RequestTimeout
 }
 
+// claimTimeout bounds each request of a claim (create, break, acquire,
+// record): three RequestTimeouts. A claim waits for nobody's safety (the
+// shard's lease never expires, every step is conditional, and its func
+// starts only once the record is written, under a session that is
+// renewed apart), and a request cut short costs more than one that waits:
+// over HTTP/1.1 its connection is closed, and the next request opens a new
+// one. On a busy account a new connection waits for its first answer:
+// seconds on Azurite, while ten instances open theirs at once (40 opened
+// together while 80 requests were in flight: 4.0 s p50, 6.6 s at most).
+// Cut at RequestTimeout, the claims of a cold start closed connections
+// faster than Azurite answered new ones. A claim in flight when the
+// session ends is cancelled at once: this bounds no shutdown.
+func (s BlobSettings) claimTimeout() time.Duration {
+	return 3 * s.RequestTimeout
+}
+
 // leave hands this session's shards to the other live sessions of its
 // group as the caller ends Run, instead of releasing them for the others to
 // find at their next listings. The shard funcs keep running meanwhile: the
@@ -599,7 +744,7 @@ func (g *manager) leave() {
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
 	g.pacing.Add(1)
-	g.pace(ctx, queue, handoverAtOnce)
+	g.pace(ctx, queue, handoverPerGiver)
 	for _, r := range queue {
 		select {
 		case <-r.done:

@@ -192,7 +192,9 @@ import (
 // wrote after its func returned, and nobody has claimed the shard since (a
 // claim writes its record, changing the ETag, before its func starts). A
 // session never adopts a term it recorded, or adopted, itself, so each term
-// runs once. The mark of a session that is leaving only says who looks
+// runs once, however often it reads a note that names it (a giver keeps
+// one note per receiver, rewritten as it hands more on, each shard in it
+// for a while after). The mark of a session that is leaving only says who looks
 // where and when. A leaving session's shard funcs run until each is handed
 // on, under its session's fuse as ever.
 //

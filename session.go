@@ -56,17 +56,22 @@ type session struct {
 }
 
 // managerFor returns a lease manager for one blob under the owner's prefix,
-// proposing leaseID, on the owner's client: the sessions' and shards'
-// leases share one connection pool.
+// proposing leaseID, on the owner's client: the shards' leases, and other
+// sessions' (to break them), share one connection pool; this instance's
+// own session's lease has one of its own (managerOn sessionCC).
 func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
+	return o.managerOn(o.cc, name, leaseID)
+}
+
+func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *BlobLeaseManager {
 	s := o.settings
 	s.Blob = name
 	m := &BlobLeaseManager{
 		settings:        s,
 		container:       s.Container,
 		blob:            name,
-		containerClient: o.cc,
-		blobClient:      o.cc.NewBlockBlobClient(name),
+		containerClient: cc,
+		blobClient:      cc.NewBlockBlobClient(name),
 		secretRedactor:  o.red,
 		logger:          o.logger,
 	}
@@ -120,7 +125,7 @@ func checkOwnName(name string, prefix bool) error {
 // on it. The session counts only once lead() has written its record.
 func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) {
 	id := uuid.NewString()
-	lm := o.managerFor(o.sessionBlob(id), id)
+	lm := o.managerOn(o.sessionCC, o.sessionBlob(id), id)
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {

@@ -145,7 +145,10 @@ type BlobSettings struct {
 
 	// RequestTimeout bounds every storage request, including the SDK's own
 	// retries (which the library turns off: it retries on its own schedule).
-	// A renewal is further bounded by the safety deadline. Default 4 s, or
+	// A renewal is further bounded by the safety deadline. A ShardOwner's
+	// claim of a free shard, which no safety waits on, bounds each of its
+	// requests by three RequestTimeouts: a request cut short closes its
+	// connection, and on a busy account the next one's first answer waits. Default 4 s, or
 	// LeaseDuration - StopMargin - RenewInterval if that is less (short
 	// ETag leases); at least 100 ms and at most LeaseDuration - StopMargin
 	// - RenewInterval (7 s with the defaults), so that a renewal stuck on a

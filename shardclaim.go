@@ -496,7 +496,7 @@ func (g *manager) claimOne(c candidate) bool {
 		}
 	}
 	if c.leased {
-		switch res, _ := lm.breakIfUnchanged(ctx, etag); res {
+		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
 		case breakDone:
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
 		case noLease:
@@ -619,7 +619,7 @@ func (g *manager) noteOwner(name string, h holder) {
 // upload (If-None-Match: *). It returns the new blob's ETag; an error
 // matching ErrLeaseHeld if the blob exists already (another claim made it).
 func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager) (azcore.ETag, error) {
-	ctx, cancel := lm.call(ctx)
+	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
 	defer cancel()
 	anyETag := azcore.ETagAny
 	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
@@ -638,7 +638,7 @@ func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager) (azc
 // acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
 // ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
 func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
-	ctx, cancel := lm.call(ctx)
+	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
 	defer cancel()
 	h := lm.id.Load()
 	resp, err := h.client.AcquireLease(ctx, -1, &lease.BlobAcquireOptions{
@@ -658,7 +658,7 @@ func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, e
 // writeShardRecord writes the shard's record under its lease, if the blob's
 // ETag is still etag, and returns the ETag it made.
 func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, etag azcore.ETag) (azcore.ETag, error) {
-	ctx, cancel := lm.call(ctx)
+	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
 	defer cancel()
 	md := recordMetadata(t, o.settings.LeaseDuration, RoleShard)
 	md[metaSession] = &sessionID

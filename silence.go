@@ -72,7 +72,13 @@ const (
 // breakIfUnchanged breaks the lease at once (period 0) if the blob's ETag is
 // still etag.
 func (m *BlobLeaseManager) breakIfUnchanged(ctx context.Context, etag azcore.ETag) (breakOutcome, error) {
-	ctx, cancel := m.call(ctx)
+	return m.breakIfUnchangedWithin(ctx, etag, m.settings.RequestTimeout)
+}
+
+// breakIfUnchangedWithin is breakIfUnchanged with a bound of its own (a
+// claim's: see claimTimeout).
+func (m *BlobLeaseManager) breakIfUnchangedWithin(ctx context.Context, etag azcore.ETag, d time.Duration) (breakOutcome, error) {
+	ctx, cancel := m.callWithin(ctx, d)
 	defer cancel()
 	var period int32
 	_, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{
