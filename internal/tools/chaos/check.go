@@ -91,8 +91,14 @@ func Check(records []Record, tm Timings) Report {
 	}
 
 	// Overlaps: two terms running at once. A term whose lane was frozen
-	// when the newer one started is excused while frozen; how long it ran
-	// after SIGCONT is reported instead.
+	// after its lease could expire, up to when the newer one started, is
+	// excused if its process then ran (thawed) no more than wakeBound in
+	// all before its func returned: a stopped process cannot act on its
+	// deadline. How long it ran thawed is reported instead. In all: a
+	// freeze may end and another begin before the process could act (the
+	// harness froze one again 4 ms after a SIGCONT), and the newer term
+	// may start just after the SIGCONT, its lease long expired (5 ms
+	// after, the thawed func returning 1 ms later).
 	for i := range r.Terms {
 		for j := range r.Terms {
 			a, b := r.Terms[i], r.Terms[j]
@@ -115,11 +121,11 @@ func Check(records []Record, tm Timings) Report {
 			// expire is innocent; the two excuses below need that, or its
 			// opposite.
 			afterExpiry := a.Expires != 0 && b.Start >= a.Expires
-			if fr, ok := frozenAt(r.Faults, a.Who, b.Start); ok && afterExpiry {
+			if fr, ok := frozenWithin(r.Faults, a.Who, a.Expires, b.Start); ok && afterExpiry {
 				// The thawed process may stamp its end a hair before the
 				// harness stamps the SIGCONT it sent. One that runs on
 				// after thawing is an overlap: it is checked below.
-				w := Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: max(0, time.Duration(aEnd-fr.Healed))}
+				w := Wake{Frozen: a, Newer: b, Cont: fr.Healed, AfterCont: thawedFor(r.Faults, a.Who, a.Expires, aEnd)}
 				if w.AfterCont <= wakeBound {
 					r.Frozen = append(r.Frozen, w)
 					continue
@@ -204,14 +210,31 @@ func Check(records []Record, tm Timings) Report {
 // its overlap to be excused: the time to deliver a cancelled context.
 const wakeBound = time.Second
 
-// frozenAt returns the freeze of lane who that was in force at moment at.
-func frozenAt(faults []FaultResult, who string, at int64) (FaultResult, bool) {
+// frozenWithin returns the last freeze of lane who in force at some moment
+// from from to to.
+func frozenWithin(faults []FaultResult, who string, from, to int64) (FaultResult, bool) {
+	var last FaultResult
+	found := false
 	for _, f := range faults {
-		if f.Kind == FaultFreeze && f.Target == who && f.At <= at && at <= f.Healed {
-			return f, true
+		if f.Kind == FaultFreeze && f.Target == who && f.At <= to && from <= f.Healed && (!found || f.At > last.At) {
+			last, found = f, true
 		}
 	}
-	return FaultResult{}, false
+	return last, found
+}
+
+// thawedFor is how long lane who's process was not frozen from from to to.
+func thawedFor(faults []FaultResult, who string, from, to int64) time.Duration {
+	if to <= from {
+		return 0
+	}
+	frozen := int64(0)
+	for _, f := range faults {
+		if f.Kind == FaultFreeze && f.Target == who {
+			frozen += max(0, min(to, f.Healed)-max(from, f.At))
+		}
+	}
+	return time.Duration(max(0, to-from-frozen))
 }
 
 // forgotten reports whether a storage restart, not the algorithm, let term b

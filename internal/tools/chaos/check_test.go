@@ -154,6 +154,61 @@ func TestCheckFreezeExcusesNoMoreThanTheFreeze(t *testing.T) {
 	assert.Empty(t, r.Frozen)
 }
 
+// A freeze excuses a leader that could not act from its lease's expiry on:
+// frozen again a few milliseconds after a SIGCONT, or thawed a few
+// milliseconds before its successor started, it returned once it had run a
+// moment. Not one that ran on unfrozen after its lease's expiry.
+func TestCheckFreezeExcusesOnlyTheTimeTheProcessRan(t *testing.T) {
+	// Frozen at its expiry (16), thawed at 20 for 4 ms, frozen again till
+	// 27; its successor started at 18, it returned 3 ms after the second
+	// SIGCONT: it ran 7 ms in all after its lease could expire.
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(10, FaultFreeze, "a"),
+		rec(18, "b", KindStart, 2),
+		heal(20, FaultFreeze, "a"), fault(20.004, FaultFreeze, "a"),
+		heal(27, FaultFreeze, "a"), rec(27.003, "a", KindEnd, 1), stopped(27.003, "a", 1, 16),
+	}, tm)
+	assert.Empty(t, r.Overlap)
+	require.Len(t, r.Frozen, 1)
+	assert.InDelta(t, 7*time.Millisecond, r.Frozen[0].AfterCont, float64(time.Millisecond))
+
+	// Frozen from before its expiry (16) to 20; its successor started 5 ms
+	// after the SIGCONT, and it returned 1 ms after that.
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(10, FaultFreeze, "a"),
+		heal(20, FaultFreeze, "a"),
+		rec(20.005, "b", KindStart, 2),
+		rec(20.006, "a", KindEnd, 1), stopped(20.006, "a", 1, 16),
+	}, tm)
+	assert.Empty(t, r.Overlap)
+	require.Len(t, r.Frozen, 1)
+	assert.InDelta(t, 6*time.Millisecond, r.Frozen[0].AfterCont, float64(time.Millisecond))
+
+	// Thawed at 17, after its expiry (16), it ran on for 2 s, then was
+	// frozen again while its successor started: an overlap.
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(10, FaultFreeze, "a"),
+		heal(17, FaultFreeze, "a"), fault(19, FaultFreeze, "a"),
+		rec(20, "b", KindStart, 2),
+		heal(25, FaultFreeze, "a"), rec(25.001, "a", KindEnd, 1), stopped(25.001, "a", 1, 16),
+	}, tm)
+	assert.Len(t, r.Overlap, 1)
+	assert.Empty(t, r.Frozen)
+
+	// Never frozen after its expiry: no excuse, however soon it returned.
+	r = Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(5, FaultFreeze, "a"), heal(8, FaultFreeze, "a"),
+		rec(16.2, "b", KindStart, 2),
+		rec(16.5, "a", KindEnd, 1), stopped(16.5, "a", 1, 16),
+	}, tm)
+	assert.Len(t, r.Overlap, 1)
+	assert.Empty(t, r.Frozen)
+}
+
 // The baseline's cut-off leader runs on while its successor leads: the
 // failover is still measured, and the overlap counted.
 func TestCheckGapWhenTheOldLeaderDoesNotStop(t *testing.T) {
