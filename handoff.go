@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/google/uuid"
@@ -480,7 +481,7 @@ func (g *manager) watchNotes() {
 	o := g.o
 	prefix := o.handoffPrefix(g.s.id)
 	seen := map[string]azcore.ETag{}
-	var stale []string // notes of givers no longer live, to delete
+	var stale []staleNote // notes of givers no longer live, to delete
 	var lastDelete time.Time
 	t := time.NewTicker(handoffPoll)
 	defer t.Stop()
@@ -492,8 +493,11 @@ func (g *manager) watchNotes() {
 		case <-t.C:
 		}
 		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
+			// If-Match what was read: a note rewritten since is read
+			// first.
 			ctx, cancel := o.ops.call(g.shardsCtx)
-			_, _ = o.cc.NewBlobClient(stale[0]).Delete(ctx, nil)
+			_, _ = o.cc.NewBlobClient(stale[0].name).Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
+				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &stale[0].etag}}})
 			cancel()
 			stale, lastDelete = stale[1:], time.Now()
 		}
@@ -526,7 +530,7 @@ func (g *manager) watchNotes() {
 				from := noteSender(prefix, name)
 				peer := metaValue(b.Metadata, metaRole) == string(RoleHandoff) && g.isPeer(from)
 				if !peer {
-					stale = append(stale, name)
+					stale = append(stale, staleNote{name, *b.Properties.ETag})
 				}
 				if seen[name] == *b.Properties.ETag {
 					continue
@@ -557,6 +561,12 @@ func (g *manager) watchNotes() {
 		g.adopt(append(hs, skipped...))
 		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", changed, "shards", len(hs)+len(skipped))
 	}
+}
+
+// staleNote is a note whose giver is no longer a live session, as listed.
+type staleNote struct {
+	name string
+	etag azcore.ETag
 }
 
 // adopt takes the shards handed to this session, adoptParallel at a time:

@@ -194,9 +194,9 @@ import (
 // session never adopts a term it recorded, or adopted, itself, so each term
 // runs once, however often it reads a note that names it (a giver keeps
 // one note per receiver, rewritten as it hands more on, each shard in it
-// for a while after). The mark of a session that is leaving only says who looks
-// where and when. A leaving session's shard funcs run until each is handed
-// on, under its session's fuse as ever.
+// for a while after). The mark of a session that is leaving only says who
+// looks where and when. A leaving session's shard funcs run until each is
+// handed on, under its session's fuse as ever.
 //
 // A preferred leader (WithPriority, prefer.go) changes only who takes the
 // lease next, never when. A leader that sees a waiting contender of higher

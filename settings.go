@@ -148,11 +148,12 @@ type BlobSettings struct {
 	// A renewal is further bounded by the safety deadline. A ShardOwner's
 	// claim of a free shard, which no safety waits on, bounds each of its
 	// requests by three RequestTimeouts: a request cut short closes its
-	// connection, and on a busy account the next one's first answer waits. Default 4 s, or
-	// LeaseDuration - StopMargin - RenewInterval if that is less (short
-	// ETag leases); at least 100 ms and at most LeaseDuration - StopMargin
-	// - RenewInterval (7 s with the defaults), so that a renewal stuck on a
-	// silent server gives up before the safety deadline.
+	// connection, and on a busy account the next one's first answer
+	// waits. Default 4 s, or LeaseDuration - StopMargin - RenewInterval if
+	// that is less (short ETag leases); at least 100 ms and at most
+	// LeaseDuration - StopMargin - RenewInterval (7 s with the defaults),
+	// so that a renewal stuck on a silent server gives up before the
+	// safety deadline.
 	//
 	// It also bounds a shutdown, storage reachable or not. After the
 	// caller's cancel, the leader func (every shard func) may wind down as

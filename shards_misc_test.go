@@ -185,3 +185,38 @@ func TestShardPanicReleasesEverythingThenPropagates(t *testing.T) {
 		require.False(t, ses.Live, "session released")
 	}
 }
+
+// A session's lease is kept on connections of its own when the library
+// builds the transport: its renewals never wait for a connection behind the
+// claims, releases and listings (on a busy account a new connection waits
+// seconds for its first answer; every session of a 10,000-shard cold start
+// lost its first renewal that way). On the caller's transport it has none
+// of its own: that pool is the caller's.
+func TestShardOwnerKeepsItsSessionOnConnectionsOfItsOwn(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	require.Nil(t, s.ClientOptions)
+	log := &shardLog{}
+	o, err := NewShardOwner(s, shardNames(4), log.fn("a", nil), WithIdentity("a"))
+	require.NoError(t, err)
+	require.NotNil(t, o.transport)
+	require.NotNil(t, o.sessionTransport)
+	require.NotSame(t, o.transport, o.sessionTransport)
+	require.NotSame(t, o.cc, o.sessionCC)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- o.Run(ctx) }()
+	waitFor(t, 30*time.Second, "the 4 shards", func() bool { return len(log.running()) == 4 })
+	o.mu.Lock()
+	lm := o.current.m.lease
+	o.mu.Unlock()
+	require.Same(t, o.sessionCC, lm.containerClient, "the session's lease manager is on the session's client")
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+
+	mine, _ := withTransport(t, shardSettings(t))
+	o, err = NewShardOwner(mine, shardNames(4), log.fn("b", nil))
+	require.NoError(t, err)
+	require.Nil(t, o.transport)
+	require.Nil(t, o.sessionTransport)
+}
