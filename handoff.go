@@ -31,13 +31,14 @@ import (
 // storage's throughput, not how many are in flight, sets how long the whole
 // move takes, and each transfer in flight holds a connection: more than
 // the giver keeps open would open new ones, which a busy account answers
-// last). Once the func has returned, while the
-// shard's lease is still its own, the giver (transfer):
+// last). Once the func has returned, while the shard's lease is still its
+// own, the giver (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
 //     term, under its lease, If-Match the ETag its own record left;
 //  2. changes the lease's ID to handoffLeaseID(receiver, shard, term);
-//  3. posts a note listing such shards (name, term, ETag) to
-//     P/handoff/<receiver session>/.
+//  3. adds the shard (name, term, ETag) to its note to the receiver,
+//     P/handoff/<receiver session>/<giver session>-0, which it rewrites
+//     (see outbox).
 //
 // The receiver lists its notes every handoffPoll while it expects shards
 // (below its share while another session of its group is above its own, or
@@ -222,8 +223,8 @@ func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id s
 const warmConns = claimParallel + 4
 
 // warm opens warmConns connections to the account at once, as the session
-// starts, by as many reads of the session's blob: the claims, the notes read
-// and deleted, and the listings then find their connections open. A new
+// starts, by as many reads of the session's blob: the claims, the reading
+// of its notes and the listings then find their connections open. A new
 // connection's first answer from a busy account may wait: on Azurite, while
 // other instances claim or hand over thousands of shards, seconds (see
 // claimTimeout); an instance that had just joined read the notes of 500
@@ -695,7 +696,10 @@ func (s BlobSettings) handoffGrace() time.Duration {
 // together while 80 requests were in flight: 4.0 s p50, 6.6 s at most).
 // Cut at RequestTimeout, the claims of a cold start closed connections
 // faster than Azurite answered new ones. A claim in flight when the
-// session ends is cancelled at once: this bounds no shutdown.
+// session ends is cancelled at once: this bounds no shutdown. A transfer's
+// record write (writeShardRecord) has the same bound, within the
+// handover's own (handoffGrace, and the releases' window as the session
+// ends).
 func (s BlobSettings) claimTimeout() time.Duration {
 	return 3 * s.RequestTimeout
 }
