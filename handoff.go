@@ -604,10 +604,12 @@ func (g *manager) adoptOne(h handed) {
 	o := g.o
 	id := handoffLeaseID(g.s.id, h.name, h.term)
 	lm := o.managerFor(o.shardBlob(h.name), id)
-	if h.from != "" {
+	if h.from != "" && !g.s.resumed {
 		// A note of a live session's, in this session's own directory,
 		// written once the lease was handed over: the lease is this
 		// session's, and nobody else can end it (see the top of renew.go).
+		// Not so for a resumed session, whose previous process may have
+		// adopted the shard, run it and let it go (sessionfile.go).
 	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
 		o.mu.Lock()
 		delete(o.claiming, h.name)

@@ -56,6 +56,14 @@ type BlobDistributedMutex struct {
 	// afterRelease, if set, runs after each term's release, within the
 	// same endWindow (a session deletes its blob).
 	afterRelease func(ctx context.Context)
+	// ending, if set, decides how a term ends once its func has returned
+	// (a ShardOwner's session with a lease ID file: see resume.go):
+	// endKeep sends nothing, and leaves the lease and its record to the
+	// process that resumes it; endRelease ends the term as usual;
+	// endAbandon sends nothing either (the file could not move on: the
+	// lease is left to the followers' rule). lost says whether the lease is
+	// known lost.
+	ending func(lost bool) endHow
 	// renewSoon, if set, asks the renewal loop for a renewal now; it sends
 	// the renewal's outcome on the channel it received (buffered). A
 	// session asks for one to say, at once, that it is leaving.
@@ -65,6 +73,15 @@ type BlobDistributedMutex struct {
 	// StopMargin, and for a session the time it hands its shards on.
 	windDown time.Duration
 }
+
+// endHow is how a term ends once its func has returned (see ending).
+type endHow int
+
+const (
+	endRelease endHow = iota // mark the term ended, release the lease, then afterRelease
+	endKeep                  // send nothing: the lease and its record stay for a resume
+	endAbandon               // send nothing: the lease may not be released
+)
 
 // NewBlobDistributedMutex validates settings and returns a mutex that runs fn
 // while it holds the lease. Every invalid setting is reported (see
@@ -487,7 +504,11 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		// with storage unreachable.
 		end, cancelEnd := m.endWindow(ctx)
 		defer cancelEnd()
-		if started && errors.Is(context.Cause(leaseCtx), errTermEnded) {
+		how := endRelease
+		if m.ending != nil {
+			how = m.ending(errors.Is(renewErr, ErrLeaseLost))
+		}
+		if how == endRelease && started && errors.Is(context.Cause(leaseCtx), errTermEnded) {
 			// The lease is still ours: say the term ended, so that readers
 			// do not take the next holder for us until it records its term.
 			// Half the window at most: the release matters more.
@@ -497,10 +518,10 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 			}
 			cancelHalf()
 		}
-		if !errors.Is(renewErr, ErrLeaseLost) {
+		if how == endRelease && !errors.Is(renewErr, ErrLeaseLost) {
 			m.releaseQuietly(end, true)
 		}
-		if m.afterRelease != nil {
+		if how == endRelease && m.afterRelease != nil {
 			m.afterRelease(end)
 		}
 		m.health.endTerm()

@@ -231,6 +231,31 @@ import (
 // lock across a server or client failure, and a file shared by two hosts, or
 // copied, lets two live processes hold one ID; hence one local filesystem,
 // one host.
+//
+// A ShardOwner's session resumed after a restart (WithLeaseIDFile,
+// sessionfile.go) rests on the same lock: the process that holds the file
+// knows that every process that ran the session before it is dead, and so
+// are all the shard funcs they ran. The file names the session before the
+// session's blob is created and is emptied before its release is sent, so
+// a session it names never had a release sent; a stop by the caller sends
+// nothing at all, and leaves the session's lease and its shards' as they
+// are. The new process writes the session's record under its lease ID,
+// If-Match the ETag it read; a follower breaks a silent session only
+// If-Match the ETag it timed, so exactly one of the two succeeds: the
+// session lives on, with the deadline above from that write, or it is dead,
+// its shards are free, and the new process starts a new session. A resumed
+// session then lists the shards, before it claims or adopts anything, and
+// takes back each whose record names it as a claimer takes a dead
+// session's: break, acquire with an ID of its own, record the next term,
+// each If-Match the ETag listed, so that whatever the dead process left in
+// flight (a release, a transfer, a claim's write) fails on the new ID or on
+// the ETag, and the term still fences. Each term that listing shows is
+// marked as the session's own, so it is never adopted, and a resumed
+// session adopts a handed shard only by the acquire If-Match (never at
+// once from a note): the dead process may have adopted that term, run it and
+// let it go, and the acquire fails if anyone wrote the record since. A term
+// handed to the session after that listing was handed after the dead
+// process died, so it never ran it.
 
 // deadline is one moment read on two clocks: Go's monotonic clock, and the
 // clock that counts suspended time (see safetyFuse).

@@ -49,6 +49,18 @@ import (
 // never end the lease of its successor. The lease ID lets its holder release
 // the lease: keep the file readable by the service only.
 //
+// For a [ShardOwner] the file holds its session's ID (a session's lease ID),
+// and makes it a static member, as Kafka's group.instance.id does: when the
+// caller ends Run, nothing is handed on or released (every shard func is
+// asked to stop, and Run returns once all have returned), and a process
+// started again with the file within LeaseDuration resumes the session and
+// takes back every shard it held, each under the next term, before it claims
+// anything else: no shard moves. One that does not come back is taken for
+// dead, as after a crash: the other instances take its shards once its
+// session has stood silent for LeaseDuration. So an instance leaving for
+// good (a scale-down) should run without the file, or its shards wait that
+// long. See sessionfile.go.
+//
 // flock(2) is needed: on other platforms (Windows) the option is refused at
 // construction. With [NewBlobLeaseManager], the file is used only between
 // [BlobLeaseManager.LockLeaseIDFile] and the call of the function it returns.
@@ -60,9 +72,9 @@ func WithLeaseIDFile(path string) Option {
 }
 
 // ErrLeaseIDFileLocked is returned by
-// [BlobDistributedMutex.RunTaskWhenMutexAcquired] and
+// [BlobDistributedMutex.RunTaskWhenMutexAcquired], [ShardOwner.Run] and
 // [BlobLeaseManager.LockLeaseIDFile] when another live process, or another
-// mutex or manager in this one, holds the lease ID file (see
+// mutex, owner or manager in this one, holds the lease ID file (see
 // [WithLeaseIDFile]). Two holders of one lease ID would both believe they
 // lead, so the second is refused rather than made to wait.
 var ErrLeaseIDFileLocked = errors.New("leaderelection: the lease ID file is locked by another live holder")

@@ -53,6 +53,15 @@ type session struct {
 	id      string
 	m       *BlobDistributedMutex // the session's lease, on its own blob; lead() runs it
 	leaving atomic.Bool           // its record says it is leaving: it hands its shards on (see leave)
+
+	// With a lease ID file (sessionfile.go): resumed says the session was
+	// started by an earlier process, which held shards this one takes back
+	// (takeBack); inherited is how many its record said, which this one's
+	// record says too until they are taken back; keep says the session
+	// ends by the caller's cancel, leaving its leases for the next process.
+	resumed   bool
+	inherited atomic.Int64
+	keep      atomic.Bool
 }
 
 // managerFor returns a lease manager for one blob under the owner's prefix,
@@ -120,16 +129,59 @@ func checkOwnName(name string, prefix bool) error {
 	return nil
 }
 
-// startSession creates a session: a fresh ID, its blob (created, never
-// re-created: a session whose blob is gone is dead), and the infinite lease
-// on it. The session counts only once lead() has written its record.
+// startSession starts a session: the one named in the lease ID file, if it
+// is still alive (resumeSession, sessionfile.go); otherwise a fresh ID, its
+// blob (created, never re-created: a session whose blob is gone is dead),
+// and the infinite lease on it. The session counts only once lead() has
+// written its record.
 func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) {
+	if o.idFile != nil {
+		s, g, ok, err := o.resumeSession(ctx)
+		if ok || err != nil {
+			return s, g, err
+		}
+	}
 	id := uuid.NewString()
+	if err := o.recordSessionID(id); err != nil {
+		return nil, Grant{}, err
+	}
+	s := o.newSession(id)
+	lm := s.m.lease
+	if err := lm.ensureBlob(ctx); err != nil {
+		return nil, Grant{}, err
+	}
+	var g Grant
+	var err error
+	for attempt := 0; ; attempt++ {
+		g, err = lm.acquire(ctx)
+		if err == nil {
+			break
+		}
+		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+			// Collected as abandoned between its creation and now: this
+			// ID is spent (a session blob is never created twice).
+			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+		}
+		err = lm.classify("acquire session lease", err, heldCodes, nil)
+		// The same ID's acquire is granted again: one whose answer was
+		// lost may be retried. After that the ID is given up; a lease it
+		// may hold carries no record and is broken as silent.
+		if !errors.Is(err, ErrTransient) || attempt > 0 || !sleep(ctx, max(o.settings.RetryInterval/4, 100*time.Millisecond)) {
+			return nil, Grant{}, err
+		}
+	}
+	o.reached.Store(true)
+	return s, g, nil
+}
+
+// newSession builds session id's lease manager and the mutex that runs it.
+func (o *ShardOwner) newSession(id string) *session {
 	lm := o.managerOn(o.sessionCC, o.sessionBlob(id), id)
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
-		n := strconv.Itoa(o.ownedCount())
+		n := strconv.Itoa(max(o.ownedCount(), int(s.inherited.Load())))
 		digest, size := o.setSummary()
 		count := strconv.Itoa(size)
 		md[metaOwned], md[metaSet], md[metaSetCount] = &n, &digest, &count
@@ -163,32 +215,10 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		windDown:  o.settings.handoffGrace(),
 	}
 	s.m.afterRelease = func(ctx context.Context) { o.endSession(ctx, s) }
-	if err := lm.ensureBlob(ctx); err != nil {
-		return nil, Grant{}, err
+	if o.idFile != nil {
+		s.m.ending = o.sessionEnding(s)
 	}
-	var g Grant
-	var err error
-	for attempt := 0; ; attempt++ {
-		g, err = lm.acquire(ctx)
-		if err == nil {
-			break
-		}
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			// Collected as abandoned between its creation and now: this
-			// ID is spent (a session blob is never created twice).
-			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
-				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
-		}
-		err = lm.classify("acquire session lease", err, heldCodes, nil)
-		// The same ID's acquire is granted again: one whose answer was
-		// lost may be retried. After that the ID is given up; a lease it
-		// may hold carries no record and is broken as silent.
-		if !errors.Is(err, ErrTransient) || attempt > 0 || !sleep(ctx, max(o.settings.RetryInterval/4, 100*time.Millisecond)) {
-			return nil, Grant{}, err
-		}
-	}
-	o.reached.Store(true)
-	return s, g, nil
+	return s
 }
 
 // endSession cleans up after a session's term, its lease released (unless

@@ -32,6 +32,9 @@ type candidate struct {
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
 	dead   bool        // a dead session held it (see takeFromDead, and claim's others)
+	// resumed: its record names this session, resumed, whose previous
+	// process held it; taken back like a dead session's (see takeBack).
+	resumed bool
 }
 
 // holder is who held a shard, by a listing.
@@ -522,9 +525,12 @@ func (g *manager) claimOne(c candidate) bool {
 		return done(outcome(err, "claimed"), true)
 	}
 	o.seeTerm(c.name, t.Number)
-	if c.leased {
+	switch {
+	case c.resumed:
+		o.counts.claim(c.name, "resumed")
+	case c.leased:
 		o.counts.claim(c.name, "taken")
-	} else {
+	default:
 		o.counts.claim(c.name, "claimed")
 	}
 	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})

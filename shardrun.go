@@ -109,6 +109,10 @@ func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		r.ts.stopNow(errTermEnded)
 		watcher.Wait()
 		g.funcs.Done()
+		if ours && g.s.keep.Load() {
+			// Kept, with the session, for the next process (sessionfile.go).
+			ours = false
+		}
 		if ours {
 			// Once the session must stop now, its shards are not released
 			// one by one: the session's lease is (lead() does it, if it is

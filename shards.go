@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -64,6 +65,11 @@ type ShardOwner struct {
 	sessionCC        *container.Client
 	sessionTransport *http.Transport // built by the library, nil for the caller's
 
+	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
+	// it, and the session ID it holds; touched only by Run's goroutine.
+	idFile *os.File
+	fileID string
+
 	sessionMetrics *metrics // the sessions' renewals and breaks
 	shardMetrics   *metrics // the shards' terms
 	counts         shardCounters
@@ -119,8 +125,9 @@ const (
 // NewShardOwner validates settings, the shard names and the options, and
 // returns an owner that runs fn for the shards this instance holds. Every
 // invalid setting is reported; a nil fn, an invalid identity or shard name,
-// a shard named twice, WithStallTimeout and WithLeaseIDFile (which a
-// ShardOwner does not support) are errors too. No network call is made.
+// a shard named twice, and WithStallTimeout (which a ShardOwner does not
+// support) are errors too. No network call is made. With [WithLeaseIDFile]
+// an instance restarted in place keeps its session and its shards.
 //
 // settings.Blob is the prefix of the owner's blobs. LeaseDuration is the
 // sessions' lease, always an [ETagLease] here (3 s to 24 h; default 15 s):
@@ -152,8 +159,8 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if o.stallTimeout != 0 {
 		errs = append(errs, errors.New("leaderelection: WithStallTimeout is not supported by a ShardOwner"))
 	}
-	if o.leaseIDFileSet {
-		errs = append(errs, errors.New("leaderelection: WithLeaseIDFile is not supported by a ShardOwner: a session never resumes"))
+	if err := checkLeaseIDFile(o.leaseIDFile, o.leaseIDFileSet); err != nil {
+		errs = append(errs, err)
 	}
 	if o.prioritySet {
 		// Every instance runs its share of the shards: there is no
@@ -377,6 +384,13 @@ func (o *ShardOwner) emit(e Event) {
 // stop; once all have returned and the leases are released the panic
 // propagates from Run.
 //
+// With [WithLeaseIDFile], when ctx is done nothing is handed on or
+// released: every shard func is asked to stop, and once all have returned
+// Run returns, leaving the session and its shards to the next process
+// started with the file, which resumes them (see sessionfile.go). A second
+// Run on the file while one holds it, here or in another process, returns
+// an error matching [ErrLeaseIDFileLocked] at once. Without the file:
+//
 // When ctx is done and other sessions run the same set, the shards are
 // first handed straight on to them ([ErrShardHandedOver]): the session's
 // record says it is leaving, the others read that within a RetryInterval,
@@ -408,6 +422,11 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		// connection to be closed here.
 		o.closeIdle()
 	}()
+	unlock, err := o.lockSessionFile()
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	defer o.counts.observe(o)()
 	s := o.settings
 	backoff := s.RetryInterval
@@ -559,7 +578,11 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		case cause == nil:
 			cause = context.Canceled
 		}
-		if err == nil && !o.panicking() && g.stopNow.Err() == nil {
+		// With a lease ID file, the caller's cancel keeps the session and
+		// its shards for the next process (sessionfile.go): nothing is
+		// handed on, and no shard is released.
+		g.s.keep.Store(g.s.m.ending != nil && err == nil && !o.panicking() && g.stopNow.Err() == nil)
+		if err == nil && !o.panicking() && g.stopNow.Err() == nil && !g.s.keep.Load() {
 			g.leave()
 		}
 		stopShards(cause)
@@ -594,6 +617,9 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		}
 	}()
 	o.reached.Store(true)
+	if s.resumed {
+		g.takeBack()
+	}
 	g.watching.Add(1)
 	go g.watchNotes()
 	g.pacing.Add(1)
@@ -771,7 +797,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 //	leaderelection.sessions.live       gauge     live sessions, this one's included
 //	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
 //	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started
-//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|held: lost the race|transient|permanent)
+//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|resumed: taken back by a resumed session|held: lost the race|transient|permanent)
 //	leaderelection.shards.handovers    counter   shards handed over to balance the load
 //
 // The shards' terms are counted and timed by leaderelection.transitions and

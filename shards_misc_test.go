@@ -39,7 +39,7 @@ func TestNewShardOwnerRejectsBadInput(t *testing.T) {
 		{"too long", good, []string{strings.Repeat("x", 257)}, fn, nil, "at most 256 characters"},
 		{"named twice", good, []string{"a", "b", "a"}, fn, nil, `shard "a" is named twice`},
 		{"stall timeout", good, nil, fn, []Option{WithStallTimeout(time.Minute)}, "WithStallTimeout is not supported"},
-		{"lease ID file", good, nil, fn, []Option{WithLeaseIDFile(t.TempDir() + "/id")}, "WithLeaseIDFile is not supported"},
+		{"empty lease ID file", good, nil, fn, []Option{WithLeaseIDFile("")}, "WithLeaseIDFile: the path is empty"},
 		{"bad identity", good, nil, fn, []Option{WithIdentity(" pod")}, "identity must not begin or end with a space"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

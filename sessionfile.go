@@ -1,0 +1,228 @@
+package leaderelection
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+)
+
+// Static membership: a ShardOwner restarted in place keeps its session and
+// its shards (WithLeaseIDFile).
+//
+// The file holds the ID of the instance's session, which is also the
+// session's lease ID, under the flock a mutex's file uses (resume.go),
+// held for the whole of Run: a process that gets the lock knows that every
+// earlier holder has exited. The ID is stored, durably, before the
+// session's blob is created, and the file moves on (is emptied, durably)
+// before the session's lease is released, so it never names a session
+// whose release may be in flight. When Run ends by the caller's cancel, the
+// session hands nothing on and releases nothing: every shard func is asked
+// to stop, and once all have returned Run returns, leaving the session's
+// lease, its record and its shards' leases as they are, for the next
+// process. If none comes within LeaseDuration, the other instances break
+// the silent session and take its shards, as after a crash.
+//
+// The next process (resumeSession) reads the session's blob: if it is still
+// leased, it writes the session's record under its lease ID, If-Match the
+// ETag it read, as a renewal does. Followers break a silent session only
+// If-Match the ETag they timed, so exactly one of the two succeeds: the
+// session is resumed, or it is dead and a new one starts. A resumed session
+// then takes back every shard whose record names it (takeBack), before it
+// claims or adopts anything.
+
+// lockSessionFile takes the lease ID file for one Run and reads the session
+// ID it holds ("" if none). unlock closes it, which drops the lock.
+func (o *ShardOwner) lockSessionFile() (unlock func(), err error) {
+	path := o.opts.leaseIDFile
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := lockFile(path)
+	if err != nil {
+		return nil, err
+	}
+	id, err := readLeaseID(f, path)
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	o.idFile, o.fileID = f, id
+	return sync.OnceFunc(func() {
+		_ = f.Close()
+		o.idFile, o.fileID = nil, ""
+	}), nil
+}
+
+// recordSessionID stores id (a new session's, or "" as a session ends) in
+// the lease ID file, durably: a new session's before its blob is created,
+// so that a process dying after finds it; "" before a session's release is
+// sent, so that no process resumes a session whose release may reach the
+// server after it resumed.
+func (o *ShardOwner) recordSessionID(id string) error {
+	if o.idFile == nil {
+		return nil
+	}
+	path := o.opts.leaseIDFile
+	if err := writeLeaseID(o.idFile, path, id); err != nil {
+		return err
+	}
+	if err := syncDir(filepath.Dir(path)); err != nil {
+		return err
+	}
+	o.fileID = id
+	return nil
+}
+
+// resumeSession resumes the session the lease ID file names if its blob is
+// still leased and says it is a session with a record: ok reports whether
+// it did. The resumed session is secured by lead's first write (its record
+// under its lease ID, If-Match the ETag then read); until that succeeds
+// nothing runs, and if it fails the session ends and a new one starts.
+func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok bool, err error) {
+	id := o.fileID
+	if id == "" {
+		return nil, Grant{}, false, nil
+	}
+	s = o.newSession(id)
+	lm := s.m.lease
+	props, err := lm.properties(ctx)
+	switch {
+	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+	case err != nil:
+		return nil, Grant{}, false, lm.classify("read session", err, nil, nil)
+	default:
+		rec := readRecord(lm.container, lm.blob, props.Metadata)
+		leased := props.LeaseState != nil && *props.LeaseState == lease.StateTypeLeased &&
+			props.LeaseDuration != nil && *props.LeaseDuration == lease.DurationTypeInfinite
+		if leased && rec.role == RoleSession && rec.term.Identity != "" {
+			if n, err := strconv.Atoi(metaValue(props.Metadata, metaOwned)); err == nil && n > 0 {
+				s.inherited.Store(int64(n))
+			}
+			s.resumed = true
+			o.logger.Info("leaderelection: resuming the session in the lease ID file", "container", o.settings.Container,
+				"prefix", o.prefix, "session", id, "shards", s.inherited.Load())
+			return s, lm.grant(id, time.Now(), sinceBoot()), true, nil
+		}
+	}
+	o.logger.Info("leaderelection: the session in the lease ID file has ended; starting a new one", "container", o.settings.Container,
+		"prefix", o.prefix, "session", id)
+	return nil, Grant{}, false, nil
+}
+
+// sessionEnding decides how session s ends (see BlobDistributedMutex.ending):
+// kept for the next process if the caller ended Run with its lease still
+// held; otherwise released, once the file has moved on.
+func (o *ShardOwner) sessionEnding(s *session) func(lost bool) endHow {
+	return func(lost bool) endHow {
+		if s.keep.Load() && !lost {
+			o.logger.Info("leaderelection: session kept for the next process with the lease ID file; its shards stay held",
+				"container", o.settings.Container, "prefix", o.prefix, "session", s.id, "file", o.opts.leaseIDFile)
+			return endKeep
+		}
+		if err := o.recordSessionID(""); err != nil {
+			o.logger.Error("leaderelection: could not empty the lease ID file, so the session's lease is not released; other instances break it once it has stood silent for its lease duration",
+				"container", o.settings.Container, "prefix", o.prefix, "session", s.id, "error", err)
+			return endAbandon
+		}
+		return endRelease
+	}
+}
+
+// takeBackParallel is how many shards a resumed session takes back at once.
+const takeBackParallel = 4 * claimParallel
+
+// takeBack is a resumed session's first act, before it claims or adopts
+// anything: it lists the shards and takes back each whose record names
+// this session. The previous process held it (or was claiming it, or had it
+// handed to it), and is dead: the file's lock says so. Each is claimed as a
+// dead session's shard is (claimOne): its lease broken and acquired with an
+// ID of this claim's own, and the next term recorded, each If-Match the
+// ETag listed, so that nothing the previous process left in flight (a
+// release, a transfer) can end or change the lease once the func starts. A
+// shard that left the set is only broken, which frees it. Every term found
+// is marked as this session's own (record), so none is ever adopted from a
+// note or a listing: the previous process may have run it. The listing is
+// tried until it succeeds, or the session ends.
+func (g *manager) takeBack() {
+	o := g.o
+	start := time.Now()
+	var cands []candidate
+	var free []listed
+	backoff := o.settings.retryDelay()
+	for {
+		cands, free = cands[:0], free[:0]
+		err := o.list(g.ctx, shardsDir, func(l listed) {
+			if l.session != g.s.id || o.shardProblem(l) != nil {
+				return
+			}
+			g.record(l.name, l.info.Leader.Number)
+			o.mu.Lock()
+			inSet := o.set[l.name]
+			o.mu.Unlock()
+			switch {
+			case inSet:
+				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
+					leased: l.info.Held(), resumed: true})
+			case l.info.Held():
+				free = append(free, l)
+			}
+		})
+		if err == nil {
+			break
+		}
+		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
+			"prefix", o.prefix, "error", err)
+		if !sleep(g.ctx, jitter(backoff)) {
+			return
+		}
+		backoff = min(2*backoff, o.settings.RetryInterval)
+	}
+	var won atomic.Int64
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, takeBackParallel)
+	for _, c := range cands {
+		o.mu.Lock()
+		skip := o.runs[c.name] != nil || o.claiming[c.name]
+		if !skip {
+			o.claiming[c.name] = true
+		}
+		o.mu.Unlock()
+		if skip {
+			continue
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if g.claimOne(c) {
+				won.Add(1)
+			}
+		}()
+	}
+	for _, l := range free {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, l.info.ETag, o.settings.claimTimeout())
+		}()
+	}
+	wg.Wait()
+	g.s.inherited.Store(0)
+	level := slog.LevelInfo
+	if int(won.Load()) < len(cands) {
+		level = slog.LevelWarn
+	}
+	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
+		"session", g.s.id, "shards", len(cands), "taken", won.Load(), "freed", len(free), "took", time.Since(start).Round(time.Millisecond))
+}
