@@ -15,8 +15,10 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/google/uuid"
 )
 
@@ -95,7 +97,19 @@ type ownTerm struct {
 // giver recorded for it. Each term of a shard gets its own, so a release of
 // the receiver's sent for an earlier term ends nothing later.
 func handoffLeaseID(session, shard string, term int64) string {
-	sum := sha256.Sum256([]byte("leaderelection handoff\x00" + session + "\x00" + shard + "\x00" + strconv.FormatInt(term, 10)))
+	return derivedLeaseID("leaderelection handoff", session, shard, strconv.FormatInt(term, 10))
+}
+
+// claimLeaseID is the lease ID a claim of session (whose term is gen)
+// proposes for shard at term: a process that resumes the session derives it
+// from the shard's record, which names all three (see claimOne).
+func claimLeaseID(session string, gen int64, shard string, term int64) string {
+	return derivedLeaseID("leaderelection claim", session, strconv.FormatInt(gen, 10), shard, strconv.FormatInt(term, 10))
+}
+
+// derivedLeaseID is a GUID derived from parts, which must not contain NUL.
+func derivedLeaseID(parts ...string) string {
+	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
 	id, _ := uuid.FromBytes(sum[:16])
 	return id.String()
 }
@@ -187,14 +201,14 @@ func (g *manager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	}
 	id := handoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
-	etag, err := o.writeShardRecord(ctx, lm, t, to.session, r.etag)
+	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
 		o.logger.Debug("leaderelection: could not hand a shard over; releasing it", "shard", r.name, "to", to.session, "error", err)
 		return errors.Is(err, ErrLeaseLost) // not ours: nothing to release
 	}
 	o.seeTerm(r.name, number)
 	old := lm.LeaseID()
-	if err := o.changeLease(ctx, lm, id); err != nil {
+	if err := o.changeLease(ctx, lm, id, ""); err != nil {
 		// The record names the receiver, which adopts the shard from its
 		// listing if the change went through; if it did not, the release
 		// with our ID sets it free.
@@ -208,13 +222,18 @@ func (g *manager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	return true
 }
 
-// changeLease changes the shard's lease ID to id.
-func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string) error {
+// changeLease changes the shard's lease ID from lm's to id, If-Match etag
+// unless it is "".
+func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) error {
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
 	h := lm.id.Load()
-	if _, err := h.client.ChangeLease(ctx, id, nil); err != nil {
-		return lm.classify("hand over shard lease", err, nil, lostCodes)
+	var opts *lease.BlobChangeOptions
+	if etag != "" {
+		opts = &lease.BlobChangeOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
+	}
+	if _, err := h.client.ChangeLease(ctx, id, opts); err != nil {
+		return lm.classify("change shard lease", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
 	}
 	return nil
 }
@@ -636,6 +655,15 @@ func (g *manager) record(name string, term int64) {
 	g.termsMu.Lock()
 	defer g.termsMu.Unlock()
 	g.terms[ownTerm{name, term}] = true
+	g.highest[name] = max(g.highest[name], term)
+}
+
+// proposed is the highest term this session recorded, or adopted, for
+// shard name: its next claim proposes more.
+func (g *manager) proposed(name string) int64 {
+	g.termsMu.Lock()
+	defer g.termsMu.Unlock()
+	return g.highest[name]
 }
 
 func (g *manager) recorded(name string, term int64) bool {

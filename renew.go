@@ -158,9 +158,11 @@ import (
 // of the very session that looks at it and does not hold it: a claim that
 // failed half-way) may be broken at any time; a claimer waits until its ETag
 // has stood for D, not to fight a claim in flight. Every claim proposes a
-// lease ID of its own: a release whose answer was lost may reach the server
-// later, and must not end a later claim of the same shard by the same
-// session. The shares, and the groups of sessions that agree on the set of
+// lease ID of its own (derived from its session, the session's term, the
+// shard and the term it records, and a session never proposes a term twice
+// for a shard: claimLeaseID): a release whose answer was lost may reach the
+// server later, and must not end a later claim of the same shard by the
+// same session. The shares, and the groups of sessions that agree on the set of
 // shards (balance.go), decide only who tries to claim what: whether a shard
 // is free is judged against every live session, whatever set it runs, and
 // every claim is conditional as above, so nothing here depends on them. Nor
@@ -249,7 +251,11 @@ import (
 // session's: break, acquire with an ID of its own, record the next term,
 // each If-Match the ETag listed, so that whatever the dead process left in
 // flight (a release, a transfer, a claim's write) fails on the new ID or on
-// the ETag, and the term still fences. Each term that listing shows is
+// the ETag, and the term still fences. Where the lease still has the ID the
+// record implies (the dead process's claim, or the transfer to it), a change
+// of that ID to one of its own, If-Match the same ETag, does what the break
+// and the acquire do; its new ID derives from the session's new term, which
+// no earlier process of the session used. Each term that listing shows is
 // marked as the session's own, so it is never adopted, and a resumed
 // session adopts a handed shard only by the acquire If-Match (never at
 // once from a note): the dead process may have adopted that term, run it and

@@ -46,6 +46,7 @@ const (
 	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
 	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
 	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
+	metaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (claimLeaseID)
 )
 
 // session is this instance's current session.
@@ -247,6 +248,7 @@ type listed struct {
 	set     string    // a session's record: its set's digest ("" if none: an older version)
 	size    int       // a session's record: how many shards its set has (-1 if none)
 	leaving bool      // a session's record: it hands its shards on, to end
+	gen     int64     // a shard's record: its claiming session's term (0 if none: handed to it)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
 }
@@ -332,6 +334,9 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 		l.owned = n
 	}
 	l.set = metaValue(md, metaSet)
+	if n, err := strconv.ParseInt(metaValue(md, metaClaimGen), 10, 64); err == nil && n > 0 {
+		l.gen = n
+	}
 	l.leaving = metaValue(md, metaLeaving) == "true"
 	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
 		l.size = n

@@ -156,6 +156,7 @@ func (g *manager) takeBack() {
 	start := time.Now()
 	var cands []candidate
 	var free []listed
+	var listTook time.Duration
 	backoff := o.settings.retryDelay()
 	for {
 		cands, free = cands[:0], free[:0]
@@ -169,13 +170,18 @@ func (g *manager) takeBack() {
 			o.mu.Unlock()
 			switch {
 			case inSet:
+				old := handoffLeaseID(l.session, l.name, l.info.Leader.Number)
+				if l.gen > 0 {
+					old = claimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
+				}
 				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
-					leased: l.info.Held(), resumed: true})
+					leased: l.info.Held(), resumed: true, oldID: old})
 			case l.info.Held():
 				free = append(free, l)
 			}
 		})
 		if err == nil {
+			listTook = time.Since(start)
 			break
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
@@ -224,5 +230,5 @@ func (g *manager) takeBack() {
 		level = slog.LevelWarn
 	}
 	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", g.s.id, "shards", len(cands), "taken", won.Load(), "freed", len(free), "took", time.Since(start).Round(time.Millisecond))
+		"session", g.s.id, "shards", len(cands), "taken", won.Load(), "byChange", g.changedBack.Load(), "freed", len(free), "listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 }

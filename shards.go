@@ -538,14 +538,17 @@ type manager struct {
 
 	// Handovers (handoff.go): the shards handed straight to a receiver,
 	// and those handed to this session.
-	expecting  atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
-	adoptSlots chan struct{}                   // adoptions in flight
-	peers      atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
-	out        *outbox                         // notes to write
-	pacing     sync.WaitGroup                  // pace, deliver, and what they start
-	watching   sync.WaitGroup                  // watchNotes
-	termsMu    sync.Mutex                      // guards terms
-	terms      map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
+	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
+	adoptSlots  chan struct{}                   // adoptions in flight
+	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
+	out         *outbox                         // notes to write
+	pacing      sync.WaitGroup                  // pace, deliver, and what they start
+	watching    sync.WaitGroup                  // watchNotes
+	termsMu     sync.Mutex                      // guards terms
+	terms       map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
+	highest     map[string]int64                // by shard, the highest of them
+	gen         int64                           // the session's term: claimLeaseID derives from it
+	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -556,13 +559,16 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
-		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}}
+		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{}}
 	// The shard funcs' contexts end when the session's lease context does,
 	// and, when the caller ends Run, only once the session has handed on
 	// what it could (leave).
 	shardsCtx, stopShards := context.WithCancelCause(context.WithoutCancel(ctx))
 	defer context.AfterFunc(g.stopNow, func() { stopShards(context.Cause(g.stopNow)) })()
 	g.shardsCtx = shardsCtx
+	if t, ok := TermFromContext(ctx); ok {
+		g.gen = t.Number
+	}
 	g.releases, g.endReleases = context.WithCancel(g.stopNow)
 	defer g.endReleases()
 	o.mu.Lock()

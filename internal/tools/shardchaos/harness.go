@@ -118,6 +118,10 @@ type Config struct {
 	// what they cost a deployment (a proxy copies every byte on the same
 	// cores as Azurite), as its floors' do. Partition refuses.
 	Direct bool
+	// Static gives each lane's instances a lease ID file of the lane's own,
+	// in Dir (leaderelection.WithLeaseIDFile): a process started again in
+	// a lane resumes its predecessor's session and shards.
+	Static bool
 }
 
 type lane struct {
@@ -267,11 +271,16 @@ func (h *Harness) Spawn(name string) error {
 	l := h.lane(name)
 	l.ctl.Lock()
 	defer l.ctl.Unlock()
+	leaseIDFile := ""
+	if h.cfg.Static {
+		leaseIDFile = filepath.Join(h.cfg.Dir, name+".session")
+	}
 	p, err := childproc.Start(childproc.Spec[Record]{
 		Command: h.cfg.Command, Env: envInstance, Log: filepath.Join(h.cfg.Dir, name+".log"),
 		Config: instanceConfig{
 			Lane: name, Algo: h.cfg.Algo, BlobURL: l.blobURL,
 			Container: Container, Prefix: Prefix, Shards: h.cfg.Shards, Names: l.set, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
+			LeaseIDFile: leaseIDFile,
 		},
 		Started: func(pid int) {
 			h.log.Add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(pid)})

@@ -44,6 +44,9 @@ type instanceConfig struct {
 	Timings   Timings
 	// CountEvery is how often to report the request count.
 	CountEvery time.Duration
+	// LeaseIDFile, if set, is the owner's lease ID file: its session
+	// outlives the process (see Config.Static).
+	LeaseIDFile string
 }
 
 // control is a line the harness sends an instance (Harness.SetShards).
@@ -179,7 +182,11 @@ func instance(cfg instanceConfig) error {
 		close(errs)
 		return <-errs
 	default:
-		o, err := leaderelection.NewShardOwner(s, names, fn, leaderelection.WithIdentity(cfg.Lane), leaderelection.WithLogger(logger), events)
+		opts := []leaderelection.Option{leaderelection.WithIdentity(cfg.Lane), leaderelection.WithLogger(logger), events}
+		if cfg.LeaseIDFile != "" {
+			opts = append(opts, leaderelection.WithLeaseIDFile(cfg.LeaseIDFile))
+		}
+		o, err := leaderelection.NewShardOwner(s, names, fn, opts...)
 		if err != nil {
 			return err
 		}

@@ -43,6 +43,7 @@ func main() {
 		settle     = flag.Duration("settle", 2*time.Minute, "how long to wait for the shards to settle (at the start, after each fault without -overlap, and at the end)")
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with the timings it ran with) instead of running")
+		static     = flag.Bool("static", false, "each instance has a lease ID file (WithLeaseIDFile): a process started again resumes its predecessor's session and shards")
 	)
 	flag.Parse()
 	if *recheck != "" {
@@ -69,7 +70,7 @@ func main() {
 	defer stop()
 	fmt.Printf("shardchaos: seed %d, %d faults, records under %s\n", *seed, *faults, *dir)
 	res, err := shardchaos.RunChaos(ctx, shardchaos.ChaosConfig{
-		Config: shardchaos.Config{Shards: *shards, Dir: *dir, Progress: os.Stderr,
+		Config: shardchaos.Config{Shards: *shards, Dir: *dir, Progress: os.Stderr, Static: *static,
 			Timings: shardchaos.Timings{LeaseDuration: *lease, RetryInterval: *retry, StopMargin: *margin}},
 		Instances: *instances, Seed: *seed, Faults: *faults, Kinds: strings.Split(*kinds, ","), Overlap: *overlap,
 		Settle: *settle, Malformed: *malformed, SetChanges: *setChanges,
