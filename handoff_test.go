@@ -3,9 +3,11 @@ package leaderelection
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/stretchr/testify/require"
 )
 
@@ -55,14 +57,19 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 	names := shardNames(40)
 	log := &shardLog{}
 	owners := []string{"a", "b", "c", "d"}
+	givers := map[string]string{} // session -> owner
+	var runs []*ownerRun
 	for _, n := range owners {
-		startOwner(t, n, s, names, log.fn(n, nil))
+		runs = append(runs, startOwner(t, n, s, names, log.fn(n, nil)))
 	}
 	waitFor(t, 90*time.Second, "40 shards over 4 owners", func() bool { return balanced(log, 40, owners...) })
 	time.Sleep(2 * time.Second)
+	for _, r := range runs {
+		givers[r.owner.Session()] = r.name
+	}
 
 	joined := time.Now()
-	startOwner(t, "e", s, names, log.fn("e", nil))
+	e := startOwner(t, "e", s, names, log.fn("e", nil))
 	took := waitFor(t, 60*time.Second, "the new owner's share", func() bool { t.Log(log.perOwner()); return balanced(log, 40, append(owners, "e")...) })
 	gaps := handoffGaps(t, log, joined, "e")
 	require.Len(t, gaps, 8, "e's share, each moved once")
@@ -70,6 +77,28 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 		took.Round(time.Millisecond), gaps[0].Round(time.Millisecond), gaps[len(gaps)/2].Round(time.Millisecond), gaps[len(gaps)-1].Round(time.Millisecond))
 	require.Less(t, gaps[len(gaps)-1], handoffBound, "a shard handed to e idled for %v", gaps[len(gaps)-1])
 	log.requireNeverTwice(t)
+
+	// One note per giver, rewritten as it hands more on: not one per batch.
+	prefix := e.owner.handoffPrefix(e.owner.Session())
+	pager := e.owner.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
+	var notes []string
+	for pager.More() {
+		page, err := pager.NextPage(context.Background())
+		require.NoError(t, err)
+		for _, b := range page.Segment.BlobItems {
+			notes = append(notes, strings.TrimPrefix(*b.Name, prefix))
+		}
+	}
+	require.NotEmpty(t, notes)
+	from := map[string]bool{}
+	for _, n := range notes {
+		giver, ok := strings.CutSuffix(n, "-0")
+		require.True(t, ok, "note %s: the first (and, for 8 shards, only) part of a giver's note", n)
+		require.Contains(t, givers, giver, "note %s: named for a giver's session", n)
+		require.False(t, from[giver], "two notes from %s", givers[giver])
+		from[giver] = true
+	}
+	t.Logf("%d notes, one from each giver", len(notes))
 }
 
 // An instance stopped by its caller (SIGTERM) hands each of its shards

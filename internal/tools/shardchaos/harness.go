@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -118,9 +119,10 @@ type Config struct {
 	// what they cost a deployment (a proxy copies every byte on the same
 	// cores as Azurite), as its floors' do. Partition refuses.
 	Direct bool
-	// Static gives each lane's instances a lease ID file of the lane's own,
-	// in Dir (leaderelection.WithLeaseIDFile): a process started again in
-	// a lane resumes its predecessor's session and shards.
+	// Static gives the instances of every other lane (i01, i03, ...) a
+	// lease ID file of the lane's own, in Dir (leaderelection.WithLeaseIDFile):
+	// a process started again in such a lane resumes its predecessor's
+	// session and shards, and one stopped by SIGTERM hands nothing on.
 	Static bool
 }
 
@@ -272,7 +274,7 @@ func (h *Harness) Spawn(name string) error {
 	l.ctl.Lock()
 	defer l.ctl.Unlock()
 	leaseIDFile := ""
-	if h.cfg.Static {
+	if n, _ := strconv.Atoi(strings.TrimPrefix(name, "i")); h.cfg.Static && n%2 == 1 {
 		leaseIDFile = filepath.Join(h.cfg.Dir, name+".session")
 	}
 	p, err := childproc.Start(childproc.Spec[Record]{

@@ -43,7 +43,7 @@ func main() {
 		settle     = flag.Duration("settle", 2*time.Minute, "how long to wait for the shards to settle (at the start, after each fault without -overlap, and at the end)")
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with the timings it ran with) instead of running")
-		static     = flag.Bool("static", false, "each instance has a lease ID file (WithLeaseIDFile): a process started again resumes its predecessor's session and shards")
+		static     = flag.Bool("static", false, "every other instance has a lease ID file (WithLeaseIDFile): a process started again resumes its predecessor's session and shards")
 	)
 	flag.Parse()
 	if *recheck != "" {
