@@ -599,13 +599,7 @@ func (g *manager) adopt(hs []handed) {
 	sem := g.adoptSlots
 	var wg sync.WaitGroup
 	for _, h := range hs {
-		o.mu.Lock()
-		skip := o.runs[h.name] != nil || o.claiming[h.name] || g.recorded(h.name, h.term)
-		if !skip {
-			o.claiming[h.name] = true
-		}
-		o.mu.Unlock()
-		if skip {
+		if !o.reserve(h.name, g.recorded(h.name, h.term)) {
 			continue
 		}
 		sem <- struct{}{}

@@ -195,13 +195,7 @@ func (g *manager) takeBack() {
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takeBackParallel)
 	for _, c := range cands {
-		o.mu.Lock()
-		skip := o.runs[c.name] != nil || o.claiming[c.name]
-		if !skip {
-			o.claiming[c.name] = true
-		}
-		o.mu.Unlock()
-		if skip {
+		if !o.reserve(c.name, false) {
 			continue
 		}
 		sem <- struct{}{}

@@ -319,6 +319,19 @@ func (o *ShardOwner) isRunning(name string) bool {
 	return o.runs[name] != nil
 }
 
+// reserve marks shard name as being claimed, unless skip, it runs here, or
+// a claim of it is in flight: it reports whether it did. The claim's end
+// (claimOne's done, start) unmarks it.
+func (o *ShardOwner) reserve(name string, skip bool) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if skip || o.runs[name] != nil || o.claiming[name] {
+		return false
+	}
+	o.claiming[name] = true
+	return true
+}
+
 // holds reports whether this instance holds name's lease, or may: running,
 // claiming, or with a release left to retry.
 func (o *ShardOwner) holds(name string) bool {

@@ -16,6 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/google/uuid"
+
+	"github.com/blobelect/leaderelection/internal/tools/parallel"
 )
 
 // The floors: the least work any design must do for a scenario, done
@@ -60,34 +62,6 @@ func floorContainer(ctx context.Context, connStr, name string, n int) ([]*contai
 		return nil, fmt.Errorf("floor %s: %w", name, err)
 	}
 	return out, nil
-}
-
-// each runs fn on every item, parallel at a time, and returns the first
-// error.
-func each[T any](items []T, parallel int, fn func(T) error) error {
-	sem := make(chan struct{}, parallel)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(it); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
 
 // record writes a term record under the blob's lease, If-Match its ETag, as
@@ -193,7 +167,7 @@ func (b *floorBlob) claimFirst(ctx context.Context) error {
 // claimParallel at a time, and returns how long the slowest client took.
 func firstClaims(ctx context.Context, parts [][]*floorBlob) (time.Duration, error) {
 	return parallelClients(parts, func(bs []*floorBlob) error {
-		return each(bs, floorClaimParallel, func(b *floorBlob) error { return b.claimFirst(ctx) })
+		return parallel.Each(bs, floorClaimParallel, func(b *floorBlob) error { return b.claimFirst(ctx) })
 	})
 }
 
@@ -239,7 +213,7 @@ func joinFloor(ctx context.Context, connStr, name string, n, givers int) (time.D
 		releases.Add(1)
 		go func() {
 			defer releases.Done()
-			if err := each(p, floorReleaseParallel, func(b *floorBlob) error {
+			if err := parallel.Each(p, floorReleaseParallel, func(b *floorBlob) error {
 				if err := b.release(ctx); err != nil {
 					return err
 				}
@@ -300,7 +274,7 @@ func killFloor(ctx context.Context, connStr, name string, n, survivors int) (tim
 		split[c] = append(split[c], &floorBlob{name: b.name, bc: claimers[c].NewBlockBlobClient(b.name), etag: b.etag})
 	}
 	return parallelClients(split, func(bs []*floorBlob) error {
-		return each(bs, floorClaimParallel, func(b *floorBlob) error {
+		return parallel.Each(bs, floorClaimParallel, func(b *floorBlob) error {
 			if err := b.breakLease(ctx); err != nil {
 				return err
 			}

@@ -16,6 +16,8 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/google/uuid"
+
+	"github.com/blobelect/leaderelection/internal/tools/parallel"
 )
 
 // The floor of a restart in place: the least work any design must do for a
@@ -56,7 +58,7 @@ func newFloor(ctx context.Context, conn string, n, held int) (*floor, error) {
 		names = append(names, fmt.Sprintf("shards/shard-%05d", i))
 	}
 	var mu sync.Mutex
-	err = each(names, floorParallel, func(name string) error {
+	err = parallel.Each(names, floorParallel, func(name string) error {
 		bc := cc.NewBlockBlobClient(name)
 		term := "1"
 		if _, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
@@ -114,7 +116,7 @@ func (f *floor) once(ctx context.Context) (time.Duration, error) {
 			etags[*b.Name] = azcore.ETag(`"` + string(*b.Properties.ETag) + `"`)
 		}
 	}
-	err = each(f.shards, floorParallel, func(s *floorShard) error {
+	err = parallel.Each(f.shards, floorParallel, func(s *floorShard) error {
 		bc := cc.NewBlockBlobClient(s.name)
 		etag := etags[s.name]
 		lc, err := lease.NewBlobClient(bc, &lease.BlobClientOptions{LeaseID: &s.id})
@@ -136,32 +138,4 @@ func (f *floor) once(ctx context.Context) (time.Duration, error) {
 	took := time.Since(start)
 	tr.CloseIdleConnections()
 	return took, err
-}
-
-// each runs fn on every item, parallel at a time, and returns the first
-// error.
-func each[T any](items []T, parallel int, fn func(T) error) error {
-	sem := make(chan struct{}, parallel)
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		first error
-	)
-	for _, it := range items {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if err := fn(it); err != nil {
-				mu.Lock()
-				if first == nil {
-					first = err
-				}
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
-	return first
 }
