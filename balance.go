@@ -217,7 +217,7 @@ func checkShardNames(names []string) (map[string]bool, error) {
 // are counted within this session's group (view.group), which is every live
 // session while they all agree on the set: view itself is needed only to
 // know which shards are held by a live session.
-func (g *manager) balance(view sessionView, wait *time.Duration) error {
+func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	o := g.o
 	o.mu.Lock()
 	n, digest := len(o.set), o.digest
@@ -479,13 +479,13 @@ func (g *manager) balance(view sessionView, wait *time.Duration) error {
 // groups hold the rest of its set (see balance), and the sessions still run
 // the sets they ran then (sets) with none of its group above its share
 // (over).
-func (g *manager) idle(sets string, over int) bool {
+func (g *shardManager) idle(sets string, over int) bool {
 	return g.idleFor == sets && over == 0 && time.Now().Before(g.idleUntil)
 }
 
 // heldByOthers counts the shards of the set that the last listing showed
 // held by a session outside group: another group's, or one it did not know.
-func (g *manager) heldByOthers(group sessionView) int {
+func (g *shardManager) heldByOthers(group sessionView) int {
 	in := make(map[string]bool, len(group.live))
 	for _, id := range group.live {
 		in[id] = true
@@ -513,20 +513,20 @@ const strayAfter = 5 * time.Minute
 // seconds for 10,000), and every instance below its share lists; a lone one
 // (one that joined, while the others hand it shards) lists again after one
 // listing's time, so as to find soon the shards released for it.
-func (g *manager) listSpacing() time.Duration {
+func (g *shardManager) listSpacing() time.Duration {
 	return max(g.o.settings.RetryInterval, time.Duration(min(4, max(1, g.listers+1)))*g.listTook)
 }
 
 // waitForHandover is how long a session below its share waits for shards
 // that are coming to it (see balance) before it lists the shards anyway.
-func (g *manager) waitForHandover() time.Duration {
+func (g *shardManager) waitForHandover() time.Duration {
 	return max(g.listSpacing(), min(g.o.settings.LeaseDuration, maxLeaseDuration))
 }
 
 // listTurn is how long each instance's turn to list the shards lasts when
 // they take turns: what its last listing took, twice, or half a
 // RetryInterval if more.
-func (g *manager) listTurn() time.Duration {
+func (g *shardManager) listTurn() time.Duration {
 	return max(2*g.listTook, g.o.settings.RetryInterval/2)
 }
 
@@ -534,7 +534,7 @@ func (g *manager) listTurn() time.Duration {
 // below their share (handOverTo): those another live session prefers first,
 // the sessions below their share before the others, then this session's
 // least preferred.
-func (g *manager) handOver(k int, view sessionView) {
+func (g *shardManager) handOver(k int, view sessionView) {
 	o := g.o
 	o.mu.Lock()
 	defer o.mu.Unlock()

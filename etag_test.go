@@ -243,8 +243,8 @@ func TestETagFollowersNeverBreakWhileRenewalsArrive(t *testing.T) {
 func TestFollowerTimesSilenceByTheHoldersDeclaredDuration(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name             string
-		holder, follower time.Duration
+		name                  string
+		shardHolder, follower time.Duration
 	}{
 		{"shorter follower waits the holder's", 7 * time.Second, 3 * time.Second},
 		{"longer follower waits only the holder's", 3 * time.Second, 12 * time.Second},
@@ -253,7 +253,7 @@ func TestFollowerTimesSilenceByTheHoldersDeclaredDuration(t *testing.T) {
 			t.Parallel()
 			base := testSettings(t)
 			sa, sb := base, base
-			sa.LeaseDuration, sb.LeaseDuration = tc.holder, tc.follower
+			sa.LeaseDuration, sb.LeaseDuration = tc.shardHolder, tc.follower
 			log := newTermLog()
 			sa, ta := withTransport(t, sa)
 			writes := watchRecordWrites(ta)
@@ -264,20 +264,20 @@ func TestFollowerTimesSilenceByTheHoldersDeclaredDuration(t *testing.T) {
 			time.Sleep(time.Second)
 
 			ta.Blackhole()
-			b := log.next(t, tc.holder+tc.follower+10*time.Second)
+			b := log.next(t, tc.shardHolder+tc.follower+10*time.Second)
 			require.Equal(t, "b", b.who)
 			lastSent, _, _ := writes.last()
 			a := log.snapshot()[0]
 			require.False(t, a.end.IsZero())
 			assert.True(t, a.end.Before(b.start))
-			assert.False(t, b.start.Before(lastSent.Add(tc.holder)), "b broke in before the holder's declared duration")
+			assert.False(t, b.start.Before(lastSent.Add(tc.shardHolder)), "b broke in before the holder's declared duration")
 			// Waiting its own, longer duration is the bug; a loaded machine
 			// adds to the holder's a poll and some slack (4.503 s once, in a
 			// CI run beside four compiles): half the difference tells them
 			// apart.
-			bound := tc.holder + max(tc.follower-tc.holder, 0)/2 + base.RetryInterval + slack
+			bound := tc.shardHolder + max(tc.follower-tc.shardHolder, 0)/2 + base.RetryInterval + slack
 			assert.Less(t, b.start.Sub(lastSent), bound, "b waited longer than the holder's declared duration")
-			t.Logf("holder %v, follower %v: b led %v after a's last write", tc.holder, tc.follower, b.start.Sub(lastSent))
+			t.Logf("holder %v, follower %v: b led %v after a's last write", tc.shardHolder, tc.follower, b.start.Sub(lastSent))
 		})
 	}
 }
@@ -466,16 +466,16 @@ func TestBreakWhenSilent(t *testing.T) {
 	ctx := context.Background()
 	s := testSettings(t)
 	s.LeaseDuration = 3 * time.Second
-	holder, operator := newManager(t, s), newManager(t, s)
+	shardHolder, operator := newManager(t, s), newManager(t, s)
 
 	info, broke, err := operator.BreakWhenSilent(ctx)
 	require.NoError(t, err, "nothing to break")
 	assert.False(t, broke)
 	assert.False(t, info.Held())
 
-	_, err = holder.Acquire(ctx)
+	_, err = shardHolder.Acquire(ctx)
 	require.NoError(t, err)
-	_, err = holder.RecordTerm(ctx, "holder")
+	_, err = shardHolder.RecordTerm(ctx, "holder")
 	require.NoError(t, err)
 
 	// A live holder: the ETag changes while the operator watches.
@@ -485,7 +485,7 @@ func TestBreakWhenSilent(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for sleep(renewing, 500*time.Millisecond) {
-			_, _ = holder.Renew(renewing)
+			_, _ = shardHolder.Renew(renewing)
 		}
 	}()
 	_, broke, err = operator.BreakWhenSilent(ctx)
@@ -503,7 +503,7 @@ func TestBreakWhenSilent(t *testing.T) {
 	assert.GreaterOrEqual(t, time.Since(watched), s.LeaseDuration)
 	assert.Less(t, time.Since(watched), s.LeaseDuration+s.RetryInterval+slack)
 	assert.Equal(t, "holder", info.Leader.Identity)
-	_, err = holder.Renew(ctx)
+	_, err = shardHolder.Renew(ctx)
 	require.ErrorIs(t, err, ErrLeaseLost)
 
 	// A native lease is left to the server.
@@ -692,35 +692,35 @@ func TestConditionalBreakOnlyBreaksTheETagItTimed(t *testing.T) {
 	ctx := context.Background()
 	s := testSettings(t)
 	s.LeaseDuration = 5 * time.Second
-	holder, follower := newManager(t, s), newManager(t, s)
-	_, err := holder.Acquire(ctx)
+	shardHolder, follower := newManager(t, s), newManager(t, s)
+	_, err := shardHolder.Acquire(ctx)
 	require.NoError(t, err)
-	_, err = holder.RecordTerm(ctx, "holder")
+	_, err = shardHolder.RecordTerm(ctx, "holder")
 	require.NoError(t, err)
 	timed, err := follower.Inspect(ctx)
 	require.NoError(t, err)
-	_, err = holder.Renew(ctx)
+	_, err = shardHolder.Renew(ctx)
 	require.NoError(t, err)
 
 	outcome, err := follower.breakIfUnchanged(ctx, timed.ETag)
 	require.NoError(t, err)
 	assert.Equal(t, etagChanged, outcome, "the holder wrote since: 412, and the lease stands")
-	_, err = holder.Renew(ctx)
+	_, err = shardHolder.Renew(ctx)
 	require.NoError(t, err, "the failed break changed nothing")
 
 	current, err := follower.Inspect(ctx)
 	require.NoError(t, err)
-	require.NoError(t, holder.Release(ctx))
+	require.NoError(t, shardHolder.Release(ctx))
 	outcome, err = follower.breakIfUnchanged(ctx, current.ETag)
 	require.NoError(t, err)
 	assert.Equal(t, noLease, outcome, "released (the ETag stays): 409, and the follower just acquires")
 
-	_, err = holder.Acquire(ctx)
+	_, err = shardHolder.Acquire(ctx)
 	require.NoError(t, err)
 	outcome, err = follower.breakIfUnchanged(ctx, current.ETag)
 	require.NoError(t, err)
 	assert.Equal(t, breakDone, outcome, "a holder that has not written since acquiring left the ETag as it was")
-	_, err = holder.RecordTerm(ctx, "holder")
+	_, err = shardHolder.RecordTerm(ctx, "holder")
 	require.ErrorIs(t, err, ErrLeaseLost, "its first write fails on the broken lease, so its func never starts")
 }
 

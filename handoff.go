@@ -167,7 +167,7 @@ func plan(view sessionView, n int, self string, k int) map[string]int {
 // atOnce at a time: the next once one of those is handed on; none
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
-func (g *manager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
+func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
 	defer g.pacing.Done()
 	slots := make(chan struct{}, max(1, atOnce))
 	for _, r := range queue {
@@ -192,7 +192,7 @@ func (g *manager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
 // transfer hands a shard whose func has returned to its receiver (see the
 // top of this file). It reports false if the shard is to be released as
 // usual instead: its record could not be written.
-func (g *manager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
+func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	o := g.o
 	lm := r.m.lease
 	number, ok := nextTerm(r.term.Number, o.floorOf(r.name))
@@ -217,7 +217,7 @@ func (g *manager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 		return true
 	}
 	o.logger.Debug("leaderelection: handed a shard on", "shard", r.name, "to", to.session, "term", number)
-	g.noteOwner(r.name, holder{session: to.session, etag: etag, term: number})
+	g.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
 	g.post(to.session, handed{name: r.name, term: number, etag: etag})
 	return true
 }
@@ -250,7 +250,7 @@ const warmConns = claimParallel + 4
 // shards handed to it 3.5 s late, its listing stuck on a new connection
 // behind its own deletes, each on a new one too. A failure is no matter:
 // the request that needs the connection opens it.
-func (g *manager) warm(ctx context.Context) {
+func (g *shardManager) warm(ctx context.Context) {
 	defer g.pacing.Done()
 	bc := g.o.cc.NewBlobClient(g.o.sessionBlob(g.s.id))
 	var wg sync.WaitGroup
@@ -301,7 +301,7 @@ func (b *outbox) signal() {
 	}
 }
 
-func (g *manager) post(session string, h handed) {
+func (g *shardManager) post(session string, h handed) {
 	b := g.out
 	b.mu.Lock()
 	b.recent[session] = append(b.recent[session], posted{handed: h, at: time.Now()})
@@ -316,7 +316,7 @@ func (g *manager) post(session string, h handed) {
 // in order; the receivers' notes are written independently (notesParallel
 // in flight): a note whose request is slow (a new connection on a busy
 // account) holds up only the shards it names.
-func (g *manager) deliver(ctx context.Context) {
+func (g *shardManager) deliver(ctx context.Context) {
 	defer g.pacing.Done()
 	b := g.out
 	var writing sync.WaitGroup
@@ -361,7 +361,7 @@ func (g *manager) deliver(ctx context.Context) {
 // flush starts rewriting the dirty notes whose previous write has ended,
 // each once one of slots is free. It reports whether any note is left to
 // write (dirty, or being written).
-func (g *manager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
+func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
 	b := g.out
 	b.mu.Lock()
 	now := time.Now()
@@ -496,7 +496,7 @@ func parseNote(entries string) []handed {
 // is no longer a live session is deleted, one a second at most, while no
 // handover to this session is under way; those left when this session ends
 // are deleted with it (endSession).
-func (g *manager) watchNotes() {
+func (g *shardManager) watchNotes() {
 	defer g.watching.Done()
 	o := g.o
 	prefix := o.handoffPrefix(g.s.id)
@@ -594,7 +594,7 @@ type staleNote struct {
 // its term (or none) and its ETag is still the one the giver's record left.
 // It skips the shards this session runs or claims, and a term it recorded
 // itself. One that left its set meanwhile is adopted and released (start).
-func (g *manager) adopt(hs []handed) {
+func (g *shardManager) adopt(hs []handed) {
 	o := g.o
 	sem := g.adoptSlots
 	var wg sync.WaitGroup
@@ -613,7 +613,7 @@ func (g *manager) adopt(hs []handed) {
 	wg.Wait()
 }
 
-func (g *manager) adoptOne(h handed) {
+func (g *shardManager) adoptOne(h handed) {
 	o := g.o
 	id := handoffLeaseID(g.s.id, h.name, h.term)
 	lm := o.managerFor(o.shardBlob(h.name), id)
@@ -638,14 +638,14 @@ func (g *manager) adoptOne(h handed) {
 	g.took.Add(1)
 	o.seeTerm(h.name, h.term)
 	o.counts.claim(h.name, "handed")
-	g.noteOwner(h.name, holder{session: g.s.id, etag: h.etag, term: h.term})
+	g.noteOwner(h.name, shardHolder{session: g.s.id, etag: h.etag, term: h.term})
 	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	g.start(h.name, lm, t, h.etag)
 }
 
 // record notes a term this session records, or adopts, for itself: it never
 // adopts a term twice.
-func (g *manager) record(name string, term int64) {
+func (g *shardManager) record(name string, term int64) {
 	g.termsMu.Lock()
 	defer g.termsMu.Unlock()
 	g.terms[ownTerm{name, term}] = true
@@ -654,13 +654,13 @@ func (g *manager) record(name string, term int64) {
 
 // proposed is the highest term this session recorded, or adopted, for
 // shard name: its next claim proposes more.
-func (g *manager) proposed(name string) int64 {
+func (g *shardManager) proposed(name string) int64 {
 	g.termsMu.Lock()
 	defer g.termsMu.Unlock()
 	return g.highest[name]
 }
 
-func (g *manager) recorded(name string, term int64) bool {
+func (g *shardManager) recorded(name string, term int64) bool {
 	g.termsMu.Lock()
 	defer g.termsMu.Unlock()
 	return g.terms[ownTerm{name, term}]
@@ -670,7 +670,7 @@ func (g *manager) recorded(name string, term int64) bool {
 // receiver among live: the one the shard prefers if quota leaves it room,
 // else the first with room. It returns those with a receiver, in order, for
 // pace; the others are asked to stop at once, and released. Under o.mu.
-func (g *manager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
+func (g *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
 	takers := make([]string, 0, len(quota))
 	for id := range quota {
 		takers = append(takers, id)
@@ -738,7 +738,7 @@ func (s BlobSettings) claimTimeout() time.Duration {
 // most, or at once if the session may not be renewed, or no other session
 // is there to take the shards: what is left is stopped and released as the
 // session ends.
-func (g *manager) leave() {
+func (g *shardManager) leave() {
 	o, s := g.o, g.o.settings
 	others := slices.DeleteFunc(slices.Clone(g.group.live), func(id string) bool { return id == g.s.id })
 	if len(others) == 0 || o.ownedCount() == 0 {
@@ -821,7 +821,7 @@ func noteSender(prefix, name string) string {
 }
 
 // setPeers keeps the live sessions of the last listing, for watchNotes.
-func (g *manager) setPeers(live []string) {
+func (g *shardManager) setPeers(live []string) {
 	peers := make(map[string]bool, len(live))
 	for _, id := range live {
 		peers[id] = true
@@ -829,7 +829,7 @@ func (g *manager) setPeers(live []string) {
 	g.peers.Store(&peers)
 }
 
-func (g *manager) isPeer(id string) bool {
+func (g *shardManager) isPeer(id string) bool {
 	p := g.peers.Load()
 	return p != nil && (*p)[id] && id != g.s.id
 }

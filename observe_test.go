@@ -497,16 +497,16 @@ func TestNewHolderWithoutATermIsNotReportedAsItsPredecessor(t *testing.T) {
 	}), WithIdentity("a"))
 	log.next(t, 10*time.Second)
 	sb, _ := withTransport(t, s)
-	holder, err := NewBlobLeaseManager(sb)
+	shardHolder, err := NewBlobLeaseManager(sb)
 	require.NoError(t, err)
 	close(done) // a's term ends; a stands back for a retry interval
 	require.Eventually(t, func() bool {
-		_, err := holder.Acquire(context.Background())
+		_, err := shardHolder.Acquire(context.Background())
 		return err == nil
 	}, 5*time.Second, 20*time.Millisecond, "the lease was never free")
-	t.Cleanup(func() { _ = holder.Release(context.Background()) })
+	t.Cleanup(func() { _ = shardHolder.Release(context.Background()) })
 
-	info, err := holder.Inspect(context.Background())
+	info, err := shardHolder.Inspect(context.Background())
 	require.NoError(t, err)
 	assert.True(t, info.Held())
 	assert.True(t, info.TermPending(), "taken, term not yet recorded")
@@ -520,9 +520,9 @@ func TestNewHolderWithoutATermIsNotReportedAsItsPredecessor(t *testing.T) {
 		assert.NotEqual(t, NewLeaderObserved, e.Kind, "c observed %s while the holder had no term", e.Term.Identity)
 	}
 
-	term, err := holder.RecordTerm(context.Background(), "holder")
+	term, err := shardHolder.RecordTerm(context.Background(), "holder")
 	require.NoError(t, err)
-	info, err = holder.Inspect(context.Background())
+	info, err = shardHolder.Inspect(context.Background())
 	require.NoError(t, err)
 	assert.False(t, info.TermPending())
 	assert.Equal(t, term.Number, info.Leader.Number)

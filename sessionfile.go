@@ -151,7 +151,7 @@ const takeBackParallel = 4 * claimParallel
 // is marked as this session's own (record), so none is ever adopted from a
 // note or a listing: the previous process may have run it. The listing is
 // tried until it succeeds, or the session ends.
-func (g *manager) takeBack() {
+func (g *shardManager) takeBack() {
 	o := g.o
 	start := time.Now()
 	var cands []candidate

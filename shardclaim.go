@@ -38,8 +38,8 @@ type candidate struct {
 	resumed bool
 }
 
-// holder is who held a shard, by a listing.
-type holder struct {
+// shardHolder is who held a shard, by a listing.
+type shardHolder struct {
 	session string
 	etag    azcore.ETag
 	term    int64
@@ -53,7 +53,7 @@ type holder struct {
 // instead, out of turn; so it does, once its part of the dead sessions'
 // shards is claimed, if it is still short (see claim). A shard a dead
 // session claimed after the listing is found that way.
-func (g *manager) takeFromDead(view sessionView, n int) {
+func (g *shardManager) takeFromDead(view sessionView, n int) {
 	if g.ownersAt.IsZero() || g.ownersAt.Before(g.viewSince) {
 		// The records changed since this instance's last listing (it
 		// had not had its turn yet): list now, out of turn.
@@ -105,7 +105,7 @@ func (g *manager) takeFromDead(view sessionView, n int) {
 // is dead. It also stops the funcs of shards this session holds that the
 // listing shows held by another (which should never happen), and times the
 // leases that name no live holder.
-func (g *manager) listShards(view sessionView) error {
+func (g *shardManager) listShards(view sessionView) error {
 	g.reportTook()
 	o := g.o
 	start := time.Now()
@@ -127,7 +127,7 @@ func (g *manager) listShards(view sessionView) error {
 	}
 	g.lastList = time.Now()
 	g.listTook = g.lastList.Sub(start)
-	owners := make(map[string]holder, len(entries))
+	owners := make(map[string]shardHolder, len(entries))
 	live := map[string]bool{}
 	for _, id := range view.live {
 		live[id] = true
@@ -155,7 +155,7 @@ func (g *manager) listShards(view sessionView) error {
 			continue
 		}
 		if l.info.Held() && l.session != "" {
-			owners[l.name] = holder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
+			owners[l.name] = shardHolder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
 		}
 		c := candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
 		switch {
@@ -266,7 +266,7 @@ func (g *manager) listShards(view sessionView) error {
 // checkHeld stops the func of a shard this session holds if a listing that
 // started after the claim shows the shard unleased or written by another:
 // only the lease's holder can write the blob.
-func (g *manager) checkHeld(l listed, start time.Time) {
+func (g *shardManager) checkHeld(l listed, start time.Time) {
 	o := g.o
 	o.mu.Lock()
 	r := o.runs[l.name]
@@ -284,7 +284,7 @@ func (g *manager) checkHeld(l listed, start time.Time) {
 
 // lost stops now the func of a shard that a listing shows is no longer
 // this instance's; reportLost logs them, one line for each cause.
-func (g *manager) lost(r *shardRun, why string) {
+func (g *shardManager) lost(r *shardRun, why string) {
 	if r.returned.Load() {
 		return
 	}
@@ -302,7 +302,7 @@ func (g *manager) lost(r *shardRun, why string) {
 
 // reportLost logs the shards a listing found lost, at Error: one line for
 // each cause, with how many and the first few.
-func (g *manager) reportLost() {
+func (g *shardManager) reportLost() {
 	for why, names := range g.lostNow {
 		slices.Sort(names)
 		o := g.o
@@ -344,7 +344,7 @@ func (o *ShardOwner) holds(name string) bool {
 // claim claims up to k candidates, claimParallel at a time, toward a
 // deficit of shards. It returns how many it won, how many it tried, and
 // whether shards of dead sessions are left to try.
-func (g *manager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
+func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
 	o := g.o
 	now := time.Now()
 	o.mu.Lock()
@@ -501,7 +501,7 @@ func (g *manager) claim(k, deficit int, view sessionView) (won, tried int, more 
 // twice for one shard (record, before the acquire), so no two of its claims
 // share an ID: a release whose answer was lost, reaching the server late,
 // ends no later claim.
-func (g *manager) claimOne(c candidate) bool {
+func (g *shardManager) claimOne(c candidate) bool {
 	o := g.o
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), o.floorOf(c.name))
 	if !ok {
@@ -574,7 +574,7 @@ func (g *manager) claimOne(c candidate) bool {
 	default:
 		o.counts.claim(c.name, "claimed")
 	}
-	g.noteOwner(c.name, holder{session: g.s.id, etag: newETag, term: t.Number})
+	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
 	return g.start(c.name, lm, t, newETag)
 }
 
@@ -656,7 +656,7 @@ func (o *ShardOwner) floorOf(name string) int64 {
 
 // noteOwner records a claim of this session in owners (claims run in
 // parallel).
-func (g *manager) noteOwner(name string, h holder) {
+func (g *shardManager) noteOwner(name string, h shardHolder) {
 	g.ownersMu.Lock()
 	defer g.ownersMu.Unlock()
 	g.owners[name] = h
@@ -738,7 +738,7 @@ func (o *ShardOwner) addLeftover(name, id string) {
 // retryLeftovers releases the leases that a failed request may have left
 // with this instance, a few per cycle. A lease that is not ours (any more)
 // counts as released.
-func (g *manager) retryLeftovers() {
+func (g *shardManager) retryLeftovers() {
 	o := g.o
 	o.mu.Lock()
 	left := make(map[string]string, len(o.leftover))
@@ -764,7 +764,7 @@ func (g *manager) retryLeftovers() {
 // releaseLeftovers tries once more every leftover lease as the session
 // ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
 // dropped (see manage).
-func (g *manager) releaseLeftovers(ctx context.Context) {
+func (g *shardManager) releaseLeftovers(ctx context.Context) {
 	o := g.o
 	o.mu.Lock()
 	left := o.leftover

@@ -15,7 +15,7 @@ import (
 
 // reportTook logs the shards claimed since the last report, if any: once the
 // session has its share, at its next listing, or as it ends.
-func (g *manager) reportTook() {
+func (g *shardManager) reportTook() {
 	took := g.took.Swap(0)
 	if took == 0 {
 		return

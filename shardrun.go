@@ -37,7 +37,7 @@ type shardRun struct {
 // and its lease context, derived from the session's, cancelled only when
 // the shard may pass to another instance. It reports false, and releases
 // the shard, if the session is ending or the shard left the set meanwhile.
-func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.ETag) bool {
+func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.ETag) bool {
 	o := g.o
 	state := &termState{}
 	leaderCtx, cancel := context.WithCancelCause(g.shardsCtx)
@@ -71,7 +71,7 @@ func (g *manager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.E
 // run runs a shard's func, then releases the shard, however the func ends:
 // normally, or by a panic, which is handed to Run once the lease is
 // released.
-func (g *manager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
+func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	o, s := g.o, g.o.settings
 	m := r.m
 	defer func() {
@@ -212,7 +212,7 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 // As the session ends (its context done), the lease becomes a leftover,
 // released with the others in the end's bounded window (manage), rather
 // than one RequestTimeout each before that window opens.
-func (g *manager) releaseClaim(name string, lm *BlobLeaseManager) {
+func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
 	id := lm.LeaseID()
 	if g.ctx.Err() != nil {
 		g.o.addLeftover(name, id)

@@ -467,9 +467,9 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 	return ctx.Err()
 }
 
-// manager is one session's loop: it balances, claims, hands over, and runs
+// shardManager is one session's loop: it balances, claims, hands over, and runs
 // the shards. Its fields are touched only by the session's goroutine.
-type manager struct {
+type shardManager struct {
 	o         *ShardOwner
 	s         *session
 	ctx       context.Context // the session func's context: please stop, or stop now
@@ -505,7 +505,7 @@ type manager struct {
 	// owners is who held each shard by the last listing (and this
 	// session's own claims since): when a session dies, its shards are
 	// claimed from here, without a listing of every shard.
-	owners   map[string]holder
+	owners   map[string]shardHolder
 	ownersAt time.Time  // when the listing owners comes from started
 	ownersMu sync.Mutex // claims and adoptions write owners in parallel
 	// The view of the sessions (who is live, what each holds) settles
@@ -556,7 +556,7 @@ type manager struct {
 // returns once every shard func has returned and its lease is released.
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
-	g := &manager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]holder{},
+	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
 		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{}}
@@ -641,7 +641,7 @@ func (o *ShardOwner) panicking() bool {
 	return o.panicSet
 }
 
-func (g *manager) loop() error {
+func (g *shardManager) loop() error {
 	o, s := g.o, g.o.settings
 	var failing failureLog
 	backoff := s.RetryInterval
