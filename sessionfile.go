@@ -143,10 +143,13 @@ const takeBackParallel = 4 * claimParallel
 // anything: it lists the shards and takes back each whose record names
 // this session. The previous process held it (or was claiming it, or had it
 // handed to it), and is dead: the file's lock says so. Each is claimed as a
-// dead session's shard is (claimOne): its lease broken and acquired with an
-// ID of this claim's own, and the next term recorded, each If-Match the
-// ETag listed, so that nothing the previous process left in flight (a
-// release, a transfer) can end or change the lease once the func starts. A
+// dead session's shard is (claimOne), with an ID of this claim's own and
+// the next term recorded, each step If-Match the ETag listed: its lease's
+// ID changed from the one its record implies (claimLeaseID, or
+// handoffLeaseID for a shard handed to the session), or, if the lease has
+// another, broken and acquired. So nothing the previous process left in
+// flight (a release, a transfer) can end or change the lease once the func
+// starts. A
 // shard that left the set is only broken, which frees it. Every term found
 // is marked as this session's own (record), so none is ever adopted from a
 // note or a listing: the previous process may have run it. The listing is
