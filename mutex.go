@@ -57,7 +57,7 @@ type BlobDistributedMutex struct {
 	// same endWindow (a session deletes its blob).
 	afterRelease func(ctx context.Context)
 	// ending, if set, decides how a term ends once its func has returned
-	// (a ShardOwner's session with a lease ID file: see resume.go):
+	// (a ShardOwner's session with a lease ID file: see sessionfile.go):
 	// endKeep sends nothing, and leaves the lease and its record to the
 	// process that resumes it; endRelease ends the term as usual;
 	// endAbandon sends nothing either (the file could not move on: the
