@@ -652,8 +652,16 @@ func (g *shardManager) record(name string, term int64) {
 	g.highest[name] = max(g.highest[name], term)
 }
 
-// proposed is the highest term this session recorded, or adopted, for
-// shard name: its next claim proposes more.
+// propose notes a term a claim of this session proposes for shard name
+// (see claimOne): its next claim proposes more.
+func (g *shardManager) propose(name string, term int64) {
+	g.termsMu.Lock()
+	defer g.termsMu.Unlock()
+	g.highest[name] = max(g.highest[name], term)
+}
+
+// proposed is the highest term this session proposed, recorded or adopted
+// for shard name.
 func (g *shardManager) proposed(name string) int64 {
 	g.termsMu.Lock()
 	defer g.termsMu.Unlock()

@@ -2,12 +2,15 @@ package leaderelection
 
 import (
 	"context"
+	"net/http"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/require"
 )
 
@@ -135,4 +138,48 @@ func TestGracefulStopHandsShardsStraightOn(t *testing.T) {
 		}
 	}
 	log.requireNeverTwice(t)
+}
+
+// A session reads its notes only while shards may come to it: never at its
+// share, and while another session of its group is above its share (here,
+// as a new instance joins) it does, until the move has settled.
+func TestNotesAreReadOnlyWhileShardsMayCome(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	names := shardNames(30)
+	log := &shardLog{}
+	reads := map[string]*atomic.Int64{"a": {}, "b": {}, "c": {}}
+	start := func(who string) {
+		ws, tr := withTransport(t, s)
+		n := reads[who]
+		tr.Observe(func(x faults.Exchange) {
+			if x.Method == http.MethodGet && strings.Contains(x.URL, "comp=list") && strings.Contains(x.URL, strings.TrimSuffix(handoffDir, "/")) {
+				n.Add(1)
+			}
+		})
+		startOwner(t, who, ws, names, log.fn(who, nil))
+	}
+	quiet := func(what string, owners ...string) {
+		before := map[string]int64{}
+		for _, who := range owners {
+			before[who] = reads[who].Load()
+		}
+		time.Sleep(3 * time.Second)
+		for _, who := range owners {
+			require.Equal(t, before[who], reads[who].Load(), "%s: %s read its notes", what, who)
+		}
+	}
+	start("a")
+	start("b")
+	waitFor(t, 60*time.Second, "30 shards over a and b", func() bool { return balanced(log, 30, "a", "b") })
+	quiet("at their share", "a", "b")
+
+	joined := reads["c"].Load()
+	start("c")
+	took := waitFor(t, 60*time.Second, "c's share", func() bool { return balanced(log, 30, "a", "b", "c") })
+	n := reads["c"].Load() - joined
+	require.Positive(t, n, "c read its notes while a and b were above their share")
+	t.Logf("c read its notes %d times in the %v it took to reach its share", n, took.Round(time.Millisecond))
+	time.Sleep(s.withDefaults().RenewInterval + 2*s.RetryInterval)
+	quiet("all at their share again", "a", "b", "c")
 }

@@ -117,6 +117,18 @@ func TestRestartedShardOwnerKeepsItsSessionAndShards(t *testing.T) {
 			assert.True(t, tm.start.After(restarted))
 		}
 	}
+
+	// A resumed session adopts shards handed to it only by the conditional
+	// acquire (never at once from a note): b's graceful stop hands it all of
+	// b's, each running on a2 well within the lease duration after which a2
+	// would break a shard recorded for it that it could not adopt.
+	stopped := time.Now()
+	require.ErrorIs(t, b.stop(t), context.Canceled)
+	took = waitFor(t, 30*time.Second, "every shard on a2", func() bool { return balanced(log, len(names), "a2") })
+	t.Logf("b's %d shards running on a2 %v after b's stop", len(bHeld), took.Round(time.Millisecond))
+	gaps := handoffGaps(t, log, stopped, "a2")
+	require.Len(t, gaps, len(bHeld))
+	assert.Less(t, gaps[len(gaps)-1], s.LeaseDuration/2, "a shard handed to the resumed session idled for %v", gaps[len(gaps)-1])
 	log.requireNeverTwice(t)
 }
 

@@ -498,9 +498,11 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 // session's next process raises), the shard and the term the claim records
 // (claimLeaseID), and the record names that session term, so a process that
 // resumes the session can derive it too. This session never proposes a term
-// twice for one shard (record, before the acquire), so no two of its claims
+// twice for one shard (propose, before the acquire), so no two of its claims
 // share an ID: a release whose answer was lost, reaching the server late,
-// ends no later claim.
+// ends no later claim. A term proposed by a claim that did not get the lease
+// is not recorded (record, after the acquire): it may yet be handed to this
+// session, which must not refuse it as its own.
 func (g *shardManager) claimOne(c candidate) bool {
 	o := g.o
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), o.floorOf(c.name))
@@ -512,7 +514,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 		o.counts.claim(c.name, "permanent")
 		return false
 	}
-	g.record(c.name, number) // before the acquire: its answer may be lost
+	g.propose(c.name, number)
 	id := claimLeaseID(g.s.id, g.gen, c.name, number)
 	lm := o.managerFor(o.shardBlob(c.name), id)
 	done := func(outcome string, release bool) bool {
@@ -561,6 +563,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 		}
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	g.record(c.name, number) // before the write: its answer may be lost
 	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)

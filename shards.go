@@ -546,7 +546,7 @@ type shardManager struct {
 	watching    sync.WaitGroup                  // watchNotes
 	termsMu     sync.Mutex                      // guards terms
 	terms       map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
-	highest     map[string]int64                // by shard, the highest of them
+	highest     map[string]int64                // by shard, the highest of them, and of the terms its claims proposed
 	gen         int64                           // the session's term: claimLeaseID derives from it
 	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
 }
