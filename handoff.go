@@ -624,6 +624,10 @@ func (g *shardManager) adoptOne(h handed) {
 		// Not so for a resumed session, whose previous process may have
 		// adopted the shard, run it and let it go (sessionfile.go).
 	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
+		// The release below may end the lease the giver handed over: a
+		// note naming this term must not start it at once later, while
+		// another claims the freed shard (see the top of renew.go).
+		g.record(h.name, h.term)
 		o.mu.Lock()
 		delete(o.claiming, h.name)
 		o.mu.Unlock()

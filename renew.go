@@ -187,7 +187,10 @@ import (
 // receiver uses, and nobody else can end it (the record names a live
 // session; an acquire finds it held), so a receiver that reads such a note,
 // written (so its listing says) by the library for a session it knows
-// live, starts the func at once. Any other way it learns of a shard recorded
+// live, starts the func at once, unless it may have ended that lease
+// itself: the release that follows an adoption whose acquire failed, or a
+// break of a shard recorded for it that it did not hold, marks the term as
+// its own first (below), and it never adopts such a term. Any other way it learns of a shard recorded
 // for it (its listing of the shards; a note it cannot vouch for), it starts
 // the func only once an acquire with the derived ID, If-Match the ETag of
 // that record, has succeeded: the record is then still the one the giver

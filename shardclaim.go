@@ -546,6 +546,9 @@ func (g *shardManager) claimOne(c candidate) bool {
 		}
 	}
 	if c.leased && !changed {
+		// A lease handed to this session at the listed term ends with the
+		// break: a note naming that term must never start it at once.
+		g.record(c.name, c.prev)
 		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
 		case breakDone:
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
