@@ -178,7 +178,7 @@ func (g *shardManager) takeBack() {
 					old = claimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
 				}
 				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
-					leased: l.info.Held(), resumed: true, oldID: old})
+					leased: l.info.Held(), oldID: old})
 			case l.info.Held():
 				free = append(free, l)
 			}

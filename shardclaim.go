@@ -32,10 +32,9 @@ type candidate struct {
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
 	dead   bool        // a dead session held it (see takeFromDead, and claim's others)
-	oldID  string      // the lease ID its record implies, for a resumed session's take-back (see claimOne)
-	// resumed: its record names this session, resumed, whose previous
-	// process held it; taken back like a dead session's (see takeBack).
-	resumed bool
+	// oldID is set only for a resumed session's take-back (takeBack): the
+	// lease ID the shard's record implies, which its previous process used.
+	oldID string
 }
 
 // shardHolder is who held a shard, by a listing.
@@ -573,7 +572,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 	}
 	o.seeTerm(c.name, t.Number)
 	switch {
-	case c.resumed:
+	case c.oldID != "":
 		o.counts.claim(c.name, "resumed")
 	case c.leased:
 		o.counts.claim(c.name, "taken")
