@@ -370,7 +370,8 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	}
 	if held < n {
 		if g.strayAt.IsZero() {
-			g.strayAt = time.Now().Add(strayAfter + time.Duration(rand.Int64N(int64(strayAfter))))
+			d := g.o.strayAfter()
+			g.strayAt = time.Now().Add(d + time.Duration(rand.Int64N(int64(d))))
 		}
 	} else {
 		g.strayAt = time.Time{}
@@ -443,6 +444,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		}
 	}
 	if deficit <= 0 {
+		g.freeStrays()
 		g.reportTook() // what was handed to it, if that is how it got there
 		clear(g.cands)
 		return nil
@@ -505,6 +507,13 @@ func (g *shardManager) heldByOthers(group sessionView) int {
 // the sessions at their share look for a lease nobody counts: 5 to 10
 // minutes, drawn by each.
 const strayAfter = 5 * time.Minute
+
+func (o *ShardOwner) strayAfter() time.Duration {
+	if o.opts.strayAfter > 0 {
+		return o.opts.strayAfter
+	}
+	return strayAfter
+}
 
 // listSpacing is the least time between two listings of the shards by this
 // instance: one RetryInterval, or what its last one took times the sessions

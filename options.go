@@ -22,6 +22,8 @@ type options struct {
 
 	priority    int // see WithPriority, in prefer.go
 	prioritySet bool
+
+	strayAfter time.Duration // tests only: see strayAfter in balance.go; 0 for the default
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

@@ -157,7 +157,9 @@ import (
 // shard lease that no live holder's record names (no record, or the record
 // of the very session that looks at it and does not hold it: a claim that
 // failed half-way) may be broken at any time; a claimer waits until its ETag
-// has stood for D, not to fight a claim in flight. Every claim proposes a
+// has stood for D, not to fight a claim in flight, and so does the session
+// that record names, which breaks it then even at its share, as nobody else
+// can tell that it holds nothing (freeStrays). Every claim proposes a
 // lease ID of its own (derived from its session, the session's term, the
 // shard and the term it records, and a session never proposes a term twice
 // for a shard: claimLeaseID): a release whose answer was lost may reach the

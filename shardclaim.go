@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
 )
 
 // How a ShardOwner's session finds the free shards (a listing, or what it
@@ -35,6 +36,10 @@ type candidate struct {
 	// oldID is set only for a resumed session's take-back (takeBack): the
 	// lease ID the shard's record implies, which its previous process used.
 	oldID string
+	// ours: leased, with this session's record, not held by it, and its
+	// ETag has stood a lease duration: a stray only this session can tell
+	// (see freeStrays).
+	ours bool
 }
 
 // shardHolder is who held a shard, by a listing.
@@ -115,6 +120,7 @@ func (g *shardManager) listShards(view sessionView) error {
 	}
 	o.mu.Unlock()
 	var entries []listed
+	g.strays = 0
 	if err := o.list(g.ctx, shardsDir, func(l listed) {
 		if set[l.name] {
 			entries = append(entries, l)
@@ -183,8 +189,11 @@ func (g *shardManager) listShards(view sessionView) error {
 				a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
 			}
 			anomalies[l.name] = a
+			if l.session == g.s.id {
+				g.strays++
+			}
 			if time.Since(a.since) >= o.settings.LeaseDuration {
-				c.leased = true
+				c.leased, c.ours = true, l.session == g.s.id
 				cands = append(cands, c)
 			}
 		case live[l.session]:
@@ -199,6 +208,11 @@ func (g *shardManager) listShards(view sessionView) error {
 		}
 	}
 	g.anomalies = anomalies
+	if g.strays > 0 {
+		// Look again once they have stood a lease duration (see
+		// freeStrays), not at the next look for strays, minutes away.
+		g.strayAt = start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+	}
 	o.seeTerms(terms)
 	g.adopt(adopt)
 	o.noteBadShards(bad)
@@ -581,6 +595,32 @@ func (g *shardManager) claimOne(c candidate) bool {
 	}
 	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
 	return g.start(c.name, lm, t, newETag)
+}
+
+// freeStrays breaks the leases that the last listing found stray (see
+// candidate.ours): leased for a lease duration or more with this session's
+// record, which this session does not hold. A session below its share claims
+// them as it claims any free shard; at its share or above, it frees them for
+// the others, as nobody else can tell that they are not held (a record that
+// names a live session is its holder's, to anyone else), and a session below
+// its share then finds them free at its next listing. Each break is If-Match
+// the listed ETag, and its term is first marked as this session's own, as
+// before any break of a shard recorded for it (see claimOne).
+func (g *shardManager) freeStrays() {
+	o := g.o
+	for _, c := range g.cands {
+		if !c.ours || o.holds(c.name) {
+			continue
+		}
+		g.record(c.name, c.prev)
+		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, c.etag, o.settings.claimTimeout())
+		if res == breakDone {
+			o.logger.Info("leaderelection: freed a shard whose record names this session, which has not held it for a lease duration",
+				"shard", c.name, "term", c.prev)
+		} else if err != nil {
+			o.logger.Debug("leaderelection: could not free a stray shard; the next listing tries again", "shard", c.name, "error", err)
+		}
+	}
 }
 
 // shardProblem is what keeps a shard's blob, as listed, from being claimed or

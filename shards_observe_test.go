@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -231,4 +232,47 @@ func TestShardFuncRunningPastItsLeaseIsUnhealthy(t *testing.T) {
 	err := a.owner.Healthy()
 	require.ErrorContains(t, err, "after its lease context was cancelled")
 	t.Log(err)
+}
+
+// withStrayAfter shortens how long fewer shards than the set must stay held
+// before a session at its share lists them, looking for strays.
+func withStrayAfter(d time.Duration) Option { return func(o *options) { o.strayAfter = d } }
+
+// A shard leased under an ID nobody uses, whose record names a live session
+// (a claim whose record was written, then lost, and its release lost too;
+// or a previous process's acquire landing after a resumed session's
+// take-back): only the session it names can tell it holds nothing. That
+// session frees it once it has stood a lease duration, even at its share,
+// and the session below its share then runs it. It used to wait for good.
+func TestAStrayLeaseNamingASessionAtItsShareIsFreed(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	log := &shardLog{}
+	a := startOwner(t, "a", s, shardNames(4), log.fn("a", nil), withStrayAfter(time.Second))
+	b := startOwner(t, "b", s, shardNames(4), log.fn("b", nil), withStrayAfter(time.Second))
+	waitFor(t, 30*time.Second, "4 shards balanced over a and b", func() bool { return balanced(log, 4, "a", "b") })
+	info, err := a.owner.Inspect(context.Background())
+	require.NoError(t, err)
+	var live []string
+	for _, ses := range info.Sessions {
+		if ses.Live {
+			live = append(live, ses.ID)
+		}
+	}
+	require.Len(t, live, 2)
+	slices.Sort(live)
+	named := live[1] // its share of 5 is 2, which it holds: it lists only for strays
+	require.Equal(t, 2, fairShare(5, live, named))
+	stray := s.Blob + "/" + shardsDir + "shard-004"
+	raw.put(stray, uuid.NewString(), map[string]string{metaIdentity: "gone", metaTerm: "7", metaSession: named, metaRole: string(RoleShard)})
+	require.NoError(t, a.owner.SetShards(shardNames(5)))
+	require.NoError(t, b.owner.SetShards(shardNames(5)))
+	waitFor(t, 60*time.Second, "the stray shard runs, the 5 balanced", func() bool { return balanced(log, 5, "a", "b") })
+	for _, tm := range log.snapshot() {
+		if tm.shard == "shard-004" {
+			assert.Equal(t, int64(8), tm.number, "the stray's next term")
+		}
+	}
+	log.requireNeverTwice(t)
 }
