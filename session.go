@@ -46,6 +46,7 @@ const (
 	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
 	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
 	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
+	metaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)
 	metaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (claimLeaseID)
 )
 
@@ -185,7 +186,8 @@ func (o *ShardOwner) newSession(id string) *session {
 		n := strconv.Itoa(max(o.ownedCount(), int(s.inherited.Load())))
 		digest, size := o.setSummary()
 		count := strconv.Itoa(size)
-		md[metaOwned], md[metaSet], md[metaSetCount] = &n, &digest, &count
+		handing := strconv.Itoa(o.handingCount())
+		md[metaOwned], md[metaSet], md[metaSetCount], md[metaHanding] = &n, &digest, &count, &handing
 		if s.leaving.Load() {
 			yes := "true"
 			md[metaLeaving] = &yes
@@ -248,6 +250,7 @@ type listed struct {
 	set     string    // a session's record: its set's digest ("" if none: an older version)
 	size    int       // a session's record: how many shards its set has (-1 if none)
 	leaving bool      // a session's record: it hands its shards on, to end
+	handing int       // a session's record: how many shards it is handing over (0 if it does not say)
 	gen     int64     // a shard's record: its claiming session's term (0 if none: handed to it)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
@@ -338,6 +341,9 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 		l.gen = n
 	}
 	l.leaving = metaValue(md, metaLeaving) == "true"
+	if n, err := strconv.Atoi(metaValue(md, metaHanding)); err == nil && n > 0 {
+		l.handing = n
+	}
 	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
 		l.size = n
 	}
@@ -362,6 +368,10 @@ type sessionView struct {
 	died  []string          // sessions found dead by this listing that the last one showed alive (or broken by this instance)
 	ident map[string]string // each live session's identity, by its record
 	leave map[string]bool   // the live sessions whose record says they are leaving (see leave)
+	// handing is how many shards each live session's record says it is
+	// handing over: asked to stop, not handed yet, and no longer counted
+	// in owned. Shards are on their way to the sessions below their share.
+	handing map[string]int
 }
 
 // signature sums the view up: it changes when a session comes or goes, says
@@ -369,7 +379,7 @@ type sessionView struct {
 func (v sessionView) signature() string {
 	var b strings.Builder
 	for _, id := range v.live {
-		fmt.Fprintf(&b, "%s=%d/%s;", id, v.owned[id], v.set[id])
+		fmt.Fprintf(&b, "%s=%d+%d/%s;", id, v.owned[id], v.handing[id], v.set[id])
 	}
 	return b.String()
 }
@@ -465,7 +475,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		return sessionView{}, err
 	}
 	D := o.settings.LeaseDuration
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}}
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}
 	var twins []string
@@ -551,6 +561,9 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			view.ident[l.name] = l.info.Leader.Identity
 			if l.leaving {
 				view.leave[l.name] = true
+			}
+			if l.handing > 0 {
+				view.handing[l.name] = l.handing
 			}
 		}
 	}

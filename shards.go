@@ -312,6 +312,22 @@ func (o *ShardOwner) ownedCount() int {
 	return n
 }
 
+// handingCount is how many shards this instance is handing over: asked to
+// stop for a handover, with a receiver, and not handed on yet (see
+// handOverTo). Its session's record says so, as ownedCount no longer
+// counts them: the receivers then know that shards are on their way.
+func (o *ShardOwner) handingCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.runs {
+		if r.leaving && r.to != nil {
+			n++
+		}
+	}
+	return n
+}
+
 // closeIdle closes the idle pooled connections of the transports the
 // library built (none for the caller's), and so their goroutines: Run does
 // when it returns, and Inspect when Run is not running.
