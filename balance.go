@@ -303,6 +303,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		g.handOver(min(excess, short), mine)
 	}
 	g.retryLeftovers()
+	g.writeHeld()
 	deficit := target - own
 	// A session below its share may be handed shards (see handoff.go),
 	// even by one whose record does not say yet that it holds more than
@@ -403,12 +404,20 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	case !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
 		// At its share or above, and the records have stood still since
 		// they last changed (a session came or went, or one holds another
-		// number of shards). List once, each instance in its turn by rank:
-		// to know who holds what when one of them dies; and to find a
-		// shard handed to this session that it did not expect, as it
-		// counted itself at its share (a giver's view, a record behind,
-		// differed): its record names this session, so only this session
-		// can take it up (see listShards), and it reads no notes.
+		// number of shards). If they count every shard, every shard runs,
+		// and nothing is to be found: none is unowned. Else list once,
+		// each instance in its turn by rank: to find a shard handed to
+		// this session that it did not expect, as it counted itself at
+		// its share (a giver's view, a record behind, differed): its
+		// record names this session, so only this session can take it up
+		// (see listShards), and it reads no notes. (Every instance listed
+		// after every change, to know who held what when one of them
+		// died, until the sessions' lists (held.go) told that.)
+		if held >= n {
+			g.settled = true
+			o.counts.sawAllHeld(time.Now())
+			break
+		}
 		if g.settleAt.IsZero() {
 			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
 		}

@@ -208,7 +208,7 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 	}
 	o.seeTerm(r.name, number)
 	old := lm.LeaseID()
-	if err := o.changeLease(ctx, lm, id, ""); err != nil {
+	if _, err := o.changeLease(ctx, lm, id, ""); err != nil {
 		// The record names the receiver, which adopts the shard from its
 		// listing if the change went through; if it did not, the release
 		// with our ID sets it free.
@@ -223,8 +223,9 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 }
 
 // changeLease changes the shard's lease ID from lm's to id, If-Match etag
-// unless it is "".
-func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) error {
+// unless it is "". It returns the blob's ETag, which a lease's change leaves
+// as it was.
+func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) (azcore.ETag, error) {
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
 	h := lm.id.Load()
@@ -232,10 +233,14 @@ func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id s
 	if etag != "" {
 		opts = &lease.BlobChangeOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
 	}
-	if _, err := h.client.ChangeLease(ctx, id, opts); err != nil {
-		return lm.classify("change shard lease", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
+	resp, err := h.client.ChangeLease(ctx, id, opts)
+	if err != nil {
+		return "", lm.classify("change shard lease", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
 	}
-	return nil
+	if resp.ETag == nil {
+		return "", &StorageError{Op: "change shard lease", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
+	}
+	return *resp.ETag, nil
 }
 
 // warmConns is how many connections a session opens as it starts (warm).
@@ -644,7 +649,7 @@ func (g *shardManager) adoptOne(h handed) {
 	o.counts.claim(h.name, "handed")
 	g.noteOwner(h.name, shardHolder{session: g.s.id, etag: h.etag, term: h.term})
 	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.start(h.name, lm, t, h.etag)
+	g.start(h.name, lm, t, 0, h.etag)
 }
 
 // record notes a term this session records, or adopts, for itself: it never

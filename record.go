@@ -41,6 +41,9 @@ const (
 	// RoleCandidate is a contender's blob beside a mutex's lease while it
 	// waits as a preferred candidate (see [WithPriority]).
 	RoleCandidate BlobRole = "candidate"
+	// RoleHeld is the list of the shards one of a [ShardOwner]'s sessions
+	// holds, for the others to take them if it dies (see held.go).
+	RoleHeld BlobRole = "held"
 )
 
 // metaRole is the record's key for its blob's role; metaRecreated marks a

@@ -132,8 +132,9 @@ import (
 // at S + D - StopMargin for the send time S of the session's last confirmed
 // write, so the rule above covers every shard with the session's one fuse. A
 // shard's lease is infinite and never renewed: it passes to another instance
-// only by a release, sent after its func has returned, or by a break, which
-// a claimer makes only when the shard's record names a session that is dead.
+// only by a release, sent after its func has returned, or by a break (or a
+// change of its ID, below), which a claimer makes only when the shard's
+// record names a session that is dead.
 // Dead means: its blob shows no lease although its owner wrote its record
 // under one (released, which its owner does only after every shard func
 // returned; or broken), or its blob is gone (deleted only once unleased). A
@@ -153,10 +154,19 @@ import (
 // the ETag the listing showed: a claim made meanwhile has written its
 // record, and so changed the ETag, before its func started, and then the
 // break fails and that claim stands; a claim that has not written yet has
-// not started its func, and its write fails on the broken lease. Likewise a
-// shard lease that no live holder's record names (no record, or the record
-// of the very session that looks at it and does not hold it: a claim that
-// failed half-way) may be broken at any time; a claimer waits until its ETag
+// not started its func, and its write fails on the broken lease. A dead
+// session's shards named in its list of what it held (held.go) are claimed
+// without a listing, so with no listed ETag: by a change of the lease's ID
+// from the one that session derived for it (claimLeaseID, handoffLeaseID)
+// to the claim's own, then the record, If-Match the ETag the change
+// answered with. Nobody but that session uses an ID derived for it (a giver
+// hands it a shard under one only once the giver's func has returned and
+// the record names it), so the change succeeds only on a lease that session
+// still held, whose func is not running now that it is dead; a list that is
+// old, or not ours, takes nothing from anyone. Likewise a shard lease that
+// no live holder's record names (no record, or the record of the very
+// session that looks at it and does not hold it: a claim that failed
+// half-way) may be broken at any time; a claimer waits until its ETag
 // has stood for D, not to fight a claim in flight, and so does the session
 // that record names, which breaks it then even at its share, as nobody else
 // can tell that it holds nothing (freeStrays). Every claim proposes a
@@ -251,9 +261,12 @@ import (
 // If-Match the ETag it timed, so exactly one of the two succeeds: the
 // session lives on, with the deadline above from that write, or it is dead,
 // its shards are free, and the new process starts a new session. A resumed
-// session then lists the shards, before it claims or adopts anything, and
-// takes back each whose record names it as a claimer takes a dead
-// session's: break, acquire with an ID of its own, record the next term,
+// session first takes back, before it claims or adopts anything, the shards
+// its list names (held.go), as a survivor takes a dead session's from its
+// list: a change of the lease's ID from the one the list implies, which
+// only the dead process used, then the next term recorded. It then lists
+// the shards, and takes back each other one whose record names it as a
+// claimer takes a dead session's: break, acquire with an ID of its own, record the next term,
 // each If-Match the ETag listed, so that whatever the dead process left in
 // flight (a release, a transfer, a claim's write) fails on the new ID or on
 // the ETag, and the term still fences. Where the lease still has the ID the

@@ -118,7 +118,7 @@ func checkOwnName(name string, prefix bool) error {
 		end = len(segs)
 	}
 	for i := 1; i < end; i++ {
-		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir || d == handoffDir {
+		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir || d == handoffDir || d == heldDir {
 			owner := strings.Join(segs[:i], "/")
 			what := "a mutex's blob"
 			if prefix {
@@ -239,6 +239,7 @@ func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 		return
 	}
 	o.dropNotes(ctx, s.id)
+	o.dropHeld(ctx, s.id)
 }
 
 // listed is one blob of a listing under the prefix, as far as leases go.
@@ -673,6 +674,7 @@ func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed) {
 		return
 	}
 	o.dropNotes(callCtx, l.name)
+	o.dropHeld(callCtx, l.name)
 }
 
 // sessionState looks up a session that a shard's record names but the last

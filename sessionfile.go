@@ -140,23 +140,42 @@ func (o *ShardOwner) sessionEnding(s *session) func(lost bool) endHow {
 const takeBackParallel = 4 * claimParallel
 
 // takeBack is a resumed session's first act, before it claims or adopts
-// anything: it lists the shards and takes back each whose record names
-// this session. The previous process held it (or was claiming it, or had it
-// handed to it), and is dead: the file's lock says so. Each is claimed as a
-// dead session's shard is (claimOne), with an ID of this claim's own and
-// the next term recorded, each step If-Match the ETag listed: its lease's
-// ID changed from the one its record implies (claimLeaseID, or
-// handoffLeaseID for a shard handed to the session), or, if the lease has
-// another, broken and acquired. So nothing the previous process left in
-// flight (a release, a transfer) can end or change the lease once the func
-// starts. A
-// shard that left the set is only broken, which frees it. Every term found
-// is marked as this session's own (record), so none is ever adopted from a
-// note or a listing: the previous process may have run it. The listing is
-// tried until it succeeds, or the session ends.
+// anything: it takes back each shard the previous process held (or was
+// claiming, or had handed to it), which is dead: the file's lock says so.
+// First those the session's list names (held.go), at once, with no
+// listing: each by a change of its lease's ID from the one the list
+// implies (claimLeaseID, or handoffLeaseID for a shard handed to the
+// session) to one of this claim's own, then the next term recorded,
+// If-Match the ETag the change answered with; the change fails unless the
+// lease still has that ID, which only the previous process used. Then it
+// lists the shards, and takes back each other one whose record names this
+// session as a dead session's shard is claimed (claimOne), each step
+// If-Match the ETag listed: its lease's ID changed likewise, or, if the
+// lease has another, broken and acquired. So nothing the previous process
+// left in flight (a release, a transfer) can end or change the lease once
+// the func starts. A shard that left the set is only broken, which frees
+// it. Every term the listing shows is marked as this session's own
+// (record), so none is ever adopted from a note or a listing: the previous
+// process may have run it. The listing is tried until it succeeds, or the
+// session ends.
 func (g *shardManager) takeBack() {
 	o := g.o
 	start := time.Now()
+	var won atomic.Int64
+	fromList := 0
+	if entries, err := o.readHeld(g.ctx, g.s.id); err == nil {
+		var cands []candidate
+		o.mu.Lock()
+		for _, e := range entries {
+			if o.set[e.name] {
+				cands = append(cands, candidate{name: e.name, exists: true, leased: true, prev: e.term, oldID: e.leaseID(g.s.id)})
+			}
+		}
+		o.mu.Unlock()
+		fromList = g.takeEach(cands, nil)
+		won.Add(int64(fromList))
+	}
+	byList := time.Since(start)
 	var cands []candidate
 	var free []listed
 	var listTook time.Duration
@@ -172,6 +191,8 @@ func (g *shardManager) takeBack() {
 			inSet := o.set[l.name]
 			o.mu.Unlock()
 			switch {
+			case o.holds(l.name):
+				// Taken back already, from the list.
 			case inSet:
 				old := handoffLeaseID(l.session, l.name, l.info.Leader.Number)
 				if l.gen > 0 {
@@ -184,7 +205,7 @@ func (g *shardManager) takeBack() {
 			}
 		})
 		if err == nil {
-			listTook = time.Since(start)
+			listTook = time.Since(start) - byList
 			break
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
@@ -194,6 +215,21 @@ func (g *shardManager) takeBack() {
 		}
 		backoff = min(2*backoff, o.settings.RetryInterval)
 	}
+	won.Add(int64(g.takeEach(cands, free)))
+	g.s.inherited.Store(0)
+	level := slog.LevelInfo
+	if int(won.Load()) < fromList+len(cands) {
+		level = slog.LevelWarn
+	}
+	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
+		"session", g.s.id, "shards", fromList+len(cands), "taken", won.Load(), "byChange", g.changedBack.Load(), "byList", fromList, "freed", len(free),
+		"listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+}
+
+// takeEach takes back cands and breaks the leases of free (see takeBack),
+// takeBackParallel at a time, and says how many it took.
+func (g *shardManager) takeEach(cands []candidate, free []listed) int {
+	o := g.o
 	var won atomic.Int64
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, takeBackParallel)
@@ -221,11 +257,5 @@ func (g *shardManager) takeBack() {
 		}()
 	}
 	wg.Wait()
-	g.s.inherited.Store(0)
-	level := slog.LevelInfo
-	if int(won.Load()) < len(cands) {
-		level = slog.LevelWarn
-	}
-	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", g.s.id, "shards", len(cands), "taken", won.Load(), "byChange", g.changedBack.Load(), "freed", len(free), "listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
+	return int(won.Load())
 }

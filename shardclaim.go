@@ -49,57 +49,72 @@ type shardHolder struct {
 	term    int64
 }
 
-// takeFromDead makes the candidates the shards that, by the last listing,
-// sessions that just died held (with any left from that listing): free to
-// take, each on condition that its ETag is still the one listed, with no
-// listing of every shard. If the last listing started before the last
-// change this instance saw in the other sessions' records, it lists at once
-// instead, out of turn; so it does, once its part of the dead sessions'
-// shards is claimed, if it is still short (see claim). A shard a dead
-// session claimed after the listing is found that way.
+// takeFromDead makes the candidates the shards that the sessions that just
+// died held, by their lists (held.go), with no listing of every shard: each
+// to be taken by a change of its lease's ID from the one the dead session
+// derived (see claimOne); and those the last listing showed them holding,
+// each on condition that its ETag is still the one listed. If a list cannot
+// be read, it lists at once instead, out of turn; so it does, once its part
+// of the dead sessions' shards is claimed, if it is still short (see claim):
+// a shard a dead session claimed after it last wrote its list is found that
+// way.
 func (g *shardManager) takeFromDead(view sessionView, n int) {
-	if g.ownersAt.IsZero() || g.ownersAt.Before(g.viewSince) {
-		// The records changed since this instance's last listing (it
-		// had not had its turn yet): list now, out of turn.
-		g.stale, g.listNotBefore = true, time.Time{}
-		return
-	}
+	o := g.o
 	dead := map[string]bool{}
+	found := map[string]candidate{}
 	for _, id := range view.died {
 		dead[id] = true
+		entries, err := o.readHeld(g.ctx, id)
+		if err != nil {
+			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
+			g.stale, g.listNotBefore = true, time.Time{}
+			return
+		}
+		for _, e := range entries {
+			found[e.name] = candidate{name: e.name, exists: true, leased: true, prev: e.term, dead: true, oldID: e.leaseID(id)}
+		}
 	}
-	// Each survivor's room is its share less what it held by the listing,
-	// not by its record: records are rewritten while the survivors claim,
-	// and read by each at its own moment, whereas every survivor's last
-	// listing (one each, after ownership settled) showed the same holders.
-	// So the survivors usually assign the dead sessions' shards alike, in
-	// disjoint parts that cover them all. Where their listings differ
-	// (ownership moved since), claims are conditional, and a survivor left
-	// short lists.
 	g.ownersMu.Lock()
-	defer g.ownersMu.Unlock()
-	held := map[string]int{}
-	for _, h := range g.owners {
-		held[h.session]++
-	}
-	g.deathFor = strings.Join(view.live, ",")
-	g.deathRoom = make(map[string]int, len(view.live))
-	for _, id := range view.live {
-		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-held[id])
-	}
-	now := time.Now()
-	var freed []string
 	for name, h := range g.owners {
 		if dead[h.session] {
-			freed = append(freed, name)
-			g.cands[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
-			if _, ok := g.freeSince[name]; !ok {
-				g.freeSince[name] = now
+			if _, ok := found[name]; !ok {
+				found[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
 			}
 			delete(g.owners, name)
 		}
 	}
-	g.o.counts.sawFree(freed)
+	g.ownersMu.Unlock()
+	// Each survivor's room is its share less what it holds, by the
+	// others' records and its own count (the records, its own among them,
+	// stood still before the death, and are rewritten as the survivors
+	// claim, each read at its own moment). So the survivors usually assign
+	// the dead sessions' shards alike, in disjoint parts that cover them
+	// all. Where their rooms differ, claims are conditional, and a
+	// survivor left short lists.
+	g.deathFor = strings.Join(view.live, ",")
+	g.deathRoom = make(map[string]int, len(view.live))
+	for _, id := range view.live {
+		holds := view.owned[id]
+		if id == g.s.id {
+			holds = o.ownedCount()
+		}
+		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-holds)
+	}
+	now := time.Now()
+	var freed []string
+	o.mu.Lock()
+	for name, c := range found {
+		if !o.set[name] {
+			continue
+		}
+		freed = append(freed, name)
+		g.cands[name] = c
+		if _, ok := g.freeSince[name]; !ok {
+			g.freeSince[name] = now
+		}
+	}
+	o.mu.Unlock()
+	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
 	g.stale, g.part, g.fromDeath = false, nil, true
 }
@@ -550,12 +565,29 @@ func (g *shardManager) claimOne(c candidate) bool {
 	}
 	changed := false
 	if c.oldID != "" && c.leased {
-		// Taken back from this session's previous process: a change fails
-		// unless the lease has that process's ID, and then nothing it left
-		// in flight can end the lease once it has this claim's.
-		changed = o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag) == nil
-		if changed {
-			g.changedBack.Add(1)
+		// Taken back from this session's previous process, or from a dead
+		// session by its list (held.go): a change fails unless the lease
+		// has the ID that session derived, which nobody else uses, and
+		// then nothing it left in flight can end the lease once it has
+		// this claim's.
+		got, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
+		switch {
+		case err == nil:
+			changed = true
+			if etag == "" {
+				etag = got
+			}
+			if !c.dead {
+				g.changedBack.Add(1)
+			}
+		case etag == "":
+			// From a dead session's list, with no listed ETag to make a
+			// break conditional on: the shard is not that session's any
+			// more, or a listing finds it.
+			if errors.Is(err, ErrLeaseLost) {
+				return done("held", false)
+			}
+			return done(outcome(err, "taken"), false)
 		}
 	}
 	if c.leased && !changed {
@@ -586,7 +618,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 	}
 	o.seeTerm(c.name, t.Number)
 	switch {
-	case c.oldID != "":
+	case c.oldID != "" && !c.dead:
 		o.counts.claim(c.name, "resumed")
 	case c.leased:
 		o.counts.claim(c.name, "taken")
@@ -594,7 +626,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 		o.counts.claim(c.name, "claimed")
 	}
 	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	return g.start(c.name, lm, t, newETag)
+	return g.start(c.name, lm, t, g.gen, newETag)
 }
 
 // freeStrays breaks the leases that the last listing found stray (see

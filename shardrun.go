@@ -18,6 +18,7 @@ type shardRun struct {
 	name    string
 	m       *BlobDistributedMutex // the shard's lease (this claim's ID), its health and logger
 	term    Term
+	gen     int64       // the session term its lease ID derives from (claimLeaseID); 0: handed to it (handoffLeaseID)
 	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
 	claimed time.Time   // when the record was confirmed
 	ts      termStop
@@ -37,13 +38,13 @@ type shardRun struct {
 // and its lease context, derived from the session's, cancelled only when
 // the shard may pass to another instance. It reports false, and releases
 // the shard, if the session is ending or the shard left the set meanwhile.
-func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, etag azcore.ETag) bool {
+func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag) bool {
 	o := g.o
 	state := &termState{}
 	leaderCtx, cancel := context.WithCancelCause(g.shardsCtx)
 	leaseCtx, cancelLease := context.WithCancelCause(context.WithValue(g.stopNow, termKey{}, state))
 	state.lease = leaseCtx
-	r := &shardRun{name: name, term: t, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}),
+	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}),
 		ts: termStop{pleaseStop: cancel, stopNow: func(cause error) {
 			cancelLease(cause)
 			cancel(cause)

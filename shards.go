@@ -566,6 +566,14 @@ type shardManager struct {
 	highest     map[string]int64                // by shard, the highest of them, and of the terms its claims proposed
 	gen         int64                           // the session's term: claimLeaseID derives from it
 	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
+
+	// The list of the shards this session holds (held.go): when it was
+	// last written, what it said, whether a write is in flight, and
+	// whether the last one failed.
+	heldAt     time.Time
+	heldLast   string
+	heldBusy   atomic.Bool
+	heldFailed atomic.Bool
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -576,7 +584,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{},
 		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
-		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{}}
+		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
+		heldLast: "\x00"} // not a list: the first, even empty, is written
 	// The shard funcs' contexts end when the session's lease context does,
 	// and, when the caller ends Run, only once the session has handed on
 	// what it could (leave).
@@ -819,7 +828,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 //	leaderelection.shards.target       gauge     this instance's fair share
 //	leaderelection.sessions.live       gauge     live sessions, this one's included
 //	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
-//	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started
+//	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started, or the records counted every shard
 //	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|resumed: taken back by a resumed session|held: lost the race|transient|permanent)
 //	leaderelection.shards.handovers    counter   shards handed over to balance the load
 //
@@ -846,14 +855,15 @@ type shardCounters struct {
 // holder's record (a claim that failed half-way), or a record no term can
 // follow (see shardProblem); and, since that listing, less the shards it
 // claimed or lost the race for, plus the shards that sessions it saw die
-// held. Claims by other instances since are not seen until the next listing.
-// Listings are rare once ownership has settled (one per instance after each
-// change), hence listed: the count is as old as that. A shard stuck in it
-// for longer than a few RetryIntervals is a shard nobody runs.
+// held. Claims by other instances since are not seen until the next listing,
+// or until the sessions' records, standing still once ownership has settled,
+// count every shard of the set: then none is ownerless (sawAllHeld). Hence
+// listed: the count is as old as that. A shard stuck in it for longer than a
+// few RetryIntervals is a shard nobody runs.
 type ownerless struct {
 	mu     sync.Mutex
 	names  map[string]bool
-	listed time.Time // when the last listing started; zero before the first
+	listed time.Time // when the last listing started, or the records last counted every shard; zero before either
 }
 
 func newShardCounters(m *metrics) shardCounters {
@@ -864,9 +874,10 @@ func newShardCounters(m *metrics) shardCounters {
 	c.live, _ = m.meter.Int64ObservableGauge("leaderelection.sessions.live", metric.WithDescription("Live sessions, this instance's included."))
 	c.unowned, _ = m.meter.Int64ObservableGauge("leaderelection.shards.unowned",
 		metric.WithDescription("Shards of this instance's set that no live session holds, by its last listing of the shards "+
-			"(see leaderelection.shards.listing.age) and its own claims since."))
+			"(see leaderelection.shards.listing.age) and its own claims since; 0 once the sessions' records, settled, count every shard."))
 	c.listAge, _ = m.meter.Float64ObservableGauge("leaderelection.shards.listing.age", metric.WithUnit("s"),
-		metric.WithDescription("Time since this instance's last listing of the shards started: the age of leaderelection.shards.unowned."))
+		metric.WithDescription("Time since this instance's last listing of the shards started, or since the sessions' records, settled, "+
+			"counted every shard: the age of leaderelection.shards.unowned."))
 	c.claims, _ = m.meter.Int64Counter("leaderelection.shards.claims", metric.WithDescription("Shard claims, by outcome."))
 	c.handovers, _ = m.meter.Int64Counter("leaderelection.shards.handovers", metric.WithDescription("Shards handed over to balance the load."))
 	return c
@@ -918,6 +929,15 @@ func (c shardCounters) sawListing(start time.Time, cands map[string]candidate, a
 	c.seen.mu.Lock()
 	defer c.seen.mu.Unlock()
 	c.seen.names, c.seen.listed = names, start
+}
+
+// sawAllHeld empties the ownerless shards as of now, without a listing: the
+// records of the sessions of this instance's group count every shard of its
+// set, and have stood still since they last changed (see balance).
+func (c shardCounters) sawAllHeld(now time.Time) {
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	c.seen.names, c.seen.listed = map[string]bool{}, now
 }
 
 // sawFree adds shards found free without a listing: a dead session's.

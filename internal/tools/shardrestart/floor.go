@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,11 +25,13 @@ import (
 // The floor of a restart in place: the least work any design must do for a
 // restarted instance to run its shards again, fenced against what its dead
 // predecessor left in flight, under a new term. It learns which shards are
-// its own (one listing of the shards, with their metadata), and for each
-// changes the lease's ID to one of its own and writes the next term, If-Match
-// the ETag listed: done directly with the SDK against the same Azurite, from
-// a client with a new connection pool (a new process has no connections),
-// with as many requests in flight as the library's take-back.
+// its own (one read of one small blob that names them: the session's list,
+// held.go), and for each changes the lease's ID to one of its own and writes
+// the next term, If-Match the ETag the change answered with: done directly
+// with the SDK against the same Azurite, from a client with a new connection
+// pool (a new process has no connections), with as many requests in flight
+// as the library's take-back. (Until the take-back read the list, it listed
+// every shard first, and so did the floor.)
 
 const floorParallel = 32 // takeBackParallel
 
@@ -85,8 +89,18 @@ func newFloor(ctx context.Context, conn string, n, held int) (*floor, error) {
 	if err != nil {
 		return nil, fmt.Errorf("floor: %w", err)
 	}
+	var list strings.Builder
+	for _, s := range f.shards {
+		fmt.Fprintf(&list, "%s %d 1\n", s.name, s.term)
+	}
+	if _, err := cc.NewBlockBlobClient(floorList).Upload(ctx, streaming.NopCloser(strings.NewReader(list.String())), nil); err != nil {
+		return nil, fmt.Errorf("floor: %w", err)
+	}
 	return f, nil
 }
+
+// floorList is the blob that names the restarted instance's shards.
+const floorList = "held/session"
 
 // client is a client with a connection pool of its own.
 func (f *floor) client() (*container.Client, *http.Transport, error) {
@@ -104,29 +118,27 @@ func (f *floor) once(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	start := time.Now()
-	etags := map[string]azcore.ETag{}
-	prefix := "shards/"
-	pager := cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
-	for pager.More() {
-		page, err := pager.NextPage(ctx)
-		if err != nil {
-			return 0, err
-		}
-		for _, b := range page.Segment.BlobItems {
-			etags[*b.Name] = azcore.ETag(`"` + string(*b.Properties.ETag) + `"`)
-		}
+	resp, err := cc.NewBlobClient(floorList).DownloadStream(ctx, nil)
+	if err != nil {
+		return 0, err
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return 0, err
 	}
 	err = parallel.Each(f.shards, floorParallel, func(s *floorShard) error {
 		bc := cc.NewBlockBlobClient(s.name)
-		etag := etags[s.name]
 		lc, err := lease.NewBlobClient(bc, &lease.BlobClientOptions{LeaseID: &s.id})
 		if err != nil {
 			return err
 		}
 		next := uuid.NewString()
-		if _, err := lc.ChangeLease(ctx, next, &lease.BlobChangeOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}); err != nil {
+		changed, err := lc.ChangeLease(ctx, next, nil)
+		if err != nil {
 			return err
 		}
+		etag := *changed.ETag
 		s.id, s.term = next, s.term+1
 		term := strconv.Itoa(s.term)
 		_, err = bc.SetMetadata(ctx, map[string]*string{"leaderterm": &term}, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{

@@ -515,9 +515,10 @@ func report(rs []restart, n, instances int, took time.Duration) string {
 		"*ran elsewhere* counts those that started on another instance; *starts* counts every shard func start from the stop until settled "+
 		"(with nothing moving, it equals the shards held). "+
 		"The *floor*, measured after each restart with the file, is the least work any design must do for a restarted instance to run its shards again "+
-		"fenced against what its dead predecessor left in flight, under a new term: one listing of the %d shards with their metadata, then for each of "+
-		"the instance's shards a change of its lease's ID and a write of the next term, If-Match the ETag listed, %d at a time, from a new connection pool, "+
-		"done directly with the SDK against the same Azurite (the library does just this, after the session's own read and write).\n\n", instances, n, instances-1, n, floorParallel)
+		"fenced against what its dead predecessor left in flight, under a new term: one read of a small blob that names its shards (the session's list), then for each of "+
+		"the instance's shards a change of its lease's ID and a write of the next term, If-Match the ETag the change answered with, %d at a time, from a new connection pool, "+
+		"done directly with the SDK against the same Azurite, in a container of %d shard blobs (the library does just this, after the session's own read and write, "+
+		"then lists the shards for any its list did not name).\n\n", instances, n, instances-1, floorParallel, n)
 	b.WriteString("| file | signal | restarts | shards held (median) | all running again p50 | p99 | max | floor p50 | ratio to the floor, median [range] | idle p50 | idle p99 | ran elsewhere (median, max) | starts (median) | back on the instance (median) |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, file := range []bool{true, false} {

@@ -1,0 +1,170 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+)
+
+// How the survivors of a session learn which shards it held without a
+// listing of every shard. Each session keeps a list of the shards it runs,
+// P/held/<session>: for each, the shard term and the session term its lease
+// ID derives from (claimLeaseID, or handoffLeaseID for a shard handed to
+// it). It rewrites the list once its runs have changed, at most every
+// RetryInterval, one write at a time, and deletes it as it ends.
+//
+// When a session dies, each survivor reads its list (one request) and takes
+// its part of those shards as a resumed session takes its own back: by a
+// change of the lease's ID, from the one the dead session's claim derived to
+// one of its own claim's, then its record. The list is only a hint: the
+// change fails unless the lease still has that ID, which nobody but the dead
+// session uses (see the top of renew.go), so a list that is old, or written
+// by anyone else, takes nothing from anyone. A shard the list does not name
+// (claimed after the last write) is found by a listing, as before.
+//
+// It replaced a listing of every shard by every instance, each in its turn,
+// once ownership had settled after each change: at 10,000 shards ten
+// listings of 2 to 5 s of Azurite's one thread, during which every other
+// request waited, and the shards handed to a joiner idled seconds.
+
+const (
+	heldDir      = "held/"
+	metaHeld     = "leaderheld" // a list's entry count, as written
+	maxHeldBytes = 4 << 20      // a list longer than this is not read
+)
+
+func (o *ShardOwner) heldBlob(session string) string { return o.prefix + heldDir + session }
+
+// heldEntry is one shard of a session's list.
+type heldEntry struct {
+	name string
+	term int64
+	gen  int64 // the session's term its claim derived the lease ID from; 0: handed to it
+}
+
+// leaseID is the lease ID the holder session derived for the entry.
+func (e heldEntry) leaseID(session string) string {
+	if e.gen == 0 {
+		return handoffLeaseID(session, e.name, e.term)
+	}
+	return claimLeaseID(session, e.gen, e.name, e.term)
+}
+
+// heldText is this session's list, as it stands: one line per shard it
+// runs, "name term gen", sorted.
+func (g *shardManager) heldText() string {
+	o := g.o
+	o.mu.Lock()
+	lines := make([]string, 0, len(o.runs))
+	for name, r := range o.runs {
+		lines = append(lines, fmt.Sprintf("%s %d %d", name, r.term.Number, r.gen))
+	}
+	o.mu.Unlock()
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// writeHeld rewrites this session's list if its runs changed since it was
+// last written, at most every RetryInterval, one write at a time, off the
+// session's loop.
+func (g *shardManager) writeHeld() {
+	if g.heldBusy.Load() || time.Since(g.heldAt) < g.o.settings.RetryInterval {
+		return
+	}
+	if g.heldFailed.Swap(false) {
+		g.heldLast = "\x00"
+	}
+	text := g.heldText()
+	if text == g.heldLast {
+		return
+	}
+	g.heldBusy.Store(true)
+	g.heldAt, g.heldLast = time.Now(), text
+	g.pacing.Add(1)
+	go func() {
+		defer g.pacing.Done()
+		defer g.heldBusy.Store(false)
+		if err := g.o.putHeld(g.shardsCtx, g.s.id, text); err != nil {
+			g.heldFailed.Store(true)
+			g.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
+		}
+	}()
+}
+
+func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
+	ctx, cancel := o.ops.call(ctx)
+	defer cancel()
+	role := string(RoleHeld)
+	count := strconv.Itoa(strings.Count(text, "\n") + 1)
+	if text == "" {
+		count = "0"
+	}
+	_, err := o.cc.NewBlockBlobClient(o.heldBlob(session)).Upload(ctx, streaming.NopCloser(strings.NewReader(text)), &blockblob.UploadOptions{
+		Metadata: map[string]*string{metaRole: &role, metaHeld: &count},
+	})
+	return err
+}
+
+// dropHeld deletes a session's list: it has ended, or is dead and collected.
+func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
+	_, _ = o.cc.NewBlobClient(o.heldBlob(session)).Delete(ctx, nil)
+}
+
+// readHeld reads a dead session's list. An error if there is none, or it
+// does not read whole: the caller lists the shards instead.
+func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
+	ctx, cancel := o.ops.call(ctx)
+	defer cancel()
+	name := o.heldBlob(session)
+	resp, err := o.cc.NewBlobClient(name).DownloadStream(ctx, nil)
+	if err != nil {
+		if bloberror.HasCode(err, bloberror.BlobNotFound) {
+			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
+		}
+		return nil, o.ops.classify("read held shards", err, nil, nil)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHeldBytes+1))
+	if err != nil {
+		return nil, o.ops.classify("read held shards", err, nil, nil)
+	}
+	if len(body) > maxHeldBytes {
+		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, maxHeldBytes)
+	}
+	return parseHeld(string(body), metaValue(resp.Metadata, metaHeld), metaValue(resp.Metadata, metaRole))
+}
+
+// parseHeld reads a list as putHeld wrote it; count and role are its
+// metadata. Anything else is refused whole.
+func parseHeld(text, count, role string) ([]heldEntry, error) {
+	if role != string(RoleHeld) {
+		return nil, fmt.Errorf("leaderelection: a list of held shards whose %s is %q, not %q", metaRole, role, RoleHeld)
+	}
+	var out []heldEntry
+	if text != "" {
+		for i, line := range strings.Split(text, "\n") {
+			f := strings.Fields(line)
+			if len(f) != 3 {
+				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
+			}
+			term, err1 := strconv.ParseInt(f[1], 10, 64)
+			gen, err2 := strconv.ParseInt(f[2], 10, 64)
+			if err1 != nil || err2 != nil || term < 1 || gen < 0 || checkShardName(f[0]) != nil {
+				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
+			}
+			out = append(out, heldEntry{name: f[0], term: term, gen: gen})
+		}
+	}
+	if strconv.Itoa(len(out)) != count {
+		return nil, fmt.Errorf("leaderelection: a list of held shards with %d entries, which says it has %q", len(out), count)
+	}
+	return out, nil
+}

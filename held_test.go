@@ -1,0 +1,152 @@
+package leaderelection
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// A session keeps the list of the shards it holds (held.go); when it dies,
+// the survivors take its shards from that list, with no listing of the
+// shards. A list that does not read, or that names shards the dead session
+// did not hold, takes nothing from anyone: the survivors find the dead
+// session's shards by listing, and another session's stay where they are.
+func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, raw rawBlob, list string, a *ownerRun)
+		lists  string // whether the survivors list the shards: "never", "yes", or "" (either)
+	}{
+		{name: "as written", lists: "never"},
+		{name: "garbled", lists: "yes", tamper: func(t *testing.T, raw rawBlob, list string, _ *ownerRun) {
+			putList(t, raw, list, "shard-000 x 1", "1")
+		}},
+		{name: "naming another session's shards", tamper: func(t *testing.T, raw rawBlob, list string, a *ownerRun) {
+			// a's shards, at their terms, as if the dead session held them.
+			var lines []string
+			for _, name := range a.owner.Owned() {
+				lines = append(lines, name+" 1 1", name+" 1 0")
+			}
+			putList(t, raw, list, strings.Join(lines, "\n"), "")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s := shardSettings(t)
+			raw := newRawBlob(t, s)
+			names := shardNames(21)
+			log := &shardLog{}
+			var logs syncBuffer
+			logged := func(who string) Option {
+				return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
+			}
+			a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
+			startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
+			sc, cut := withTransport(t, s)
+			c := startOwner(t, "c", sc, names, log.fn("c", nil))
+			waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
+			list := s.Blob + "/" + heldDir + c.owner.Session()
+			held := c.owner.Owned()
+			waitFor(t, 10*time.Second, "c's list names its 7 shards", func() bool {
+				entries, err := a.owner.readHeld(context.Background(), c.owner.Session())
+				if err != nil {
+					return false
+				}
+				var got []string
+				for _, e := range entries {
+					got = append(got, e.name)
+				}
+				return slices.Equal(got, held)
+			})
+			// Long enough for the sessions to have listed the shards once
+			// ownership settled, as they did before the lists.
+			time.Sleep(2 * (s.withDefaults().RenewInterval + s.RetryInterval))
+			aHeld := a.owner.Owned()
+			if tc.tamper != nil {
+				tc.tamper(t, raw, list, a)
+			}
+			before := strings.Count(logs.String(), "listed the shards")
+			cut.Blackhole()
+			waitFor(t, s.LeaseDuration+s.RetryInterval+10*time.Second, "c's shards run on a and b", func() bool { return balanced(log, 21, "a", "b") })
+			log.requireNeverTwice(t)
+			listings := strings.Count(logs.String(), "listed the shards") - before
+			switch tc.lists {
+			case "yes":
+				assert.Positive(t, listings, "the survivors listed the shards")
+			case "never":
+				assert.Zero(t, listings, "the survivors took c's shards from its list, with no listing")
+			}
+			for _, name := range aHeld {
+				assert.Equal(t, []string{"a"}, log.running()[name], "a's shard %s stays on a", name)
+			}
+			waitFor(t, s.LeaseDuration+10*time.Second, "the dead session's list collected", func() bool {
+				_, err := a.owner.readHeld(context.Background(), c.owner.Session())
+				return err != nil && strings.Contains(err.Error(), "no list")
+			})
+		})
+	}
+}
+
+// putList writes a session's list as another writer would.
+func putList(t *testing.T, raw rawBlob, name, text, count string) {
+	t.Helper()
+	role := string(RoleHeld)
+	md := map[string]*string{metaRole: &role}
+	if count != "" {
+		md[metaHeld] = &count
+	}
+	_, err := raw.cc.NewBlockBlobClient(name).Upload(context.Background(), streaming.NopCloser(strings.NewReader(text)), &blockblob.UploadOptions{Metadata: md})
+	require.NoError(t, err)
+}
+
+func TestParseHeld(t *testing.T) {
+	good, err := parseHeld("a 3 0\nb 7 2", "2", string(RoleHeld))
+	require.NoError(t, err)
+	assert.Equal(t, []heldEntry{{"a", 3, 0}, {"b", 7, 2}}, good)
+	empty, err := parseHeld("", "0", string(RoleHeld))
+	require.NoError(t, err)
+	assert.Empty(t, empty)
+	for _, bad := range []struct{ text, count, role string }{
+		{"a 3 0", "1", ""},                       // not a list
+		{"a 3 0\nb 7 2", "3", "held"},            // not whole
+		{"a 3", "1", "held"},                     // a field missing
+		{"a 0 1", "1", "held"},                   // no such term
+		{"a 3 -1", "1", "held"},                  // no such session term
+		{"a x 1", "1", "held"},                   // does not read
+		{"a/../b 3 1", "1", "held"},              // not a shard's name
+		{"a 9223372036854775808 1", "1", "held"}, // out of range
+	} {
+		_, err := parseHeld(bad.text, bad.count, bad.role)
+		assert.Error(t, err, "%q", bad.text)
+	}
+}
+
+// Once ownership settles and the sessions' records count every shard, an
+// instance reports none unowned, though it no longer lists the shards after
+// every change: what its first listing showed free, and another instance
+// claimed, is not left counted.
+func TestUnownedFallsToZeroOnceTheRecordsCountEveryShard(t *testing.T) {
+	t.Parallel()
+	reader, mp := newManualReader(t)
+	s := shardSettings(t)
+	log := &shardLog{}
+	a := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithMeterProvider(mp))
+	startOwner(t, "b", s, shardNames(10), log.fn("b", nil))
+	waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
+	shards := s.Blob + "/" + shardsDir
+	waitFor(t, 3*(s.withDefaults().RenewInterval+s.RetryInterval)+5*time.Second, "a sees none unowned", func() bool {
+		unowned, ok := gaugeOf[int64](reader.collect(), "leaderelection.shards.unowned", shards)
+		return ok && unowned == 0
+	})
+	require.Len(t, a.owner.Owned(), 5)
+}
