@@ -404,8 +404,10 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	case !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
 		// At its share or above, and the records have stood still since
 		// they last changed (a session came or went, or one holds another
-		// number of shards). If they count every shard, every shard runs,
-		// and nothing is to be found: none is unowned. Else list once,
+		// number of shards). If they count every shard, and every live
+		// session runs this set (else what other groups hold of it is
+		// only as fresh as the last listing), every shard runs, and
+		// nothing is to be found: none is unowned. Else list once,
 		// each instance in its turn by rank: to find a shard handed to
 		// this session that it did not expect, as it counted itself at
 		// its share (a giver's view, a record behind, differed): its
@@ -413,7 +415,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		// (see listShards), and it reads no notes. (Every instance listed
 		// after every change, to know who held what when one of them
 		// died, until the sessions' lists (held.go) told that.)
-		if held >= n {
+		if held >= n && agree {
 			g.settled = true
 			o.counts.sawAllHeld(time.Now())
 			break

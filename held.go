@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -18,17 +19,20 @@ import (
 // listing of every shard. Each session keeps a list of the shards it runs,
 // P/held/<session>: for each, the shard term and the session term its lease
 // ID derives from (claimLeaseID, or handoffLeaseID for a shard handed to
-// it). It rewrites the list once its runs have changed, at most every
+// it), and the ETag of the record it runs the shard under. It rewrites the list once its runs have changed, at most every
 // RetryInterval, one write at a time, and deletes it as it ends.
 //
 // When a session dies, each survivor reads its list (one request) and takes
 // its part of those shards as a resumed session takes its own back: by a
 // change of the lease's ID, from the one the dead session's claim derived to
-// one of its own claim's, then its record. The list is only a hint: the
-// change fails unless the lease still has that ID, which nobody but the dead
-// session uses (see the top of renew.go), so a list that is old, or written
-// by anyone else, takes nothing from anyone. A shard the list does not name
-// (claimed after the last write) is found by a listing, as before.
+// one of its own claim's, then its record, each If-Match the ETag the list
+// gives (that of the record the dead session ran the shard under). The list
+// is only a hint: the change fails unless the lease still has that ID,
+// which nobody but the dead session uses (see the top of renew.go), and the
+// record is still that one; nothing is broken on its word. So a list that is
+// old, or written by anyone else, takes nothing from anyone. A shard the
+// list does not name (claimed after the last write), or whose change fails,
+// is found by a listing, as before.
 //
 // It replaced a listing of every shard by every instance, each in its turn,
 // once ownership had settled after each change: at 10,000 shards ten
@@ -47,11 +51,12 @@ func (o *ShardOwner) heldBlob(session string) string { return o.prefix + heldDir
 type heldEntry struct {
 	name string
 	term int64
-	gen  int64 // the session's term its claim derived the lease ID from; 0: handed to it
+	gen  int64       // the session's term its claim derived the lease ID from; 0: handed to it
+	etag azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
 }
 
-// leaseID is the lease ID the holder session derived for the entry.
-func (e heldEntry) leaseID(session string) string {
+// derivedID is the lease ID the holder session derived for the entry.
+func (e heldEntry) derivedID(session string) string {
 	if e.gen == 0 {
 		return handoffLeaseID(session, e.name, e.term)
 	}
@@ -59,13 +64,13 @@ func (e heldEntry) leaseID(session string) string {
 }
 
 // heldText is this session's list, as it stands: one line per shard it
-// runs, "name term gen", sorted.
+// runs, "name term gen ETag", sorted.
 func (g *shardManager) heldText() string {
 	o := g.o
 	o.mu.Lock()
 	lines := make([]string, 0, len(o.runs))
 	for name, r := range o.runs {
-		lines = append(lines, fmt.Sprintf("%s %d %d", name, r.term.Number, r.gen))
+		lines = append(lines, fmt.Sprintf("%s %d %d %s", name, r.term.Number, r.gen, r.etag))
 	}
 	o.mu.Unlock()
 	slices.Sort(lines)
@@ -152,7 +157,7 @@ func parseHeld(text, count, role string) ([]heldEntry, error) {
 	if text != "" {
 		for i, line := range strings.Split(text, "\n") {
 			f := strings.Fields(line)
-			if len(f) != 3 {
+			if len(f) != 4 {
 				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
 			}
 			term, err1 := strconv.ParseInt(f[1], 10, 64)
@@ -160,7 +165,7 @@ func parseHeld(text, count, role string) ([]heldEntry, error) {
 			if err1 != nil || err2 != nil || term < 1 || gen < 0 || checkShardName(f[0]) != nil {
 				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
 			}
-			out = append(out, heldEntry{name: f[0], term: term, gen: gen})
+			out = append(out, heldEntry{name: f[0], term: term, gen: gen, etag: azcore.ETag(f[3])})
 		}
 	}
 	if strconv.Itoa(len(out)) != count {

@@ -2,9 +2,11 @@ package leaderelection
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -29,15 +31,21 @@ func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
 	}{
 		{name: "as written", lists: "never"},
 		{name: "garbled", lists: "yes", tamper: func(t *testing.T, raw rawBlob, list string, _ *ownerRun) {
-			putList(t, raw, list, "shard-000 x 1", "1")
+			putList(t, raw, list, "shard-000 x 1 \"0x1\"", "1")
 		}},
 		{name: "naming another session's shards", tamper: func(t *testing.T, raw rawBlob, list string, a *ownerRun) {
-			// a's shards, at their terms, as if the dead session held them.
+			// a's shards, at their ETags now, and every term and session
+			// term a's lease IDs could derive from, as if the dead
+			// session held them.
 			var lines []string
 			for _, name := range a.owner.Owned() {
-				lines = append(lines, name+" 1 1", name+" 1 0")
+				props, err := raw.cc.NewBlobClient(a.owner.shardBlob(name)).GetProperties(context.Background(), nil)
+				require.NoError(t, err)
+				for _, gen := range []string{"0", "1", "2"} {
+					lines = append(lines, fmt.Sprintf("%s 1 %s %s", name, gen, *props.ETag))
+				}
 			}
-			putList(t, raw, list, strings.Join(lines, "\n"), "")
+			putList(t, raw, list, strings.Join(lines, "\n"), strconv.Itoa(len(lines)))
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -110,21 +118,22 @@ func putList(t *testing.T, raw rawBlob, name, text, count string) {
 }
 
 func TestParseHeld(t *testing.T) {
-	good, err := parseHeld("a 3 0\nb 7 2", "2", string(RoleHeld))
+	good, err := parseHeld("a 3 0 \"0x1\"\nb 7 2 \"0x2\"", "2", string(RoleHeld))
 	require.NoError(t, err)
-	assert.Equal(t, []heldEntry{{"a", 3, 0}, {"b", 7, 2}}, good)
+	assert.Equal(t, []heldEntry{{"a", 3, 0, `"0x1"`}, {"b", 7, 2, `"0x2"`}}, good)
 	empty, err := parseHeld("", "0", string(RoleHeld))
 	require.NoError(t, err)
 	assert.Empty(t, empty)
 	for _, bad := range []struct{ text, count, role string }{
-		{"a 3 0", "1", ""},                       // not a list
-		{"a 3 0\nb 7 2", "3", "held"},            // not whole
-		{"a 3", "1", "held"},                     // a field missing
-		{"a 0 1", "1", "held"},                   // no such term
-		{"a 3 -1", "1", "held"},                  // no such session term
-		{"a x 1", "1", "held"},                   // does not read
-		{"a/../b 3 1", "1", "held"},              // not a shard's name
-		{"a 9223372036854775808 1", "1", "held"}, // out of range
+		{`a 3 0 "1"`, "1", ""},                       // not a list
+		{"a 3 0 \"1\"\nb 7 2 \"2\"", "3", "held"},    // not whole
+		{"a 3 0", "1", "held"},                       // a field missing
+		{`a 0 1 "1"`, "1", "held"},                   // no such term
+		{`a 3 -1 "1"`, "1", "held"},                  // no such session term
+		{`a x 1 "1"`, "1", "held"},                   // does not read
+		{`a/../b 3 1 "1"`, "1", "held"},              // not a shard's name
+		{`a 9223372036854775808 1 "1"`, "1", "held"}, // out of range
+		{`a 3 1 "1" more`, "1", "held"},              // a field too many
 	} {
 		_, err := parseHeld(bad.text, bad.count, bad.role)
 		assert.Error(t, err, "%q", bad.text)

@@ -156,14 +156,17 @@ import (
 // break fails and that claim stands; a claim that has not written yet has
 // not started its func, and its write fails on the broken lease. A dead
 // session's shards named in its list of what it held (held.go) are claimed
-// without a listing, so with no listed ETag: by a change of the lease's ID
-// from the one that session derived for it (claimLeaseID, handoffLeaseID)
-// to the claim's own, then the record, If-Match the ETag the change
-// answered with. Nobody but that session uses an ID derived for it (a giver
-// hands it a shard under one only once the giver's func has returned and
-// the record names it), so the change succeeds only on a lease that session
-// still held, whose func is not running now that it is dead; a list that is
-// old, or not ours, takes nothing from anyone. Likewise a shard lease that
+// without a listing: by a change of the lease's ID from the one that
+// session derived for it (claimLeaseID, handoffLeaseID) to the claim's own,
+// then the record, each If-Match the ETag the list gives, that of the
+// record the dead session ran the shard under. Nobody but that session uses
+// an ID derived for it (a giver hands it a shard under one only once the
+// giver's func has returned and the record names it), so the change
+// succeeds only on a lease that session still held, whose func is not
+// running now that it is dead; and only if its record is still that one, not
+// a handover's it wrote after (whose term the claim would repeat). The list
+// is not read from the shard's blob, so nothing is ever broken on its word:
+// a list that is old, or not ours, takes nothing from anyone. Likewise a shard lease that
 // no live holder's record names (no record, or the record of the very
 // session that looks at it and does not hold it: a claim that failed
 // half-way) may be broken at any time; a claimer waits until its ETag
@@ -181,8 +184,8 @@ import (
 // on the term a claim records (the listed number + 1, or more: record.go),
 // only on the ETag. What sessions add to the limits above: a shard's lease
 // broken by hand is not noticed by its holder, which has no renewal of it to
-// fail, until it next lists the shards: never break one by hand (leaderctl
-// refuses to).
+// fail, until it next lists the shards, which a settled fleet seldom does:
+// never break one by hand (leaderctl refuses to).
 //
 // A shard handed straight on (handoff.go: a join, a rebalance, a session
 // leaving as its caller ends Run) is never free on the way. Its giver, once

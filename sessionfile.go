@@ -168,7 +168,7 @@ func (g *shardManager) takeBack() {
 		o.mu.Lock()
 		for _, e := range entries {
 			if o.set[e.name] {
-				cands = append(cands, candidate{name: e.name, exists: true, leased: true, prev: e.term, oldID: e.leaseID(g.s.id)})
+				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(g.s.id), fromList: true})
 			}
 		}
 		o.mu.Unlock()

@@ -40,6 +40,10 @@ type candidate struct {
 	// ETag has stood a lease duration: a stray only this session can tell
 	// (see freeStrays).
 	ours bool
+	// fromList: named by a session's list of what it held (held.go), not
+	// seen in a listing: taken only by the change from oldID, If-Match
+	// etag, never broken (see claimOne).
+	fromList bool
 }
 
 // shardHolder is who held a shard, by a listing.
@@ -52,8 +56,7 @@ type shardHolder struct {
 // takeFromDead makes the candidates the shards that the sessions that just
 // died held, by their lists (held.go), with no listing of every shard: each
 // to be taken by a change of its lease's ID from the one the dead session
-// derived (see claimOne); and those the last listing showed them holding,
-// each on condition that its ETag is still the one listed. If a list cannot
+// derived, If-Match the ETag of that session's record (see claimOne). If a list cannot
 // be read, it lists at once instead, out of turn; so it does, once its part
 // of the dead sessions' shards is claimed, if it is still short (see claim):
 // a shard a dead session claimed after it last wrote its list is found that
@@ -71,15 +74,16 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 			return
 		}
 		for _, e := range entries {
-			found[e.name] = candidate{name: e.name, exists: true, leased: true, prev: e.term, dead: true, oldID: e.leaseID(id)}
+			found[e.name] = candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID(id), fromList: true}
 		}
 	}
+	// The lists only: every survivor reads the same ones, and so assigns
+	// the same candidates alike. (What its last listing showed the dead
+	// sessions holding may be older, and differ from one survivor to
+	// another: their parts then overlapped, and most came up short.)
 	g.ownersMu.Lock()
 	for name, h := range g.owners {
 		if dead[h.session] {
-			if _, ok := found[name]; !ok {
-				found[name] = candidate{name: name, exists: true, etag: h.etag, leased: true, prev: h.term, dead: true}
-			}
 			delete(g.owners, name)
 		}
 	}
@@ -570,24 +574,25 @@ func (g *shardManager) claimOne(c candidate) bool {
 		// has the ID that session derived, which nobody else uses, and
 		// then nothing it left in flight can end the lease once it has
 		// this claim's.
-		got, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
+		_, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
 		switch {
 		case err == nil:
 			changed = true
-			if etag == "" {
-				etag = got
-			}
 			if !c.dead {
 				g.changedBack.Add(1)
 			}
-		case etag == "":
-			// From a dead session's list, with no listed ETag to make a
-			// break conditional on: the shard is not that session's any
-			// more, or a listing finds it.
-			if errors.Is(err, ErrLeaseLost) {
+		case c.fromList:
+			// The list is not read from the shard's blob: the ETag it
+			// gives is not known to be of a record that names its
+			// session, so no break is made on it. The shard is not that
+			// session's as the list says any more (handed on, or its
+			// record rewritten), or a listing finds it. A change whose
+			// answer was lost may have given the lease this claim's ID:
+			// give it back.
+			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseHeld) {
 				return done("held", false)
 			}
-			return done(outcome(err, "taken"), false)
+			return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
 		}
 	}
 	if c.leased && !changed {
