@@ -1,0 +1,136 @@
+// Command listprobe measures how listings of a large prefix delay other
+// requests on one Azurite: writes' latency while listers page through
+// 10,000 blobs with metadata, by page size.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/azurite"
+)
+
+func main() {
+	n := flag.Int("blobs", 10000, "blobs")
+	listers := flag.Int("listers", 3, "concurrent listers")
+	workers := flag.Int("workers", 32, "writers in flight")
+	dur := flag.Duration("for", 6*time.Second, "each phase")
+	flag.Parse()
+	ctx := context.Background()
+	srv, err := azurite.Start(ctx, azurite.Options{KeepAlive: 4 * time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer srv.Stop()
+	cc, err := container.NewClientFromConnectionString(azurite.ConnectionStringFor(srv.URL()), "probe", nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err := cc.Create(ctx, nil); err != nil {
+		log.Fatal(err)
+	}
+	md := func(i int) map[string]*string {
+		v := func(s string) *string { return &s }
+		return map[string]*string{"leaderterm": v(fmt.Sprint(i)), "leaderidentity": v("instance-07"), "leadersession": v("c96f0cba-ff7e-4c9f-8a92-818c89139eb7"),
+			"leaderclaimgen": v("1"), "leadersince": v(time.Now().UTC().Format(time.RFC3339Nano)), "leaderleaseduration": v("-1s"), "leaderrole": v("shard")}
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 64)
+	for i := range *n {
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/shards/shard-%05d", i)).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md(i)}); err != nil {
+				log.Fatal(err)
+			}
+		}()
+	}
+	wg.Wait()
+	phase := func(name string, page int32, pause time.Duration) {
+		pctx, cancel := context.WithTimeout(ctx, *dur)
+		defer cancel()
+		var lwg sync.WaitGroup
+		var lists, pages atomic.Int64
+		var listTook []time.Duration
+		var mu sync.Mutex
+		for range *listers {
+			if page == 0 {
+				break
+			}
+			lwg.Add(1)
+			go func() {
+				defer lwg.Done()
+				prefix := "bench/shards/"
+				for pctx.Err() == nil {
+					start := time.Now()
+					p := cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, MaxResults: &page, Include: container.ListBlobsInclude{Metadata: true}})
+					for p.More() {
+						if _, err := p.NextPage(pctx); err != nil {
+							return
+						}
+						pages.Add(1)
+						if pause > 0 {
+							time.Sleep(pause)
+						}
+					}
+					lists.Add(1)
+					mu.Lock()
+					listTook = append(listTook, time.Since(start))
+					mu.Unlock()
+				}
+			}()
+		}
+		var lat []time.Duration
+		var wwg sync.WaitGroup
+		for range *workers {
+			wwg.Add(1)
+			go func() {
+				defer wwg.Done()
+				for pctx.Err() == nil {
+					i := rand.IntN(*n)
+					start := time.Now()
+					_, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/shards/shard-%05d", i)).SetMetadata(pctx, md(i), nil)
+					if err != nil {
+						continue
+					}
+					mu.Lock()
+					lat = append(lat, time.Since(start))
+					mu.Unlock()
+				}
+			}()
+		}
+		wwg.Wait()
+		lwg.Wait()
+		slices.Sort(lat)
+		slices.Sort(listTook)
+		q := func(v []time.Duration, f float64) time.Duration {
+			if len(v) == 0 {
+				return 0
+			}
+			return v[min(len(v)-1, int(f*float64(len(v))))]
+		}
+		fmt.Printf("%-28s writes %5d (%4.0f/s) p50 %6.1fms p99 %7.1fms max %7.1fms | full listings %d (p50 %v) pages %d\n", name, len(lat), float64(len(lat))/dur.Seconds(),
+			ms(q(lat, .5)), ms(q(lat, .99)), ms(q(lat, 1)), lists.Load(), q(listTook, .5).Round(time.Millisecond), pages.Load())
+	}
+	for range 2 {
+		phase("no listing", 0, 0)
+		phase("pages of 1000", 1000, 0)
+		phase("pages of 100", 100, 0)
+		phase("pages of 5000", 5000, 0)
+	}
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
