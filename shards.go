@@ -74,8 +74,9 @@ type ShardOwner struct {
 	shardMetrics   *metrics // the shards' terms
 	counts         shardCounters
 
-	eventMu sync.Mutex // events are reported one at a time
-	wake    chan struct{}
+	eventMu sync.Mutex    // events are reported one at a time
+	wake    chan struct{} // poked when a shard func returns, or panics
+	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
 	release chan struct{} // bounds the releases in flight
 
 	mu          sync.Mutex
@@ -346,8 +347,14 @@ func (o *ShardOwner) poke() {
 	}
 }
 
-// pause waits d, or until poked, and reports whether ctx is still alive.
+// pause waits d, or until poked, and reports whether ctx is still alive. A
+// poke ends it no sooner than RetryInterval/4 after the last pause ended
+// (unless a shard func panicked): a handover pokes once for each shard func
+// that returns, and each pass of the session's loop lists the sessions, at
+// 10,000 shards on Azurite some 6 ms of its one thread; givers listed them
+// three times a second while they handed shards over.
 func (o *ShardOwner) pause(ctx context.Context, d time.Duration) bool {
+	defer func() { o.woke = time.Now() }()
 	if d <= 0 {
 		return ctx.Err() == nil
 	}
@@ -357,7 +364,18 @@ func (o *ShardOwner) pause(ctx context.Context, d time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	case <-t.C:
+		return true
 	case <-o.wake:
+	}
+	if gap := o.settings.RetryInterval/4 - time.Since(o.woke); gap > 0 && !o.panicking() {
+		g := time.NewTimer(gap)
+		defer g.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		case <-g.C:
+		}
 	}
 	return true
 }
