@@ -30,9 +30,13 @@ import (
 // is only a hint: the change fails unless the lease still has that ID,
 // which nobody but the dead session uses (see the top of renew.go), and the
 // record is still that one; nothing is broken on its word. So a list that is
-// old, or written by anyone else, takes nothing from anyone. A shard the
-// list does not name (claimed after the last write), or whose change fails,
-// is found by a listing, as before.
+// old, or written by anyone else, takes nothing from anyone; an acquire,
+// If-Match the same ETag, takes one that is free, as any claim may. A session
+// that leaves, and releases shards it could not hand on within its grace,
+// writes its list of those as it ends, and leaves its blob released for the
+// others to see it dead (endSession): they take them from that list. A shard
+// the list does not name (claimed after the last write), or that is neither
+// the session's nor free, is found by a listing, as before.
 //
 // It replaced a listing of every shard by every instance, each in its turn,
 // once ownership had settled after each change: at 10,000 shards ten
@@ -69,12 +73,17 @@ func (g *shardManager) heldText() string {
 	o := g.o
 	o.mu.Lock()
 	lines := make([]string, 0, len(o.runs))
-	for name, r := range o.runs {
-		lines = append(lines, fmt.Sprintf("%s %d %d %s", name, r.term.Number, r.gen, r.etag))
+	for _, r := range o.runs {
+		lines = append(lines, heldLine(r))
 	}
 	o.mu.Unlock()
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// heldLine is a run's line in the list.
+func heldLine(r *shardRun) string {
+	return fmt.Sprintf("%s %d %d %s", r.name, r.term.Number, r.gen, r.etag)
 }
 
 // writeHeld rewrites this session's list if its runs changed since it was
@@ -102,6 +111,26 @@ func (g *shardManager) writeHeld() {
 			g.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
 		}
 	}()
+}
+
+// leftBehind notes a shard released as this session leaves, not handed on
+// (see endSession): its line of the list the session writes as it ends.
+func (g *shardManager) leftBehind(r *shardRun) {
+	g.endMu.Lock()
+	defer g.endMu.Unlock()
+	g.endLines = append(g.endLines, heldLine(r))
+}
+
+// endHeld hands the session, once its shards have stopped, the list of
+// those it left behind, if any.
+func (g *shardManager) endHeld() {
+	g.endMu.Lock()
+	defer g.endMu.Unlock()
+	if len(g.endLines) > 0 {
+		slices.Sort(g.endLines)
+		text := strings.Join(g.endLines, "\n")
+		g.s.endList.Store(&text)
+	}
 }
 
 func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {

@@ -159,3 +159,40 @@ func TestUnownedFallsToZeroOnceTheRecordsCountEveryShard(t *testing.T) {
 	})
 	require.Len(t, a.owner.Owned(), 5)
 }
+
+// A leaving instance hands on at most handoverPerGiver shards at a time;
+// when their funcs return too late, those it had not yet asked to stop by
+// the end of its grace are released, and as it ends its list names them and its
+// blob stays, released: the others see it dead, and take them from that list
+// (with an acquire, If-Match the ETag the list gives), if they have not
+// found them by a listing first.
+func TestShardsLeftBehindByALeavingInstanceAreNamedInItsList(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	names := shardNames(2 * (handoverPerGiver + 4))
+	log := &shardLog{}
+	a := startOwner(t, "a", s, names, log.fn("a", nil))
+	grace := s.withDefaults().handoffGrace()
+	slow := func(ctx context.Context, _ string) error {
+		<-ctx.Done()
+		time.Sleep(grace + time.Second) // past the grace: released, not handed on
+		return ctx.Err()
+	}
+	b := startOwner(t, "b", s, names, log.fn("b", slow))
+	waitFor(t, 30*time.Second, "the shards over 2 owners", func() bool { return balanced(log, len(names), "a", "b") })
+	held, session := b.owner.Owned(), b.owner.Session()
+	require.Len(t, held, handoverPerGiver+4)
+	require.ErrorIs(t, b.stop(t), context.Canceled)
+	entries, err := a.owner.readHeld(context.Background(), session)
+	require.NoError(t, err, "b's list, as it ended")
+	assert.GreaterOrEqual(t, len(entries), 4, "the shards b left behind")
+	for _, e := range entries {
+		assert.Contains(t, held, e.name)
+	}
+	waitFor(t, s.LeaseDuration+5*time.Second, "b's shards on a", func() bool { return balanced(log, len(names), "a") })
+	log.requireNeverTwice(t)
+	waitFor(t, s.LeaseDuration+10*time.Second, "b's blob and list collected", func() bool {
+		_, err := a.owner.readHeld(context.Background(), session)
+		return err != nil && strings.Contains(err.Error(), "no list")
+	})
+}

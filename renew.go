@@ -166,7 +166,10 @@ import (
 // running now that it is dead; and only if its record is still that one, not
 // a handover's it wrote after (whose term the claim would repeat). The list
 // is not read from the shard's blob, so nothing is ever broken on its word:
-// a list that is old, or not ours, takes nothing from anyone. Likewise a shard lease that
+// a list that is old, or not ours, takes nothing from anyone. A shard it
+// names whose lease is not that session's may still be free (released by a
+// session that left, whose last list names what it released): an acquire,
+// If-Match the same ETag, takes it as a claim takes any free shard. Likewise a shard lease that
 // no live holder's record names (no record, or the record of the very
 // session that looks at it and does not hold it: a claim that failed
 // half-way) may be broken at any time; a claimer waits until its ETag

@@ -64,6 +64,11 @@ type session struct {
 	resumed   bool
 	inherited atomic.Int64
 	keep      atomic.Bool
+
+	// endList is, once its shards have stopped, the list (held.go) of those
+	// it released as it left instead of handing them on, if any: written
+	// as it ends, for the others to take them from it (see endSession).
+	endList atomic.Pointer[string]
 }
 
 // managerFor returns a lease manager for one blob under the owner's prefix,
@@ -233,6 +238,17 @@ func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 	lm := s.m.lease
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
+	if text := s.endList.Load(); text != nil {
+		// It left, and released shards it could not hand on in time: its
+		// list names them, and its blob stays, released, so that the
+		// others see it dead and take them from the list (takeFromDead)
+		// rather than find them at their next listings, which at 10,000
+		// shards came a minute later. They collect both.
+		if err := o.putHeld(ctx, s.id, *text); err == nil {
+			o.dropNotes(ctx, s.id)
+			return
+		}
+	}
 	if _, err := lm.blobClient.Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
 		o.logger.Debug("leaderelection: could not delete the ended session's blob; another instance collects it",
 			"container", lm.container, "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))

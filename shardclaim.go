@@ -584,15 +584,20 @@ func (g *shardManager) claimOne(c candidate) bool {
 		case c.fromList:
 			// The list is not read from the shard's blob: the ETag it
 			// gives is not known to be of a record that names its
-			// session, so no break is made on it. The shard is not that
-			// session's as the list says any more (handed on, or its
-			// record rewritten), or a listing finds it. A change whose
-			// answer was lost may have given the lease this claim's ID:
-			// give it back.
-			if errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrLeaseHeld) {
-				return done("held", false)
+			// session, so no break is made on it. But an acquire, If-Match
+			// that ETag, takes a shard that is free (one the session
+			// released as it left: see endSession), as any claim may;
+			// else the shard is not that session's as the list says any
+			// more (handed on, or its record rewritten), or a listing
+			// finds it. A change whose answer was lost may have given the
+			// lease this claim's ID: give it back.
+			if errors.Is(err, ErrTransient) {
+				return done(outcome(err, "taken"), true)
 			}
-			return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
+			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
+				return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
+			}
+			changed = true
 		}
 	}
 	if c.leased && !changed {

@@ -125,6 +125,9 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			o.mu.Unlock()
 			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !g.transfer(g.releases, r, *to) {
 				o.releaseShard(g.releases, r)
+				if g.s.leaving.Load() {
+					g.leftBehind(r)
+				}
 			}
 		}
 		m.health.endTerm()

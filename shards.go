@@ -592,6 +592,8 @@ type shardManager struct {
 	heldLast   string
 	heldBusy   atomic.Bool
 	heldFailed atomic.Bool
+	endMu      sync.Mutex
+	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
 }
 
 // manage is a session's func (lead() runs it under the session's lease): it
@@ -649,6 +651,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
 		defer cut.Stop()
 		g.runs.Wait()
+		g.endHeld()
 		close(g.out.closed) // every transfer has posted its note
 		g.pacing.Wait()
 		g.releaseLeftovers(g.releases)
