@@ -19,8 +19,9 @@ import (
 // listing of every shard. Each session keeps a list of the shards it runs,
 // P/held/<session>: for each, the shard term and the session term its lease
 // ID derives from (claimLeaseID, or handoffLeaseID for a shard handed to
-// it), and the ETag of the record it runs the shard under. It rewrites the list once its runs have changed, at most every
-// RetryInterval, one write at a time, and deletes it as it ends.
+// it), and the ETag of the record it runs the shard under. It rewrites the
+// list once its runs have changed, at most every RetryInterval, one write at
+// a time, and deletes it as it ends (but see endSession).
 //
 // When a session dies, each survivor reads its list (one request) and takes
 // its part of those shards as a resumed session takes its own back: by a
