@@ -30,16 +30,19 @@ import (
 // renewed by one metadata write per RenewInterval (see session.go). Each
 // shard is a blob whose infinite lease its owner takes, with a record naming
 // its session; it needs no renewal of its own, as the session's safety
-// deadline is every shard's. An instance lists the sessions once per
-// RetryInterval (one request) and lists the shards (1,000 a page) only while
-// ownership moves: while it holds fewer than its share, and once after each
-// change settles (the instances take turns), so that when a session dies its
-// shards are claimed from that listing. In steady state an instance
-// therefore makes one write per RenewInterval and one list per
+// deadline is every shard's. Each session also keeps the list of the shards
+// it holds, rewritten at most once per RetryInterval while they change, so
+// that when it dies the others take its shards from that list (held.go). An
+// instance lists the sessions once per RetryInterval (one request) and lists
+// the shards (1,000 a page) only while ownership moves: while it holds fewer
+// than its share, and, once a change settles, only if the sessions' records
+// do not count every shard (the instances take turns). In steady state an
+// instance therefore makes one write per RenewInterval and one list per
 // RetryInterval, whatever the number of shards.
 //
-// Blobs live under BlobSettings.Blob + "/": sessions/<session ID> and
-// shards/<shard name>. The prefix is reserved for the owner; a shard's blob
+// Blobs live under BlobSettings.Blob + "/": sessions/<session ID>,
+// shards/<shard name>, held/<session ID> and handoff/<session ID>/ (notes of
+// shards handed over). The prefix is reserved for the owner; a shard's blob
 // outlives the shard's removal, and keeps its term number.
 type ShardOwner struct {
 	settings BlobSettings // defaults applied; Blob is the prefix without its slash
