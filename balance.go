@@ -471,6 +471,10 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
 		g.took.Add(int64(claimed))
 		if claimed >= deficit {
+			// At its share now: it reads its notes no more, from now,
+			// not from its next pass (a read then was one a session at
+			// its share made).
+			g.expecting.Store(expectNothing)
 			g.reportTook()
 		}
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {

@@ -172,6 +172,7 @@ func TestNotesAreReadOnlyWhileShardsMayCome(t *testing.T) {
 	start("a")
 	start("b")
 	waitFor(t, 60*time.Second, "30 shards over a and b", func() bool { return balanced(log, 30, "a", "b") })
+	time.Sleep(s.RetryInterval) // the last claims have returned to the session's loop
 	quiet("at their share", "a", "b")
 
 	joined := reads["c"].Load()
