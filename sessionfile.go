@@ -145,9 +145,10 @@ const takeBackParallel = 4 * claimParallel
 // First those the session's list names (held.go), at once, with no
 // listing: each by a change of its lease's ID from the one the list
 // implies (claimLeaseID, or handoffLeaseID for a shard handed to the
-// session) to one of this claim's own, then the next term recorded,
-// If-Match the ETag the change answered with; the change fails unless the
-// lease still has that ID, which only the previous process used. Then it
+// session) to one of this claim's own, then the next term recorded, each
+// If-Match the ETag the list gives; the change fails unless the lease still
+// has that ID, which only the previous process used, and the record is
+// still the one it ran the shard under. Then it
 // lists the shards, and takes back each other one whose record names this
 // session as a dead session's shard is claimed (claimOne), each step
 // If-Match the ETag listed: its lease's ID changed likewise, or, if the
@@ -161,7 +162,6 @@ const takeBackParallel = 4 * claimParallel
 func (g *shardManager) takeBack() {
 	o := g.o
 	start := time.Now()
-	var won atomic.Int64
 	fromList := 0
 	if entries, err := o.readHeld(g.ctx, g.s.id); err == nil {
 		var cands []candidate
@@ -173,7 +173,6 @@ func (g *shardManager) takeBack() {
 		}
 		o.mu.Unlock()
 		fromList = g.takeEach(cands, nil)
-		won.Add(int64(fromList))
 	}
 	byList := time.Since(start)
 	var cands []candidate
@@ -215,14 +214,14 @@ func (g *shardManager) takeBack() {
 		}
 		backoff = min(2*backoff, o.settings.RetryInterval)
 	}
-	won.Add(int64(g.takeEach(cands, free)))
+	won := fromList + g.takeEach(cands, free)
 	g.s.inherited.Store(0)
 	level := slog.LevelInfo
-	if int(won.Load()) < fromList+len(cands) {
+	if won < fromList+len(cands) {
 		level = slog.LevelWarn
 	}
 	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", g.s.id, "shards", fromList+len(cands), "taken", won.Load(), "byChange", g.changedBack.Load(), "byList", fromList, "freed", len(free),
+		"session", g.s.id, "shards", fromList+len(cands), "taken", won, "byChange", g.changedBack.Load(), "byList", fromList, "freed", len(free),
 		"listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 }
 

@@ -139,7 +139,7 @@ func (g *shardManager) listShards(view sessionView) error {
 	}
 	o.mu.Unlock()
 	var entries []listed
-	g.strays = 0
+	strays := false // leases with this session's record that it does not hold (see freeStrays)
 	if err := o.list(g.ctx, shardsDir, func(l listed) {
 		if set[l.name] {
 			entries = append(entries, l)
@@ -209,7 +209,7 @@ func (g *shardManager) listShards(view sessionView) error {
 			}
 			anomalies[l.name] = a
 			if l.session == g.s.id {
-				g.strays++
+				strays = true
 			}
 			if time.Since(a.since) >= o.settings.LeaseDuration {
 				c.leased, c.ours = true, l.session == g.s.id
@@ -227,7 +227,7 @@ func (g *shardManager) listShards(view sessionView) error {
 		}
 	}
 	g.anomalies = anomalies
-	if g.strays > 0 {
+	if strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
 		g.strayAt = start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)

@@ -534,7 +534,6 @@ type shardManager struct {
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
 	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
-	strays    int                  // leases with this session's record that it does not hold, by the last listing (see freeStrays)
 	lastList  time.Time
 	listTook  time.Duration
 	listers   int                      // other live sessions below their share, by their records
