@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"sync"
@@ -38,17 +39,30 @@ type floorBlob struct {
 	bc   *blockblob.Client
 	etag azcore.ETag
 	id   string
+	cc   *container.Client // its client's container, where the kill floor's list is read
 }
 
 // floorContainer makes a container of its own for one floor, and a client
 // of it for each of n clients.
 func floorContainer(ctx context.Context, connStr, name string, n int) ([]*container.Client, error) {
+	out, err := floorClients(connStr, name, n)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := out[0].Create(ctx, nil); err != nil {
+		return nil, fmt.Errorf("floor %s: %w", name, err)
+	}
+	return out, nil
+}
+
+// floorClients makes n clients of the container, each with a pool of its
+// own that keeps every connection it uses, as an instance's does: the SDK's
+// shared default keeps 10 idle per host for the whole process, and a floor
+// whose clients opened new connections all along would be slower than it
+// must be.
+func floorClients(connStr, name string, n int) ([]*container.Client, error) {
 	out := make([]*container.Client, n)
 	for i := range out {
-		// A pool of its own that keeps every connection it uses, as an
-		// instance's does: the SDK's shared default keeps 10 idle per
-		// host for the whole process, and a floor whose clients opened
-		// new connections all along would be slower than it must be.
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConnsPerHost = 2 * (floorClaimParallel + floorReleaseParallel)
 		cc, err := container.NewClientFromConnectionString(connStr, name, &container.ClientOptions{
@@ -57,9 +71,6 @@ func floorContainer(ctx context.Context, connStr, name string, n int) ([]*contai
 			return nil, err
 		}
 		out[i] = cc
-	}
-	if _, err := out[0].Create(ctx, nil); err != nil {
-		return nil, fmt.Errorf("floor %s: %w", name, err)
 	}
 	return out, nil
 }
@@ -254,34 +265,67 @@ func joinFloor(ctx context.Context, connStr, name string, n, givers int) (time.D
 	return time.Since(start), relErr
 }
 
-// killFloor: a dead holder held n blobs; survivors clients each break,
-// acquire and record their part, claimParallel at a time.
+// killFloor: a dead holder held n blobs, and left the list of them (name,
+// ETag, lease ID: what a survivor needs to take each without a listing);
+// survivors clients each read that list once, then take their part, each
+// blob by a change of its lease's ID from the dead holder's to one of its
+// own, If-Match the listed ETag, and a record, claimParallel at a time.
+// A break and an acquire would be one request more per blob; a design
+// that knows the dead holder's lease IDs needs neither.
 func killFloor(ctx context.Context, connStr, name string, n, survivors int) (time.Duration, error) {
 	ccs, parts, err := prepared(ctx, connStr, name, n, 1)
 	if err != nil {
 		return 0, err
 	}
 	defer ccs[0].Delete(context.WithoutCancel(ctx), nil)
-	claimers := make([]*container.Client, survivors)
-	for i := range claimers {
-		if claimers[i], err = container.NewClientFromConnectionString(connStr, name, nil); err != nil {
-			return 0, err
-		}
+	var list bytes.Buffer
+	for _, b := range parts[0] {
+		fmt.Fprintf(&list, "%s %s %s\n", b.name, b.etag, b.id)
+	}
+	if _, err := ccs[0].NewBlockBlobClient("held/dead").UploadBuffer(ctx, list.Bytes(), nil); err != nil {
+		return 0, err
+	}
+	claimers, err := floorClients(connStr, name, survivors)
+	if err != nil {
+		return 0, err
 	}
 	split := make([][]*floorBlob, survivors)
 	for i, b := range parts[0] {
 		c := i % survivors
-		split[c] = append(split[c], &floorBlob{name: b.name, bc: claimers[c].NewBlockBlobClient(b.name), etag: b.etag})
+		split[c] = append(split[c], &floorBlob{name: b.name, bc: claimers[c].NewBlockBlobClient(b.name), etag: b.etag, id: b.id, cc: claimers[c]})
 	}
 	return parallelClients(split, func(bs []*floorBlob) error {
+		if len(bs) == 0 {
+			return nil
+		}
+		resp, err := bs[0].cc.NewBlobClient("held/dead").DownloadStream(ctx, nil)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(io.Discard, resp.Body); err != nil {
+			return err
+		}
+		resp.Body.Close()
 		return parallel.Each(bs, floorClaimParallel, func(b *floorBlob) error {
-			if err := b.breakLease(ctx); err != nil {
-				return err
-			}
-			if err := b.acquire(ctx); err != nil {
+			if err := b.change(ctx); err != nil {
 				return err
 			}
 			return b.record(ctx, 2)
 		})
 	})
+}
+
+// change changes the blob's lease ID from b.id to a new one, If-Match its
+// ETag.
+func (b *floorBlob) change(ctx context.Context) error {
+	lc, err := lease.NewBlobClient(b.bc, &lease.BlobClientOptions{LeaseID: &b.id})
+	if err != nil {
+		return err
+	}
+	id := uuid.NewString()
+	if _, err := lc.ChangeLease(ctx, id, &lease.BlobChangeOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &b.etag}}); err != nil {
+		return err
+	}
+	b.id = id
+	return nil
 }

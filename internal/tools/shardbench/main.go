@@ -78,7 +78,7 @@ func run() error {
 	var runs []*result
 	for i := range c.repeat {
 		progress("run %d of %d", i+1, c.repeat)
-		r, err := ownerRun(ctx, c, c.shards, true)
+		r, err := ownerRun(ctx, c, c.shards, true, i+1)
 		if err != nil {
 			return err
 		}
@@ -88,7 +88,7 @@ func run() error {
 	var err error
 	var small, base *result
 	if c.small > 0 {
-		if small, err = ownerRun(ctx, c, c.small, false); err != nil {
+		if small, err = ownerRun(ctx, c, c.small, false, 0); err != nil {
 			return err
 		}
 	}
@@ -159,9 +159,13 @@ type steady struct {
 var defaultTimings = shardchaos.Timings{} // the library's defaults: lease 15 s, renew 5 s, retry 2 s, stop margin 3 s
 
 // ownerRun runs ShardOwner instances: a cold start, a join (full only), the
-// steady state, and a SIGKILL (full only).
-func ownerRun(ctx context.Context, c config, shards int, full bool) (*result, error) {
+// steady state, and a SIGKILL (full only). A repeated run (run > 0) keeps its
+// records and logs in a directory of its own.
+func ownerRun(ctx context.Context, c config, shards int, full bool, run int) (*result, error) {
 	name := fmt.Sprintf("owner-%d", shards)
+	if run > 0 {
+		name = fmt.Sprintf("owner-%d-run%d", shards, run)
+	}
 	progress("%s: %d instances, %d shards", name, c.instances, shards)
 	h, err := shardchaos.Start(ctx, shardchaos.Config{Shards: shards, Timings: defaultTimings, Dir: filepath.Join(c.dir, name), CountEvery: 5 * time.Second, Direct: true})
 	if err != nil {
