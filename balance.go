@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -100,10 +101,11 @@ func preferred(live []string, shard string) string {
 // (their share less what they hold), the same way on every instance that
 // sees the same listing: each shard, in name order, goes to the session with
 // the highest rendezvous score among those with room left. It returns the
-// shards assigned to self, highest score first. Instances claiming at once
-// (a cold start, a death) thus claim disjoint shards, and need not list
-// again to find what the others left.
-func assign(free []string, live []string, room map[string]int, self string) []string {
+// shards assigned to self, highest score first, and whom each shard assigned
+// to anyone went to. Instances claiming at once (a cold start, a death) thus
+// claim disjoint shards, and need not list again to find what the others
+// left.
+func assign(free []string, live []string, room map[string]int, self string) ([]string, map[string]string) {
 	left := make(map[string]int, len(room))
 	for id, r := range room {
 		left[id] = r
@@ -115,6 +117,7 @@ func assign(free []string, live []string, room map[string]int, self string) []st
 		score uint64
 	}
 	var out []mine
+	to := make(map[string]string, len(names))
 	for _, name := range names {
 		best, bestScore := "", uint64(0)
 		for _, id := range live {
@@ -129,6 +132,7 @@ func assign(free []string, live []string, room map[string]int, self string) []st
 			break // no room left anywhere
 		}
 		left[best]--
+		to[name] = best
 		if best == self {
 			out = append(out, mine{name, bestScore})
 		}
@@ -146,7 +150,7 @@ func assign(free []string, live []string, room map[string]int, self string) []st
 	for _, m := range out {
 		names = append(names, m.name)
 	}
-	return names
+	return names, to
 }
 
 // maxShardName is the longest shard name accepted.
@@ -219,6 +223,7 @@ func checkShardNames(names []string) (map[string]bool, error) {
 // know which shards are held by a live session.
 func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	o := g.o
+	g.noteGrowth(view)
 	o.mu.Lock()
 	n, digest := len(o.set), o.digest
 	sets := []setID{{digest, n}}
@@ -496,6 +501,28 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		*wait = min(*wait, max(0, next))
 	}
 	return nil
+}
+
+// noteGrowth times, for each live session, when its record last said it held
+// more shards than at the last pass (a session first seen counts as grown
+// then): one whose count stands still is no longer claiming (see claim).
+func (g *shardManager) noteGrowth(view sessionView) {
+	now := time.Now()
+	g.prevOwned = maps.Clone(g.lastOwned)
+	for _, id := range view.live {
+		if n, ok := g.lastOwned[id]; !ok || view.owned[id] > n {
+			g.grewAt[id] = now
+		}
+		g.lastOwned[id] = view.owned[id]
+	}
+	if len(g.lastOwned) > len(view.live) {
+		for id := range g.lastOwned {
+			if !slices.Contains(view.live, id) {
+				delete(g.lastOwned, id)
+				delete(g.grewAt, id)
+			}
+		}
+	}
 }
 
 // idle reports whether this session, below its share, lists the shards

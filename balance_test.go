@@ -96,11 +96,18 @@ func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
 	seen := map[string]string{}
 	total := 0
 	for _, id := range live {
-		part := assign(free, live, room, id)
+		part, to := assign(free, live, room, id)
 		require.LessOrEqual(t, len(part), room[id])
 		for _, name := range part {
 			require.Empty(t, seen[name], "%s assigned twice", name)
 			seen[name] = id
+		}
+		for _, name := range free {
+			if slices.Contains(part, name) {
+				require.Equal(t, id, to[name], "each of its part is said to be its")
+			} else {
+				require.NotEqual(t, id, to[name], "none other is")
+			}
 		}
 		total += len(part)
 		for i := 1; i < len(part); i++ {
@@ -109,7 +116,8 @@ func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
 	}
 	require.Equal(t, 1000, total)
 	room[live[0]] = 0
-	assert.Empty(t, assign(free, live, room, live[0]), "no room, nothing")
+	part, _ := assign(free, live, room, live[0])
+	assert.Empty(t, part, "no room, nothing")
 }
 
 // Sessions that disagree on the set form groups by their records' digests:

@@ -89,16 +89,21 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	}
 	g.ownersMu.Unlock()
 	// Each survivor's room is its share less what it holds, by the
-	// others' records and its own count (the records, its own among them,
+	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
-	// claim, each read at its own moment). So the survivors usually assign
-	// the dead sessions' shards alike, in disjoint parts that cover them
-	// all. Where their rooms differ, claims are conditional, and a
-	// survivor left short lists.
+	// claim, each read at its own moment: a survivor that saw the death a
+	// pass later than another may read that one's record after its claims.
+	// So each counts what the records said at the pass before, where that
+	// is less. The survivors then usually assign the dead sessions' shards
+	// alike, in disjoint parts that cover them all. Where their rooms
+	// differ, claims are conditional, and a survivor left short lists.
 	g.deathFor = strings.Join(view.live, ",")
 	g.deathRoom = make(map[string]int, len(view.live))
 	for _, id := range view.live {
 		holds := view.owned[id]
+		if before, ok := g.prevOwned[id]; ok {
+			holds = min(holds, before)
+		}
 		if id == g.s.id {
 			holds = o.ownedCount()
 		}
@@ -113,9 +118,12 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 		}
 		freed = append(freed, name)
 		g.cands[name] = c
-		if _, ok := g.freeSince[name]; !ok {
-			g.freeSince[name] = now
-		}
+		// Free from now: a time left from the last listing, long ago,
+		// when the shard was free before the dead session took it, made
+		// it anyone's at once, and the survivors done with their parts
+		// took the others', left them short and listing (16 s, five at
+		// once, on a busy account).
+		g.freeSince[name] = now
 	}
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
@@ -404,7 +412,8 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			}
 		}
 		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partFor = assign(free, view.live, room, g.s.id), live
+		g.part, g.partTo = assign(free, view.live, room, g.s.id)
+		g.partFor = live
 	}
 	isFree := make(map[string]bool, len(free))
 	for _, name := range free {
@@ -430,16 +439,26 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			return 0, 0, false
 		}
 	}
-	// A shard another session was assigned but has not claimed while its
-	// record had time to be rewritten and read again (its room was
-	// overstated, or it is stuck) is anyone's.
+	// A shard free for long that another session was assigned, while that
+	// session's record has not said it holds more for as long as a record
+	// takes to be rewritten and read again (its room was overstated, or it
+	// is stuck), is anyone's; so is one assigned to nobody (no room was
+	// left). Not one of a session that claims on: at a cold start, every
+	// shard of the first listing was free for long while each session was
+	// still claiming its part, and those done first took the others'
+	// parts, leaving them short by a few, to be found by listing 10,000
+	// shards again on a busy account: 10 to 15 s more.
 	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
 	// differ, but not what must be claimed.
 	var others []string
 	for _, name := range free {
-		if !mine[name] && (now.Sub(g.freeSince[name]) >= long || len(order) == 0 && g.cands[name].dead) {
+		if mine[name] {
+			continue
+		}
+		stuck := now.Sub(g.freeSince[name]) >= long && now.Sub(g.grewAt[g.partTo[name]]) >= long
+		if stuck || len(order) == 0 && g.cands[name].dead {
 			others = append(others, name)
 		}
 	}

@@ -526,6 +526,10 @@ type shardManager struct {
 	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
 	freeSince map[string]time.Time // since when each was seen free
 	part      []string             // this session's part of them (see assign), best first
+	partTo    map[string]string    // whom each of them was assigned to, when part was
+	grewAt    map[string]time.Time // when each live session's record last said it held more (or it was first seen); see noteGrowth
+	lastOwned map[string]int       // what each live session's record said it held, at this pass
+	prevOwned map[string]int       // and at the pass before (see takeFromDead)
 	partFor   string               // the live sessions it was assigned among
 	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
 	deathFor  string               // the live sessions deathRoom is for
@@ -604,7 +608,7 @@ type shardManager struct {
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
 	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{},
-		cands: map[string]candidate{}, freeSince: map[string]time.Time{},
+		cands: map[string]candidate{}, freeSince: map[string]time.Time{}, grewAt: map[string]time.Time{}, lastOwned: map[string]int{},
 		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
 		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
 		heldLast: "\x00"} // not a list: the first, even empty, is written
