@@ -443,6 +443,16 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			g.strayAt = time.Time{}
 		}
 	}
+	if list && deficit > 0 && agree && !g.probed && n-held <= probeMax {
+		// A few shards short while the records count nearly every shard:
+		// the sessions' lists tell which shards nobody holds, at a small
+		// part of a listing's cost (see probeUnlisted). Once between
+		// listings: if that leaves this session short, a listing tells.
+		g.probed = true
+		if found, ok := g.probeUnlisted(view); ok && found > 0 {
+			list = false
+		}
+	}
 	if list && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
 		if err := g.listShards(view); err != nil {
 			return err
@@ -467,6 +477,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		}
 	}
 	if deficit <= 0 {
+		g.probed = false
 		g.freeStrays()
 		g.reportTook() // what was handed to it, if that is how it got there
 		clear(g.cands)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -103,6 +104,63 @@ func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
 			})
 		})
 	}
+}
+
+// A session a few shards short, while the sessions' records count nearly
+// every shard, finds the free one by reading the others' lists and then the
+// one shard they do not name, with no listing of every shard (which, at
+// 10,000 shards on a busy account, took seconds).
+func TestAShortSessionFindsAFreeShardByTheListsWithoutAListing(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	names := shardNames(21)
+	log := &shardLog{}
+	var logs syncBuffer
+	logged := func(who string) Option {
+		return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
+	}
+	var victim atomic.Pointer[string]
+	kick := make(chan struct{})
+	// c's func for the victim returns once, when kicked: its shard is
+	// released, and c is one short of its share.
+	body := func(ctx context.Context, shard string) error {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-kick:
+		}
+		if v := victim.Load(); v != nil && *v == shard && victim.CompareAndSwap(v, nil) {
+			return nil
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
+	b := startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
+	c := startOwner(t, "c", s, names, log.fn("c", body), logged("c"))
+	waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
+	// Until the records have settled, and every list names its shards.
+	waitFor(t, 20*time.Second, "every session's list names its shards", func() bool {
+		n := 0
+		for _, r := range []*ownerRun{a, b, c} {
+			entries, err := c.owner.readHeld(context.Background(), r.owner.Session())
+			if err != nil {
+				return false
+			}
+			n += len(entries)
+		}
+		return n == 21
+	})
+	x := c.owner.Owned()[0]
+	listed := func() int { return strings.Count(logs.String(), `"leaderelection: listed the shards" contender=c`) }
+	before := listed()
+	victim.Store(&x)
+	close(kick)
+	waitFor(t, 10*time.Second, "c's func for "+x+" returns", func() bool { return len(log.running()[x]) == 0 })
+	waitFor(t, 30*time.Second, x+" runs again, on c", func() bool { return slices.Equal(log.running()[x], []string{"c"}) })
+	log.requireNeverTwice(t)
+	assert.Contains(t, logs.String(), "read the shards no session's list names")
+	assert.Zero(t, listed()-before, "c found %s by the lists, with no listing", x)
 }
 
 // putList writes a session's list as another writer would.

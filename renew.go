@@ -151,7 +151,10 @@ import (
 // snapshot with it), it is a new one, unless a lookup finds its blob gone,
 // or unleased after its record was written. The break, the acquire and the
 // shard's record write that make a claim are each conditional (If-Match) on
-// the ETag the listing showed: a claim made meanwhile has written its
+// the ETag the listing showed (or a read of the one blob showed: a session a
+// few shards short reads the others' lists, then each shard that none names,
+// probeUnlisted, and claims only those that read free, as from a listing;
+// the lists decide only which blobs it reads): a claim made meanwhile has written its
 // record, and so changed the ETag, before its func started, and then the
 // break fails and that claim stands; a claim that has not written yet has
 // not started its func, and its write fails on the broken lease. A dead

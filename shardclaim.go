@@ -128,7 +128,7 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath = false, nil, true
+	g.stale, g.part, g.fromDeath, g.probed = false, nil, true, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -295,7 +295,7 @@ func (g *shardManager) listShards(view sessionView) error {
 	g.ownersMu.Lock()
 	g.owners = owners
 	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part = freeSince, false, start, nil
+	g.freeSince, g.stale, g.ownersAt, g.part, g.probed = freeSince, false, start, nil, false
 	g.deathRoom, g.fromDeath = nil, false
 	o.counts.sawListing(start, g.cands, anomalies, bad)
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),

@@ -537,6 +537,7 @@ type shardManager struct {
 	liveSig   string               // the live sessions, at the last change
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
+	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
 	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList  time.Time
 	listTook  time.Duration
