@@ -76,7 +76,8 @@ type Options struct {
 	OAuth bool
 
 	// KeepAlive is how long Azurite keeps an idle connection open
-	// (--blobKeepAliveTimeout, whole seconds). Zero leaves Azurite's
+	// (whole seconds; see keepAliveScript for why it is not simply
+	// --blobKeepAliveTimeout). Zero leaves Azurite's
 	// default, 5 s: a client that sends a request every 5 s on a
 	// connection of its own then opens a new connection for nearly every
 	// one, and on a busy Azurite a new connection waits seconds for its
@@ -84,6 +85,15 @@ type Options struct {
 	// (its load balancers' idle timeout is 4 minutes by default).
 	KeepAlive time.Duration
 }
+
+// keepAliveScript runs the blob service's script (process.argv[1], where node
+// puts the script it runs, so that the service reads its flags as usual)
+// with the flag its keep-alive timeout is read from declared first, on the
+// same instance of the argument parser (resolved from the script).
+const keepAliveScript = `const script = process.argv[1];
+const args = require(require.resolve("args", { paths: [require("path").dirname(script)] }));
+args.option(["", "keepAliveTimeout"], "The blob service's keep-alive timeout, in seconds (what azurite-blob reads)", 5);
+require(script);`
 
 // Server is a running Azurite blob service on 127.0.0.1, started by Start.
 // Its methods are safe for concurrent use.
@@ -198,7 +208,14 @@ func (s *Server) launch(ctx context.Context, port int) (*process, error) {
 		args = append(args, "--oauth", "basic")
 	}
 	if s.opts.KeepAlive > 0 {
-		args = append(args, "--blobKeepAliveTimeout", strconv.Itoa(int(max(time.Second, s.opts.KeepAlive)/time.Second)))
+		secs := strconv.Itoa(int(max(time.Second, s.opts.KeepAlive) / time.Second))
+		// azurite-blob declares --blobKeepAliveTimeout, but reads
+		// keepAliveTimeout, which it does not declare (BlobEnvironment's
+		// blobKeepAliveTimeout(), in 3.37.0): the flag is parsed and
+		// ignored, and idle connections close after Node's default 5 s.
+		// keepAliveScript declares the flag it reads, then runs it.
+		args = append([]string{"-e", keepAliveScript}, args...)
+		args = append(args, "--blobKeepAliveTimeout", secs, "--keepAliveTimeout", secs)
 	}
 	probeTLS, err := s.probeTLS()
 	if err != nil {

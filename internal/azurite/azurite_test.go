@@ -12,6 +12,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"os"
 	"runtime"
@@ -132,6 +133,26 @@ func TestStartInMemoryAndStop(t *testing.T) {
 	}
 	noErr(t, s.Stop(), "Stop is idempotent")
 	check(t, pid == s.PID(), "PID after Stop: %d, want %d", s.PID(), pid)
+}
+
+// KeepAlive holds an idle connection open past Azurite's default 5 s: the
+// flag azurite-blob declares for it is one it does not read.
+func TestKeepAliveKeepsAnIdleConnection(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	s := start(t, ctx, Options{KeepAlive: time.Minute})
+	client := newClient(t, s.ConnectionString())
+	reused := func() bool {
+		var got bool
+		trace := &httptrace.ClientTrace{GotConn: func(i httptrace.GotConnInfo) { got = i.Reused }}
+		_, err := client.ServiceClient().GetProperties(httptrace.WithClientTrace(ctx, trace), nil)
+		noErr(t, err)
+		return got
+	}
+	reused()
+	time.Sleep(7 * time.Second)
+	check(t, reused(), "a connection idle for 7 s was closed: Azurite's keep-alive is its default 5 s, not KeepAlive's minute")
 }
 
 func TestRestartKeepsDataWithLocation(t *testing.T) {
