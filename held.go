@@ -320,7 +320,28 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	observed(&l.info, props, time.Now())
 	l.rec = readRecord(o.settings.Container, blob, props.Metadata)
 	l.rec.fill(&l.info)
-	if l.info.Held() || o.shardProblem(l) != nil {
+	// What a listing tells of a shard, this read tells of this one: a
+	// record no term can follow is reported (once for each value), and
+	// one repaired since is no longer (see noteBadShards).
+	p := o.shardProblem(l)
+	o.mu.Lock()
+	old, was := o.bad[name]
+	if p != nil {
+		o.bad[name] = p
+	} else {
+		delete(o.bad, name)
+	}
+	o.mu.Unlock()
+	if p != nil {
+		if !was || old.Key != p.Key || old.Value != p.Value {
+			o.logBadShard(name, p)
+		}
+		return nil
+	}
+	if !l.rec.termBad {
+		o.seeTerm(name, l.info.Leader.Number)
+	}
+	if l.info.Held() {
 		return nil
 	}
 	return &candidate{name: name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
