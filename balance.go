@@ -153,6 +153,87 @@ func assign(free []string, live []string, room map[string]int, self string) ([]s
 	return names, to
 }
 
+// assignSet shares the whole set out among the live sessions of a group,
+// each up to its share: first each shard to the session of the group that
+// holds it by holders (the last listing, and this session's claims since),
+// then every other in name order, as assign does, to the session with the
+// highest rendezvous score that has room left. It returns, as assign does,
+// self's part of free, highest score first, and whom each shard of free went
+// to. A shard that another live session holds (outside the group: skip says
+// so) counts for no one.
+//
+// Instances that list at about the same moment compute the same parts,
+// whatever claims landed between their listings: each claim follows the
+// parts, so a shard one listing shows held is one the others assign to its
+// holder anyway. assign's rooms, a share less the count in each session's
+// record, did not: at a cold start the records, rewritten as the sessions
+// renew, lagged the listings by hundreds of claims, and each instance's
+// part came out a few shards off the others'; a few sessions came up short
+// at the end and listed every shard again, for 10 to 20 s more.
+func assignSet(set []string, live []string, holders map[string]string, skip func(string) bool, free []string, self string) ([]string, map[string]string) {
+	left := make(map[string]int, len(live))
+	for _, id := range live {
+		left[id] = fairShare(len(set), live, id)
+	}
+	for _, name := range set {
+		if h, ok := holders[name]; ok {
+			if _, in := left[h]; in {
+				left[h]--
+			}
+		}
+	}
+	isFree := make(map[string]bool, len(free))
+	for _, name := range free {
+		isFree[name] = true
+	}
+	type mine struct {
+		name  string
+		score uint64
+	}
+	var out []mine
+	to := make(map[string]string, len(free))
+	for _, name := range set {
+		if h, ok := holders[name]; ok {
+			if _, in := left[h]; in || skip(h) {
+				continue
+			}
+		}
+		best, bestScore := "", uint64(0)
+		for _, id := range live {
+			if left[id] <= 0 {
+				continue
+			}
+			if s := rendezvous(id, name); best == "" || s > bestScore {
+				best, bestScore = id, s
+			}
+		}
+		if best == "" {
+			break // no room left anywhere
+		}
+		left[best]--
+		if isFree[name] {
+			to[name] = best
+			if best == self {
+				out = append(out, mine{name, bestScore})
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b mine) int {
+		switch {
+		case a.score > b.score:
+			return -1
+		case a.score < b.score:
+			return 1
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	part := make([]string, len(out))
+	for i, m := range out {
+		part[i] = m.name
+	}
+	return part, to
+}
+
 // maxShardName is the longest shard name accepted.
 const maxShardName = 256
 

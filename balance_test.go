@@ -120,6 +120,62 @@ func TestAssignGivesDisjointPartsWithinRoom(t *testing.T) {
 	assert.Empty(t, part, "no room, nothing")
 }
 
+// assignSet gives every instance the same parts whatever claims landed
+// between their listings, as long as each claim followed the parts: a shard
+// one listing shows held by its claimer is assigned to it by the others too.
+func TestAssignSetGivesTheSamePartsBeforeAndAfterClaims(t *testing.T) {
+	t.Parallel()
+	live := []string{"s1", "s2", "s3", "s4", "s5", "s6", "s7"}
+	set := make([]string, 1000)
+	for i := range set {
+		set[i] = fmt.Sprintf("shard-%05d", i)
+	}
+	none := func(string) bool { return false }
+	parts := map[string][]string{}
+	seen := map[string]string{}
+	for _, id := range live {
+		part, to := assignSet(set, live, nil, none, set, id)
+		require.Len(t, part, fairShare(len(set), live, id), "%s gets its share", id)
+		for _, name := range part {
+			require.Empty(t, seen[name], "%s assigned twice", name)
+			seen[name] = id
+			require.Equal(t, id, to[name])
+		}
+		parts[id] = part
+	}
+	require.Len(t, seen, len(set), "every shard assigned")
+	// Each session has claimed some of its part, a listing shows them:
+	// the rest of each part is what it was.
+	holders := map[string]string{}
+	var free []string
+	for i, name := range set {
+		if i%3 == 0 {
+			holders[name] = seen[name]
+		} else {
+			free = append(free, name)
+		}
+	}
+	for _, id := range live {
+		part, _ := assignSet(set, live, holders, none, free, id)
+		want := slices.DeleteFunc(slices.Clone(parts[id]), func(name string) bool { return holders[name] != "" })
+		assert.ElementsMatch(t, want, part, "%s: its part less what it claimed", id)
+	}
+	// A shard another live session holds outside the group counts for no
+	// one; one of a dead session is anyone's.
+	holders = map[string]string{set[0]: "other", set[1]: "dead"}
+	skip := func(id string) bool { return id == "other" }
+	got := map[string]bool{}
+	for _, id := range live {
+		part, _ := assignSet(set, live, holders, skip, set[1:], id)
+		for _, name := range part {
+			got[name] = true
+		}
+	}
+	assert.False(t, got[set[0]], "held by a live session of another group")
+	assert.True(t, got[set[1]], "held by a dead session")
+	assert.Len(t, got, len(set)-1)
+}
+
 // Sessions that disagree on the set form groups by their records' digests:
 // within each, the shares add up to its set's size and differ by at most
 // one; a session whose record carries no digest (an older version) is in

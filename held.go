@@ -291,7 +291,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	o.counts.sawFree(freed)
 	o.logger.Debug("leaderelection: read the shards no session's list names", "prefix", o.prefix, "lists", len(ids), "unnamed", len(unnamed), "free", len(freed))
 	// Assign them afresh, by the records as they are now.
-	g.part, g.deathRoom, g.stale = nil, nil, false
+	g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
 	return len(freed), true
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -128,7 +129,7 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath, g.probed = false, nil, true, false
+	g.stale, g.part, g.fromDeath, g.probed, g.fromListing = false, nil, true, false, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -295,7 +296,7 @@ func (g *shardManager) listShards(view sessionView) error {
 	g.ownersMu.Lock()
 	g.owners = owners
 	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.probed = freeSince, false, start, nil, false
+	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, start, nil, false, true
 	g.deathRoom, g.fromDeath = nil, false
 	o.counts.sawListing(start, g.cands, anomalies, bad)
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
@@ -403,7 +404,19 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	// listing and set of live sessions (records change as shards are
 	// claimed, and instances read them at different moments); then the
 	// shards left free for long, whoever they were assigned to.
-	if live := strings.Join(view.live, ","); g.part == nil || live != g.partFor {
+	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
+		o.mu.Lock()
+		set := slices.Sorted(maps.Keys(o.set))
+		o.mu.Unlock()
+		g.ownersMu.Lock()
+		holders := make(map[string]string, len(g.owners))
+		for name, h := range g.owners {
+			holders[name] = h.session
+		}
+		g.ownersMu.Unlock()
+		g.part, g.partTo = assignSet(set, view.live, holders, g.isPeer, free, g.s.id)
+		g.partFor = live
+	} else if g.part == nil || live != g.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
 			room[id] = max(0, fairShare(n, view.live, id)-view.owned[id])

@@ -538,11 +538,14 @@ type shardManager struct {
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
 	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
-	strayAt   time.Time            // when to look for leases nobody counts, if fewer shards than the set stay held
-	lastList  time.Time
-	listTook  time.Duration
-	listers   int                      // other live sessions below their share, by their records
-	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
+	// fromListing: the candidates are a listing's, and owners is as fresh
+	// as that listing: parts are assigned over the whole set (assignSet).
+	fromListing bool
+	strayAt     time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
+	lastList    time.Time
+	listTook    time.Duration
+	listers     int                      // other live sessions below their share, by their records
+	anomalies   map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
 
 	// owners is who held each shard by the last listing (and this
 	// session's own claims since): when a session dies, its shards are
