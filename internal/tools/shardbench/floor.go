@@ -111,16 +111,6 @@ func (b *floorBlob) release(ctx context.Context) error {
 	return err
 }
 
-func (b *floorBlob) breakLease(ctx context.Context) error {
-	lc, err := lease.NewBlobClient(b.bc, nil)
-	if err != nil {
-		return err
-	}
-	zero := int32(0)
-	_, err = lc.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &zero})
-	return err
-}
-
 // create makes the blob, empty, If-None-Match *, as a first claim does.
 func (b *floorBlob) create(ctx context.Context) error {
 	anyETag := azcore.ETagAny
