@@ -66,6 +66,8 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 		return exitOK
 	case isOwnerRole(info.Role):
 		return c.refuseOwnerBreak(l, info)
+	case isHintRole(info.Role):
+		return c.refuseHintBreak(l, info)
 	case !info.Held():
 		fmt.Fprintf(c.stdout, "no leader: the lease on %s is %s; nothing to break\n", l.name, info.State)
 		return exitOK
@@ -131,6 +133,28 @@ func (c *cli) refuseOwnerBreak(l *session, info leaderelection.LeaseInfo) int {
 	}
 	if !info.Held() {
 		say("(nobody holds its lease now: there is nothing to break anyway)")
+	}
+	return exitNotByHand
+}
+
+// refuseHintBreak leaves a ShardOwner's held list or handoff note alone,
+// whatever the flags, and says why: neither is a lease. The library never
+// leases them, and nobody takes anything on their word alone: a break would
+// end nothing, and move no shard.
+func (c *cli) refuseHintBreak(l *session, info leaderelection.LeaseInfo) int {
+	say := func(format string, args ...any) { fmt.Fprintf(c.stderr, "leaderctl: "+format+"\n", args...) }
+	say("not broken: %s is not a lease: its role is %s (%s): there is nothing to break, and leaderctl never breaks it, -force or not",
+		l.name, info.Role, describeRole(info.Role, l.manager.Settings().Blob))
+	switch info.Role {
+	case leaderelection.RoleHeld:
+		say("a held list is a hint: when its session dies, the survivors take the shards it names, each only if the shard's lease and record are still as the list says")
+		say("to move the session's shards to other instances, stop or restart the instance that runs it")
+	default:
+		say("a handoff note is a hint: the giver has already handed the shards it names to the receiver, which adopts them")
+		say("to move shards, stop or restart the instance that runs them")
+	}
+	if info.Held() {
+		say("(its blob is %s, which the library never does to a hint: its writer cannot rewrite it while that lease stands)", info.State)
 	}
 	return exitNotByHand
 }

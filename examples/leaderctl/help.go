@@ -37,7 +37,9 @@ Usage:
 Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
 3 break found the holder of an ETag lease alive, and did not break it,
 4 break was pointed at a ShardOwner's session or shard, which it never breaks,
-5 repair wrote nothing: the lease is held, or -term would lower the term.
+  or at its held list or handoff note, which are no leases,
+5 repair wrote nothing: the lease is held, -term would lower the term, or the
+  blob is a held list or a handoff note.
 `
 
 const statusHelp = `Usage: leaderctl status [flags]
@@ -60,6 +62,31 @@ one, or is the largest; a declared lease duration no setting declares) is
 shown with its key, its value, what is wrong, and the repair to run: no term
 follows such a record until it is repaired.
 
+A ShardOwner also writes two kinds of blob that are no leases, only hints,
+which status reads and explains (one request for the blob, one for its body,
+one for each session it names):
+  held list     <prefix>/held/<session>: the shards the session holds, one
+                line each, "name term gen ETag" (gen: the session's term its
+                claim derived the shard's lease ID from; 0: the shard was
+                handed to it), and their count in its metadata (leaderheld).
+                If the session dies, the survivors take its shards from it,
+                each only if the shard's lease and record are still as the
+                line says. A session a few shards short reads the others'
+                lists too, then each shard none names, to find the free
+                ones without a listing. status shows whose list it is and
+                whether that session is live, the count and how many lines
+                read, and the first 20 shards. A list that does not read whole (a line
+                that does not, a count that disagrees, a role that is not
+                held) is shown as malformed, with each problem: the library
+                refuses it whole, and the survivors list every shard instead
+  handoff note  <prefix>/handoff/<receiver>/<giver>-0: the shards one session
+                handed to another, "name term ETag" each, in its metadata
+                (leaderhandoff). status shows the giver and the receiver,
+                whether each is live, the shards, and the entries that do
+                not read, which the receiver skips
+A blob that says no role, but whose name is a held list's or a note's, is
+shown as one. break refuses both, and repair.
+
   -watch D              read the lease every 500ms for D, to see whether the
                         ETag changes (the holder renews) or stands (default 0:
                         one read, and the ETag is first seen now)
@@ -69,12 +96,20 @@ follows such a record until it is repaired.
                          "etagStoodSeconds", "etagChanges", "watchedSeconds",
                          "lastModified", "leader": null or {"identity", "term",
                          "since", "ageSeconds"}, "lastLeader": the same, when
-                         nobody leads, "role": "mutex", "session", "shard" or
-                         "" (none recorded), "shardOwner": for a session or a
-                         shard, {"prefix", "shard", "session", "sessionLive",
-                         "sessionIdentity", "listError"}, "recordError": when
-                         the record does not read, {"key", "value", "rule",
-                         "repair"}}. "kind" is the lease's by its duration; a
+                         nobody leads, "role": "mutex", "session", "shard",
+                         "held", "handoff" or "" (none recorded), "shardOwner":
+                         for a session, a shard, a held list or a note,
+                         {"prefix", "shard", "session", "sessionLive",
+                         "sessionIdentity", "listError", "sessionError"},
+                         "recordError": when the record does not read, {"key",
+                         "value", "rule", "repair"}, "heldList": for a held
+                         list, {"leaderheld": as stored, or null, "lines",
+                         "parsed", "shards": [{"name", "term", "gen",
+                         "etag"}], "malformed", "problems", "bytes",
+                         "readError"}, "handoff": for a note, {"from", "to":
+                         {"id", "live", "exists", "identity", "error"},
+                         "part", "shards": [{"name", "term", "etag"}],
+                         "skipped"}}. "kind" is the lease's by its duration; a
                          session's or a shard's follows its role's rules
 
 ` + connectionHelp
@@ -95,7 +130,8 @@ waits that long and -timeout more. If the ETag changes, the leader is alive
 and renewing: break exits with status 3 without breaking anything.
 
 It never breaks a ShardOwner's session or shard (a blob whose role, in its
-record, says so), -force or not: it says why and exits with status 4. A
+record, says so), -force or not: it says why and exits with status 4; nor
+its held list or handoff note, which are no leases, only hints. A
 shard's lease is infinite and never renewed (its ETag stands still while its
 func runs), so the silence rule does not apply to it; it passes to another
 instance only when its session ends: stop or restart the instance that holds
@@ -139,8 +175,9 @@ since it was read.
 
 It writes nothing, and exits with status 5, while the lease is held (the
 holder's record is its own: wait until it is free), when the blob does not
-exist, and when N is lower than the term that reads on the blob, unless
--allow-lower is given.
+exist, when it is a ShardOwner's held list or handoff note (no lease: its
+metadata is what it says), and when N is lower than the term that reads on
+the blob, unless -allow-lower is given.
 
   -term N               the number of the last term, 0 or more: the next
                         holder's is N+1. Required. Choose it at least as high
@@ -161,14 +198,20 @@ const shardsHelp = `Usage: leaderctl shards -container NAME -prefix P [flags]
 Shows the ShardOwner whose prefix (its BlobSettings.Blob) is P, as one
 listing of <P>/sessions/ and <P>/shards/ sees it: it reads, and holds,
 breaks or changes nothing. Two or more requests (the sessions, then the
-shards 1,000 a page), not one snapshot: a session that started after the
-sessions were listed shows as dead until the next listing.
+shards 1,000 a page), and one for each session's held list, not one
+snapshot: a session that started after the sessions were listed shows as
+dead until the next listing.
 
   sessions  each session's ID, the identity of the instance that runs it,
             live or dead (live: its lease is held and it has written its
             record), since when (by its clock), HELD: the shard blobs the
             listing shows it holding, RECORD: how many it held at its last
-            write by its own count, and SET: its set of shards' digest/size
+            write by its own count, LIST: how many its held list
+            (<P>/held/<ID>) names by the count in its metadata, the shards
+            the survivors take from it if it dies ("-": it has none, "bad":
+            its role or count does not read, and the library refuses it,
+            "?": the read failed; leaderctl status on the list reads its
+            lines), and SET: its set of shards' digest/size
   set       the live sessions whose records carry the same set digest share
             that set's shards; more than one set during a rollout that
             changes it. Every shard of a set runs once its sessions hold as
@@ -193,7 +236,9 @@ refuses it): to move shards, stop or restart the instance that runs them.
                         {"container", "prefix", "listed", "liveSessions",
                          "deadSessions", "sessions": [{"id", "identity",
                          "live", "since", "heldByRecord", "heldByListing",
-                         "shardSet", "setSize", "declaredSeconds"}],
+                         "heldByList": null unless "list" is "ok", "list":
+                         "ok", "none", "malformed" or "unread", "shardSet",
+                         "setSize", "declaredSeconds"}],
                          "sets": [{"shardSet", "setSize", "sessions", "held",
                          "spread"}], "spread": null with no live session, or
                          {"min", "max", "withinOne"}, "shardBlobs",

@@ -13,8 +13,9 @@
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
 // storage request fails, 2 on a usage error, 3 when break finds the holder
 // of an ETag lease alive and leaves its lease alone, 4 when break is pointed
-// at a ShardOwner's session or shard, which it never breaks, and 5 when
-// repair writes nothing (the lease is held, or -term would lower the term).
+// at a ShardOwner's session or shard, which it never breaks, or at its held
+// list or handoff note, which are no leases, and 5 when repair writes
+// nothing (the lease is held, or -term would lower the term).
 package main
 
 import (
@@ -39,12 +40,13 @@ const (
 	exitUsage  = 2 // bad command line or environment: nothing was sent
 	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
 	// break: the blob is a ShardOwner's session or shard, whose lease is
-	// never broken by hand; nothing was sent after reading it.
+	// never broken by hand, or its held list or handoff note, which is no
+	// lease; nothing was sent after reading it.
 	exitNotByHand = 4
 	// repair: nothing was written: the lease is held, -term is lower than
 	// the term on the blob and -allow-lower was not given, or the blob
-	// cannot be repaired (it does not exist, or a repair would change its
-	// role).
+	// cannot be repaired (it does not exist, it is a held list or a
+	// handoff note, or a repair would change its role).
 	exitRefused = 5
 )
 
@@ -164,6 +166,9 @@ type target struct {
 	// prefix names the blob -prefix (env LEASE_PREFIX): a ShardOwner's
 	// prefix, its BlobSettings.Blob, under which its blobs lie.
 	prefix bool
+	// peek, if set, sees what the manager's requests read of the blob
+	// beyond its LeaseInfo (see blobPeek).
+	peek *blobPeek
 }
 
 // blobFlag is the flag and the variable that name the blob, and what the
@@ -218,6 +223,9 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		"LeaseDuration": "-lease-duration", "RequestTimeout": "-timeout",
 	}
 	s := leaderelection.BlobSettings{LeaseDuration: t.leaseDuration}
+	if t.peek != nil {
+		s.ClientOptions = t.peek.options()
+	}
 
 	// Flags win over the environment, as a whole: a source given as a flag
 	// makes the environment's sources irrelevant, so a shell with
@@ -338,6 +346,14 @@ func leaves(err error) []error {
 		return out
 	}
 	return []error{err}
+}
+
+// settingsFor are the settings of the session's manager for another blob
+// of the same container, without the session's peek.
+func (l *session) settingsFor(blob string) leaderelection.BlobSettings {
+	s := l.manager.Settings()
+	s.Blob, s.ClientOptions = blob, nil
+	return s
 }
 
 // call bounds one command's requests by -timeout, and says so when it ran

@@ -375,6 +375,10 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 		{"shards takes no blob", full, []string{"shards", "-blob", "x"}, "flag provided but not defined: -blob"},
 		{"shards with a prefix a ShardOwner refuses", full, []string{"shards", "-prefix", "jobs/shards/x"}, "invalid -prefix: "},
 		{"shards with a prefix from the environment a ShardOwner refuses", with("LEASE_PREFIX", "jobs/sessions/x"), []string{"shards"}, "invalid LEASE_PREFIX: "},
+		// The segments parseOwnerBlob takes for a ShardOwner's directories
+		// are those the library reserves.
+		{"shards with a prefix holding a held segment", full, []string{"shards", "-prefix", "jobs/held/x"}, `invalid -prefix: is a ShardOwner's prefix that lies among the blobs of a ShardOwner with prefix "jobs" (its "held/" directory)`},
+		{"shards with a prefix holding a handoff segment", full, []string{"shards", "-prefix", "a/b/handoff"}, `invalid -prefix: is a ShardOwner's prefix that lies among the blobs of a ShardOwner with prefix "a/b" (its "handoff/" directory)`},
 		{"shards watched at no interval", with("LEASE_PREFIX", "jobs"), []string{"shards", "-watch", "-interval", "0s"}, "-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -943,6 +947,12 @@ func TestTheShardOwnersPrefixComesFromTheBlobsName(t *testing.T) {
 		{"a/shards/b/shards/c", true, "a", "b/shards/c", leaderelection.RoleShard},
 		{"shards/shards/x", true, "shards", "x", leaderelection.RoleShard},
 		{"jobs/sessions/0b1c", true, "jobs", "0b1c", leaderelection.RoleSession},
+		{"jobs/held/0b1c", true, "jobs", "0b1c", leaderelection.RoleHeld},
+		{"app/jobs/handoff/0b1c/9f-2e-0", true, "app/jobs", "0b1c/9f-2e-0", leaderelection.RoleHandoff},
+		{"a/held/b/shards/c", true, "a", "b/shards/c", leaderelection.RoleHeld},
+		{"a/shards/held/x", true, "a", "held/x", leaderelection.RoleShard},
+		{"held/held/x", true, "held", "x", leaderelection.RoleHeld},
+		{"handoff/x", false, "", "", ""},
 		{"coordinator", false, "", "", ""},
 		{"shards/x", false, "", "", ""},
 		{"jobs/shards", false, "", "", ""},
@@ -953,6 +963,37 @@ func TestTheShardOwnersPrefixComesFromTheBlobsName(t *testing.T) {
 	}
 	_, ok := ownerOf(leaderelection.RoleSession, "jobs/shards/s1")
 	assert.False(t, ok, "a shard's name is not a session's")
+	_, ok = ownerOf(leaderelection.RoleHeld, "jobs/held/a/b")
+	assert.False(t, ok, "a held list is named by one session ID")
+	_, ok = ownerOf(leaderelection.RoleHandoff, "jobs/handoff/r1")
+	assert.False(t, ok, "a note is named by its receiver and its giver")
+
+	for name, want := range map[string]noteName{
+		"r1/g1-0":                   {"r1", "g1", "0"},
+		"r1/6d7dec7b-e819-42c4-0":   {"r1", "6d7dec7b-e819-42c4", "0"},
+		"r1/6d7dec7b-e819-42c4-0.2": {"r1", "6d7dec7b-e819-42c4", "0.2"},
+	} {
+		got, ok := parseNoteName(name)
+		assert.True(t, ok, name)
+		assert.Equal(t, want, got, name)
+	}
+	for _, name := range []string{"r1", "r1/g1", "r1/-0", "/g1-0", "r1/g1-0/x"} {
+		_, ok := parseNoteName(name)
+		assert.False(t, ok, name)
+	}
+
+	// The library refuses a prefix holding any of these segments after
+	// its first, so that the first one found is the owner's directory.
+	s := leaderelection.BlobSettings{ConnectionString: "UseDevelopmentStorage=true", Container: "leases"}
+	for dir := range ownerDirs {
+		s.Blob = "a/" + dir + "/b"
+		_, err := newInspector(s)
+		var se *leaderelection.SettingsError
+		assert.ErrorAs(t, err, &se, "the library reserves %q", dir)
+		s.Blob = dir + "/b"
+		_, err = newInspector(s)
+		assert.NoError(t, err, "a prefix's first segment may be %q", dir)
+	}
 }
 
 // leaderctlFor runs the program as leaderctl does, until ctx ends: for
@@ -1000,19 +1041,20 @@ func TestShardsShowsTheSessionsTheSpreadAndEveryShardsOwner(t *testing.T) {
 	owners := map[string]string{w1.owner.Session(): "w1", w2.owner.Session(): "w2"}
 
 	var got shardsReport
-	// A session's record counts its shards at its next renewal: wait for
-	// the listing and the records to agree.
+	// A session's record counts its shards at its next renewal, and its
+	// list within a RetryInterval: wait for the listing, the records and
+	// the lists to agree.
 	require.Eventually(t, func() bool {
 		r := leaderctl(t, env, "shards", "-json")
 		require.Equal(t, exitOK, r.code, r.stderr)
 		got = decodeShards(t, r.stdout)
 		for _, se := range got.Sessions {
-			if se.HeldByRecord != 6 {
+			if se.HeldByRecord != 6 || se.HeldByList == nil || *se.HeldByList != 6 {
 				return false
 			}
 		}
 		return true
-	}, 20*time.Second, 500*time.Millisecond, "the sessions' records never said 6 shards each")
+	}, 20*time.Second, 500*time.Millisecond, "the sessions' records and lists never said 6 shards each")
 	assert.Equal(t, s.Container, got.Container)
 	assert.Equal(t, "app/jobs", got.Prefix)
 	assert.Equal(t, 2, got.LiveSessions)
@@ -1022,6 +1064,7 @@ func TestShardsShowsTheSessionsTheSpreadAndEveryShardsOwner(t *testing.T) {
 		assert.True(t, se.Live, se.ID)
 		assert.Equal(t, owners[se.ID], se.Identity, se.ID)
 		assert.Equal(t, 6, se.HeldByListing, se.ID)
+		assert.Equal(t, listOK, se.List, se.ID)
 		assert.Equal(t, 12, se.SetSize, se.ID)
 		assert.Len(t, se.ShardSet, 16, se.ID)
 		require.NotNil(t, se.Since, se.ID)
@@ -1054,7 +1097,7 @@ func TestShardsShowsTheSessionsTheSpreadAndEveryShardsOwner(t *testing.T) {
 	assert.Regexp(t, `(?m)^prefix: +`+s.Container+`/app/jobs, listed \d{4}-`, r.stdout)
 	assert.Regexp(t, `(?m)^sessions: +2 live, 0 dead$`, r.stdout)
 	for id, who := range owners {
-		assert.Regexp(t, `(?m)^  `+id+` +`+who+` +live +\d{4}-\d\d-\d\dT\S+Z \(\d+s ago\) +6 +6 +[0-9a-f]{16}/12$`, r.stdout)
+		assert.Regexp(t, `(?m)^  `+id+` +`+who+` +live +\d{4}-\d\d-\d\dT\S+Z \(\d+s ago\) +6 +6 +6 +[0-9a-f]{16}/12$`, r.stdout)
 	}
 	assert.Regexp(t, `(?m)^set: +[0-9a-f]{16} \(12 shards\): live sessions: 2, holding 12 of its 12: every shard of the set runs$`, r.stdout)
 	assert.Regexp(t, `(?m)^spread: +6 to 6 shards per live session: within one$`, r.stdout)
@@ -1085,6 +1128,9 @@ func TestShardsCountsTheShardsNoLiveSessionHolds(t *testing.T) {
 	raw.put("jobs/sessions/dead-1", map[string]string{"leaderkind": "session", "leaderterm": "1", "leaderidentity": "w0"})
 	raw.put("jobs/shards/zz-held", map[string]string{"leaderkind": "shard", "leaderterm": "3", "leaderidentity": "w0", "leadersession": "dead-1"})
 	raw.put("jobs/shards/zz-free", map[string]string{"leaderkind": "shard", "leaderterm": "2", "leaderidentity": "w0", "leadersession": "dead-1"})
+	// The dead session's list says it held one shard, in a count the
+	// library refuses.
+	raw.putBody("jobs/held/dead-1", `zz-held 3 1 "0x1"`, map[string]string{"leaderkind": "held", "leaderheld": "one"})
 	lc, err := lease.NewBlobClient(raw.cc.NewBlockBlobClient("jobs/shards/zz-held"), nil)
 	require.NoError(t, err)
 	_, err = lc.AcquireLease(context.Background(), -1, nil)
@@ -1103,11 +1149,18 @@ func TestShardsCountsTheShardsNoLiveSessionHolds(t *testing.T) {
 	assert.Equal(t, 1, got.LiveSessions)
 	require.NotNil(t, got.Spread)
 	assert.Equal(t, spreadReport{Min: 2, Max: 2, WithinOne: true}, *got.Spread)
+	for _, se := range got.Sessions {
+		if se.ID == "dead-1" {
+			assert.Equal(t, listMalformed, se.List)
+			assert.Nil(t, se.HeldByList, "a count that does not read is not shown as one")
+		}
+	}
 
 	r = leaderctl(t, env, "shards")
 	require.Equal(t, exitOK, r.code, r.stderr)
 	assert.Regexp(t, `(?m)^unowned: +2 shard blobs no live session holds \(1 free, 1 held by a dead session\): zz-free, zz-held$`, r.stdout)
 	assert.Regexp(t, `(?m)^set: +[0-9a-f]{16} \(2 shards\): live sessions: 1, holding 2 of its 2: every shard of the set runs$`, r.stdout)
+	assert.Regexp(t, `(?m)^  dead-1 +w0 +dead +- +1 +0 +bad +-$`, r.stdout)
 
 	r = leaderctl(t, env, "shards", "-shards")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -1189,7 +1242,7 @@ func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
 	printShards(&out, r, false)
 	t.Log(out.String())
 	assert.Contains(t, out.String(), "\nsessions: 3 live, 1 dead\n")
-	assert.Regexp(t, `(?m)^  d +w0 +dead +- +1 +0 +-$`, out.String())
+	assert.Regexp(t, `(?m)^  d +w0 +dead +- +1 +0 +\? +-$`, out.String(), "its list was not read")
 	assert.Regexp(t, `(?m)^sets: +2: the live sessions run different sets \(a rollout that changes them\?\)`, out.String())
 	assert.Contains(t, out.String(), "\n  1111111111111111 (4 shards): live sessions: 2, holding 4 of its 4: every shard of the set runs, 1 to 3 shards per live session: not within one")
 	assert.Contains(t, out.String(), "\n  2222222222222222 (5 shards): live sessions: 1, holding 0 of its 5: 5 not held by them")
@@ -1226,4 +1279,304 @@ func TestShardsReportsAFailedListingAndWatchGoesOn(t *testing.T) {
 	assert.Equal(t, exitFailed, r.code, "the last listing failed")
 	assert.Empty(t, r.stdout)
 	assert.GreaterOrEqual(t, strings.Count(r.stderr, "leaderctl: "), 2, "it tried again")
+}
+
+// putBody creates blob name with body text and metadata md, replacing any.
+func (r rawBlob) putBody(name, text string, md map[string]string) {
+	r.t.Helper()
+	meta := map[string]*string{}
+	for k, v := range md {
+		meta[k] = &v
+	}
+	_, err := r.cc.NewBlockBlobClient(name).UploadBuffer(context.Background(), []byte(text), &blockblob.UploadBufferOptions{Metadata: meta})
+	require.NoError(r.t, err)
+}
+
+// A live session's held list, as the library writes it: status says whose
+// it is, that the session is live, how many shards it names by its count
+// and by its lines, and that it is a hint, not a lease; every line reads.
+func TestStatusExplainsALiveSessionsHeldList(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "app/jobs"
+	so := startShardOwner(t, s, "w1", "eu/s1", "s2", "s3")
+	require.Eventually(t, func() bool { return so.runs("eu/s1") && so.runs("s2") && so.runs("s3") }, 20*time.Second, 50*time.Millisecond, "the shards never ran")
+	session := so.owner.Session()
+	heldEnv := withBlob(env, "app/jobs/held/"+session)
+
+	// The session writes its list once its shards have changed, within a
+	// RetryInterval.
+	var got map[string]any
+	require.Eventually(t, func() bool {
+		r := leaderctl(t, heldEnv, "status", "-json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got = decode(t, r.stdout)
+		list, _ := got["heldList"].(map[string]any)
+		return list != nil && list["parsed"] == 3.0
+	}, 20*time.Second, 300*time.Millisecond, "the session's list never named its 3 shards")
+	assert.Equal(t, "held", got["role"])
+	assert.Equal(t, false, got["held"], "a held list is never leased")
+	owner, ok := got["shardOwner"].(map[string]any)
+	require.True(t, ok, "shardOwner is an object for a held list: %v", got["shardOwner"])
+	assert.Equal(t, "app/jobs", owner["prefix"])
+	assert.Equal(t, session, owner["session"])
+	assert.Equal(t, true, owner["sessionLive"])
+	assert.Equal(t, "w1", owner["sessionIdentity"])
+	list := got["heldList"].(map[string]any)
+	assert.Equal(t, "3", list["leaderheld"])
+	assert.Equal(t, 3.0, list["lines"])
+	assert.Equal(t, false, list["malformed"])
+	assert.Equal(t, []any{}, list["problems"])
+	shards, ok := list["shards"].([]any)
+	require.True(t, ok)
+	require.Len(t, shards, 3)
+	for i, name := range []string{"eu/s1", "s2", "s3"} {
+		e := shards[i].(map[string]any)
+		assert.Equal(t, name, e["name"])
+		assert.GreaterOrEqual(t, e["term"], 1.0, name)
+		assert.GreaterOrEqual(t, e["gen"], 1.0, "%s: claimed, not handed", name)
+		assert.Regexp(t, `^"0x[0-9A-F]+"$`, e["etag"], name)
+	}
+	assert.NotContains(t, got, "recordError")
+
+	r := leaderctl(t, heldEnv, "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Empty(t, r.stderr)
+	assert.Regexp(t, `(?m)^role: +held list of session "`+session+`" of the ShardOwner with prefix "app/jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^session: +`+session+` \(live, run by w1\): it rewrites its list as its shards change`, r.stdout)
+	assert.Regexp(t, `(?m)^list: +3 shards: leaderheld="3", and its 3 lines read$`, r.stdout)
+	assert.Regexp(t, `(?m)^  SHARD +TERM +GEN +ETAG$`, r.stdout)
+	assert.Regexp(t, `(?m)^  eu/s1 +\d+ +\d+ +"0x[0-9A-F]+"$`, r.stdout)
+	assert.Regexp(t, `(?m)^hint: +a hint, not a lease: if the session dies, each survivor takes its part`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +nothing to break: it is not a lease \(leaderctl break refuses it\)$`, r.stdout)
+	assert.NotContains(t, r.stdout, "leader:", "a held list has no leader")
+	assert.NotContains(t, r.stdout, "malformed")
+}
+
+// A held list that does not read whole is shown as malformed, with every
+// problem and both counts: the library refuses it whole, and nothing it
+// names is trusted. Its session, which these lists name, never existed.
+func TestStatusReportsAMalformedHeldList(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	raw := newRawBlob(t, s)
+	const good = `s1 4 2 "0x8DC1"`
+	for _, tc := range []struct {
+		name, text string
+		md         map[string]string
+		list       string   // the list line
+		problems   []string // lines under it
+		parsed     float64
+		lines      float64
+	}{
+		{"count", good + "\n" + `s2 1 0 "0x8DC2"`, map[string]string{"leaderkind": "held", "leaderheld": "3"},
+			`malformed: leaderheld="3", and its 2 lines read: the library refuses it whole`,
+			[]string{`leaderheld="3", but the list has 2 lines`}, 2, 2},
+		{"line", good + "\n" + `s2 x 1 "0x8DC2"` + "\n" + `s3 1 1`, map[string]string{"leaderkind": "held", "leaderheld": "3"},
+			`malformed: leaderheld="3", and 1 of its 3 lines read: the library refuses it whole`,
+			[]string{`line 2 does not read: "s2 x 1 \"0x8DC2\"": the term "x" is not a number from 1`,
+				`line 3 does not read: "s3 1 1": want 4 fields (name term gen ETag), got 3`}, 1, 3},
+		{"newline", good + "\n", map[string]string{"leaderkind": "held", "leaderheld": "1"},
+			`malformed: leaderheld="1", and 1 of its 2 lines read`,
+			[]string{`line 2 does not read: "": want 4 fields (name term gen ETag), got 0`}, 1, 2},
+		{"name and count", `s/../x 1 1 "0x8DC1"` + "\n" + good, map[string]string{"leaderkind": "held", "leaderheld": "3"},
+			`malformed: leaderheld="3", and 1 of its 2 lines read`,
+			[]string{`line 1 does not read: "s/../x 1 1 \"0x8DC1\"": the shard name has an empty, . or .. segment`,
+				`leaderheld="3", but the list has 2 lines, 1 of which read`}, 1, 2},
+		{"name", `s/../x 1 1 "0x8DC1"`, map[string]string{"leaderkind": "held", "leaderheld": "1"},
+			`malformed: leaderheld="1", and 0 of its 1 line read`,
+			[]string{`line 1 does not read: "s/../x 1 1 \"0x8DC1\"": the shard name has an empty, . or .. segment`}, 0, 1},
+		{"no count", good, map[string]string{"leaderkind": "held"},
+			`malformed: no leaderheld, and its 1 line reads`,
+			[]string{`no leaderheld count: the library reads no list that does not say how many lines it has`}, 1, 1},
+		{"padded count", good, map[string]string{"leaderkind": "held", "leaderheld": "01"},
+			`malformed: leaderheld="01", and its 1 line reads`,
+			[]string{`leaderheld="01", but the list has 1 line`}, 1, 1},
+		{"no role", good, map[string]string{"leaderheld": "1"},
+			`malformed: leaderheld="1", and its 1 line reads`,
+			[]string{`leaderkind="", not "held": the library reads no list of another role`}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			blob := "jobs/held/gone-" + strings.ReplaceAll(tc.name, " ", "-")
+			raw.putBody(blob, tc.text, tc.md)
+			e := withBlob(env, blob)
+
+			r := leaderctl(t, e, "status")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			assert.Contains(t, r.stdout, "\nlist:     "+tc.list)
+			assert.Contains(t, r.stdout, "the survivors would list every shard instead")
+			for _, p := range tc.problems {
+				assert.Contains(t, r.stdout, "\n  "+p+"\n")
+			}
+			assert.Regexp(t, `(?m)^session: +gone-\S+ \(ended: its blob is gone\): nothing reads its list any more`, r.stdout)
+			if tc.parsed > 0 {
+				assert.Regexp(t, `(?m)^  s1 +4 +2 +"0x8DC1"$`, r.stdout, "the lines that read are shown")
+			}
+
+			r = leaderctl(t, e, "status", "-json")
+			require.Equal(t, exitOK, r.code, r.stderr)
+			got := decode(t, r.stdout)
+			list, ok := got["heldList"].(map[string]any)
+			require.True(t, ok, "heldList is an object for a held list, by its name if its role says none: %v", got["heldList"])
+			assert.Equal(t, true, list["malformed"])
+			assert.Equal(t, tc.parsed, list["parsed"])
+			assert.Equal(t, tc.lines, list["lines"])
+			if count, has := tc.md["leaderheld"]; has {
+				assert.Equal(t, count, list["leaderheld"], "the count as stored")
+			} else {
+				assert.Nil(t, list["leaderheld"], "no count stored")
+			}
+			var problems []string
+			for _, p := range list["problems"].([]any) {
+				problems = append(problems, p.(string))
+			}
+			assert.Equal(t, tc.problems, problems)
+			owner := got["shardOwner"].(map[string]any)
+			assert.Equal(t, false, owner["sessionLive"])
+		})
+	}
+}
+
+// The parse rules are the library's: a list it writes reads whole; one it
+// would refuse shows why.
+func TestAHeldListReadsByTheLibrarysRules(t *testing.T) {
+	role := leaderelection.RoleHeld
+	h := parseHeldList(`a 1 1 "0x1"`+"\n"+`b/c 7 0 "0x2"`, role, "2", true)
+	assert.Empty(t, h.problems)
+	assert.Equal(t, []heldEntry{{"a", 1, 1, `"0x1"`}, {"b/c", 7, 0, `"0x2"`}}, h.entries)
+	h = parseHeldList("", role, "0", true)
+	assert.Empty(t, h.problems, "an empty list, as putHeld writes it")
+	assert.Zero(t, h.lines)
+	for _, tc := range []struct{ text, count, want string }{
+		{"", "", `leaderheld="", but the list has 0 lines`},
+		{`a 0 1 "e"`, "1", `the term "0" is not a number from 1`},
+		{`a 1 -1 "e"`, "1", `the gen "-1" is not a number from 0`},
+		{`a. 1 1 "e"`, "1", "the shard name ends with a dot"},
+		{`a*b 1 1 "e"`, "1", `the shard name holds '*', which no shard name may`},
+		{strings.Repeat("x", 257) + ` 1 1 "e"`, "1", "the shard name is longer than 256 characters"},
+		{`a 1 1 "e" extra`, "1", "want 4 fields (name term gen ETag), got 5"},
+		{`a 1 1 "e"`, "x", `leaderheld="x", but the list has 1 line`},
+	} {
+		h := parseHeldList(tc.text, role, tc.count, true)
+		if assert.NotEmpty(t, h.problems, tc.text) {
+			assert.Contains(t, strings.Join(h.problems, "\n"), tc.want, tc.text)
+		}
+	}
+	assert.Equal(t, []string{`leaderkind="mutex", not "held": the library reads no list of another role`},
+		parseHeldList(`a 1 1 "e"`, leaderelection.RoleMutex, "1", true).problems)
+}
+
+// A held list that does not exist is shown as none, by its name; break
+// refuses a held list and a note, -force or not, and repair leaves them
+// alone.
+func TestBreakAndRepairRefuseAHeldListAndANote(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	raw := newRawBlob(t, s)
+	held, note := "jobs/held/s-1", "jobs/handoff/s-2/s-1-0"
+
+	r := leaderctl(t, withBlob(env, held), "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +by its name, held list of session "s-1" of the ShardOwner with prefix "jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^session: +s-1 \(ended: its blob is gone\)$`, r.stdout)
+	assert.Regexp(t, `(?m)^list: +none: the blob does not exist \(the session holds no shard`, r.stdout)
+	assert.NotContains(t, r.stdout, "leader:")
+	r = leaderctl(t, withBlob(env, held), "break")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Contains(t, r.stdout, "does not exist yet; nothing to break")
+
+	raw.putBody(held, `s1 1 1 "0x1"`, map[string]string{"leaderkind": "held", "leaderheld": "1"})
+	raw.put(note, map[string]string{"leaderkind": "handoff", "leaderhandoff": `s1 2 "0x2"`})
+	for blob, role := range map[string]string{held: `held \(held list of session "s-1" of the ShardOwner with prefix "jobs"\)`,
+		note: `handoff \(handoff note from session "s-1" to session "s-2" of the ShardOwner with prefix "jobs"\)`} {
+		for _, args := range [][]string{{"break"}, {"break", "-force"}, {"break", "-period", "0s"}} {
+			r := leaderctl(t, withBlob(env, blob), args...)
+			assert.Equal(t, exitNotByHand, r.code)
+			assert.Empty(t, r.stdout)
+			assert.Regexp(t, `^leaderctl: not broken: `+regexp.QuoteMeta(s.Container+"/"+blob)+` is not a lease: its role is `+role+
+				`: there is nothing to break, and leaderctl never breaks it, -force or not\n`, r.stderr)
+			assert.Contains(t, r.stderr, "is a hint")
+		}
+		r := leaderctl(t, withBlob(env, blob), "repair", "-term", "3")
+		assert.Equal(t, exitRefused, r.code)
+		assert.Empty(t, r.stdout)
+		assert.Regexp(t, `^leaderctl: not repaired: `+regexp.QuoteMeta(s.Container+"/"+blob)+` is not a lease: its role is `+role+
+			`: it carries no term to repair`, r.stderr)
+	}
+	assert.Equal(t, leaderelection.RoleHeld, inspect(t, s, held).Role, "nothing written")
+	assert.Equal(t, leaderelection.RoleHandoff, inspect(t, s, note).Role, "nothing written")
+	r = leaderctl(t, withBlob(env, held), "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Equal(t, "1", decode(t, r.stdout)["heldList"].(map[string]any)["leaderheld"], "the list is as it was")
+}
+
+// A note written by hand: status names the giver and the receiver and what
+// their blobs say, the entries that read, and those the receiver skips.
+func TestStatusExplainsAHandoffNoteAndTheEntriesItSkips(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	raw := newRawBlob(t, s)
+	// The receiver's blob exists, unleased: dead. The giver's is gone.
+	raw.put("jobs/sessions/r-1", map[string]string{"leaderkind": "session", "leaderterm": "1", "leaderidentity": "w2"})
+	note := "jobs/handoff/r-1/g-1-0.1"
+	raw.put(note, map[string]string{"leaderkind": "handoff", "leaderhandoff": `s1 3 "0x1";s 2;eu/s2 4 "0x2";x y z`})
+
+	r := leaderctl(t, withBlob(env, note), "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^role: +handoff note from session "g-1" to session "r-1" of the ShardOwner with prefix "jobs"$`, r.stdout)
+	assert.Regexp(t, `(?m)^from: +g-1 \(ended: its blob is gone\): the receiver adopts what its note names only on the condition of an acquire`, r.stdout)
+	assert.Regexp(t, `(?m)^to: +r-1 \(dead: its lease is not held\): nobody adopts what its notes name`, r.stdout)
+	assert.Regexp(t, `(?m)^part: +0\.1: a note too long for one blob goes on in g-1-0\.1, g-1-0\.2\.\.\.$`, r.stdout)
+	assert.Regexp(t, `(?m)^shards: +2 handed: s1, eu/s2$`, r.stdout)
+	assert.Regexp(t, `(?m)^  eu/s2 +4 +"0x2"$`, r.stdout)
+	assert.Regexp(t, `(?m)^skipped: +2 entries do not read \(want "name term ETag"\), and the receiver skips them: "s 2", "x y z"$`, r.stdout)
+	assert.Regexp(t, `(?m)^break: +nothing to break: it is not a lease`, r.stdout)
+
+	r = leaderctl(t, withBlob(env, note), "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decode(t, r.stdout)
+	assert.Equal(t, "handoff", got["role"])
+	h, ok := got["handoff"].(map[string]any)
+	require.True(t, ok, "handoff is an object for a note: %v", got["handoff"])
+	assert.Equal(t, map[string]any{"id": "g-1", "live": false, "exists": false}, h["from"])
+	assert.Equal(t, map[string]any{"id": "r-1", "live": false, "exists": true, "identity": "w2"}, h["to"])
+	assert.Equal(t, "0.1", h["part"])
+	assert.Equal(t, []any{map[string]any{"name": "s1", "term": 3.0, "etag": `"0x1"`}, map[string]any{"name": "eu/s2", "term": 4.0, "etag": `"0x2"`}}, h["shards"])
+	assert.Equal(t, []any{"s 2", "x y z"}, h["skipped"])
+	assert.Equal(t, map[string]any{"prefix": "jobs"}, got["shardOwner"])
+	assert.NotContains(t, got, "heldList")
+}
+
+// A note the library writes as a second session joins: status reads it as
+// the receiver does.
+func TestStatusExplainsANoteTheLibraryWrote(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	w1 := startShardOwner(t, s, "w1", shardNames(4)...)
+	require.Eventually(t, func() bool { return len(w1.owner.Owned()) == 4 }, 20*time.Second, 50*time.Millisecond, "w1 never ran the 4 shards")
+	w2 := startShardOwner(t, s, "w2", shardNames(4)...)
+	require.Eventually(t, func() bool { return len(w2.owner.Owned()) == 2 }, 30*time.Second, 50*time.Millisecond, "w2 never took its 2 shards")
+	note := "jobs/handoff/" + w2.owner.Session() + "/" + w1.owner.Session() + "-0"
+	require.Equal(t, leaderelection.RoleHandoff, inspect(t, s, note).Role, "w1 handed its shards on without a note")
+
+	r := leaderctl(t, withBlob(env, note), "status", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	h := decode(t, r.stdout)["handoff"].(map[string]any)
+	assert.Equal(t, map[string]any{"id": w1.owner.Session(), "live": true, "exists": true, "identity": "w1"}, h["from"])
+	assert.Equal(t, map[string]any{"id": w2.owner.Session(), "live": true, "exists": true, "identity": "w2"}, h["to"])
+	assert.Equal(t, []any{}, h["skipped"], "every entry the library writes reads")
+	var handed []string
+	for _, e := range h["shards"].([]any) {
+		handed = append(handed, e.(map[string]any)["name"].(string))
+	}
+	assert.ElementsMatch(t, w2.owner.Owned(), handed)
+
+	r = leaderctl(t, withBlob(env, note), "status")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^from: +`+w1.owner.Session()+` \(live, run by w1\): the receiver adopts what its note names at once$`, r.stdout)
+	assert.Regexp(t, `(?m)^to: +`+w2.owner.Session()+` \(live, run by w2\): it reads its notes while it expects shards`, r.stdout)
+	assert.Regexp(t, `(?m)^shards: +2 handed: s0\d, s0\d$`, r.stdout)
+	assert.NotContains(t, r.stdout, "part:")
+	assert.NotContains(t, r.stdout, "skipped:")
 }

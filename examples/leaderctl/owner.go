@@ -15,21 +15,47 @@ import (
 // themselves, by the silence rule; a shard's lease is infinite and never
 // renewed, so its ETag stands still while its func runs, and it passes on
 // only when its session ends. leaderctl explains them, and never breaks them.
+//
+// Beside them lie two kinds of blob that are no leases at all, only hints:
+// <prefix>/held/<session>, the list of the shards a session holds, which
+// the survivors read when it dies (the library's held.go); and
+// <prefix>/handoff/<receiver>/<giver>-0, a note of the shards one session
+// handed to another (handoff.go). leaderctl reads and explains them (see
+// held.go and handoff.go here), and never breaks or repairs them.
 
 // ownerBlob is where a blob lies among a ShardOwner's blobs.
 type ownerBlob struct {
 	prefix string // the ShardOwner's prefix: its BlobSettings.Blob
 	role   leaderelection.BlobRole
-	name   string // the session's ID or the shard's name
+	// name is what follows the role's directory: the session's ID, the
+	// shard's name, the session whose held list it is, or a note's
+	// "<receiver>/<giver>-<part>".
+	name string
 }
 
-// ownerDirs are the directories under a ShardOwner's prefix, by role.
-var ownerDirs = map[string]leaderelection.BlobRole{"sessions": leaderelection.RoleSession, "shards": leaderelection.RoleShard}
+// ownerDirs are the directories under a ShardOwner's prefix, by role: the
+// segments the library reserves (its checkOwnName).
+var ownerDirs = map[string]leaderelection.BlobRole{
+	"sessions": leaderelection.RoleSession,
+	"shards":   leaderelection.RoleShard,
+	"held":     leaderelection.RoleHeld,
+	"handoff":  leaderelection.RoleHandoff,
+}
+
+// ownerLayouts are the names the library gives each role's blobs, for
+// messages about a blob whose name does not fit its role.
+var ownerLayouts = map[leaderelection.BlobRole]string{
+	leaderelection.RoleSession: "<prefix>/sessions/<ID>",
+	leaderelection.RoleShard:   "<prefix>/shards/<name>",
+	leaderelection.RoleHeld:    "<prefix>/held/<session>",
+	leaderelection.RoleHandoff: "<prefix>/handoff/<receiver session>/<giver session>-0",
+}
 
 // parseOwnerBlob finds the ShardOwner a blob's name puts it under: the first
-// segment after the first that is "sessions" or "shards". The library
-// refuses a prefix with such a segment after its first, so the first one
-// found is the owner's directory; a shard's name may hold more.
+// segment after the first that is "sessions", "shards", "held" or
+// "handoff". The library refuses a prefix with such a segment after its
+// first, so the first one found is the owner's directory; a shard's name
+// may hold more.
 func parseOwnerBlob(blob string) (ownerBlob, bool) {
 	segs := strings.Split(blob, "/")
 	for i := 1; i < len(segs)-1; i++ {
@@ -40,16 +66,33 @@ func parseOwnerBlob(blob string) (ownerBlob, bool) {
 	return ownerBlob{}, false
 }
 
-// ownerOf is the ShardOwner blob of the given role (a session or a shard)
-// named blob; false if the name does not fit the role.
+// ownerOf is the ShardOwner blob of the given role named blob; false if the
+// name does not fit the role: it lies in another role's directory, or, for
+// a held list or a note, its name after the directory is not one the
+// library writes there.
 func ownerOf(role leaderelection.BlobRole, blob string) (ownerBlob, bool) {
 	ob, ok := parseOwnerBlob(blob)
-	return ob, ok && ob.role == role
+	if !ok || ob.role != role {
+		return ownerBlob{}, false
+	}
+	switch role {
+	case leaderelection.RoleHeld:
+		ok = !strings.Contains(ob.name, "/")
+	case leaderelection.RoleHandoff:
+		_, ok = parseNoteName(ob.name)
+	}
+	return ob, ok
 }
 
 // isOwnerRole reports whether role is a ShardOwner's: a session or a shard.
 func isOwnerRole(role leaderelection.BlobRole) bool {
 	return role == leaderelection.RoleSession || role == leaderelection.RoleShard
+}
+
+// isHintRole reports whether role is a ShardOwner's held list or handoff
+// note: a blob that is no lease, only a hint.
+func isHintRole(role leaderelection.BlobRole) bool {
+	return role == leaderelection.RoleHeld || role == leaderelection.RoleHandoff
 }
 
 // describeRole says what the blob is for, by its role and its name:
@@ -62,7 +105,18 @@ func describeRole(role leaderelection.BlobRole, blob string) string {
 		if ob, ok := ownerOf(role, blob); ok {
 			return fmt.Sprintf("%s %q of the ShardOwner with prefix %q", role, ob.name, ob.prefix)
 		}
-		return fmt.Sprintf("a ShardOwner's %s, though its name is not <prefix>/%ss/<name>", role, role)
+		return fmt.Sprintf("a ShardOwner's %s, though its name is not %s", role, ownerLayouts[role])
+	case leaderelection.RoleHeld:
+		if ob, ok := ownerOf(role, blob); ok {
+			return fmt.Sprintf("held list of session %q of the ShardOwner with prefix %q", ob.name, ob.prefix)
+		}
+		return "a ShardOwner's held list, though its name is not " + ownerLayouts[role]
+	case leaderelection.RoleHandoff:
+		if ob, ok := ownerOf(role, blob); ok {
+			n, _ := parseNoteName(ob.name)
+			return fmt.Sprintf("handoff note from session %q to session %q of the ShardOwner with prefix %q", n.giver, n.receiver, ob.prefix)
+		}
+		return "a ShardOwner's handoff note, though its name is not " + ownerLayouts[role]
 	case "":
 		s := "none recorded (written before roles, or by another tool): read as a mutex's"
 		if ob, ok := parseOwnerBlob(blob); ok {
@@ -87,9 +141,7 @@ type shardSession struct {
 // two or more requests, the shards 1,000 a page) to find the session that
 // shard ob's record names. A LeaseInfo does not carry it.
 func (c *cli) lookupShard(ctx context.Context, l *session, ob ownerBlob) shardSession {
-	s := l.manager.Settings()
-	s.Blob = ob.prefix
-	o, err := newInspector(s)
+	o, err := newInspector(l.settingsFor(ob.prefix))
 	if err != nil {
 		return shardSession{err: err}
 	}
@@ -146,4 +198,52 @@ func holderName(info leaderelection.LeaseInfo) string {
 		return info.Leader.Identity
 	}
 	return "its holder has not recorded who it is"
+}
+
+// sessionLook is what a session's own blob says of it.
+type sessionLook struct {
+	id       string
+	exists   bool   // its blob exists: it has not ended and been collected
+	live     bool   // its lease is held and it has written its record
+	identity string // the instance that runs it, by its record
+	err      error  // the read failed: the rest is unknown
+}
+
+// lookupSession reads the blob of session id under prefix: one request.
+func (c *cli) lookupSession(ctx context.Context, l *session, prefix, id string) sessionLook {
+	out := sessionLook{id: id}
+	m, err := leaderelection.NewBlobLeaseManager(l.settingsFor(prefix+"/sessions/"+id), leaderelection.WithLogger(nil))
+	if err != nil {
+		out.err = err
+		return out
+	}
+	defer m.CloseIdleConnections()
+	var info leaderelection.LeaseInfo
+	out.err = l.call(ctx, func(ctx context.Context) (err error) {
+		info, err = m.Inspect(ctx)
+		return err
+	})
+	out.exists, out.live, out.identity = info.Exists, sessionLive(info), info.Leader.Identity
+	return out
+}
+
+// describeLook is a session's state on one line, then what follows from
+// it: live, dead and gone say what becomes of a hint while the session
+// lives, once it is dead, and once its blob is gone ("": nothing said).
+func describeLook(sl sessionLook, live, dead, gone string) string {
+	then := func(s string) string {
+		if s == "" {
+			return ""
+		}
+		return ": " + s
+	}
+	switch {
+	case sl.err != nil:
+		return fmt.Sprintf("%s (unknown: reading its blob failed: %s)", sl.id, strings.TrimPrefix(sl.err.Error(), "leaderelection: "))
+	case sl.live:
+		return fmt.Sprintf("%s (live, run by %s)%s", sl.id, sl.identity, then(live))
+	case sl.exists:
+		return fmt.Sprintf("%s (dead: its lease is not held)%s", sl.id, then(dead))
+	}
+	return fmt.Sprintf("%s (ended: its blob is gone)%s", sl.id, then(gone))
 }

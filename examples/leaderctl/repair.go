@@ -79,6 +79,11 @@ func (c *cli) repair(ctx context.Context, args []string) int {
 	switch ob, among := parseOwnerBlob(s.Blob); {
 	case !info.Exists:
 		return refuse("lease blob %s does not exist: nothing to repair (its first holder creates it)", l.name)
+	case isHintRole(info.Role):
+		// Its metadata is what it says: a record written over it would
+		// erase that, and it has no term to repair.
+		return refuse("%s is not a lease: its role is %s (%s): it carries no term to repair, and a repair would erase what it says "+
+			"(leaderctl status shows whether it reads)", l.name, info.Role, describeRole(info.Role, s.Blob))
 	case info.Held():
 		return refuse("the lease on %s is held, by %s: the holder's record is its own. Wait until it is free (leaderctl status shows it), then repair",
 			l.name, holder(info, time.Now()))

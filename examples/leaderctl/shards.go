@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/blobelect/leaderelection"
 )
 
@@ -74,6 +77,7 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 		}
 		return c.fail(err)
 	}
+	lists := newListReader(l, s)
 	printed := false // a text report was printed: the next is set apart
 	show := func() error {
 		var info leaderelection.ShardsInfo
@@ -83,7 +87,9 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 		}); err != nil {
 			return err
 		}
+		counts := lists.read(ctx, info.Sessions)
 		r := newShardsReport(s.Container, s.Blob, info, time.Now())
+		r.addLists(counts)
 		if cmd.json {
 			enc := json.NewEncoder(c.stdout)
 			if !cmd.watch {
@@ -172,11 +178,20 @@ type sessionReport struct {
 	// HeldByRecord is how many shards it held at its last write, by its
 	// own count; HeldByListing how many shard blobs the listing shows it
 	// holding. They differ for a moment while it claims or hands over.
-	HeldByRecord  int     `json:"heldByRecord"`
-	HeldByListing int     `json:"heldByListing"`
-	ShardSet      string  `json:"shardSet"` // its set's digest, "" if its record does not say
-	SetSize       int     `json:"setSize"`  // its set's size, 0 if its record does not say
-	Declared      float64 `json:"declaredSeconds,omitempty"`
+	HeldByRecord  int `json:"heldByRecord"`
+	HeldByListing int `json:"heldByListing"`
+	// HeldByList is how many shards its held list (<prefix>/held/<ID>)
+	// names, by the count in the list's metadata: those the survivors take
+	// from the list if it dies. null unless List is "ok".
+	HeldByList *int `json:"heldByList"`
+	// List is "ok"; "none": it has no held list (it holds no shard, has
+	// not written its list yet, or has ended); "malformed": the list's
+	// role or count does not read, and the library refuses it; "unread":
+	// reading it failed. leaderctl status on the list reads its lines.
+	List     string  `json:"list"`
+	ShardSet string  `json:"shardSet"` // its set's digest, "" if its record does not say
+	SetSize  int     `json:"setSize"`  // its set's size, 0 if its record does not say
+	Declared float64 `json:"declaredSeconds,omitempty"`
 }
 
 // setReport is a group: the live sessions whose records carry the same set
@@ -330,7 +345,7 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 	line("sessions", "%d live, %d dead", r.LiveSessions, r.DeadSessions)
 	if len(r.Sessions) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  ID\tIDENTITY\tSTATE\tSINCE\tHELD\tRECORD\tSET")
+		fmt.Fprintln(tw, "  ID\tIDENTITY\tSTATE\tSINCE\tHELD\tRECORD\tLIST\tSET")
 		for _, se := range r.Sessions {
 			state, since, set := "dead", "-", "-"
 			if se.Live {
@@ -346,7 +361,7 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 			if identity == "" {
 				identity = "-"
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\n", se.ID, identity, state, since, se.HeldByListing, se.HeldByRecord, set)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", se.ID, identity, state, since, se.HeldByListing, se.HeldByRecord, listText(se), set)
 		}
 		tw.Flush()
 	}
@@ -398,6 +413,21 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 	tw.Flush()
 }
 
+// listText is a session's LIST column: the count its held list gives,
+// "-" if it has none, "bad" if the list's role or count does not read, "?"
+// if it was not read.
+func listText(se sessionReport) string {
+	switch se.List {
+	case listOK:
+		return strconv.Itoa(*se.HeldByList)
+	case listNone:
+		return "-"
+	case listMalformed:
+		return "bad"
+	}
+	return "?"
+}
+
 func setName(g setReport) string {
 	if g.ShardSet == "" {
 		return "no set recorded (" + g.Sessions[0] + ", an older version)"
@@ -437,4 +467,114 @@ func orDash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// States of a session's held list in a shards report.
+const (
+	listOK        = "ok"
+	listNone      = "none"
+	listMalformed = "malformed"
+	listUnread    = "unread"
+)
+
+// listCount is what the metadata of a session's held list says.
+type listCount struct {
+	state string // listOK, listNone, listMalformed or listUnread
+	count int    // if listOK
+}
+
+// listReader reads the count in each session's held list: one request a
+// session (its properties: the count is in its metadata; its lines only
+// status reads), listsAtOnce at a time, never a listing of the shards.
+type listReader struct {
+	l      *session
+	prefix string
+	s      leaderelection.BlobSettings // for the lists' managers
+}
+
+// listsAtOnce is how many held lists shards reads at once.
+const listsAtOnce = 8
+
+func newListReader(l *session, s leaderelection.BlobSettings) *listReader {
+	ls := l.settingsFor("")
+	if ls.ServiceURL != "" && ls.Credential == nil {
+		// One credential for every list, rather than one each, each of
+		// which would get a token of its own (the Azure CLI's takes
+		// seconds). If it cannot be built, each manager builds its own.
+		if cred, err := azidentity.NewDefaultAzureCredential(nil); err == nil {
+			ls.Credential = cred
+		}
+	}
+	return &listReader{l: l, prefix: s.Blob, s: ls}
+}
+
+// read reads the held lists of sessions, within -timeout in all: a list
+// that could not be read is listUnread, and the report goes on.
+func (lr *listReader) read(ctx context.Context, sessions []leaderelection.SessionInfo) map[string]listCount {
+	ctx, cancel := context.WithTimeout(ctx, lr.l.timeout)
+	defer cancel()
+	out := make(map[string]listCount, len(sessions))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	slots := make(chan struct{}, listsAtOnce)
+	for _, se := range sessions {
+		wg.Add(1)
+		slots <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-slots }()
+			lc := lr.readOne(ctx, se.ID)
+			mu.Lock()
+			out[se.ID] = lc
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return out
+}
+
+func (lr *listReader) readOne(ctx context.Context, id string) listCount {
+	peek := &blobPeek{}
+	s := lr.s
+	s.Blob, s.ClientOptions = lr.prefix+"/held/"+id, peek.options()
+	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
+	if err != nil {
+		return listCount{state: listUnread}
+	}
+	defer m.CloseIdleConnections()
+	info, err := m.Inspect(ctx)
+	switch {
+	case err != nil:
+		return listCount{state: listUnread}
+	case !info.Exists:
+		return listCount{state: listNone}
+	}
+	return heldCount(info.Role, peek.seen())
+}
+
+// heldCount is what a held list's metadata says, by the library's rules:
+// its role held, its count a number as strconv.Itoa writes it.
+func heldCount(role leaderelection.BlobRole, p peeked) listCount {
+	v, ok := p.meta(metaHeld)
+	n, err := strconv.Atoi(v)
+	if role != leaderelection.RoleHeld || !ok || err != nil || n < 0 || strconv.Itoa(n) != v {
+		return listCount{state: listMalformed}
+	}
+	return listCount{state: listOK, count: n}
+}
+
+// addLists adds the count in each session's held list.
+func (r *shardsReport) addLists(counts map[string]listCount) {
+	for i := range r.Sessions {
+		se := &r.Sessions[i]
+		lc, ok := counts[se.ID]
+		if !ok {
+			continue
+		}
+		se.List = lc.state
+		if lc.state == listOK {
+			n := lc.count
+			se.HeldByList = &n
+		}
+	}
 }

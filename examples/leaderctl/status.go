@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -67,11 +68,18 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	if code, ok := c.parse(fs, statusHelp, args); !ok {
 		return code
 	}
+	// What a held list or a note says lies beyond the LeaseInfo: in its
+	// metadata, and a held list's body (see blobPeek).
+	peek := &blobPeek{body: true}
+	cmd.peek = peek
 	l, code, ok := c.open(fs, &cmd.target)
 	if !ok {
 		return code
 	}
 	defer l.close()
+	if ob, ok := parseOwnerBlob(l.manager.Settings().Blob); ok && ob.role == leaderelection.RoleHeld {
+		peek.byName = true
+	}
 
 	var (
 		info leaderelection.LeaseInfo
@@ -98,6 +106,43 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		}
 	}
 	s := l.manager.Settings()
+	encode := func(out statusJSON) int {
+		enc := json.NewEncoder(c.stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return c.fail(err)
+		}
+		return exitOK
+	}
+	// A held list or a note is no lease: what it says, and the sessions
+	// it names (one request each), are its status.
+	switch hintKind(info, s.Blob) {
+	case leaderelection.RoleHeld:
+		v := newHeldView(info, s.Blob, peek.seen())
+		if v.named {
+			v.session = c.lookupSession(ctx, l, v.owner.prefix, v.owner.name)
+		}
+		if cmd.json {
+			out := newStatusJSON(s.Container, s.Blob, info, w, shardSession{}, time.Now())
+			out.addHeld(v)
+			return encode(out)
+		}
+		printHeld(c.stdout, s.Container, s.Blob, info, v, time.Now())
+		return exitOK
+	case leaderelection.RoleHandoff:
+		v := newNoteView(info, s.Blob, peek.seen())
+		if v.named {
+			v.from = c.lookupSession(ctx, l, v.owner.prefix, v.name.giver)
+			v.to = c.lookupSession(ctx, l, v.owner.prefix, v.name.receiver)
+		}
+		if cmd.json {
+			out := newStatusJSON(s.Container, s.Blob, info, w, shardSession{}, time.Now())
+			out.addNote(v)
+			return encode(out)
+		}
+		printNote(c.stdout, s.Container, s.Blob, info, v, time.Now())
+		return exitOK
+	}
 	// A shard's record names the session that holds it, which only a
 	// listing of its ShardOwner's blobs shows.
 	var sh shardSession
@@ -105,12 +150,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		sh = c.lookupShard(ctx, l, ob)
 	}
 	if cmd.json {
-		enc := json.NewEncoder(c.stdout)
-		enc.SetIndent("", "  ")
-		if err := enc.Encode(newStatusJSON(s.Container, s.Blob, info, w, sh, time.Now())); err != nil {
-			return c.fail(err)
-		}
-		return exitOK
+		return encode(newStatusJSON(s.Container, s.Blob, info, w, sh, time.Now()))
 	}
 	printStatus(c.stdout, s.Container, s.Blob, info, w, sh, time.Now())
 	return exitOK
@@ -270,12 +310,19 @@ type statusJSON struct {
 	// LastLeader is the last recorded leader, when nobody holds the lease
 	// or its holder has not recorded its term yet.
 	LastLeader *termJSON `json:"lastLeader,omitempty"`
-	// Role is what the blob says it is for: mutex, session or shard; ""
-	// if it says nothing (read as a mutex's).
+	// Role is what the blob says it is for: mutex, session, shard, held or
+	// handoff; "" if it says nothing (read as a mutex's).
 	Role string `json:"role"`
-	// ShardOwner is set for a session's or a shard's blob: which owner, and
-	// which session.
+	// ShardOwner is set for a session's or a shard's blob, a held list or a
+	// handoff note: which owner, and which session.
 	ShardOwner *ownerJSON `json:"shardOwner,omitempty"`
+	// HeldList is set for a held list (its role is held, or it says none and
+	// its name is <prefix>/held/<session>): what it names, and whether it
+	// reads whole.
+	HeldList *heldJSON `json:"heldList,omitempty"`
+	// Handoff is set for a handoff note (likewise, by its role or its
+	// name): from whom to whom, and which shards.
+	Handoff *handoffJSON `json:"handoff,omitempty"`
 	// RecordError is set when the record does not read, or cannot be built
 	// on: no term follows it until it is repaired.
 	RecordError *recordErrorJSON `json:"recordError,omitempty"`
@@ -288,13 +335,16 @@ type ownerJSON struct {
 	Prefix string `json:"prefix"`          // the ShardOwner's prefix, from the blob's name
 	Shard  string `json:"shard,omitempty"` // a shard's name
 	// Session is a session's ID; for a shard, the session its record
-	// names (the metadata key leadersession), "" if none.
+	// names (the metadata key leadersession), "" if none; for a held list,
+	// whose list it is (a note's sessions are in handoff).
 	Session string `json:"session,omitempty"`
 	// SessionLive: that session's lease is held and it has written its
-	// record; null if unknown (the listing failed).
+	// record; null if unknown (the listing, or the read of its blob,
+	// failed).
 	SessionLive     *bool  `json:"sessionLive,omitempty"`
 	SessionIdentity string `json:"sessionIdentity,omitempty"`
-	ListError       string `json:"listError,omitempty"` // for a shard: why the listing failed
+	ListError       string `json:"listError,omitempty"`    // for a shard: why the listing failed
+	SessionError    string `json:"sessionError,omitempty"` // for a held list: why its session's blob could not be read
 }
 
 type recordErrorJSON struct {
@@ -368,4 +418,28 @@ func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etag
 		out.RecordError = &recordErrorJSON{Key: p.Key, Value: p.Value, Rule: p.Rule, Repair: repairAdvice(info, container, blob)}
 	}
 	return out
+}
+
+// addHeld adds what status read of a held list.
+func (out *statusJSON) addHeld(v heldView) {
+	out.HeldList = newHeldJSON(v)
+	if !v.named {
+		return
+	}
+	o := &ownerJSON{Prefix: v.owner.prefix, Session: v.owner.name}
+	if err := v.session.err; err != nil {
+		o.SessionError = strings.TrimPrefix(err.Error(), "leaderelection: ")
+	} else {
+		live := v.session.live
+		o.SessionLive, o.SessionIdentity = &live, v.session.identity
+	}
+	out.ShardOwner = o
+}
+
+// addNote adds what status read of a handoff note.
+func (out *statusJSON) addNote(v noteView) {
+	out.Handoff = newHandoffJSON(v)
+	if v.named {
+		out.ShardOwner = &ownerJSON{Prefix: v.owner.prefix}
+	}
 }
