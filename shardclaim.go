@@ -400,10 +400,12 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	}
 	o.mu.Unlock()
 	// This session's part of the free shards, by the rule every instance
-	// applies to the same listing and the same records, computed once per
-	// listing and set of live sessions (records change as shards are
-	// claimed, and instances read them at different moments); then the
-	// shards left free for long, whoever they were assigned to.
+	// applies alike, computed once per set of candidates and set of live
+	// sessions: from a listing, over the whole set by who holds what
+	// (assignSet); from the dead sessions' lists or the probe, by the rooms
+	// the records leave (assign; records change as shards are claimed, and
+	// instances read them at different moments). Then the shards left free
+	// for long, whoever they were assigned to.
 	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
 		o.mu.Lock()
 		set := slices.Sorted(maps.Keys(o.set))
