@@ -33,8 +33,11 @@ import (
 // storage's throughput, not how many are in flight, sets how long the whole
 // move takes, and each transfer in flight holds a connection: more than
 // the giver keeps open would open new ones, which a busy account answers
-// last). Once the func has returned, while the shard's lease is still its
-// own, the giver (transfer):
+// last. A shard idles about as long as the transfers in flight take to get
+// through storage: at 10,000 shards on Azurite, 96 in flight handed a
+// joiner its 909 in 4.5 s, each idle 0.56 s p50, 1.09 s p99; 32 did in
+// 4.7 s, each idle 0.25 s p50, 0.61 s p99). Once the func has returned,
+// while the shard's lease is still its own, the giver (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
 //     term, under its lease, If-Match the ETag its own record left;
 //  2. changes the lease's ID to handoffLeaseID(receiver, shard, term);
@@ -56,7 +59,7 @@ import (
 
 const (
 	handoffDir       = "handoff/"
-	handoverAtOnce   = 96                     // shard funcs stopped for a handover and not yet handed on, among all givers
+	handoverAtOnce   = 32                     // shard funcs stopped for a handover and not yet handed on, among all givers
 	handoverPerGiver = 16                     // and by one giver
 	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
 	seldomEvery      = 10                     // every how many handoffPolls it lists them if it only may get some
