@@ -35,8 +35,10 @@ import (
 // the giver keeps open would open new ones, which a busy account answers
 // last. A shard idles about as long as the transfers in flight take to get
 // through storage: at 10,000 shards on Azurite, 96 in flight handed a
-// joiner its 909 in 4.5 s, each idle 0.56 s p50, 1.09 s p99; 32 did in
-// 4.7 s, each idle 0.25 s p50, 0.61 s p99, in one run each). Once the
+// joiner its 909 in 4.5 s, each idle 0.56 s p50, 1.09 s p99, in one run;
+// 32 did in 6.3 s [5.1-7.0], each idle 0.35 s p50, 0.62 s p99 [0.57-0.69],
+// in three; but each giver then had 3 in flight, and the last to see the
+// joiner, up to a RetryInterval after the first, finished last). Once the
 // func has returned, while the shard's lease is still its own, the giver
 // (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
@@ -60,8 +62,8 @@ import (
 
 const (
 	handoffDir       = "handoff/"
-	handoverAtOnce   = 32                     // shard funcs stopped for a handover and not yet handed on, among all givers
-	handoverPerGiver = 16                     // and by one giver
+	handoverAtOnce   = 48                     // shard funcs stopped for a handover and not yet handed on, among all givers
+	handoverPerGiver = 16                     // and by one giver of several (a leaving session, the only giver, may have handoverAtOnce)
 	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
 	seldomEvery      = 10                     // every how many handoffPolls it lists them if it only may get some
 	handoffBatch     = 50 * time.Millisecond  // how long a giver gathers transfers into one note
@@ -802,8 +804,12 @@ func (g *shardManager) leave() {
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
+	// The only giver: it may have in flight what all the givers of a join
+	// may. With handoverPerGiver (16), a SIGTERMed instance at 1,000
+	// shards on Azurite handed them on in 6 to 8 s, and in one run of three
+	// 139 were left when its grace (handoffGrace) ran out.
 	g.pacing.Add(1)
-	g.pace(ctx, queue, handoverPerGiver)
+	g.pace(ctx, queue, handoverAtOnce)
 	for _, r := range queue {
 		select {
 		case <-r.done:
