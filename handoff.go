@@ -63,7 +63,7 @@ import (
 const (
 	handoffDir       = "handoff/"
 	handoverAtOnce   = 48                     // shard funcs stopped for a handover and not yet handed on, among all givers
-	handoverPerGiver = 16                     // and by one giver of several (a leaving session, the only giver, may have handoverAtOnce)
+	handoverPerGiver = 16                     // and by one giver
 	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
 	seldomEvery      = 10                     // every how many handoffPolls it lists them if it only may get some
 	handoffBatch     = 50 * time.Millisecond  // how long a giver gathers transfers into one note
@@ -804,12 +804,15 @@ func (g *shardManager) leave() {
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
-	// The only giver: it may have in flight what all the givers of a join
-	// may. With handoverPerGiver (16), a SIGTERMed instance at 1,000
-	// shards on Azurite handed them on in 6 to 8 s, and in one run of three
-	// 139 were left when its grace (handoffGrace) ran out.
+	// The only giver, but handoverPerGiver at a time all the same: with
+	// 48, a SIGTERMed instance at 1,000 shards on Azurite handed them on
+	// in 3.7 and 7.4 s (6 to 8 s with 16), but each idled 2.7 and 5.9 s
+	// p99 (0.4 to 0.8 s with 16): its notes to nine receivers, one write
+	// at a time each, fell behind. With 16, once in three runs, 139 were
+	// left when its grace (handoffGrace) ran out, and were taken from its
+	// last list.
 	g.pacing.Add(1)
-	g.pace(ctx, queue, handoverAtOnce)
+	g.pace(ctx, queue, handoverPerGiver)
 	for _, r := range queue {
 		select {
 		case <-r.done:

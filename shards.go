@@ -186,7 +186,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if transport != nil {
 		// Claims, releases, transfers and the listing run at once: keep
 		// their connections rather than open new ones.
-		transport.MaxIdleConnsPerHost = claimParallel + releaseAtOnce + handoverAtOnce + 4
+		transport.MaxIdleConnsPerHost = claimParallel + releaseAtOnce + handoverPerGiver + 4
 	}
 	scc, _, stransport, err := settings.containerClient()
 	if err != nil {
