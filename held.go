@@ -281,6 +281,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	wg.Wait()
 	now := time.Now()
 	var freed []string
+	o.mu.Lock()
 	for _, c := range found {
 		if c != nil {
 			g.cands[c.name] = *c
@@ -288,6 +289,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 			freed = append(freed, c.name)
 		}
 	}
+	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	o.logger.Debug("leaderelection: read the shards no session's list names", "prefix", o.prefix, "lists", len(ids), "unnamed", len(unnamed), "free", len(freed))
 	// Assign them afresh, by the records as they are now.
