@@ -112,32 +112,46 @@ func assign(free []string, live []string, room map[string]int, self string) ([]s
 	}
 	names := slices.Clone(free)
 	slices.Sort(names)
-	type mine struct {
-		name  string
-		score uint64
-	}
-	var out []mine
+	var out []scored
 	to := make(map[string]string, len(names))
 	for _, name := range names {
-		best, bestScore := "", uint64(0)
-		for _, id := range live {
-			if left[id] <= 0 {
-				continue
-			}
-			if s := rendezvous(id, name); best == "" || s > bestScore {
-				best, bestScore = id, s
-			}
-		}
+		best, score := bestWithRoom(live, left, name)
 		if best == "" {
 			break // no room left anywhere
 		}
 		left[best]--
 		to[name] = best
 		if best == self {
-			out = append(out, mine{name, bestScore})
+			out = append(out, scored{name, score})
 		}
 	}
-	slices.SortFunc(out, func(a, b mine) int {
+	return bestFirst(out), to
+}
+
+// scored is a shard assigned to a session, with its rendezvous score.
+type scored struct {
+	name  string
+	score uint64
+}
+
+// bestWithRoom is the live session with the highest rendezvous score for
+// shard among those with room left, and that score; "" if none has room.
+func bestWithRoom(live []string, left map[string]int, shard string) (string, uint64) {
+	best, bestScore := "", uint64(0)
+	for _, id := range live {
+		if left[id] <= 0 {
+			continue
+		}
+		if s := rendezvous(id, shard); best == "" || s > bestScore {
+			best, bestScore = id, s
+		}
+	}
+	return best, bestScore
+}
+
+// bestFirst names the shards, highest score first (ties by name).
+func bestFirst(out []scored) []string {
+	slices.SortFunc(out, func(a, b scored) int {
 		switch {
 		case a.score > b.score:
 			return -1
@@ -146,11 +160,11 @@ func assign(free []string, live []string, room map[string]int, self string) ([]s
 		}
 		return strings.Compare(a.name, b.name)
 	})
-	names = names[:0]
-	for _, m := range out {
-		names = append(names, m.name)
+	names := make([]string, len(out))
+	for i, m := range out {
+		names[i] = m.name
 	}
-	return names, to
+	return names
 }
 
 // assignSet shares the whole set out among the live sessions of a group,
@@ -186,11 +200,7 @@ func assignSet(set []string, live []string, holders map[string]string, skip func
 	for _, name := range free {
 		isFree[name] = true
 	}
-	type mine struct {
-		name  string
-		score uint64
-	}
-	var out []mine
+	var out []scored
 	to := make(map[string]string, len(free))
 	for _, name := range set {
 		if h, ok := holders[name]; ok {
@@ -198,15 +208,7 @@ func assignSet(set []string, live []string, holders map[string]string, skip func
 				continue
 			}
 		}
-		best, bestScore := "", uint64(0)
-		for _, id := range live {
-			if left[id] <= 0 {
-				continue
-			}
-			if s := rendezvous(id, name); best == "" || s > bestScore {
-				best, bestScore = id, s
-			}
-		}
+		best, score := bestWithRoom(live, left, name)
 		if best == "" {
 			break // no room left anywhere
 		}
@@ -214,24 +216,11 @@ func assignSet(set []string, live []string, holders map[string]string, skip func
 		if isFree[name] {
 			to[name] = best
 			if best == self {
-				out = append(out, mine{name, bestScore})
+				out = append(out, scored{name, score})
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b mine) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	part := make([]string, len(out))
-	for i, m := range out {
-		part[i] = m.name
-	}
-	return part, to
+	return bestFirst(out), to
 }
 
 // maxShardName is the longest shard name accepted.
