@@ -101,18 +101,9 @@ func newNoteView(info leaderelection.LeaseInfo, blob string, p peeked) noteView 
 // printNote writes a handoff note's state for a person: from whom to whom,
 // which shards, and that it is a hint, not a lease.
 func printNote(w io.Writer, container, blob string, info leaderelection.LeaseInfo, v noteView, now time.Time) {
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
-	}
-	role := describeRole(leaderelection.RoleHandoff, blob)
-	switch {
-	case !info.Exists:
-		role = "by its name, " + role
-	case info.Role != leaderelection.RoleHandoff:
-		role = "by its name, " + role + "; its record says " + describeRecordedRole(info.Role) +
-			": the receiver adopts what it names only on the condition of an acquire, and deletes it"
-	}
-	line("role", "%s", role)
+	line := labelled(w)
+	line("role", "%s", hintRole(leaderelection.RoleHandoff, blob, info,
+		": the receiver adopts what it names only on the condition of an acquire, and deletes it"))
 	if v.named {
 		line("from", "%s", describeLook(v.from,
 			"the receiver adopts what its note names at once",
@@ -154,11 +145,40 @@ func printNote(w io.Writer, container, blob string, info leaderelection.LeaseInf
 		line("skipped", "%d entries do not read (want \"name term ETag\"), and the receiver skips them: %s",
 			len(v.skipped), strings.Join(quoted, ", ")+moreText(len(v.skipped)-heldShown))
 	}
+	printHintTail(line, container, blob, info, now, "a note", "its giver",
+		"the giver recorded each shard for the receiver and handed its lease over before it wrote the note; nothing is broken on its word")
+}
+
+// labelled writes "label:   text" lines to w, as status does.
+func labelled(w io.Writer) func(label, format string, args ...any) {
+	return func(label, format string, args ...any) {
+		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
+	}
+}
+
+// hintRole is the role line of a hint blob (a held list, a note) of role
+// want: by its name where it does not exist or its record says another
+// role (then with what that means, otherwise).
+func hintRole(want leaderelection.BlobRole, blob string, info leaderelection.LeaseInfo, otherwise string) string {
+	role := describeRole(want, blob)
+	switch {
+	case !info.Exists:
+		return "by its name, " + role
+	case info.Role != want:
+		return "by its name, " + role + "; its record says " + describeRecordedRole(info.Role) + otherwise
+	}
+	return role
+}
+
+// printHintTail ends the report of a blob that is a hint, not a lease (a
+// held list, a note), what, written by writer: what the hint is, a lease
+// that should not be there, when it was written, that break refuses it, and
+// the blob.
+func printHintTail(line func(label, format string, args ...any), container, blob string, info leaderelection.LeaseInfo, now time.Time, what, writer, hint string) {
 	if info.Exists {
-		line("hint", "a hint, not a lease: the giver recorded each shard for the receiver and handed its lease over before it wrote the note; "+
-			"nothing is broken on its word")
+		line("hint", "a hint, not a lease: %s", hint)
 		if info.Held() {
-			line("lease", "%s, %s: the library never leases a note, and its giver cannot rewrite it while this lease stands", info.State, info.Status)
+			line("lease", "%s, %s: the library never leases %s, and %s cannot rewrite it while this lease stands", info.State, info.Status, what, writer)
 		}
 		if !info.LastModified.IsZero() {
 			line("written", "%s (%s, by the server's clock)", info.LastModified.UTC().Format(time.RFC3339), ago(info.LastModified, now))

@@ -176,17 +176,8 @@ const heldShown = 20
 // printHeld writes a held list's state for a person: whose it is, what it
 // names, whether it reads whole, and that it is a hint, not a lease.
 func printHeld(w io.Writer, container, blob string, info leaderelection.LeaseInfo, v heldView, now time.Time) {
-	line := func(label, format string, args ...any) {
-		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
-	}
-	role := describeRole(leaderelection.RoleHeld, blob)
-	switch {
-	case !info.Exists:
-		role = "by its name, " + role
-	case info.Role != leaderelection.RoleHeld:
-		role = "by its name, " + role + "; its record says " + describeRecordedRole(info.Role)
-	}
-	line("role", "%s", role)
+	line := labelled(w)
+	line("role", "%s", hintRole(leaderelection.RoleHeld, blob, info, ""))
 	switch {
 	case !v.named:
 	case !info.Exists:
@@ -227,18 +218,9 @@ func printHeld(w io.Writer, container, blob string, info leaderelection.LeaseInf
 		}
 		printHeldEntries(w, h.entries)
 	}
-	if info.Exists {
-		line("hint", "a hint, not a lease: if the session dies, each survivor takes its part of the shards the list names, each only if the shard's lease "+
+	printHintTail(line, container, blob, info, now, "a held list", "its session",
+		"if the session dies, each survivor takes its part of the shards the list names, each only if the shard's lease "+
 			"and record are still as the line says; nothing is broken on its word, and a shard it does not name is found by a listing")
-		if info.Held() {
-			line("lease", "%s, %s: the library never leases a held list, and its session cannot rewrite it while this lease stands", info.State, info.Status)
-		}
-		if !info.LastModified.IsZero() {
-			line("written", "%s (%s, by the server's clock)", info.LastModified.UTC().Format(time.RFC3339), ago(info.LastModified, now))
-		}
-		line("break", "nothing to break: it is not a lease (leaderctl break refuses it)")
-	}
-	line("blob", "%s/%s", container, blob)
 }
 
 // heldCounts says how many lines a list has, how many read, and the count
