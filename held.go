@@ -306,6 +306,7 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	blob := o.shardBlob(name)
 	props, err := o.cc.NewBlobClient(blob).GetProperties(ctx, nil)
 	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+		o.sawShard(name, nil)
 		return &candidate{name: name}
 	}
 	if err != nil {
@@ -326,18 +327,8 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	// record no term can follow is reported (once for each value), and
 	// one repaired since is no longer (see noteBadShards).
 	p := o.shardProblem(l)
-	o.mu.Lock()
-	old, was := o.bad[name]
+	o.sawShard(name, p)
 	if p != nil {
-		o.bad[name] = p
-	} else {
-		delete(o.bad, name)
-	}
-	o.mu.Unlock()
-	if p != nil {
-		if !was || old.Key != p.Key || old.Value != p.Value {
-			o.logBadShard(name, p)
-		}
 		return nil
 	}
 	if !l.rec.termBad {

@@ -734,10 +734,35 @@ func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
 	}
 	for name := range old {
 		if _, ok := bad[name]; !ok {
-			o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
-				"container", o.settings.Container, "shard", name)
+			o.logReadsAgain(name)
 		}
 	}
+}
+
+// sawShard notes what one read of a shard's blob (not a listing) tells of
+// its record: p, the problem no term can follow, or nil. Each is reported
+// as noteBadShards reports a listing's: a problem once for each value, a
+// repair once.
+func (o *ShardOwner) sawShard(name string, p *RecordError) {
+	o.mu.Lock()
+	old, was := o.bad[name]
+	if p != nil {
+		o.bad[name] = p
+	} else {
+		delete(o.bad, name)
+	}
+	o.mu.Unlock()
+	switch {
+	case p != nil && (!was || old.Key != p.Key || old.Value != p.Value):
+		o.logBadShard(name, p)
+	case p == nil && was:
+		o.logReadsAgain(name)
+	}
+}
+
+func (o *ShardOwner) logReadsAgain(name string) {
+	o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
+		"container", o.settings.Container, "shard", name)
 }
 
 // noteBadShard adds one shard found unclaimable outside a listing.
