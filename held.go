@@ -292,8 +292,12 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	o.logger.Debug("leaderelection: read the shards no session's list names", "prefix", o.prefix, "lists", len(ids), "unnamed", len(unnamed), "free", len(freed))
-	// Assign them afresh, by the records as they are now.
-	g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
+	if len(freed) > 0 {
+		// Assign them afresh, by the records as they are now. (Found
+		// nothing, it leaves the candidates as they were, stale if they
+		// were: the listing comes next.)
+		g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
+	}
 	return len(freed), true
 }
 
