@@ -463,6 +463,8 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	// still claiming its part, and those done first took the others'
 	// parts, leaving them short by a few, to be found by listing 10,000
 	// shards again on a busy account: 10 to 15 s more.
+	// However a session's count moves (a func that fails over and over
+	// makes it dip and grow again), a shard free for 4 × that is anyone's.
 	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
@@ -472,7 +474,8 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		if mine[name] {
 			continue
 		}
-		stuck := now.Sub(g.freeSince[name]) >= long && now.Sub(g.grewAt[g.partTo[name]]) >= long
+		free := now.Sub(g.freeSince[name])
+		stuck := free >= long && (now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
 		if stuck || len(order) == 0 && g.cands[name].dead {
 			others = append(others, name)
 		}

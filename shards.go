@@ -538,8 +538,9 @@ type shardManager struct {
 	liveSince time.Time            // when they last changed
 	stale     bool                 // the last claims from them mostly failed: list again
 	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
-	// fromListing: the candidates are a listing's, and owners is as fresh
-	// as that listing: parts are assigned over the whole set (assignSet).
+	// fromListing: the candidates are a listing's, and owners is that
+	// listing's (with this session's claims and handovers since): parts
+	// are assigned over the whole set (assignSet).
 	fromListing bool
 	strayAt     time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList    time.Time
