@@ -235,18 +235,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	}
 	lists := make([][]heldEntry, len(ids))
 	errs := make([]error, len(ids))
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimParallel)
-	for i, id := range ids {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			lists[i], errs[i] = o.readHeld(g.ctx, id)
-		}()
-	}
-	wg.Wait()
+	atOnce(len(ids), claimParallel, func(i int) { lists[i], errs[i] = o.readHeld(g.ctx, ids[i]) })
 	if err := errors.Join(errs...); err != nil {
 		o.logger.Debug("leaderelection: could not read the sessions' lists of their shards; listing the shards", "error", err)
 		return 0, false
@@ -269,16 +258,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		return 0, false
 	}
 	found := make([]*candidate, len(unnamed))
-	for i, name := range unnamed {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			found[i] = o.freeShard(g.ctx, name)
-		}()
-	}
-	wg.Wait()
+	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i]) })
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
@@ -299,6 +279,21 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
 	}
 	return len(freed), true
+}
+
+// atOnce calls fn(i) for each i below n, k at a time, and returns once
+// every call has.
+func atOnce(n, k int, fn func(i int)) {
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, k)
+	for i := range n {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			fn(i)
+		})
+	}
+	wg.Wait()
 }
 
 // freeShard reads one shard's blob and returns it as a candidate to claim if
