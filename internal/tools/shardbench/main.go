@@ -190,7 +190,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool, run int) (*r
 		}
 	}
 	lanes := h.Lanes()
-	took, ok := h.WaitFor(ctx, 5*time.Minute, func(s shardchaos.State) bool { return s.Converged(shards, lanes) })
+	took, ok := h.WaitCounts(ctx, 5*time.Minute, func(c shardchaos.Counts) bool { return c.Converged(shards, lanes) })
 	if !ok {
 		return r, fmt.Errorf("%s: no convergence within 5 min of the cold start: %+v", name, h.State())
 	}
@@ -205,7 +205,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool, run int) (*r
 			return r, err
 		}
 		all := append(slices.Clone(lanes), j)
-		took, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Converged(shards, all) })
+		took, ok := h.WaitCounts(ctx, 3*time.Minute, func(c shardchaos.Counts) bool { return c.Converged(shards, all) })
 		if !ok {
 			return r, fmt.Errorf("%s: no convergence within 3 min of the join: %+v", name, h.State())
 		}
@@ -230,12 +230,12 @@ func ownerRun(ctx context.Context, c config, shards int, full bool, run int) (*r
 		mark("SIGKILL " + victim)
 		h.Kill(victim)
 		rest := slices.DeleteFunc(slices.Clone(lanes), func(l string) bool { return l == victim })
-		took, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Running == shards && s.Owned[victim] == 0 })
+		took, ok := h.WaitCounts(ctx, 3*time.Minute, func(c shardchaos.Counts) bool { return c.Running == shards && c.Owned[victim] == 0 })
 		if !ok {
 			return r, fmt.Errorf("%s: %s's shards did not all run elsewhere within 3 min: %+v", name, victim, h.State())
 		}
 		r.killAll = took
-		more, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Converged(shards, rest) })
+		more, ok := h.WaitCounts(ctx, 3*time.Minute, func(c shardchaos.Counts) bool { return c.Converged(shards, rest) })
 		if !ok {
 			return r, fmt.Errorf("%s: no convergence within 3 min of the kill: %+v", name, h.State())
 		}
@@ -250,7 +250,7 @@ func ownerRun(ctx context.Context, c config, shards int, full bool, run int) (*r
 		if err := h.Terminate(leaving, time.Minute); err != nil {
 			return r, err
 		}
-		if _, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Running == shards && s.Owned[leaving] == 0 }); !ok {
+		if _, ok := h.WaitCounts(ctx, 3*time.Minute, func(c shardchaos.Counts) bool { return c.Running == shards && c.Owned[leaving] == 0 }); !ok {
 			return r, fmt.Errorf("%s: %s's shards did not all run elsewhere within 3 min of its SIGTERM: %+v", name, leaving, h.State())
 		}
 		r.termAll, r.termGaps = movedAfter(h.Records(), t3, leaving)
@@ -294,7 +294,7 @@ func mutexRun(ctx context.Context, c config) (*result, error) {
 		}
 	}
 	lanes := h.Lanes()
-	took, ok := h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Running == c.baseline && len(s.Doubled) == 0 })
+	took, ok := h.WaitCounts(ctx, 3*time.Minute, func(n shardchaos.Counts) bool { return n.Running == c.baseline && n.Doubled == 0 })
 	if !ok {
 		return r, fmt.Errorf("%s: not every shard ran within 3 min: %+v", name, h.State())
 	}
@@ -319,7 +319,7 @@ func mutexRun(ctx context.Context, c config) (*result, error) {
 	}
 	r.killHeld = st.Owned[victim]
 	h.Kill(victim)
-	took, ok = h.WaitFor(ctx, 3*time.Minute, func(s shardchaos.State) bool { return s.Running == c.baseline && s.Owned[victim] == 0 })
+	took, ok = h.WaitCounts(ctx, 3*time.Minute, func(n shardchaos.Counts) bool { return n.Running == c.baseline && n.Owned[victim] == 0 })
 	if !ok {
 		return r, fmt.Errorf("%s: %s's shards did not all run elsewhere within 3 min", name, victim)
 	}
