@@ -8,6 +8,8 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sync"
 	"time"
@@ -101,6 +103,19 @@ func instance(cfg instanceConfig) error {
 				fmt.Fprintf(os.Stderr, "profile t=%s lane=%s op=%q n=%d total=%s max=%s\n", time.Now().UTC().Format(time.RFC3339Nano), cfg.Lane, op, s.Count, s.Total, s.Max)
 			}
 		})()
+	}
+
+	if dir := os.Getenv("SHARDCHAOS_CPUPROFILE"); dir != "" {
+		// Where this instance's CPU goes, over its life (a SIGKILLed one
+		// writes nothing): go tool pprof DIR/LANE-PID.pprof.
+		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", cfg.Lane, os.Getpid()))); err == nil {
+			if pprof.StartCPUProfile(f) == nil {
+				defer f.Close()
+				defer pprof.StopCPUProfile()
+			} else {
+				f.Close()
+			}
+		}
 	}
 
 	report := func() { rec.Write(Record{Kind: chaos.KindRequests, Requests: counter.Count()}) }
