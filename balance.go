@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/shardtext"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -223,35 +224,11 @@ func assignSet(set []string, live []string, holders map[string]string, skip func
 	return bestFirst(out), to
 }
 
-// maxShardName is the longest shard name accepted.
-const maxShardName = 256
-
 // checkShardName keeps shard names to what a blob name carries unchanged
-// through URLs and listings, and reads back the same: letters, digits and
-// - _ . ~ : @ =, with / between non-empty segments other than . and ..
-// (which a URL path would resolve), not ending with a dot (Azure's rule).
+// through URLs and listings, and reads back the same (shardtext.NameProblem).
 func checkShardName(name string) error {
-	bad := func(rule string) error {
-		return fmt.Errorf("leaderelection: invalid shard name %q: %s", name, rule)
-	}
-	switch {
-	case name == "":
-		return fmt.Errorf("leaderelection: invalid shard name \"\": must not be empty")
-	case len(name) > maxShardName:
-		return bad(fmt.Sprintf("must be at most %d characters long, got %d", maxShardName, len(name)))
-	case strings.HasSuffix(name, "."):
-		return bad("must not end with a dot")
-	}
-	for _, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~:@=/", r)
-		if !ok {
-			return bad(fmt.Sprintf("may contain only letters, digits, '/' and - _ . ~ : @ =, got %q", r))
-		}
-	}
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return bad("'/' must separate non-empty segments other than . and ..")
-		}
+	if why := shardtext.NameProblem(name); why != "" {
+		return fmt.Errorf("leaderelection: invalid shard name %q: %s", name, why)
 	}
 	return nil
 }

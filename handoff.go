@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 )
 
@@ -455,7 +456,7 @@ func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) e
 		b.Reset()
 	}
 	for _, h := range hs {
-		entry := fmt.Sprintf("%s %d %s", h.name, h.term, h.etag)
+		entry := shardtext.NoteEntry(shardtext.Handed{Name: h.name, Term: h.term, ETag: string(h.etag)})
 		if b.Len()+len(entry)+1 > noteBytes {
 			flush()
 		}
@@ -483,15 +484,9 @@ func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error 
 func parseNote(entries string) []handed {
 	var hs []handed
 	for _, e := range strings.Split(entries, ";") {
-		f := strings.Fields(e)
-		if len(f) != 3 {
-			continue
+		if h, why := shardtext.ParseNoteEntry(e); why == "" {
+			hs = append(hs, handed{name: h.Name, term: h.Term, etag: azcore.ETag(h.ETag)})
 		}
-		term, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil || term < 1 || checkShardName(f[0]) != nil {
-			continue
-		}
-		hs = append(hs, handed{name: f[0], term: term, etag: azcore.ETag(f[2])})
 	}
 	return hs
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/blobelect/leaderelection/internal/shardtext"
 )
 
 // How the survivors of a session learn which shards it held without a
@@ -86,7 +87,7 @@ func (g *shardManager) heldText() string {
 
 // heldLine is a run's line in the list.
 func heldLine(r *shardRun) string {
-	return fmt.Sprintf("%s %d %d %s", r.name, r.term.Number, r.gen, r.etag)
+	return shardtext.HeldLine(shardtext.Held{Name: r.name, Term: r.term.Number, Gen: r.gen, ETag: string(r.etag)})
 }
 
 // writeHeld rewrites this session's list if its runs changed since it was
@@ -188,16 +189,11 @@ func parseHeld(text, count, role string) ([]heldEntry, error) {
 	var out []heldEntry
 	if text != "" {
 		for i, line := range strings.Split(text, "\n") {
-			f := strings.Fields(line)
-			if len(f) != 4 {
-				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
+			e, why := shardtext.ParseHeldLine(line)
+			if why != "" {
+				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q: %s", i+1, line, why)
 			}
-			term, err1 := strconv.ParseInt(f[1], 10, 64)
-			gen, err2 := strconv.ParseInt(f[2], 10, 64)
-			if err1 != nil || err2 != nil || term < 1 || gen < 0 || checkShardName(f[0]) != nil {
-				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q", i+1, line)
-			}
-			out = append(out, heldEntry{name: f[0], term: term, gen: gen, etag: azcore.ETag(f[3])})
+			out = append(out, heldEntry{name: e.Name, term: e.Term, gen: e.Gen, etag: azcore.ETag(e.ETag)})
 		}
 	}
 	if strconv.Itoa(len(out)) != count {

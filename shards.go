@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -151,7 +152,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if err := settings.validate(true); err != nil { // the session's lease is an ETag lease, whatever its duration
 		errs = append(errs, err)
 	}
-	if maxPrefix := 1024 - 1 - len(shardsDir) - maxShardName; len(settings.Blob) > maxPrefix {
+	if maxPrefix := 1024 - 1 - len(shardsDir) - shardtext.MaxName; len(settings.Blob) > maxPrefix {
 		errs = append(errs, &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is the ShardOwner's prefix: at most %d characters long, got %d", maxPrefix, len(settings.Blob))})
 	} else if err := checkOwnName(settings.Blob, true); err != nil {
 		errs = append(errs, err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/shardtext"
 )
 
 // A handoff note, <prefix>/handoff/<receiver>/<giver>-0 (the library's
@@ -60,17 +61,12 @@ func parseNoteEntries(entries string) (read []handedEntry, skipped []string) {
 		if strings.TrimSpace(e) == "" {
 			continue
 		}
-		f := strings.Fields(e)
-		if len(f) != 3 {
+		h, why := shardtext.ParseNoteEntry(e)
+		if why != "" {
 			skipped = append(skipped, e)
 			continue
 		}
-		term, err := strconv.ParseInt(f[1], 10, 64)
-		if err != nil || term < 1 || shardNameProblem(f[0]) != "" {
-			skipped = append(skipped, e)
-			continue
-		}
-		read = append(read, handedEntry{Name: f[0], Term: term, ETag: f[2]})
+		read = append(read, handedEntry{Name: h.Name, Term: h.Term, ETag: h.ETag})
 	}
 	return read, skipped
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/shardtext"
 )
 
 // A session's held list, <prefix>/held/<session> (the library's held.go):
@@ -25,9 +26,6 @@ import (
 // whole, and the survivors list every shard instead. A session a few shards
 // short reads the others' lists too, then each shard none names, to find the
 // free ones without listing every shard.
-
-// maxShardName is the longest shard name the library accepts.
-const maxShardName = 256
 
 // heldEntry is one line of a held list that reads.
 type heldEntry struct {
@@ -83,47 +81,11 @@ func parseHeldList(text string, role leaderelection.BlobRole, count string, hasC
 	return h
 }
 
-// parseHeldLine reads one line of a held list; why says what is wrong
-// with one that does not read.
-func parseHeldLine(line string) (e heldEntry, why string) {
-	f := strings.Fields(line)
-	if len(f) != 4 {
-		return e, fmt.Sprintf("want 4 fields (name term gen ETag), got %d", len(f))
-	}
-	term, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || term < 1 {
-		return e, fmt.Sprintf("the term %q is not a number from 1", f[1])
-	}
-	gen, err := strconv.ParseInt(f[2], 10, 64)
-	if err != nil || gen < 0 {
-		return e, fmt.Sprintf("the gen %q is not a number from 0", f[2])
-	}
-	if why := shardNameProblem(f[0]); why != "" {
-		return e, "the shard name " + why
-	}
-	return heldEntry{Name: f[0], Term: term, Gen: gen, ETag: f[3]}, ""
-}
-
-// shardNameProblem is what is wrong with a shard name, by the library's
-// rules (its checkShardName); "" if nothing.
-func shardNameProblem(name string) string {
-	switch {
-	case len(name) > maxShardName:
-		return fmt.Sprintf("is longer than %d characters", maxShardName)
-	case strings.HasSuffix(name, "."):
-		return "ends with a dot"
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.~:@=/", r)) {
-			return fmt.Sprintf("holds %q, which no shard name may", r)
-		}
-	}
-	for _, seg := range strings.Split(name, "/") {
-		if seg == "" || seg == "." || seg == ".." {
-			return "has an empty, . or .. segment"
-		}
-	}
-	return ""
+// parseHeldLine reads one line of a held list by the library's rules; why
+// says what is wrong with one that does not read.
+func parseHeldLine(line string) (heldEntry, string) {
+	e, why := shardtext.ParseHeldLine(line)
+	return heldEntry{Name: e.Name, Term: e.Term, Gen: e.Gen, ETag: e.ETag}, why
 }
 
 // heldView is what status found of a held list: the blob, its session, its
