@@ -230,3 +230,9 @@ func TestGroupSharesAddUpToEachSet(t *testing.T) {
 	assert.Len(t, v.group(changing, a).live, 4+1, "alone with set A: A's four, and itself")
 	assert.Len(t, v.group(changing, a, b).live, 8, "just changed from B: with B's too")
 }
+
+// The claims' log line says why those that failed did, by outcome.
+func TestTallyCountsTheFailedClaimsByOutcome(t *testing.T) {
+	assert.Equal(t, "", tally([]string{"", ""}))
+	assert.Equal(t, "held=2 transient=1", tally([]string{"transient", "", "held", "held"}))
+}

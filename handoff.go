@@ -266,17 +266,11 @@ const warmConns = claimParallel + 4
 func (g *shardManager) warm(ctx context.Context) {
 	defer g.pacing.Done()
 	bc := g.o.cc.NewBlobClient(g.o.sessionBlob(g.s.id))
-	var wg sync.WaitGroup
-	for range warmConns {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			ctx, cancel := g.o.ops.callWithin(ctx, g.o.settings.claimTimeout())
-			defer cancel()
-			_, _ = bc.GetProperties(ctx, nil)
-		}()
-	}
-	wg.Wait()
+	atOnce(warmConns, warmConns, func(int) {
+		ctx, cancel := g.o.ops.callWithin(ctx, g.o.settings.claimTimeout())
+		defer cancel()
+		_, _ = bc.GetProperties(ctx, nil)
+	})
 }
 
 // outbox keeps the shards handed on, by receiver, for noteKeep: each note

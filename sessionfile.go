@@ -230,31 +230,21 @@ func (g *shardManager) takeBack() {
 func (g *shardManager) takeEach(cands []candidate, free []listed) int {
 	o := g.o
 	var won atomic.Int64
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, takeBackParallel)
+	var mine []candidate
 	for _, c := range cands {
-		if !o.reserve(c.name, false) {
-			continue
+		if o.reserve(c.name, false) {
+			mine = append(mine, c)
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if g.claimOne(c) {
+	}
+	atOnce(len(mine)+len(free), takeBackParallel, func(i int) {
+		if i < len(mine) {
+			if ok, _ := g.claimOne(mine[i]); ok {
 				won.Add(1)
 			}
-		}()
-	}
-	for _, l := range free {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, l.info.ETag, o.settings.claimTimeout())
-		}()
-	}
-	wg.Wait()
+			return
+		}
+		l := free[i-len(mine)]
+		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, l.info.ETag, o.settings.claimTimeout())
+	})
 	return int(won.Load())
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"slices"
@@ -515,27 +516,23 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
 	var wins, livingWins atomic.Int64
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, claimParallel)
 	living := 0 // candidates not of a dead session
 	for _, c := range picked {
 		if !c.dead {
 			living++
 		}
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if g.claimOne(c) {
-				wins.Add(1)
-				if !c.dead {
-					livingWins.Add(1)
-				}
-			}
-		}()
 	}
-	wg.Wait()
+	lostTo := make([]string, len(picked)) // why each claim that failed did
+	atOnce(len(picked), claimParallel, func(i int) {
+		won, why := g.claimOne(picked[i])
+		if won {
+			wins.Add(1)
+			if !picked[i].dead {
+				livingWins.Add(1)
+			}
+		}
+		lostTo[i] = why
+	})
 	// Half of the candidates or more were taken meanwhile: list again
 	// rather than try the rest one by one. A dead session's shards do not
 	// count: a survivor tries at most its part of them (then lists, see
@@ -549,8 +546,27 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 	}
 	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins.Load(), "tried", len(picked),
-		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free))
+		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free), "failed", tally(lostTo))
 	return int(wins.Load()), len(picked), more
+}
+
+// tally counts the outcomes of the claims that failed ("held", "lost",
+// "transient", ...), as "held=3 transient=1"; "" if none did.
+func tally(outcomes []string) string {
+	n := map[string]int{}
+	for _, o := range outcomes {
+		if o != "" {
+			n[o]++
+		}
+	}
+	var b strings.Builder
+	for _, o := range slices.Sorted(maps.Keys(n)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%s=%d", o, n[o])
+	}
+	return b.String()
 }
 
 // claimOne takes one shard: breaks its lease if its session is dead, on
@@ -559,9 +575,11 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 // condition with a lease ID of this claim's own, and writes the shard's
 // record on that condition too: this session, the term one greater than the
 // listing's (or more). Only then does the func start. It reports whether it
-// did. A shard taken back by a resumed session whose lease still has the ID
-// its previous process used (c.oldID) has that ID changed to this claim's
-// instead of being broken and acquired: one request less, the same effect.
+// did and, if not, why: the outcome its metric counts ("held": another
+// took it first; "transient": storage did not answer in time). A shard
+// taken back by a resumed session whose lease still has the ID its previous
+// process used (c.oldID) has that ID changed to this claim's instead of
+// being broken and acquired: one request less, the same effect.
 //
 // The claim's lease ID derives from this session, its term (which a resumed
 // session's next process raises), the shard and the term the claim records
@@ -572,7 +590,7 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 // ends no later claim. A term proposed by a claim that did not get the lease
 // is not recorded (record, after the acquire): it may yet be handed to this
 // session, which must not refuse it as its own.
-func (g *shardManager) claimOne(c candidate) bool {
+func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := g.o
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), o.floorOf(c.name))
 	if !ok {
@@ -581,12 +599,12 @@ func (g *shardManager) claimOne(c candidate) bool {
 		delete(o.claiming, c.name)
 		o.mu.Unlock()
 		o.counts.claim(c.name, "permanent")
-		return false
+		return false, "permanent"
 	}
 	g.propose(c.name, number)
 	id := claimLeaseID(g.s.id, g.gen, c.name, number)
 	lm := o.managerFor(o.shardBlob(c.name), id)
-	done := func(outcome string, release bool) bool {
+	done := func(outcome string, release bool) (bool, string) {
 		if release {
 			g.releaseClaim(c.name, lm)
 		}
@@ -594,7 +612,7 @@ func (g *shardManager) claimOne(c candidate) bool {
 		delete(o.claiming, c.name)
 		o.mu.Unlock()
 		o.counts.claim(c.name, outcome)
-		return false
+		return false, outcome
 	}
 	ctx := g.ctx
 	etag := c.etag
@@ -673,7 +691,10 @@ func (g *shardManager) claimOne(c candidate) bool {
 		o.counts.claim(c.name, "claimed")
 	}
 	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	return g.start(c.name, lm, t, g.gen, newETag)
+	if !g.start(c.name, lm, t, g.gen, newETag) {
+		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
+	}
+	return true, ""
 }
 
 // freeStrays breaks the leases that the last listing found stray (see
