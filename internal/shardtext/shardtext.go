@@ -60,20 +60,13 @@ func HeldLine(e Held) string {
 // ParseHeldLine reads one line of a held list; why says what is wrong with one
 // that does not read.
 func ParseHeldLine(line string) (e Held, why string) {
-	f := strings.Fields(line)
-	if len(f) != 4 {
-		return e, fmt.Sprintf("want 4 fields (name term gen ETag), got %d", len(f))
-	}
-	term, err := strconv.ParseInt(f[1], 10, 64)
-	if err != nil || term < 1 {
-		return e, fmt.Sprintf("the term %q is not a number from 1", f[1])
+	f, term, why := nameAndTerm(line, "name term gen ETag")
+	if why != "" {
+		return e, why
 	}
 	gen, err := strconv.ParseInt(f[2], 10, 64)
 	if err != nil || gen < 0 {
 		return e, fmt.Sprintf("the gen %q is not a number from 0", f[2])
-	}
-	if why := NameProblem(f[0]); why != "" {
-		return e, "the shard name " + why
 	}
 	return Held{Name: f[0], Term: term, Gen: gen, ETag: f[3]}, ""
 }
@@ -95,16 +88,26 @@ func NoteEntry(h Handed) string {
 // ParseNoteEntry reads one entry of a handoff note; why says what is wrong
 // with one that does not read.
 func ParseNoteEntry(entry string) (h Handed, why string) {
-	f := strings.Fields(entry)
-	if len(f) != 3 {
-		return h, fmt.Sprintf("want 3 fields (name term ETag), got %d", len(f))
+	f, term, why := nameAndTerm(entry, "name term ETag")
+	if why != "" {
+		return h, why
+	}
+	return Handed{Name: f[0], Term: term, ETag: f[2]}, ""
+}
+
+// nameAndTerm splits s into the fields layout names, and reads the first
+// two: a shard name, and a term from 1.
+func nameAndTerm(s, layout string) (f []string, term int64, why string) {
+	f = strings.Fields(s)
+	if want := len(strings.Fields(layout)); len(f) != want {
+		return nil, 0, fmt.Sprintf("want %d fields (%s), got %d", want, layout, len(f))
 	}
 	term, err := strconv.ParseInt(f[1], 10, 64)
 	if err != nil || term < 1 {
-		return h, fmt.Sprintf("the term %q is not a number from 1", f[1])
+		return nil, 0, fmt.Sprintf("the term %q is not a number from 1", f[1])
 	}
 	if why := NameProblem(f[0]); why != "" {
-		return h, "the shard name " + why
+		return nil, 0, "the shard name " + why
 	}
-	return Handed{Name: f[0], Term: term, ETag: f[2]}, ""
+	return f, term, ""
 }
