@@ -576,7 +576,9 @@ func tally(outcomes []string) string {
 // record on that condition too: this session, the term one greater than the
 // listing's (or more). Only then does the func start. It reports whether it
 // did and, if not, why: the outcome its metric counts ("held": another
-// took it first; "transient": storage did not answer in time). A shard
+// took it first; "transient": storage did not answer in time), or "ended"
+// if the claim won but the session or the shard's place in the set ended
+// before the func could start (the metric has counted a win). A shard
 // taken back by a resumed session whose lease still has the ID its previous
 // process used (c.oldID) has that ID changed to this claim's instead of
 // being broken and acquired: one request less, the same effect.

@@ -108,13 +108,17 @@ func instance(cfg instanceConfig) error {
 	if dir := os.Getenv("SHARDCHAOS_CPUPROFILE"); dir != "" {
 		// Where this instance's CPU goes, over its life (a SIGKILLed one
 		// writes nothing): go tool pprof DIR/LANE-PID.pprof.
-		if f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", cfg.Lane, os.Getpid()))); err == nil {
-			if pprof.StartCPUProfile(f) == nil {
+		f, err := os.Create(filepath.Join(dir, fmt.Sprintf("%s-%d.pprof", cfg.Lane, os.Getpid())))
+		if err == nil {
+			if err = pprof.StartCPUProfile(f); err == nil {
 				defer f.Close()
 				defer pprof.StopCPUProfile()
 			} else {
 				f.Close()
 			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "shardchaos: no CPU profile: %v\n", err)
 		}
 	}
 
