@@ -67,6 +67,10 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 		runs = append(runs, startOwner(t, n, s, names, log.fn(n, nil)))
 	}
 	waitFor(t, 90*time.Second, "40 shards over 4 owners", func() bool { return balanced(log, 40, owners...) })
+	// Until the records count them, a giver could take another owner for
+	// e's fellow receiver (CI saw b hand its two shards to c, whose record
+	// still said 0, and e wait 31 s for its last two).
+	recordsCount(t, runs[0].owner, 4, 40)
 	time.Sleep(2 * time.Second)
 	for _, r := range runs {
 		givers[r.owner.Session()] = r.name
@@ -120,6 +124,7 @@ func TestGracefulStopHandsShardsStraightOn(t *testing.T) {
 		runs[n] = startOwner(t, n, s, names, log.fn(n, nil))
 	}
 	waitFor(t, 90*time.Second, "40 shards over 5 owners", func() bool { return balanced(log, 40, owners...) })
+	recordsCount(t, runs["a"].owner, 5, 40) // else e could hand more to one receiver than its share
 	time.Sleep(2 * time.Second)
 
 	stopped := time.Now()

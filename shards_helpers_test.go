@@ -211,6 +211,29 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 	return time.Since(start)
 }
 
+// recordsCount waits until the live sessions' records, as o's listing
+// reads them, are sessions of their own and count n shards between them: a
+// session rewrites its record only at its renewals, so for up to a
+// RenewInterval after its claims it still says it holds what it held before,
+// and another session that reads it then counts it below its share.
+func recordsCount(t testing.TB, o *ShardOwner, sessions, n int) {
+	t.Helper()
+	waitFor(t, 30*time.Second, fmt.Sprintf("%d sessions' records counting %d shards", sessions, n), func() bool {
+		info, err := o.Inspect(context.Background())
+		if err != nil {
+			return false
+		}
+		live, owned := 0, 0
+		for _, si := range info.Sessions {
+			if si.Live {
+				live++
+				owned += si.Owned
+			}
+		}
+		return live == sessions && owned == n
+	})
+}
+
 // balanced reports whether every shard runs exactly once, on the owners
 // named, and their counts differ by at most one.
 func balanced(l *shardLog, n int, owners ...string) bool {
