@@ -529,7 +529,9 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	if deficit <= 0 {
 		g.probed = false
 		g.freeStrays()
-		g.reportTook() // what was handed to it, if that is how it got there
+		if g.reportTook() { // what was handed to it, if that is how it got there
+			g.recordSoon()
+		}
 		clear(g.cands)
 		return nil
 	}
@@ -542,6 +544,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			// its share made).
 			g.expecting.Store(expectNothing)
 			g.reportTook()
+			g.recordSoon()
 		}
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on

@@ -70,7 +70,7 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 	// Until the records count them, a giver could take another owner for
 	// e's fellow receiver (CI saw b hand its two shards to c, whose record
 	// still said 0, and e wait 31 s for its last two).
-	recordsCount(t, runs[0].owner, 4, 40)
+	recordsCount(t, 30*time.Second, runs[0].owner, 4, 40)
 	time.Sleep(2 * time.Second)
 	for _, r := range runs {
 		givers[r.owner.Session()] = r.name
@@ -124,7 +124,7 @@ func TestGracefulStopHandsShardsStraightOn(t *testing.T) {
 		runs[n] = startOwner(t, n, s, names, log.fn(n, nil))
 	}
 	waitFor(t, 90*time.Second, "40 shards over 5 owners", func() bool { return balanced(log, 40, owners...) })
-	recordsCount(t, runs["a"].owner, 5, 40) // else e could hand more to one receiver than its share
+	recordsCount(t, 30*time.Second, runs["a"].owner, 5, 40) // else e could hand more to one receiver than its share
 	time.Sleep(2 * time.Second)
 
 	stopped := time.Now()
@@ -234,4 +234,19 @@ func TestNotesAreReadOnlyWhileShardsMayCome(t *testing.T) {
 	t.Logf("c read its notes %d times in the %v it took to reach its share", n, took.Round(time.Millisecond))
 	time.Sleep(s.withDefaults().RenewInterval + 2*s.RetryInterval)
 	quiet("all at their share again", "a", "b", "c")
+}
+
+// A session that has taken its share rewrites its record at once, not at its
+// next renewal: until then the others count it as short (see recordSoon).
+func TestASessionThatTakesItsShareSaysSoAtOnce(t *testing.T) {
+	t.Parallel()
+	s := testSettings(t)
+	s.LeaseDuration, s.RetryInterval = 60*time.Second, time.Second // renewals every 20 s
+	names := shardNames(20)
+	log := &shardLog{}
+	a := startOwner(t, "a", s, names, log.fn("a", nil))
+	startOwner(t, "b", s, names, log.fn("b", nil))
+	waitFor(t, 60*time.Second, "20 shards over a and b", func() bool { return balanced(log, 20, "a", "b") })
+	took := recordsCount(t, s.withDefaults().RenewInterval/4, a.owner, 2, 20)
+	t.Logf("the records counted every shard %v after the shards ran (RenewInterval %v)", took.Round(time.Millisecond), s.withDefaults().RenewInterval)
 }

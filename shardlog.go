@@ -14,11 +14,12 @@ import (
 // (those are at Debug). Ten thousand shards make a handful of lines.
 
 // reportTook logs the shards claimed since the last report, if any: once the
-// session has its share, at its next listing, or as it ends.
-func (g *shardManager) reportTook() {
+// session has its share, at its next listing, or as it ends. It reports
+// whether there were any.
+func (g *shardManager) reportTook() bool {
 	took := g.took.Swap(0)
 	if took == 0 {
-		return
+		return false
 	}
 	o := g.o
 	o.mu.Lock()
@@ -26,6 +27,21 @@ func (g *shardManager) reportTook() {
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: took shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", took, "running", running, "share", share)
+	return true
+}
+
+// recordSoon asks the session's renewal loop to rewrite its record now, if
+// the loop is waiting for its next renewal (else one is under way). A
+// session that has taken its share says so at once, not a RenewInterval
+// later: until then the others count it as short. A giver that did took
+// it for a receiver of a joiner's share, and the joiner, counting every
+// session short, read no notes (the handover tests saw both, after a cold
+// start: the joiner's last shards came 31 s late).
+func (g *shardManager) recordSoon() {
+	select {
+	case g.s.m.renewSoon <- make(chan error, 1):
+	default:
+	}
 }
 
 // stopped counts a shard's run that ended, by why; under o.mu.

@@ -216,9 +216,9 @@ func waitFor(t testing.TB, within time.Duration, what string, cond func() bool) 
 // session rewrites its record only at its renewals, so for up to a
 // RenewInterval after its claims it still says it holds what it held before,
 // and another session that reads it then counts it below its share.
-func recordsCount(t testing.TB, o *ShardOwner, sessions, n int) {
+func recordsCount(t testing.TB, within time.Duration, o *ShardOwner, sessions, n int) time.Duration {
 	t.Helper()
-	waitFor(t, 30*time.Second, fmt.Sprintf("%d sessions' records counting %d shards", sessions, n), func() bool {
+	return waitFor(t, within, fmt.Sprintf("%d sessions' records counting %d shards", sessions, n), func() bool {
 		info, err := o.Inspect(context.Background())
 		if err != nil {
 			return false
