@@ -1,6 +1,9 @@
 // Command listprobe measures how listings of a large prefix delay other
 // requests on one Azurite: writes' latency while listers page through
-// 10,000 blobs with metadata, by page size.
+// 10,000 blobs with metadata, by page size. With -steady, it measures
+// instead what a ShardOwner fleet's steady state costs Azurite beside that
+// many shard blobs: the sessions' listings and renewals alone, at the
+// fleet's rates, and Azurite's CPU over them.
 package main
 
 import (
@@ -19,6 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/procstat"
 )
 
 func main() {
@@ -26,6 +30,7 @@ func main() {
 	listers := flag.Int("listers", 3, "concurrent listers")
 	workers := flag.Int("workers", 32, "writers in flight")
 	dur := flag.Duration("for", 6*time.Second, "each phase")
+	steady := flag.Int("steady", 0, "instances whose steady state to play (sessions listed every 2 s, renewed every 5 s, each), instead of the listing phases")
 	flag.Parse()
 	ctx := context.Background()
 	srv, err := azurite.Start(ctx, azurite.Options{KeepAlive: 4 * time.Minute})
@@ -59,6 +64,10 @@ func main() {
 		}()
 	}
 	wg.Wait()
+	if *steady > 0 {
+		steadyMix(ctx, srv, cc, *steady, *n, *dur)
+		return
+	}
 	phase := func(name, prefix string, page int32, pause time.Duration) {
 		pctx, cancel := context.WithTimeout(ctx, *dur)
 		defer cancel()
@@ -136,3 +145,71 @@ func main() {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// steadyMix plays the requests a ShardOwner fleet of n instances makes in
+// its steady state, on n session blobs under bench/sessions/: each instance
+// lists the sessions (with metadata) every 2 s and rewrites its record every
+// 5 s, spread evenly. It prints Azurite's CPU over d, as a share of a core,
+// and over as long before with no request at all.
+func steadyMix(ctx context.Context, srv *azurite.Server, cc *container.Client, n, blobs int, d time.Duration) {
+	v := func(s string) *string { return &s }
+	md := map[string]*string{"leaderrole": v("session"), "leaderowned": v("1000"), "leaderset": v("0123456789abcdef"), "leadersetcount": v("10000"),
+		"leaderhanding": v("0"), "leaderterm": v("1"), "leaderidentity": v("instance-07"), "leadersince": v(time.Now().UTC().Format(time.RFC3339Nano)), "leaderleaseduration": v("15s")}
+	for i := range n {
+		if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i)).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md}); err != nil {
+			log.Fatal(err)
+		}
+	}
+	cpu := func() time.Duration {
+		c, err := procstat.CPU(srv.PID())
+		if err != nil {
+			log.Fatal(err)
+		}
+		return c
+	}
+	share := func(c time.Duration) float64 { return 100 * c.Seconds() / d.Seconds() }
+	idle := cpu()
+	time.Sleep(d)
+	idleCPU := cpu() - idle
+	prefix := "bench/sessions/"
+	every := func(interval time.Duration, fn func()) {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		end := time.After(d)
+		for {
+			select {
+			case <-end:
+				return
+			case <-t.C:
+				go fn()
+			}
+		}
+	}
+	var lists, writes atomic.Int64
+	start := cpu()
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		every(2*time.Second/time.Duration(n), func() {
+			p := cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
+			for p.More() {
+				if _, err := p.NextPage(ctx); err != nil {
+					return
+				}
+			}
+			lists.Add(1)
+		})
+	})
+	var turn atomic.Int64
+	wg.Go(func() {
+		every(5*time.Second/time.Duration(n), func() {
+			i := int(turn.Add(1)) % n
+			if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i)).SetMetadata(ctx, md, nil); err == nil {
+				writes.Add(1)
+			}
+		})
+	})
+	wg.Wait()
+	busy := cpu() - start
+	fmt.Printf("%d instances' steady state beside %d blobs, over %v: %d listings, %d record writes; Azurite %.1f %% of a core (%.1f %% with no request)\n",
+		n, blobs, d, lists.Load(), writes.Load(), share(busy), share(idleCPU))
+}

@@ -13,7 +13,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -30,6 +29,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/procstat"
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
 )
 
@@ -391,13 +391,13 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 	}
 	before := map[string]sample{}
 	for _, l := range lanes {
-		cpu, err := procCPU(h.PID(l))
+		cpu, err := procstat.CPU(h.PID(l))
 		if err != nil {
 			return s, err
 		}
 		before[l] = sample{cpu, chaos.Mono()}
 	}
-	azBefore, err := procCPU(h.Azurite().PID())
+	azBefore, err := procstat.CPU(h.Azurite().PID())
 	if err != nil {
 		return s, err
 	}
@@ -406,14 +406,14 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 		return s, ctx.Err()
 	}
 	to := chaos.Mono()
-	azAfter, err := procCPU(h.Azurite().PID())
+	azAfter, err := procstat.CPU(h.Azurite().PID())
 	if err != nil {
 		return s, err
 	}
 	s.azurite = 100 * (azAfter - azBefore).Seconds() / time.Duration(to-from).Seconds()
 	recs := h.Records()
 	for _, l := range lanes {
-		cpu, err := procCPU(h.PID(l))
+		cpu, err := procstat.CPU(h.PID(l))
 		if err != nil {
 			return s, err
 		}
@@ -442,29 +442,6 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 	}
 	return s, nil
 }
-
-// procCPU is a process's user + system CPU time.
-func procCPU(pid int) (time.Duration, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0, err
-	}
-	// The command name may hold spaces: fields count from its closing paren.
-	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
-	if len(f) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: too few fields", pid)
-	}
-	ut, err1 := strconv.ParseInt(f[11], 10, 64)
-	st, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err := errors.Join(err1, err2); err != nil {
-		return 0, err
-	}
-	return time.Duration(ut+st) * time.Second / clockTicks, nil
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat's times: 100 on every
-// Linux architecture Go supports.
-const clockTicks = 100
 
 // procMem is a process's resident memory now and at its peak, in MiB.
 func procMem(pid int) (rss, peak float64, err error) {
