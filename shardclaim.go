@@ -11,7 +11,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -515,39 +514,36 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
-	var wins, livingWins atomic.Int64
-	living := 0 // candidates not of a dead session
-	for _, c := range picked {
+	got := make([]bool, len(picked))
+	why := make([]string, len(picked)) // why each claim that failed did
+	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = g.claimOne(picked[i]) })
+	wins, living, livingWins := 0, 0, 0 // living: candidates not of a dead session
+	for i, c := range picked {
+		if got[i] {
+			wins++
+		}
 		if !c.dead {
 			living++
-		}
-	}
-	lostTo := make([]string, len(picked)) // why each claim that failed did
-	atOnce(len(picked), claimParallel, func(i int) {
-		won, why := g.claimOne(picked[i])
-		if won {
-			wins.Add(1)
-			if !picked[i].dead {
-				livingWins.Add(1)
+			if got[i] {
+				livingWins++
 			}
 		}
-		lostTo[i] = why
-	})
+	}
 	// Half of the candidates or more were taken meanwhile: list again
 	// rather than try the rest one by one. A dead session's shards do not
 	// count: a survivor tries at most its part of them (then lists, see
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
-	g.stale = 2*int(livingWins.Load()) < living
+	g.stale = 2*livingWins < living
 	for _, name := range free {
 		if c, ok := g.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
 	}
-	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins.Load(), "tried", len(picked),
-		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free), "failed", tally(lostTo))
-	return int(wins.Load()), len(picked), more
+	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins, "tried", len(picked),
+		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free), "failed", tally(why))
+	return wins, len(picked), more
 }
 
 // tally counts the outcomes of the claims that failed ("held", "lost",
