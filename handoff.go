@@ -600,7 +600,10 @@ func (g *shardManager) adopt(hs []handed) {
 	sem := g.adoptSlots
 	var wg sync.WaitGroup
 	for _, h := range hs {
-		if !o.reserve(h.name, g.recorded(h.name, h.term)) {
+		// Asked as the shard is reserved: an adoption of the same term that
+		// failed (adoptOne) records it before it lets the shard go, and may
+		// then release its lease.
+		if !o.reserve(h.name, func() bool { return g.recorded(h.name, h.term) }) {
 			continue
 		}
 		sem <- struct{}{}

@@ -250,3 +250,25 @@ func TestASessionThatTakesItsShareSaysSoAtOnce(t *testing.T) {
 	took := recordsCount(t, s.withDefaults().RenewInterval/4, a.owner, 2, 20)
 	t.Logf("the records counted every shard %v after the shards ran (RenewInterval %v)", took.Round(time.Millisecond), s.withDefaults().RenewInterval)
 }
+
+// A failed adoption marks the term as its own, then gives up its
+// reservation of the shard, then may release the lease: a note read
+// meanwhile must see the mark when it reserves the shard, not before (a
+// check made before the reservation could miss a mark made between the
+// two, and start the shard at once while its lease is being released).
+func TestAnAdoptionAsksWhetherTheTermIsItsOwnAsItReserves(t *testing.T) {
+	o := &ShardOwner{runs: map[string]*shardRun{}, claiming: map[string]bool{}}
+	asked := false
+	ok := o.reserve("shard-1", func() bool {
+		asked = true
+		if o.mu.TryLock() {
+			o.mu.Unlock()
+			t.Error("skip was asked outside the lock that reservations are made under")
+		}
+		return true
+	})
+	require.True(t, asked)
+	require.False(t, ok, "a term marked as its own must not be reserved")
+	require.True(t, o.reserve("shard-1", nil))
+	require.False(t, o.reserve("shard-1", nil), "reserved twice")
+}

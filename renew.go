@@ -211,7 +211,11 @@ import (
 // live, starts the func at once, unless it may have ended that lease
 // itself: the release that follows an adoption whose acquire failed, or a
 // break of a shard recorded for it that it did not hold, marks the term as
-// its own first (below), and it never adopts such a term. Any other way it learns of a shard recorded
+// its own first (below), and it never adopts such a term (it asks whether a
+// term is its own as it reserves the shard, under one lock: a failed
+// adoption gives up its reservation only once it has marked the term, and
+// releases the lease after that; see reserve).
+// Any other way it learns of a shard recorded
 // for it (its listing of the shards; a note it cannot vouch for), it starts
 // the func only once an acquire with the derived ID, If-Match the ETag of
 // that record, has succeeded: the record is then still the one the giver

@@ -232,7 +232,7 @@ func (g *shardManager) takeEach(cands []candidate, free []listed) int {
 	var won atomic.Int64
 	var mine []candidate
 	for _, c := range cands {
-		if o.reserve(c.name, false) {
+		if o.reserve(c.name, nil) {
 			mine = append(mine, c)
 		}
 	}

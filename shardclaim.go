@@ -360,13 +360,16 @@ func (o *ShardOwner) isRunning(name string) bool {
 	return o.runs[name] != nil
 }
 
-// reserve marks shard name as being claimed, unless skip, it runs here, or
-// a claim of it is in flight: it reports whether it did. The claim's end
-// (claimOne's done, start) unmarks it.
-func (o *ShardOwner) reserve(name string, skip bool) bool {
+// reserve marks shard name as being claimed, unless it runs here, a claim
+// of it is in flight, or skip (if not nil) says no: it reports whether it
+// did. The claim's end (claimOne's done, start) unmarks it. skip is asked
+// under the same lock as the mark is made, so that a claim that notes
+// something (a term as its own: adoptOne) before it unmarks the shard has
+// noted it for skip to see.
+func (o *ShardOwner) reserve(name string, skip func() bool) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if skip || o.runs[name] != nil || o.claiming[name] {
+	if o.runs[name] != nil || o.claiming[name] || skip != nil && skip() {
 		return false
 	}
 	o.claiming[name] = true
