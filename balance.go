@@ -270,6 +270,11 @@ func checkShardNames(names []string) (map[string]bool, error) {
 // know which shards are held by a live session.
 func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	o := g.o
+	if q := g.quiet(); q > 0 {
+		// After a deletion of the container (vanished.go).
+		*wait = min(*wait, q)
+		return nil
+	}
 	g.noteGrowth(view)
 	o.mu.Lock()
 	n, digest := len(o.set), o.digest

@@ -324,3 +324,47 @@ func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
 	s.Blob = name
 	return leaderOn(t, s)
 }
+
+// The container deleted under a running ShardOwner fleet takes every
+// session's blob and every shard's, leased as they are: no shard runs twice
+// at once while the doomed sessions wind down, and each shard's terms go on
+// from the highest any running instance saw (vanished.go).
+func TestShardsRunOnceAndTermsGrowWhenTheContainerIsDeleted(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	shards := shardNames(6)
+	raw := newRawBlob(t, s)
+	log := &shardLog{}
+	var logs syncBuffer
+	a := startOwner(t, "a", s, shards, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitFor(t, 30*time.Second, "a runs every shard", func() bool { return log.perOwner()["a"] == len(shards) })
+	startOwner(t, "b", s, shards, log.fn("b", nil))
+	waitFor(t, 60*time.Second, "a and b share the shards", func() bool { return balanced(log, len(shards), "a", "b") })
+	before := map[string]int64{}
+	for _, tm := range log.snapshot() {
+		before[tm.shard] = max(before[tm.shard], tm.number)
+	}
+	time.Sleep(2 * s.RetryInterval) // a reads b's terms
+
+	deleted := time.Now()
+	_, err := raw.cc.Delete(context.Background(), nil)
+	require.NoError(t, err)
+	waitFor(t, 90*time.Second, "every shard runs again after the deletion", func() bool {
+		n := 0
+		for _, tm := range log.snapshot() {
+			if tm.start.After(deleted) && tm.end.IsZero() {
+				n++
+			}
+		}
+		return n == len(shards)
+	})
+	a.stop(t)
+	log.requireNeverTwice(t)
+	for _, tm := range log.snapshot() {
+		if tm.start.After(deleted) {
+			assert.Greater(t, tm.number, before[tm.shard], "shard %s: the first term after the deletion continues from the highest before it", tm.shard)
+			assert.GreaterOrEqual(t, tm.start.Sub(deleted), s.LeaseDuration, "shard %s started again before every session that ran it could have stopped", tm.shard)
+		}
+	}
+	assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
+}

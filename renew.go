@@ -137,7 +137,8 @@ import (
 // record names a session that is dead.
 // Dead means: its blob shows no lease although its owner wrote its record
 // under one (released, which its owner does only after every shard func
-// returned; or broken), or its blob is gone (deleted only once unleased). A
+// returned; or broken), or its blob is gone (deleted only once unleased, or
+// with its container: see below). A
 // session is broken only by the followers' rule above: on an ETag first seen
 // at R, after its write was processed, after S; at R + D or later, after the
 // owner stopped every shard func. A dead session stays dead: no one acquires
@@ -192,6 +193,22 @@ import (
 // broken by hand is not noticed by its holder, which has no renewal of it to
 // fail, until it next lists the shards, which a settled fleet seldom does:
 // never break one by hand (leaderctl refuses to).
+//
+// A container deleted under the fleet takes every blob in it, leased or
+// not: the one way a live session's blob, or a held shard's, goes (a delete
+// needs the lease ID). The sessions that ran then renew no more (a
+// session's blob is never created twice) and stop by their fuses, at S + D
+// - StopMargin for writes sent before the deletion. An instance that sees
+// it (its renewal, or a listing, finds its session's blob or the container
+// gone, or its next session finds the container gone) claims nothing with
+// its next session for longer than the longest D that the sessions it last
+// listed declared, counted from that session's first pass, which follows
+// the deletion; meanwhile it seeds the blob of each shard it saw terms on
+// with the highest it saw, or raises another's seed to it, so that the
+// first term after the quiet continues from the highest any of them saw
+// (vanished.go). A process that never saw the fleet before the deletion,
+// or one that had no session then and finds the container created again,
+// knows nothing of it, as for the mutex's blob: that is the limit.
 //
 // A shard handed straight on (handoff.go: a join, a rebalance, a session
 // leaving as its caller ends Run) is never free on the way. Its giver, once

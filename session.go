@@ -154,8 +154,13 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	}
 	s := o.newSession(id)
 	lm := s.m.lease
-	if err := lm.ensureBlob(ctx); err != nil {
-		return nil, Grant{}, err
+	if err := lm.createBlob(ctx); err != nil {
+		if o.hadRecord.Load() && gone(err) {
+			o.sawDeletion("a new session found the container gone")
+		}
+		if err := lm.ensureBlob(ctx); err != nil {
+			return nil, Grant{}, err
+		}
 	}
 	var g Grant
 	var err error
@@ -276,6 +281,7 @@ type listed struct {
 // list reads every blob under dir (sessionsDir or shardsDir) with its
 // metadata, listPage a page, and calls fn for each in name order. Each page is
 // one request, bounded by RequestTimeout; Received is when its page arrived.
+// It returns errContainerGone if the container is gone.
 func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) error {
 	full := o.prefix + dir
 	pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
@@ -292,8 +298,8 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 		page, err := pager.NextPage(callCtx)
 		received := time.Now()
 		cancel()
-		if bloberror.HasCode(err, bloberror.ContainerNotFound) {
-			return nil // nothing there yet
+		if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+			return errContainerGone // nothing there: not yet, or no more (vanished.go)
 		}
 		if err != nil {
 			return o.ops.classify("list "+strings.TrimSuffix(dir, "/"), err, nil, nil)
@@ -489,9 +495,26 @@ const deadFor = time.Hour
 func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *sessionWatch, wait *time.Duration) (sessionView, error) {
 	var seen []listed
 	if err := o.list(ctx, sessionsDir, func(l listed) { seen = append(seen, l) }); err != nil {
+		if errors.Is(err, errContainerGone) {
+			o.sawDeletion("a listing of the sessions found the container gone")
+			return sessionView{}, errSessionGone
+		}
 		return sessionView{}, err
 	}
+	if !slices.ContainsFunc(seen, func(l listed) bool { return l.name == own.id }) {
+		// Its blob was written before this session's first pass, and no
+		// leased blob of ours is deleted but with its container.
+		o.sawDeletion("a listing of the sessions did not show this session's blob")
+		return sessionView{}, errSessionGone
+	}
 	D := o.settings.LeaseDuration
+	longest := D
+	for _, l := range seen {
+		if l.isSession() && l.rec.problem == nil && l.info.State == lease.StateTypeLeased && l.info.DeclaredDuration > longest {
+			longest = l.info.DeclaredDuration
+		}
+	}
+	o.longestD.Store(int64(longest))
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}

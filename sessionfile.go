@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"path/filepath"
 	"strconv"
@@ -206,6 +207,11 @@ func (g *shardManager) takeBack() {
 		if err == nil {
 			listTook = time.Since(start) - byList
 			break
+		}
+		if errors.Is(err, errContainerGone) {
+			// And this session's blob with it: its first pass ends it.
+			o.sawDeletion("a resumed session found the container gone")
+			return
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
 			"prefix", o.prefix, "error", err)

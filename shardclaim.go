@@ -156,6 +156,11 @@ func (g *shardManager) listShards(view sessionView) error {
 			entries = append(entries, l)
 		}
 	}); err != nil {
+		if errors.Is(err, errContainerGone) {
+			// And this session's blob with it (vanished.go).
+			o.sawDeletion("a listing of the shards found the container gone")
+			return errSessionGone
+		}
 		return err
 	}
 	g.lastList = time.Now()

@@ -57,6 +57,8 @@ type ShardOwner struct {
 	transport *http.Transport   // built by the library, nil for the caller's
 	ops       *BlobLeaseManager // classifies and bounds the listings
 	reached   atomic.Bool       // the account has answered
+	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
+	longestD  atomic.Int64      // the longest lease duration a live session declared, by the last listing of the sessions
 	running   atomic.Bool
 
 	// The session's lease is kept on connections of its own when the
@@ -95,6 +97,8 @@ type ShardOwner struct {
 	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
 	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
 	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
+	deleted     bool                    // the container was seen deleted under a session, and no session has begun its quiet since (vanished.go)
+	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session
 	target      int
@@ -669,9 +673,12 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		g.releaseLeftovers(g.releases)
 		g.reportTook()
 		o.reportStopped(true)
+		if c := context.Cause(g.stopNow); c != nil && gone(c) {
+			o.sawDeletion("the session's renewal found its blob gone")
+		}
 		o.mu.Lock()
 		o.current = nil
-		if err != nil {
+		if err != nil && !errors.Is(err, errSessionGone) {
 			o.mgrErr = err
 		}
 		p, panicked := o.panicked, o.panicSet
@@ -682,6 +689,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		}
 	}()
 	o.reached.Store(true)
+	o.hadRecord.Store(true)
 	if s.resumed {
 		g.takeBack()
 	}
@@ -720,6 +728,10 @@ func (g *shardManager) loop() error {
 			backoff = s.RetryInterval
 		case g.ctx.Err() != nil:
 			return nil
+		case errors.Is(err, errSessionGone):
+			o.logger.Warn("leaderelection: this session's blob is gone with its container; ending the session", "container", s.Container, "prefix", o.prefix,
+				"session", g.s.id)
+			return err
 		case errors.Is(err, ErrPermanent):
 			o.logger.Error("leaderelection: giving up: storage refused a request", "container", s.Container, "prefix", o.prefix, "error", err)
 			return err
@@ -841,13 +853,16 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 			ETag: l.info.ETag, LastModified: l.info.LastModified,
 		})
 	})
+	if errors.Is(err, errContainerGone) {
+		return info, nil // nothing there
+	}
 	if err != nil {
 		return ShardsInfo{}, err
 	}
 	err = o.list(ctx, shardsDir, func(l listed) {
 		info.Shards = append(info.Shards, ShardInfo{Name: l.name, Held: l.info.Held(), Session: l.session, Term: l.info.Leader})
 	})
-	if err != nil {
+	if err != nil && !errors.Is(err, errContainerGone) {
 		return ShardsInfo{}, err
 	}
 	return info, nil

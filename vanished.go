@@ -1,0 +1,178 @@
+package leaderelection
+
+import (
+	"errors"
+	"sync/atomic"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+)
+
+// A container deleted under a running ShardOwner fleet takes every blob in
+// it, leased or not: every session's and every shard's. No blob of ours is
+// deleted otherwise while leased (a delete needs the lease ID), so this is
+// the one way a session's blob goes while its owner lives, and the shards'
+// with it. The sessions that ran then are doomed (a session's blob is never
+// created twice, so no renewal of theirs succeeds again), but each runs its
+// shard funcs until it notices, or until its fuse blows: by S + D -
+// StopMargin for its last confirmed write, sent at S, before the deletion.
+// A shard blob created again meanwhile must not be claimed by anyone before
+// then, and its first term must continue from the highest any instance saw.
+//
+// So an instance that sees the deletion (its session's renewal, or a
+// listing, finds its session's blob or the container gone; or its next
+// session finds the container gone, as it creates its blob) claims nothing
+// with its next session for quietFor from that session's first pass, which
+// comes after it saw the deletion, and so after the deletion: longer than
+// the longest lease duration D any session it knew declared, so every
+// doomed session has stopped. Meanwhile that session creates the blob of
+// every shard it saw terms on, seeded with the highest it saw (marked as
+// created again, record.go), or raises the seed of one another instance
+// created to that, on condition (If-Match) of its ETag, unleased as it is.
+// Every instance that saw the deletion does so at its next session's first
+// pass, which it reaches within a backoff (at most D) and a RetryInterval of
+// the container's being usable again, before the first of them ends its
+// quiet; so the first claim, which records the seed + 1 or more, continues
+// from the highest term any of them saw. An instance that never saw the
+// fleet before the deletion (a process started after it), or that had no
+// session then and whose next session finds the container created again,
+// knows nothing of it: it may claim at once, and its terms may start again
+// from what is seeded, or from 1; as for the mutex's blob, that is the
+// limit.
+
+// errSessionGone ends a session whose blob a listing found gone, or whose
+// container it did: deleted under it.
+var errSessionGone = errors.New("leaderelection: the session's blob is gone: its container was deleted")
+
+// errContainerGone is what list returns when the container is gone, or
+// being deleted.
+var errContainerGone = errors.New("leaderelection: the container is gone")
+
+// gone reports whether err says a blob, or its container, is gone.
+func gone(err error) bool {
+	codes := []bloberror.Code{bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted}
+	var se *StorageError
+	if errors.As(err, &se) {
+		for _, c := range codes {
+			if se.ErrorCode == string(c) {
+				return true
+			}
+		}
+	}
+	return bloberror.HasCode(err, codes...) || errors.Is(err, errContainerGone)
+}
+
+// sawDeletion notes that this instance saw its session's blob, or the
+// container, gone: its next session's first pass starts a quiet (see above).
+func (o *ShardOwner) sawDeletion(how string) {
+	o.mu.Lock()
+	first := !o.deleted
+	o.deleted = true
+	o.mu.Unlock()
+	if first {
+		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
+			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", o.quietFor().Round(time.Millisecond))
+	}
+}
+
+// quietFor is how long a session claims nothing after a deletion seen: the
+// longest lease duration the sessions it last listed declared (its own, if
+// longer), StopMargin, and a RetryInterval and two RequestTimeouts for the
+// other instances that saw it to seed their terms (see above).
+func (o *ShardOwner) quietFor() time.Duration {
+	s := o.settings
+	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
+}
+
+// quiet reports how long this session must still claim nothing. A deletion
+// seen before its first pass starts the quiet then, and the seeding of the
+// terms it saw; a quiet begun by an earlier session of this instance runs on.
+func (g *shardManager) quiet() time.Duration {
+	o := g.o
+	o.mu.Lock()
+	seed := o.deleted
+	if seed {
+		o.deleted = false
+		o.quietUntil = time.Now().Add(o.quietFor())
+	}
+	left := time.Until(o.quietUntil)
+	o.mu.Unlock()
+	if seed {
+		g.seedTerms()
+	}
+	return max(0, left)
+}
+
+// seedTerms creates the blob of every shard of the set that this instance
+// saw terms on and that is gone, seeded with the highest of them, or raises
+// a seed that another instance created lower (see above).
+func (g *shardManager) seedTerms() {
+	o := g.o
+	o.mu.Lock()
+	floors := make(map[string]int64, len(o.floors))
+	for name, n := range o.floors {
+		if o.set[name] && n > 0 {
+			floors[name] = n
+		}
+	}
+	o.mu.Unlock()
+	found := map[string]listed{}
+	if err := o.list(g.ctx, shardsDir, func(l listed) {
+		if floors[l.name] > 0 {
+			found[l.name] = l
+		}
+	}); err != nil {
+		o.logger.Warn("leaderelection: could not list the shards to seed their terms after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
+		return
+	}
+	names := make([]string, 0, len(floors))
+	for name := range floors {
+		names = append(names, name)
+	}
+	var created, raised atomic.Int64
+	atOnce(len(names), claimParallel, func(i int) {
+		name := names[i]
+		lm := o.managerFor(o.shardBlob(name), "")
+		l, ok := found[name]
+		if !ok {
+			if _, err := o.createShard(g.ctx, lm); err == nil {
+				created.Add(1)
+				return
+			}
+			// Created meanwhile, by another instance that saw the
+			// deletion: raise its seed, if lower.
+			info, err := lm.Inspect(g.ctx)
+			if err != nil || !info.Exists {
+				return
+			}
+			l = listed{info: info}
+		}
+		if g.raiseSeed(lm, l.info, floors[name]) {
+			raised.Add(1)
+		}
+	})
+	o.logger.Info("leaderelection: seeded the terms of the shards after the container was deleted", "container", o.settings.Container, "prefix", o.prefix,
+		"created", created.Load(), "raised", raised.Load(), "shards", len(names))
+}
+
+// raiseSeed raises the seed of a shard's blob that nobody leases and that
+// carries no term's record to floor, if lower, on condition that its ETag
+// is still info's. It reports whether it did.
+func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+	if info.Held() || info.Leader.Identity != "" || info.Leader.Number >= floor || info.Role != "" && info.Role != RoleShard || info.RecordError.blocks() {
+		return false
+	}
+	ctx, cancel := lm.call(g.ctx)
+	defer cancel()
+	etag := info.ETag
+	_, err := lm.blobClient.SetMetadata(ctx, createMetadata(RoleShard, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	}})
+	if err != nil {
+		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob,
+			"error", lm.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil))
+		return false
+	}
+	return true
+}
