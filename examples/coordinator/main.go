@@ -99,11 +99,15 @@ func run(ctx context.Context, logger *slog.Logger, args []string) error {
 	logger.Info("serving /healthz and /metrics", "addr", ln.Addr().String())
 
 	// The library says what it contends for, as whom, and who leads.
-	// Returns once ctx is done, the coordinator has returned and the lease
-	// is released; or at once if storage refuses us for good.
+	// Returns once ctx is done and, if this instance led, the coordinator
+	// has returned and the lease is released; or at once if storage refuses
+	// us for good.
 	err = mutex.RunTaskWhenMutexAcquired(ctx)
 	if errors.Is(err, context.Canceled) {
-		logger.Info("shut down; lease released")
+		// Only that it shut down: a follower had no lease to release, and
+		// for a leader the library has logged the end of its term, and
+		// warned if the release failed or ran out of time.
+		logger.Info("shut down")
 		err = nil
 	}
 

@@ -190,10 +190,41 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 	// Under -race, the child's exit alone takes 1 s (GORACE atexit_sleep_ms).
 	t.Logf("exited %v after SIGTERM (grace period needed: %v)", time.Since(sent).Round(time.Millisecond), grace)
 	require.NoError(t, svc.err, "exit status")
-	assert.Contains(t, logs.String(), "shut down; lease released")
+	assert.Contains(t, logs.String(), `msg="leaderelection: stopped leading"`, "the library reports the end of its term")
+	assert.Contains(t, logs.String(), `msg="shut down"`)
 	info, err = manager.Inspect(context.Background())
 	require.NoError(t, err)
 	assert.False(t, info.Held(), "the lease is released, not left to expire: state %s", info.State)
+}
+
+// A follower that never led released nothing: on SIGTERM it says only that
+// it shut down, and exits 0; the leader leads on.
+func TestAFollowerShutsDownWithoutClaimingARelease(t *testing.T) {
+	settings := leaderelection.BlobSettings{
+		ConnectionString: azuritetest.ConnectionString(t),
+		Container:        "examples",
+		Blob:             fmt.Sprintf("coordinator-follower-%d", time.Now().UnixNano()),
+	}
+	leader := startService(t, settings)
+	require.Eventually(t, func() bool { return strings.Contains(leader.logs.String(), `msg=coordinating`) },
+		30*time.Second, 20*time.Millisecond, "the first service never led")
+	follower := startService(t, settings)
+	require.Eventually(t, func() bool {
+		return strings.Contains(follower.logs.String(), `msg="leaderelection: following the leader"`)
+	}, 30*time.Second, 20*time.Millisecond, "the second service never followed")
+
+	require.NoError(t, follower.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-follower.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the follower still runs 10s after SIGTERM")
+	}
+	require.NoError(t, follower.err, "exit status")
+	logs := follower.logs.String()
+	assert.Contains(t, logs, `msg="shut down"`)
+	assert.NotContains(t, logs, "released", "a follower holds no lease to release")
+	assert.NotContains(t, logs, "coordinating", "it never led")
+	assert.NotContains(t, leader.logs.String(), "coordinator stopping", "the leader leads on")
 }
 
 // syncBuffer is the service's stderr, read while the service writes it.

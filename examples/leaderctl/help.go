@@ -34,7 +34,8 @@ Usage:
   leaderctl help [command]
 
 ` + connectionHelp + `
-Exit status: 0 done, 1 a storage request failed, 2 usage error (nothing sent),
+Exit status: 0 done, 1 a storage request failed, or status or shards found
+  that the container does not exist, 2 usage error (nothing sent),
 3 break found the holder of an ETag lease alive, and did not break it,
 4 break was pointed at a ShardOwner's session or shard, which it never breaks,
   or at its held list or handoff note, which are no leases,
@@ -60,7 +61,8 @@ lists the ShardOwner's blobs to show the session that holds it, and whether
 that session is live. A record that does not read (a term number that is not
 one, or is the largest; a declared lease duration no setting declares) is
 shown with its key, its value, what is wrong, and the repair to run: no term
-follows such a record until it is repaired.
+follows such a record until it is repaired. If storage answers that the
+container does not exist, status says so and exits with 1.
 
 A ShardOwner also writes two kinds of blob that are no leases, only hints,
 which status reads and explains (one request for the blob, one for its body,
@@ -200,11 +202,18 @@ listing of <P>/sessions/ and <P>/shards/ sees it: it reads, and holds,
 breaks or changes nothing. Two or more requests (the sessions, then the
 shards 1,000 a page), and one for each session's held list, not one
 snapshot: a session that started after the sessions were listed shows as
-dead until the next listing.
+dead until the next listing. If storage answers that the container does not
+exist, shards says so and exits with 1; a prefix with nothing under it is
+named as such.
 
   sessions  each session's ID, the identity of the instance that runs it,
-            live or dead (live: its lease is held and it has written its
-            record), since when (by its clock), HELD: the shard blobs the
+            live, silent or dead (live: its lease is held and it has written
+            its record within the lease duration it declared; silent: its
+            lease is held, but its blob has not been written for longer
+            than that, judged by the server's clock (its answer's Date; by
+            ours if it gives none): probably dead, and its shards do not
+            run, though the library counts it until a survivor breaks its
+            lease), since when (by its clock), HELD: the shard blobs the
             listing shows it holding, RECORD: how many it held at its last
             write by its own count, LIST: how many its held list
             (<P>/held/<ID>) names by the count in its metadata, the shards
@@ -219,9 +228,10 @@ dead until the next listing.
   spread    the fewest and the most shards a live session holds: the library
             keeps them within one of each other, within a set
   unowned   the shard blobs no live session holds: free (a shard removed
-            from every set stays so), or held by a dead session, which the
-            survivors take within the session's lease duration; the first
-            20 named
+            from every set stays so), held by a dead session, which the
+            survivors take within the session's lease duration, or held by
+            a silent one, which they take once they have broken its lease;
+            the first 20 named
 
 A session's or a shard's lease is never broken by hand (leaderctl break
 refuses it): to move shards, stop or restart the instance that runs them.
@@ -229,20 +239,23 @@ refuses it): to move shards, stop or restart the instance that runs them.
   -prefix P             the ShardOwner's prefix, required (env LEASE_PREFIX)
   -container NAME       its container, required (env LEASE_CONTAINER)
   -shards               also list every shard blob: its state (owned, free,
-                        deadHolder), the session its record names, the
-                        identity and the term of its last holder
+                        deadHolder, silentHolder), the session its record
+                        names, the identity and the term of its last holder
   -json                 print one JSON object instead (with -watch, one per
                         listing, each on one line):
-                        {"container", "prefix", "listed", "liveSessions",
-                         "deadSessions", "sessions": [{"id", "identity",
-                         "live", "since", "heldByRecord", "heldByListing",
+                        {"container", "prefix", "listed", "serverDate",
+                         "liveSessions", "silentSessions", "deadSessions",
+                         "sessions": [{"id", "identity", "live", "silent",
+                         "lastModified", "silentSeconds", "since",
+                         "heldByRecord", "heldByListing",
                          "heldByList": null unless "list" is "ok", "list":
                          "ok", "none", "malformed" or "unread", "shardSet",
                          "setSize", "declaredSeconds"}],
                          "sets": [{"shardSet", "setSize", "sessions", "held",
                          "spread"}], "spread": null with no live session, or
                          {"min", "max", "withinOne"}, "shardBlobs",
-                         "unowned": {"count", "free", "deadHolder", "names"},
+                         "unowned": {"count", "free", "deadHolder",
+                         "silentHolder", "names"},
                          "shards": [{"name", "state", "session", "identity",
                          "term", "since"}]}. Times are UTC; "since" is by the
                          session's or the shard holder's clock. Fields may

@@ -11,11 +11,12 @@
 //	go run ./examples/leaderctl shards -container leases -prefix jobs -watch
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
-// storage request fails, 2 on a usage error, 3 when break finds the holder
-// of an ETag lease alive and leaves its lease alone, 4 when break is pointed
-// at a ShardOwner's session or shard, which it never breaks, or at its held
-// list or handoff note, which are no leases, and 5 when repair writes
-// nothing (the lease is held, or -term would lower the term).
+// storage request fails or status or shards finds that the container does
+// not exist, 2 on a usage error, 3 when break finds the holder of an ETag
+// lease alive and leaves its lease alone, 4 when break is pointed at a
+// ShardOwner's session or shard, which it never breaks, or at its held list
+// or handoff note, which are no leases, and 5 when repair writes nothing
+// (the lease is held, or -term would lower the term).
 package main
 
 import (
@@ -30,13 +31,16 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection"
 )
 
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // a storage request failed
+	exitFailed = 1 // a storage request failed, or status or shards found no such container
 	exitUsage  = 2 // bad command line or environment: nothing was sent
 	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
 	// break: the blob is a ShardOwner's session or shard, whose lease is
@@ -169,6 +173,9 @@ type target struct {
 	// peek, if set, sees what the manager's requests read of the blob
 	// beyond its LeaseInfo (see blobPeek).
 	peek *blobPeek
+	// server, if set, sees in the answers whether the container exists,
+	// and the server's clock (see serverView).
+	server *serverView
 }
 
 // blobFlag is the flag and the variable that name the blob, and what the
@@ -223,8 +230,17 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		"LeaseDuration": "-lease-duration", "RequestTimeout": "-timeout",
 	}
 	s := leaderelection.BlobSettings{LeaseDuration: t.leaseDuration}
+	var policies []policy.Policy
 	if t.peek != nil {
-		s.ClientOptions = t.peek.options()
+		policies = append(policies, t.peek)
+	}
+	if t.server != nil {
+		policies = append(policies, t.server)
+	}
+	if len(policies) > 0 {
+		// Without a Transport the library still uses one of its own, which
+		// the session's close closes.
+		s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: policies}}
 	}
 
 	// Flags win over the environment, as a whole: a source given as a flag

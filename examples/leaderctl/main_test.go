@@ -22,6 +22,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 	"github.com/blobelect/leaderelection"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -164,7 +165,8 @@ func decode(t *testing.T, out string) map[string]any {
 
 func TestStatusOfALeaseNobodyCreatedSaysNoLeader(t *testing.T) {
 	t.Parallel()
-	_, env := newLease(t)
+	s, env := newLease(t)
+	newRawBlob(t, s) // its container exists: see TestStatusAndShardsSayThatTheContainerDoesNotExist
 
 	r := leaderctl(t, env, "status")
 	require.Equal(t, exitOK, r.code, r.stderr)
@@ -617,6 +619,7 @@ func inspect(t *testing.T, s leaderelection.BlobSettings, blob string) leaderele
 // shard funcs' starts and ends.
 type shardOwner struct {
 	owner   *leaderelection.ShardOwner
+	tr      *faults.Transport // its storage, to cut it off
 	mu      sync.Mutex
 	running map[string]bool
 	stopped []string // shards whose func's context was cancelled
@@ -629,7 +632,7 @@ func startShardOwner(t *testing.T, s leaderelection.BlobSettings, who string, sh
 	tr := faults.New()
 	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
 	s.LeaseDuration, s.StopMargin, s.RetryInterval = 4*time.Second, 1500*time.Millisecond, 300*time.Millisecond
-	so := &shardOwner{running: map[string]bool{}}
+	so := &shardOwner{tr: tr, running: map[string]bool{}}
 	o, err := leaderelection.NewShardOwner(s, shards, func(ctx context.Context, shard string) error {
 		so.mu.Lock()
 		so.running[shard] = true
@@ -1224,7 +1227,7 @@ func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
 		info.Shards = append(info.Shards, leaderelection.ShardInfo{Name: fmt.Sprintf("z%02d", i)})
 	}
 
-	r := newShardsReport("leases", "jobs", info, now)
+	r := newShardsReport("leases", "jobs", info, now, time.Time{})
 	assert.Equal(t, 3, r.LiveSessions)
 	assert.Equal(t, 1, r.DeadSessions)
 	require.Len(t, r.Sets, 2)
@@ -1248,15 +1251,16 @@ func TestShardsReportJudgesEachSetAndNamesTheFirstUnownedShards(t *testing.T) {
 	assert.Contains(t, out.String(), "\n  2222222222222222 (5 shards): live sessions: 1, holding 0 of its 5: 5 not held by them")
 	assert.Regexp(t, `(?m)^unowned: +27 shard blobs no live session holds \(25 free, 2 held by a dead session\): k5, k6, z00, .*, z17 and 7 more \(-shards or -json lists them all\)$`, out.String())
 
-	r = newShardsReport("leases", "jobs", leaderelection.ShardsInfo{}, now)
+	r = newShardsReport("leases", "jobs", leaderelection.ShardsInfo{}, now, time.Time{})
 	out.Reset()
 	printShards(&out, r, true)
 	assert.Equal(t, "prefix:   leases/jobs, listed 2026-05-01T12:00:00Z\nsessions: 0 live, 0 dead\nspread:   no live session\n"+
-		"unowned:  none: a live session holds every shard blob\nshards:   0 blobs\n", out.String())
+		"unowned:  none: nothing under this prefix: check -container and -prefix\nshards:   0 blobs\n", out.String(),
+		"no session and no shard blob is no sign of a healthy fleet")
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"container":"leases","prefix":"jobs","listed":"2026-05-01T12:00:00Z","liveSessions":0,"deadSessions":0,
-		"sessions":[],"sets":[],"spread":null,"shardBlobs":0,"unowned":{"count":0,"free":0,"deadHolder":0,"names":[]},"shards":[]}`, string(b))
+	assert.JSONEq(t, `{"container":"leases","prefix":"jobs","listed":"2026-05-01T12:00:00Z","liveSessions":0,"silentSessions":0,"deadSessions":0,
+		"sessions":[],"sets":[],"spread":null,"shardBlobs":0,"unowned":{"count":0,"free":0,"deadHolder":0,"silentHolder":0,"names":[]},"shards":[]}`, string(b))
 }
 
 // A listing that fails ends shards with status 1; under -watch it is
@@ -1579,4 +1583,140 @@ func TestStatusExplainsANoteTheLibraryWrote(t *testing.T) {
 	assert.Regexp(t, `(?m)^shards: +2 handed: s0\d, s0\d$`, r.stdout)
 	assert.NotContains(t, r.stdout, "part:")
 	assert.NotContains(t, r.stdout, "skipped:")
+}
+
+// An owner cut off from storage (as good as SIGKILLed: it writes nothing
+// more) leaves its session's blob leased, with its record, and the library
+// counts it until a survivor breaks it; with no survivor, nobody does.
+// shards judges it by its blob's last write against the server's clock: not
+// written for longer than the lease duration it declared, it is silent,
+// probably dead, not live, and its shards are shown as not running.
+func TestShardsCallsASessionSilentLongerThanItDeclaredProbablyDead(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	s.Blob = "jobs"
+	env["LEASE_PREFIX"] = "jobs"
+	so := startShardOwner(t, s, "w1", "s1", "s2", "s3")
+	require.Eventually(t, func() bool { return so.runs("s1") && so.runs("s2") && so.runs("s3") }, 20*time.Second, 50*time.Millisecond, "the shards never ran")
+
+	r := leaderctl(t, env, "shards", "-json")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	got := decodeShards(t, r.stdout)
+	assert.Equal(t, 1, got.LiveSessions, "a session that renews is live")
+	assert.Equal(t, 0, got.SilentSessions)
+	require.NotNil(t, got.ServerDate, "Azurite's answer has a Date")
+
+	so.tr.ResetConnections()
+	require.Eventually(t, func() bool { return !so.runs("s1") && !so.runs("s2") && !so.runs("s3") }, 10*time.Second, 50*time.Millisecond,
+		"the cut-off owner never stopped its shards")
+	require.Eventually(t, func() bool {
+		r = leaderctl(t, env, "shards", "-json")
+		require.Equal(t, exitOK, r.code, r.stderr)
+		got = decodeShards(t, r.stdout)
+		return got.SilentSessions == 1
+	}, 15*time.Second, 500*time.Millisecond, "the session never showed as silent")
+	o, err := newInspector(s)
+	require.NoError(t, err)
+	info, err := o.Inspect(context.Background())
+	require.NoError(t, err)
+	require.Len(t, info.Sessions, 1)
+	require.True(t, info.Sessions[0].Live, "the library still counts it: nobody has broken its lease")
+
+	assert.Equal(t, 0, got.LiveSessions)
+	assert.Equal(t, 0, got.DeadSessions)
+	require.Len(t, got.Sessions, 1)
+	se := got.Sessions[0]
+	assert.False(t, se.Live)
+	assert.True(t, se.Silent)
+	assert.Greater(t, se.SilentSeconds, 4.0, "longer than it declared")
+	assert.Equal(t, 4.0, se.Declared)
+	require.NotNil(t, se.LastModified)
+	assert.Empty(t, got.Sets, "a silent session is in no set's count of running shards")
+	assert.Nil(t, got.Spread)
+	assert.Equal(t, unownedReport{Count: 3, SilentHolder: 3, Names: []string{"s1", "s2", "s3"}}, got.Unowned)
+	for _, sh := range got.Shards {
+		assert.Equal(t, shardSilentHolder, sh.State, sh.Name)
+	}
+
+	r = leaderctl(t, env, "shards", "-shards")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^sessions: +0 live, 0 dead, 1 silent \(probably dead: see below\)$`, r.stdout)
+	assert.Regexp(t, `(?m)^  `+se.ID+` +w1 +silent +`, r.stdout)
+	assert.Regexp(t, `(?m)^silent: +`+se.ID+` \(w1\) silent for \d+s \(longer than its declared 4s, by the server's clock\): probably dead; `+
+		`the shards it holds \(3\) do not run until a live session of its set breaks its lease and takes them$`, r.stdout)
+	assert.Regexp(t, `(?m)^spread: +no live session$`, r.stdout)
+	assert.Regexp(t, `(?m)^unowned: +3 shard blobs no live session holds \(0 free, 0 held by a dead session, 3 held by a silent session\): s1, s2, s3$`, r.stdout)
+	assert.Regexp(t, `(?m)^  s1 +silentHolder +`+se.ID+` +w1 +\d+$`, r.stdout)
+	assert.NotContains(t, r.stdout, "every shard of the set runs")
+	assert.NotContains(t, r.stdout, "a live session holds every shard blob")
+}
+
+// Without the server's Date, silence is judged by our clock, and the text
+// says the clocks may disagree; a session whose record declares no duration,
+// or whose blob's last write is unknown, is not judged.
+func TestShardsReportJudgesSilenceByOurClockWithoutTheServersDate(t *testing.T) {
+	now := time.Date(2026, 5, 1, 12, 0, 0, 0, time.UTC)
+	info := leaderelection.ShardsInfo{
+		Sessions: []leaderelection.SessionInfo{
+			{ID: "a", Live: true, Identity: "w1", DeclaredDuration: 15 * time.Second, LastModified: now.Add(-25 * time.Second)},
+			{ID: "b", Live: true, Identity: "w2", DeclaredDuration: 15 * time.Second, LastModified: now.Add(-5 * time.Second)},
+			{ID: "c", Live: true, Identity: "w3", LastModified: now.Add(-time.Hour)},
+			{ID: "d", Live: false, Identity: "w4", DeclaredDuration: 15 * time.Second, LastModified: now.Add(-time.Hour)},
+		},
+		Shards: []leaderelection.ShardInfo{{Name: "k1", Held: true, Session: "a"}, {Name: "k2", Held: true, Session: "b"}},
+	}
+	r := newShardsReport("leases", "jobs", info, now, time.Time{})
+	assert.Nil(t, r.ServerDate)
+	assert.Equal(t, 2, r.LiveSessions)
+	assert.Equal(t, 1, r.SilentSessions)
+	assert.Equal(t, 1, r.DeadSessions, "a dead session is not silent")
+	assert.Equal(t, 25.0, r.Sessions[0].SilentSeconds)
+	var out bytes.Buffer
+	printShards(&out, r, false)
+	t.Log(out.String())
+	assert.Contains(t, out.String(), "\nsilent:   a (w1) silent for 25s (longer than its declared 15s, by our clock against the server's, which may disagree): probably dead;")
+
+	// The server's clock, 20 s behind ours, says a was written 5 s before
+	// it listed: live.
+	r = newShardsReport("leases", "jobs", info, now, now.Add(-20*time.Second))
+	assert.Equal(t, 3, r.LiveSessions)
+	assert.Equal(t, 0, r.SilentSessions)
+}
+
+// A container that does not exist is not an empty, healthy state: status
+// and shards say so, name the flag to check, and exit with 1. In a
+// container that exists, a prefix with nothing under it is named as such.
+// Only storage's own ContainerNotFound counts: a SAS that may list and read
+// but not read the container's properties still gets the usual answers.
+func TestStatusAndShardsSayThatTheContainerDoesNotExist(t *testing.T) {
+	t.Parallel()
+	s, env := newLease(t)
+	env["LEASE_PREFIX"] = "jobs"
+	missing := `^leaderctl: container ` + s.Container + ` does not exist: check -container\n$`
+	for _, args := range [][]string{{"status"}, {"status", "-json"}, {"shards"}, {"shards", "-json"}} {
+		r := leaderctl(t, env, args...)
+		assert.Equal(t, exitFailed, r.code, args)
+		assert.Empty(t, r.stdout, args)
+		assert.Regexp(t, missing, r.stderr, args)
+	}
+
+	raw := newRawBlob(t, s) // creates the container
+	r := leaderctl(t, env, "status")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^leader: +no leader \(lease blob does not exist yet`, r.stdout)
+	r = leaderctl(t, env, "shards")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^sessions: +0 live, 0 dead$`, r.stdout)
+	assert.Regexp(t, `(?m)^unowned: +none: nothing under this prefix: check -container and -prefix$`, r.stdout)
+	assert.NotContains(t, r.stdout, "every shard blob")
+
+	sasURL, err := raw.cc.GetSASURL(sas.ContainerPermissions{Read: true, List: true}, time.Now().Add(time.Hour), nil)
+	require.NoError(t, err)
+	sasEnv := map[string]string{"AZURE_STORAGE_SAS_URL": sasURL, "LEASE_CONTAINER": s.Container, "LEASE_BLOB": s.Blob, "LEASE_PREFIX": "jobs"}
+	r = leaderctl(t, sasEnv, "status")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^leader: +no leader \(lease blob does not exist yet`, r.stdout)
+	r = leaderctl(t, sasEnv, "shards")
+	assert.Equal(t, exitOK, r.code, r.stderr)
+	assert.Regexp(t, `(?m)^unowned: +none: nothing under this prefix: check -container and -prefix$`, r.stdout)
 }

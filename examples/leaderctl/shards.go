@@ -56,6 +56,8 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 	if cmd.watch && cmd.interval <= 0 {
 		return c.usageError(fs.Name(), fmt.Sprintf("-interval must be positive, got %v", cmd.interval))
 	}
+	server := &serverView{}
+	cmd.server = server
 	l, code, ok := c.open(fs, &cmd.target)
 	if !ok {
 		return code
@@ -70,6 +72,7 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 		}
 	})
 	s := l.manager.Settings()
+	server.sessions = s.Blob + "/sessions/" // the library's <prefix>/sessions/
 	o, err := newInspector(s)
 	if err != nil {
 		if problems := settingsProblems(err, origin); problems != nil {
@@ -81,14 +84,19 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 	printed := false // a text report was printed: the next is set apart
 	show := func() error {
 		var info leaderelection.ShardsInfo
+		server.begin()
 		if err := l.call(ctx, func(ctx context.Context) (err error) {
 			info, err = o.Inspect(ctx)
 			return err
 		}); err != nil {
 			return err
 		}
+		if server.containerMissing() {
+			// The library lists a missing container as an empty one.
+			return containerMissing(s.Container)
+		}
 		counts := lists.read(ctx, info.Sessions)
-		r := newShardsReport(s.Container, s.Blob, info, time.Now())
+		r := newShardsReport(s.Container, s.Blob, info, time.Now(), server.listedAt())
 		r.addLists(counts)
 		if cmd.json {
 			enc := json.NewEncoder(c.stdout)
@@ -149,6 +157,10 @@ const (
 	// its lease is held, by a session that is not live (its lease ended,
 	// its blob is gone, or the record names none): free to take
 	shardDeadHolder = "deadHolder"
+	// its lease is held by a silent session (see sessionReport.Silent):
+	// its func does not run, and a live session of its set takes it once
+	// that session's lease is broken
+	shardSilentHolder = "silentHolder"
 )
 
 // shardsReport is what shards prints, and with -json its structure: one
@@ -158,23 +170,41 @@ type shardsReport struct {
 	Container string    `json:"container"`
 	Prefix    string    `json:"prefix"`
 	Listed    time.Time `json:"listed"` // when the listing ended, UTC, by our clock
-	// LiveSessions and DeadSessions count the session blobs: live, its
-	// lease is held and it has written its record.
-	LiveSessions int             `json:"liveSessions"`
-	DeadSessions int             `json:"deadSessions"`
-	Sessions     []sessionReport `json:"sessions"` // sorted by ID
-	Sets         []setReport     `json:"sets"`     // the live sessions' sets, sorted by digest
-	Spread       *spreadReport   `json:"spread"`   // null with no live session
-	ShardBlobs   int             `json:"shardBlobs"`
-	Unowned      unownedReport   `json:"unowned"`
-	Shards       []shardReport   `json:"shards"` // every shard blob, sorted by name
+	// ServerDate is the server's clock when it listed the sessions (its
+	// answer's Date), against which their silence is judged; null if the
+	// answer gave none, and then it is judged by our clock (Listed).
+	ServerDate *time.Time `json:"serverDate,omitempty"`
+	// LiveSessions, SilentSessions and DeadSessions count the session
+	// blobs: live, its lease is held, it has written its record and it has
+	// not been silent; silent, the same but not written for longer than the
+	// lease duration it declared; dead, the rest.
+	LiveSessions   int             `json:"liveSessions"`
+	SilentSessions int             `json:"silentSessions"`
+	DeadSessions   int             `json:"deadSessions"`
+	Sessions       []sessionReport `json:"sessions"` // sorted by ID
+	Sets           []setReport     `json:"sets"`     // the live sessions' sets, sorted by digest
+	Spread         *spreadReport   `json:"spread"`   // null with no live session
+	ShardBlobs     int             `json:"shardBlobs"`
+	Unowned        unownedReport   `json:"unowned"`
+	Shards         []shardReport   `json:"shards"` // every shard blob, sorted by name
 }
 
 type sessionReport struct {
-	ID       string     `json:"id"`
-	Identity string     `json:"identity"` // the instance that runs it
-	Live     bool       `json:"live"`
-	Since    *time.Time `json:"since,omitempty"` // when it started, by its clock
+	ID       string `json:"id"`
+	Identity string `json:"identity"` // the instance that runs it
+	Live     bool   `json:"live"`     // false if Silent
+	// Silent: its lease is held and it has written its record, but not for
+	// longer than the lease duration it declared: it renews by rewriting
+	// its record, so it is probably dead, and its shards do not run (it
+	// stops them before its lease can be broken). The library still counts
+	// it until its lease is broken, as the survivors do once they have seen
+	// it stand that long.
+	Silent bool `json:"silent"`
+	// LastModified is its blob's last write, by the server's clock;
+	// SilentSeconds how long before ServerDate (or Listed) that was.
+	LastModified  *time.Time `json:"lastModified,omitempty"`
+	SilentSeconds float64    `json:"silentSeconds,omitempty"`
+	Since         *time.Time `json:"since,omitempty"` // when it started, by its clock
 	// HeldByRecord is how many shards it held at its last write, by its
 	// own count; HeldByListing how many shard blobs the listing shows it
 	// holding. They differ for a moment while it claims or hands over.
@@ -217,15 +247,16 @@ type spreadReport struct {
 
 // unownedReport counts the shard blobs no live session holds.
 type unownedReport struct {
-	Count      int      `json:"count"`
-	Free       int      `json:"free"`
-	DeadHolder int      `json:"deadHolder"`
-	Names      []string `json:"names"` // all of them, sorted
+	Count        int      `json:"count"`
+	Free         int      `json:"free"`
+	DeadHolder   int      `json:"deadHolder"`
+	SilentHolder int      `json:"silentHolder"`
+	Names        []string `json:"names"` // all of them, sorted
 }
 
 type shardReport struct {
 	Name  string `json:"name"`
-	State string `json:"state"` // owned, free or deadHolder
+	State string `json:"state"` // owned, free, deadHolder or silentHolder
 	// Session is the session its record names: its holder, or its last.
 	Session  string `json:"session,omitempty"`
 	Identity string `json:"identity,omitempty"` // of its last term's holder
@@ -234,11 +265,25 @@ type shardReport struct {
 	Since *time.Time `json:"since,omitempty"`
 }
 
-func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, now time.Time) shardsReport {
+// newShardsReport is the report of a listing that ended at now, by our
+// clock; serverNow is the server's when it listed the sessions, zero if its
+// answer did not say.
+func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, now, serverNow time.Time) shardsReport {
 	r := shardsReport{
 		Container: container, Prefix: prefix, Listed: now.UTC().Truncate(time.Millisecond),
 		Sessions: []sessionReport{}, Sets: []setReport{}, Shards: []shardReport{},
 		Unowned: unownedReport{Names: []string{}}, ShardBlobs: len(info.Shards),
+	}
+	// A session's silence is how long before the listing its blob was last
+	// written. Last-Modified is the server's clock, and ours may be off from
+	// it by any amount: judge it against the server's own Date. Without one,
+	// our clock's skew goes into the silence, and a session may be called
+	// silent (or live) by as much as the clocks disagree.
+	ref := now
+	if !serverNow.IsZero() {
+		ref = serverNow
+		d := serverNow.UTC()
+		r.ServerDate = &d
 	}
 	for _, se := range info.Sessions {
 		sr := sessionReport{
@@ -249,9 +294,24 @@ func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, n
 			since := se.Since.UTC()
 			sr.Since = &since
 		}
-		if se.Live {
+		if !se.LastModified.IsZero() {
+			lm := se.LastModified.UTC()
+			sr.LastModified = &lm
+			// A session renews by rewriting its record well within the
+			// duration it declared; not written for longer, it has stopped
+			// its shards. The library's Live counts it until its lease is
+			// broken, which is its rule for claims: shown as live, it
+			// would say that shards run that do not.
+			if silent := ref.Sub(se.LastModified); se.Live && se.DeclaredDuration > 0 && silent > se.DeclaredDuration {
+				sr.Live, sr.Silent, sr.SilentSeconds = false, true, silent.Round(time.Second).Seconds()
+			}
+		}
+		switch {
+		case sr.Live:
 			r.LiveSessions++
-		} else {
+		case sr.Silent:
+			r.SilentSessions++
+		default:
 			r.DeadSessions++
 		}
 		r.Sessions = append(r.Sessions, sr)
@@ -273,6 +333,9 @@ func newShardsReport(container, prefix string, info leaderelection.ShardsInfo, n
 			r.Unowned.Free++
 		case sh.Session != "" && holder != nil && holder.Live:
 			out.State = shardOwned
+		case sh.Session != "" && holder != nil && holder.Silent:
+			out.State = shardSilentHolder
+			r.Unowned.SilentHolder++
 		default:
 			out.State = shardDeadHolder
 			r.Unowned.DeadHolder++
@@ -342,14 +405,21 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 		fmt.Fprintf(w, "%-9s %s\n", label+":", fmt.Sprintf(format, args...))
 	}
 	line("prefix", "%s/%s, listed %s", r.Container, r.Prefix, r.Listed.Format(time.RFC3339))
-	line("sessions", "%d live, %d dead", r.LiveSessions, r.DeadSessions)
+	silent := ""
+	if r.SilentSessions > 0 {
+		silent = fmt.Sprintf(", %d silent (probably dead: see below)", r.SilentSessions)
+	}
+	line("sessions", "%d live, %d dead%s", r.LiveSessions, r.DeadSessions, silent)
 	if len(r.Sessions) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ID\tIDENTITY\tSTATE\tSINCE\tHELD\tRECORD\tLIST\tSET")
 		for _, se := range r.Sessions {
 			state, since, set := "dead", "-", "-"
-			if se.Live {
+			switch {
+			case se.Live:
 				state = "live"
+			case se.Silent:
+				state = "silent"
 			}
 			if se.Since != nil {
 				since = fmt.Sprintf("%s (%s)", se.Since.Format(time.RFC3339), ago(*se.Since, r.Listed))
@@ -364,6 +434,11 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n", se.ID, identity, state, since, se.HeldByListing, se.HeldByRecord, listText(se), set)
 		}
 		tw.Flush()
+	}
+	for _, se := range r.Sessions {
+		if se.Silent {
+			line("silent", "%s", silentText(se, r.ServerDate != nil))
+		}
 	}
 	switch len(r.Sets) {
 	case 0:
@@ -386,16 +461,26 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 		line("spread", "%s", spreadText(*r.Spread, why))
 	}
 	u := r.Unowned
-	if u.Count == 0 {
+	switch {
+	case len(r.Sessions) == 0 && r.ShardBlobs == 0:
+		// The container exists (shards says so if it does not), but no
+		// ShardOwner has ever run under this prefix: most likely a
+		// mistyped name, not an idle fleet.
+		line("unowned", "none: nothing under this prefix: check -container and -prefix")
+	case u.Count == 0:
 		line("unowned", "none: a live session holds every shard blob")
-	} else {
+	default:
 		names := u.Names[:min(len(u.Names), unownedShown)]
 		more := ""
 		if n := len(u.Names) - len(names); n > 0 {
 			more = fmt.Sprintf(" and %d more (-shards or -json lists them all)", n)
 		}
-		line("unowned", "%d shard blobs no live session holds (%d free, %d held by a dead session): %s%s",
-			u.Count, u.Free, u.DeadHolder, strings.Join(names, ", "), more)
+		silent := ""
+		if u.SilentHolder > 0 {
+			silent = fmt.Sprintf(", %d held by a silent session", u.SilentHolder)
+		}
+		line("unowned", "%d shard blobs no live session holds (%d free, %d held by a dead session%s): %s%s",
+			u.Count, u.Free, u.DeadHolder, silent, strings.Join(names, ", "), more)
 	}
 	if !each {
 		line("shards", "%d blobs (-shards lists each with its owner and term)", r.ShardBlobs)
@@ -411,6 +496,27 @@ func printShards(w io.Writer, r shardsReport, each bool) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d\n", sh.Name, sh.State, orDash(sh.Session), orDash(sh.Identity), sh.Term)
 	}
 	tw.Flush()
+}
+
+// silentText says how long a silent session has not written its blob, and
+// what that means. byServer: the silence was judged by the server's clock.
+func silentText(se sessionReport, byServer bool) string {
+	clock := "by the server's clock"
+	if !byServer {
+		clock = "by our clock against the server's, which may disagree"
+	}
+	identity := ""
+	if se.Identity != "" {
+		identity = " (" + se.Identity + ")"
+	}
+	// It stops its shards before its lease can be broken, which is the
+	// declared duration after its last write: none of them runs now.
+	held := "it holds no shard"
+	if se.HeldByListing > 0 {
+		held = fmt.Sprintf("the shards it holds (%d) do not run until a live session of its set breaks its lease and takes them", se.HeldByListing)
+	}
+	return fmt.Sprintf("%s%s silent for %v (longer than its declared %v, %s): probably dead; %s",
+		se.ID, identity, time.Duration(se.SilentSeconds)*time.Second, time.Duration(se.Declared*float64(time.Second)), clock, held)
 }
 
 // listText is a session's LIST column: the count its held list gives,
@@ -444,7 +550,7 @@ func setHeld(g setReport) string {
 	case g.Held >= g.SetSize:
 		s += fmt.Sprintf(" of its %d: every shard of the set runs", g.SetSize)
 	default:
-		s += fmt.Sprintf(" of its %d: %d not held by them (free, not created yet, or held by a dead or another set's session)", g.SetSize, g.SetSize-g.Held)
+		s += fmt.Sprintf(" of its %d: %d not held by them (free, not created yet, or held by a dead, a silent or another set's session)", g.SetSize, g.SetSize-g.Held)
 	}
 	return s
 }

@@ -72,6 +72,8 @@ func (c *cli) status(ctx context.Context, args []string) int {
 	// metadata, and a held list's body (see blobPeek).
 	peek := &blobPeek{body: true}
 	cmd.peek = peek
+	server := &serverView{}
+	cmd.server = server
 	l, code, ok := c.open(fs, &cmd.target)
 	if !ok {
 		return code
@@ -86,6 +88,7 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		w    etagWatch
 	)
 	read := func() error {
+		server.begin()
 		return l.call(ctx, func(ctx context.Context) (err error) {
 			info, err = l.manager.Inspect(ctx)
 			w.see(info)
@@ -106,6 +109,12 @@ func (c *cli) status(ctx context.Context, args []string) int {
 		}
 	}
 	s := l.manager.Settings()
+	if !info.Exists && server.containerMissing() {
+		// Not "nobody has contended for it": the library creates the
+		// container when it first contends, so a missing one is most
+		// likely a mistyped name.
+		return c.fail(containerMissing(s.Container))
+	}
 	encode := func(out statusJSON) int {
 		enc := json.NewEncoder(c.stdout)
 		enc.SetIndent("", "  ")
