@@ -1,6 +1,8 @@
 // Command listprobe measures how listings of a large prefix delay other
 // requests on one Azurite: writes' latency while listers page through
-// 10,000 blobs with metadata, by page size. With -steady, it measures
+// 10,000 blobs with metadata, by page size. With -perrequest, it measures
+// Azurite's CPU per request of each kind a ShardOwner fleet sends in its
+// steady state, beside that many shard blobs. With -steady, it measures
 // instead what a ShardOwner fleet's steady state costs Azurite beside that
 // many shard blobs: the sessions' listings and renewals alone, at the
 // fleet's rates, and Azurite's CPU over them.
@@ -19,8 +21,10 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/procstat"
 )
@@ -31,6 +35,8 @@ func main() {
 	workers := flag.Int("workers", 32, "writers in flight")
 	dur := flag.Duration("for", 6*time.Second, "each phase")
 	steady := flag.Int("steady", 0, "instances whose steady state to play (sessions listed every 2 s, renewed every 5 s, each), instead of the listing phases")
+	perRequest := flag.Int("perrequest", 0, "requests of each kind a fleet's steady state sends, to measure Azurite's CPU per request of that kind, instead of the listing phases")
+	rate := flag.Float64("rate", 0, "with -perrequest: requests a second, one at a time, as a fleet sends them (0: four at a time, as fast as Azurite answers)")
 	flag.Parse()
 	ctx := context.Background()
 	srv, err := azurite.Start(ctx, azurite.Options{KeepAlive: 4 * time.Minute})
@@ -66,6 +72,10 @@ func main() {
 	wg.Wait()
 	if *steady > 0 {
 		steadyMix(ctx, srv, cc, *steady, *n, *dur)
+		return
+	}
+	if *perRequest > 0 {
+		costPerRequest(ctx, srv, cc, *perRequest, *n, *rate)
 		return
 	}
 	phase := func(name, prefix string, page int32, pause time.Duration) {
@@ -152,9 +162,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // 5 s, spread evenly. It prints Azurite's CPU over d, as a share of a core,
 // and over as long before with no request at all.
 func steadyMix(ctx context.Context, srv *azurite.Server, cc *container.Client, n, blobs int, d time.Duration) {
-	v := func(s string) *string { return &s }
-	md := map[string]*string{"leaderrole": v("session"), "leaderowned": v("1000"), "leaderset": v("0123456789abcdef"), "leadersetcount": v("10000"),
-		"leaderhanding": v("0"), "leaderterm": v("1"), "leaderidentity": v("instance-07"), "leadersince": v(time.Now().UTC().Format(time.RFC3339Nano)), "leaderleaseduration": v("15s")}
+	md := sessionMetadata()
 	for i := range n {
 		if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i)).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md}); err != nil {
 			log.Fatal(err)
@@ -212,4 +220,115 @@ func steadyMix(ctx context.Context, srv *azurite.Server, cc *container.Client, n
 	busy := cpu() - start
 	fmt.Printf("%d instances' steady state beside %d blobs, over %v: %d listings, %d record writes; Azurite %.1f %% of a core (%.1f %% with no request)\n",
 		n, blobs, d, lists.Load(), writes.Load(), share(busy), share(idleCPU))
+}
+
+// sessionMetadata is a session record's metadata, as a ShardOwner writes it.
+func sessionMetadata() map[string]*string {
+	v := func(s string) *string { return &s }
+	return map[string]*string{"leaderrole": v("session"), "leaderowned": v("1000"), "leaderset": v("0123456789abcdef"), "leadersetcount": v("10000"),
+		"leaderhanding": v("0"), "leaderterm": v("1"), "leaderidentity": v("instance-07"), "leadersince": v(time.Now().UTC().Format(time.RFC3339Nano)), "leaderleaseduration": v("15s")}
+}
+
+// costPerRequest sends k requests of each kind a fleet's steady state sends
+// (beside 11 session blobs under bench/sessions/), four at a time, and
+// prints Azurite's CPU per request of each kind: a listing of the sessions
+// (with metadata), a session's lease renewal, its record's rewrite, and a
+// read of one blob's properties.
+func costPerRequest(ctx context.Context, srv *azurite.Server, cc *container.Client, k, blobs int, rate float64) {
+	const sessions = 11
+	md := sessionMetadata()
+	var leases []*lease.BlobClient
+	for i := range sessions {
+		bc := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i))
+		if _, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md}); err != nil {
+			log.Fatal(err)
+		}
+		lc, err := lease.NewBlobClient(bc, nil)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := lc.AcquireLease(ctx, 60, nil); err != nil {
+			log.Fatal(err)
+		}
+		leases = append(leases, lc)
+	}
+	prefix := "bench/sessions/"
+	kinds := []struct {
+		name string
+		do   func(i int) error
+	}{
+		{"list the sessions", func(int) error {
+			p := cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
+			for p.More() {
+				if _, err := p.NextPage(ctx); err != nil {
+					return err
+				}
+			}
+			return nil
+		}},
+		{"renew a session's lease", func(i int) error {
+			_, err := leases[i%sessions].RenewLease(ctx, nil)
+			return err
+		}},
+		{"rewrite a session's record", func(i int) error {
+			id := leases[i%sessions].LeaseID()
+			_, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i%sessions)).SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: id}}})
+			return err
+		}},
+		{"read a shard's properties", func(i int) error {
+			_, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/shards/shard-%05d", i%blobs)).GetProperties(ctx, nil)
+			return err
+		}},
+	}
+	// The first round warms Azurite up (its code is compiled as it runs);
+	// the second is the one to read.
+	for round := 1; round <= 2; round++ {
+		if rate > 0 {
+			// Azurite's own CPU with no request, over as long as each kind
+			// takes at that rate.
+			measureKind(srv, round, blobs, k, rate, "no request", func(int) error { return nil })
+		}
+		for _, kind := range kinds {
+			measureKind(srv, round, blobs, k, rate, kind.name, kind.do)
+		}
+	}
+}
+
+// measureKind sends k requests by do (four at a time, or one at a time at
+// rate a second, if rate > 0), and prints Azurite's CPU per request.
+func measureKind(srv *azurite.Server, round, blobs, k int, rate float64, name string, do func(int) error) {
+	before, err := procstat.CPU(srv.PID())
+	if err != nil {
+		log.Fatal(err)
+	}
+	start := time.Now()
+	if rate > 0 {
+		t := time.NewTicker(time.Duration(float64(time.Second) / rate))
+		for i := 1; i <= k; i++ {
+			<-t.C
+			if err := do(i); err != nil {
+				log.Fatalf("%s: %v", name, err)
+			}
+		}
+		t.Stop()
+	} else {
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				for i := int(next.Add(1)); i <= k; i = int(next.Add(1)) {
+					if err := do(i); err != nil {
+						log.Fatalf("%s: %v", name, err)
+					}
+				}
+			})
+		}
+		wg.Wait()
+	}
+	took := time.Since(start)
+	after, err := procstat.CPU(srv.PID())
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("round %d, beside %5d blobs: %-28s Azurite %6.3f ms of CPU a request (%d requests in %v)\n", round, blobs, name, ms((after-before)/time.Duration(k)), k, took.Round(time.Millisecond))
 }

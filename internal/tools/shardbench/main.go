@@ -153,7 +153,8 @@ type steady struct {
 	cpuPercent []float64 // of one core
 	rssMiB     []float64
 	peakMiB    []float64
-	azurite    float64 // Azurite's CPU, percent of one core
+	azurite    float64   // Azurite's CPU, percent of one core
+	azuriteBy  []float64 // and in each sixth of the window, in order
 }
 
 var defaultTimings = shardchaos.Timings{} // the library's defaults: lease 15 s, renew 5 s, retry 2 s, stop margin 3 s
@@ -305,7 +306,8 @@ func mutexRun(ctx context.Context, c config) (*result, error) {
 		}
 	}
 	progress("%s: every shard ran after %v, spread %d", name, took.Round(time.Millisecond), r.coldSpread)
-	chaos.Sleep(ctx, 30*time.Second)
+	// As long after the last movement as the full run's window opens.
+	chaos.Sleep(ctx, 60*time.Second)
 	if r.steady, err = measure(ctx, h, lanes, c.steady); err != nil {
 		return r, err
 	}
@@ -402,14 +404,23 @@ func measure(ctx context.Context, h *shardchaos.Harness, lanes []string, window 
 		return s, err
 	}
 	from := chaos.Mono()
-	if !chaos.Sleep(ctx, window) {
-		return s, ctx.Err()
+	// Azurite's CPU in each sixth of the window too: whether it settles
+	// as the window goes on, after the movements before it.
+	azPrev, prev := azBefore, from
+	for range 6 {
+		if !chaos.Sleep(ctx, window/6) {
+			return s, ctx.Err()
+		}
+		now := chaos.Mono()
+		az, err := procstat.CPU(h.Azurite().PID())
+		if err != nil {
+			return s, err
+		}
+		s.azuriteBy = append(s.azuriteBy, 100*(az-azPrev).Seconds()/time.Duration(now-prev).Seconds())
+		azPrev, prev = az, now
 	}
 	to := chaos.Mono()
-	azAfter, err := procstat.CPU(h.Azurite().PID())
-	if err != nil {
-		return s, err
-	}
+	azAfter := azPrev
 	s.azurite = 100 * (azAfter - azBefore).Seconds() / time.Duration(to-from).Seconds()
 	recs := h.Records()
 	for _, l := range lanes {
@@ -535,6 +546,13 @@ func report(c config, main, small, base *result, ch *shardchaos.ChaosResult, too
 		return fmt.Sprintf("%s (peak %.0f)", span(r.steady.rssMiB, "%.0f"), slices.Max(r.steady.peakMiB))
 	})
 	row("steady state: Azurite's CPU, % of one core", func(r *result) string { return fmt.Sprintf("%.1f", r.steady.azurite) })
+	row("steady state: Azurite's CPU in each sixth of the window", func(r *result) string {
+		var parts []string
+		for _, p := range r.steady.azuriteBy {
+			parts = append(parts, fmt.Sprintf("%.1f", p))
+		}
+		return strings.Join(parts, " ")
+	})
 	fmt.Fprintf(&b, "\nThe steady state is measured over %v, a minute after the last movement, with %d instances for the %d shards (after the join) and %d for the others.",
 		main.steady.window, main.instances+1, main.shards, c.instances)
 	if base != nil {
