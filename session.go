@@ -129,8 +129,11 @@ func checkOwnName(name string, prefix bool) error {
 			if prefix {
 				what = "a ShardOwner's prefix"
 			}
-			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %q (its %q directory): choose a name without a %q segment, got %q",
-				what, owner, d, segs[i], name)}
+			if carriesSecret(name) {
+				return errCarriesSecret("Blob")
+			}
+			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %s (its %q directory): choose a name without a %q segment, got %s",
+				what, shown(owner), d, segs[i], shown(name))}
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
@@ -97,7 +98,10 @@ type BlobSettings struct {
 	Container string
 
 	// Blob is the name of the lease blob, created empty if missing. Every
-	// group of instances that elects one leader shares one blob.
+	// group of instances that elects one leader shares one blob. A Blob or
+	// Container that holds AccountKey=, SharedAccessSignature=, sig= or a
+	// URL's query string is refused: a connection string or a SAS URL
+	// given in the wrong field would show in every log line.
 	Blob string
 
 	// LeaseDuration is how long the lease outlives its holder's last
@@ -186,10 +190,11 @@ type BlobSettings struct {
 // String describes s without its secrets, so settings can be logged: a
 // connection string is shown as REDACTED, and of a URL only the scheme, host
 // and path, whichever field holds it (a SAS token put in ServiceURL by
-// mistake, a user name and password in a URL).
+// mistake, a user name and password in a URL, a connection string or a key
+// put in Container or Blob).
 func (s BlobSettings) String() string {
-	return fmt.Sprintf("BlobSettings{%s Container:%q Blob:%q LeaseDuration:%v RenewInterval:%v RetryInterval:%v StopMargin:%v RequestTimeout:%v}",
-		s.source(), s.Container, s.Blob, s.LeaseDuration, s.RenewInterval, s.RetryInterval, s.StopMargin, s.RequestTimeout)
+	return fmt.Sprintf("BlobSettings{%s Container:%s Blob:%s LeaseDuration:%v RenewInterval:%v RetryInterval:%v StopMargin:%v RequestTimeout:%v}",
+		s.source(), shown(s.Container), shown(s.Blob), s.LeaseDuration, s.RenewInterval, s.RetryInterval, s.StopMargin, s.RequestTimeout)
 }
 
 // GoString is String, so that %#v does not print secrets either.
@@ -255,6 +260,44 @@ func printableURL(raw string) string {
 		u.Path, u.RawPath = "/REDACTED", ""
 	}
 	return u.String()
+}
+
+// shown quotes a name for an error or a log, or, if it may hold a secret
+// (see carriesSecret, or a bare account key or signature: a long run of
+// base64 with its padding), is REDACTED: a rejected name is often a value
+// meant for another field, pasted in the wrong place.
+func shown(name string) string {
+	if carriesSecret(name) || base64Key.MatchString(name) {
+		return "REDACTED"
+	}
+	return strconv.Quote(name)
+}
+
+// base64Key matches an account key (88 characters, ending "==") or a
+// signature (44, ending "="), bare.
+var base64Key = regexp.MustCompile(`[A-Za-z0-9+/]{40,}={1,2}`)
+
+// carriesSecret reports whether a name looks like a connection string with
+// a key or a SAS, a SAS token, or a URL with a query string (a SAS URL): a
+// value for ConnectionString or SASURL given as a container or a blob name.
+// Such a name is refused, not used: it would appear in every log line and
+// error that names the blob.
+func carriesSecret(name string) bool {
+	l := strings.ToLower(name)
+	for _, mark := range []string{"accountkey=", "sharedaccesssignature=", "sig=", "sig%3d"} {
+		if strings.Contains(l, mark) {
+			return true
+		}
+	}
+	i := strings.Index(l, "://")
+	return i >= 0 && strings.Contains(l[i:], "?")
+}
+
+// errCarriesSecret is the error for a name that carriesSecret, which it
+// does not show.
+func errCarriesSecret(field string) error {
+	return &SettingsError{Field: field, Rule: "looks like a connection string or a SAS URL, not a " + strings.ToLower(field) +
+		" name (it holds AccountKey=, SharedAccessSignature=, sig= or a URL's query string); the value is not shown, as it may be secret"}
 }
 
 // SettingsError reports an invalid [BlobSettings] field.
@@ -470,11 +513,13 @@ func (s BlobSettings) timingErrors(given BlobSettings, etagOnly bool) []error {
 // checkContainerName applies Azure's container naming rules.
 func checkContainerName(name string) error {
 	bad := func(rule string) error {
-		return &SettingsError{Field: "Container", Rule: fmt.Sprintf("%s, got %q", rule, name)}
+		return &SettingsError{Field: "Container", Rule: fmt.Sprintf("%s, got %s", rule, shown(name))}
 	}
 	switch {
 	case name == "":
 		return &SettingsError{Field: "Container", Rule: "is required"}
+	case carriesSecret(name):
+		return errCarriesSecret("Container")
 	case name == "$root":
 		return nil
 	case len(name) < 3 || len(name) > 63:
@@ -495,11 +540,13 @@ func checkContainerName(name string) error {
 // checkBlobName applies Azure's blob naming rules that can be checked locally.
 func checkBlobName(name string) error {
 	bad := func(rule string) error {
-		return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("%s, got %q", rule, name)}
+		return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("%s, got %s", rule, shown(name))}
 	}
 	switch {
 	case name == "":
 		return &SettingsError{Field: "Blob", Rule: "is required"}
+	case carriesSecret(name):
+		return errCarriesSecret("Blob")
 	case len(name) > 1024:
 		return bad("must be at most 1024 characters long")
 	case strings.HasSuffix(name, ".") || strings.HasSuffix(name, "/"):
@@ -530,10 +577,10 @@ func checkServiceURL(raw string) error {
 		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must use https (token credentials are never sent in clear), got %q", u.Scheme)}
 	case path == "":
 	case !pathStyleHost(u.Host):
-		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint, without a path (put the container in Container), got path %q", u.Path)}
+		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint, without a path (put the container in Container), got path %s", shown(u.Path))}
 	case !accountNamePattern.MatchString(path):
 		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint: with a host that does not name the account, exactly one path segment, the account name "+
-			"(3 to 24 lowercase letters and digits), as in https://127.0.0.1:10000/devstoreaccount1 (put the container in Container), got path %q", u.Path)}
+			"(3 to 24 lowercase letters and digits), as in https://127.0.0.1:10000/devstoreaccount1 (put the container in Container), got path %s", shown(u.Path))}
 	}
 	return nil
 }
@@ -579,7 +626,7 @@ func sasContainerURL(raw, containerName string) (string, error) {
 		return "", &SettingsError{Field: "SASURL", Rule: "must name the account or the container, not a blob (the library writes the blob's metadata and may create it)"}
 	}
 	if parts.ContainerName != "" && parts.ContainerName != containerName {
-		return "", &SettingsError{Field: "SASURL", Rule: fmt.Sprintf("names container %q but Container is %q", parts.ContainerName, containerName)}
+		return "", &SettingsError{Field: "SASURL", Rule: fmt.Sprintf("names container %s but Container is %s", shown(parts.ContainerName), shown(containerName))}
 	}
 	parts.ContainerName = containerName
 	out := parts.String()

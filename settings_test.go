@@ -287,6 +287,11 @@ func TestSettingsPrintWithoutSecrets(t *testing.T) {
 		{ServiceURL: "https://user:" + password + "@acct.blob.core.windows.net/", Container: "leases", Blob: "b"},
 		{ServiceURL: "https://acct.blob.core.windows.net/%zz?sig=" + sig, Container: "leases", Blob: "b"},
 		{ServiceURL: "https://acct.blob.core.windows.net/", Credential: fakeCredential{}, Container: "leases", Blob: "b"},
+		// A secret put in a name field by mistake.
+		{ConnectionString: "UseDevelopmentStorage=true", Container: validSettings().ConnectionString, Blob: "b"},
+		{ConnectionString: "UseDevelopmentStorage=true", Container: fakeKey, Blob: "b"},
+		{ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig},
+		{ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=" + sig},
 	} {
 		var text, js strings.Builder
 		slog.New(slog.NewTextHandler(&text, nil)).Info("settings", "s", s)
@@ -316,6 +321,73 @@ func TestSettingsPrintWithoutSecrets(t *testing.T) {
 	// What is not secret is still shown, to tell settings apart.
 	s := BlobSettings{ServiceURL: "https://user:" + password + "@acct.blob.core.windows.net/?sig=" + sig, Container: "leases", Blob: "b"}
 	assert.Contains(t, s.String(), "acct.blob.core.windows.net")
+}
+
+// A connection string or a SAS URL given as a container or blob name (a
+// shell variable passed to the wrong flag) is refused, naming the field,
+// and not shown: the blob's name is in every log line and error. The
+// prefix of a ShardOwner is its Blob.
+func TestNamesHoldingSecretsAreRefusedUnshown(t *testing.T) {
+	const sig = "c2lnbmF0dXJlc2VjcmV0"
+	secrets := map[string]string{
+		"connection string with a key": validSettings().ConnectionString,
+		"connection string with a SAS": "BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023-01-01&sig=" + sig,
+		"SAS URL":                      "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig,
+		"SAS URL ending with a dot":    "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig + ".",
+		"SAS URL ending with a slash":  "https://acct.blob.core.windows.net/leases?sv=2023-01-01&sig=" + sig + "/",
+		"SAS token alone":              "sv=2023-01-01&ss=b&srt=co&sp=rwc&sig=" + sig,
+		"URL with a query string":      "https://acct.blob.core.windows.net/leases?token=" + sig,
+	}
+	build := map[string]func(BlobSettings) error{
+		"mutex": func(s BlobSettings) error { _, err := NewBlobDistributedMutex(s, untilCancelled); return err },
+		"shard owner": func(s BlobSettings) error {
+			_, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil })
+			return err
+		},
+	}
+	for what, secret := range secrets {
+		for _, field := range []string{"Container", "Blob"} {
+			for kind, newOwner := range build {
+				t.Run(what+" as "+field+" of a "+kind, func(t *testing.T) {
+					s := validSettings()
+					if field == "Container" {
+						s.Container = secret
+					} else {
+						s.Blob = secret
+					}
+					err := newOwner(s)
+					require.Error(t, err)
+					assert.Contains(t, err.Error(), "BlobSettings."+field+": looks like a connection string or a SAS URL")
+					assert.NotContains(t, err.Error(), fakeKey)
+					assert.NotContains(t, err.Error(), sig)
+				})
+			}
+		}
+	}
+
+	// A harmless mistake is still shown, to be found; a bare key is not.
+	s := validSettings()
+	s.Container, s.Blob = "ab", "lease."
+	assert.ErrorContains(t, s.Validate(), `got "ab"`)
+	assert.ErrorContains(t, s.Validate(), `got "lease."`)
+	s.Container = fakeKey
+	require.ErrorContains(t, s.Validate(), "BlobSettings.Container: may contain only lowercase letters, digits and hyphens, got REDACTED")
+	assert.NotContains(t, s.Validate().Error(), fakeKey)
+
+	// A name among another owner's blobs is refused by a check of its own
+	// (checkOwnName), and an identity goes into every log line: neither
+	// shows a secret either.
+	s = validSettings()
+	s.Blob = "jobs/shards/x?sig=" + sig
+	_, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil })
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), sig)
+	for _, id := range []string{secrets["connection string with a key"], " sig=" + sig, "a\x01sig=" + sig} {
+		_, err := NewBlobDistributedMutex(validSettings(), untilCancelled, WithIdentity(id))
+		require.ErrorContains(t, err, "identity looks like a connection string or a SAS URL")
+		assert.NotContains(t, err.Error(), fakeKey)
+		assert.NotContains(t, err.Error(), sig)
+	}
 }
 
 func TestNetworkErrorsAreClassified(t *testing.T) {

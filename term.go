@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -142,16 +143,20 @@ func defaultIdentity() string {
 // the stored identity silently differs from ours. Inner runs of spaces are
 // kept as they are (measured on Azurite, with a key and with a SAS).
 func checkIdentity(id string) error {
+	if carriesSecret(id) {
+		// Identities go into every log line and record.
+		return errors.New("leaderelection: identity looks like a connection string or a SAS URL (it holds AccountKey=, SharedAccessSignature=, sig= or a URL's query string); the value is not shown, as it may be secret")
+	}
 	if id == "" || len(id) > 256 {
 		return fmt.Errorf("leaderelection: identity must be 1 to 256 characters, got %d", len(id))
 	}
 	for _, r := range id {
 		if r < 0x20 || r > 0x7e {
-			return fmt.Errorf("leaderelection: identity must be printable ASCII (it is stored in blob metadata), got %q", id)
+			return fmt.Errorf("leaderelection: identity must be printable ASCII (it is stored in blob metadata), got %s", shown(id))
 		}
 	}
 	if id[0] == ' ' || id[len(id)-1] == ' ' {
-		return fmt.Errorf("leaderelection: identity must not begin or end with a space (HTTP trims it from the blob metadata, so the stored identity would not be ours), got %q", id)
+		return fmt.Errorf("leaderelection: identity must not begin or end with a space (HTTP trims it from the blob metadata, so the stored identity would not be ours), got %s", shown(id))
 	}
 	return nil
 }
