@@ -353,3 +353,33 @@ func TestLogsOfAShardOwnerWarnOfSlowHandovers(t *testing.T) {
 	assert.Empty(t, tapeA.find("shard func still winding down"), "no warning per shard")
 	waitFor(t, 10*time.Second, "a reports the handover", func() bool { return sumCount(t, tapeA.find("leaderelection: stopped shards")) == 4 })
 }
+
+// TestLogsOfShardFuncsThatReturnByThemselves: shard funcs that do their
+// work and return nil (a periodic job) have their shards taken again after
+// a cooldown, round after round. That is routine: past the first round, such
+// a fleet logs nothing at Info, however many rounds it runs.
+func TestLogsOfShardFuncsThatReturnByThemselves(t *testing.T) {
+	s := shardSettings(t)
+	l := &shardLog{}
+	job := func(ctx context.Context, _ string) error {
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		return nil
+	}
+	la, tapeA := tapeLogger(t, "a")
+	lb, tapeB := tapeLogger(t, "b")
+	startOwner(t, "a", s, shardNames(4), l.fn("a", job), WithLogger(la))
+	startOwner(t, "b", s, shardNames(4), l.fn("b", job), WithLogger(lb))
+	waitFor(t, 30*time.Second, "a round of re-takes", func() bool { return l.starts() > 2*4 })
+	time.Sleep(2 * s.RetryInterval) // the first round's lines, if any are still to come
+	firstA, firstB := tapeA.story(), tapeB.story()
+
+	rounds := l.starts()
+	waitFor(t, 60*time.Second, "five more rounds", func() bool { return l.starts() >= rounds+5*4 })
+	assert.Equal(t, firstA, tapeA.story(), "no Info line per round")
+	assert.Equal(t, firstB, tapeB.story(), "no Info line per round")
+	assert.Empty(t, tapeA.above(slog.LevelWarn))
+	assert.Empty(t, tapeB.above(slog.LevelWarn))
+}

@@ -12,10 +12,28 @@ import (
 // A ShardOwner's Info lines are summaries: how many shards a session took in
 // a listing's claims, how many stopped and why, never a line per shard
 // (those are at Debug). Ten thousand shards make a handful of lines.
+//
+// A shard func that returns nil by itself (a job that does its work and
+// ends) frees its shard, which is taken again after a cooldown: forever, a
+// few seconds apart. Those rounds are not news, and a healthy fleet logs
+// nothing periodic, so neither the stops nor the takes that make up for
+// them are summarised at Info: each is at Debug, per shard, and counted in
+// the metrics. Debug rather than a line a minute at Info (as failureLog
+// does for failures): a func that returns is how the caller's job works,
+// not a fault, and a line a minute would say nothing new, forever; the
+// summaries need no state but the counts they keep. Every other move
+// (a handover, a removal, a lost lease, a failed func, shards taken from a
+// dead session or on a set change) is still told at Info or Warn.
 
 // reportTook logs the shards claimed since the last report, if any: once the
 // session has its share, at its next listing, or as it ends. It reports
-// whether there were any.
+// whether there were any. A take of no more shards than have returned by
+// themselves since the last report of stopped shards (see reportStopped),
+// and not been made up for, is taken to be theirs and logged at Debug: the
+// session is back where it was. The count cannot tell which shards came
+// back: a handover received while such shards wait out their cooldown may
+// be counted as theirs, and is then told at Info by the session that gave
+// it.
 func (g *shardManager) reportTook() bool {
 	took := g.took.Swap(0)
 	if took == 0 {
@@ -24,8 +42,29 @@ func (g *shardManager) reportTook() bool {
 	o := g.o
 	o.mu.Lock()
 	running, share := len(o.runs), o.target
+	returned := o.stopped[ReasonFuncReturned]
+	routine := took <= int64(returned)
+	left := returned
+	if routine {
+		left -= int(took)
+	}
+	// No more of the others can come back than this session's shards still
+	// waiting out their cooldown (claim forgets a shard's as it picks it):
+	// one that another session took stays there.
+	left = min(left, len(o.cooldown))
+	if left != returned {
+		o.stoppedSeen -= returned - left // no run stopped: nothing to settle
+		o.stopped[ReasonFuncReturned] = left
+		if left == 0 {
+			delete(o.stopped, ReasonFuncReturned)
+		}
+	}
 	o.mu.Unlock()
-	o.logger.Info("leaderelection: took shards", "container", o.settings.Container, "prefix", o.prefix,
+	level := slog.LevelInfo
+	if routine {
+		level = slog.LevelDebug
+	}
+	o.logger.Log(context.Background(), level, "leaderelection: took shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", took, "running", running, "share", share)
 	return true
 }
@@ -80,7 +119,10 @@ func (o *ShardOwner) reportSlow() {
 // the caller asked (its lease lost, its func failed or stalled), at Info
 // otherwise. Unless final, it waits until no shard has stopped since its
 // last call and none asked to leave (a handover, a removal) is still
-// stopping, so that a handover made over several rounds is one line.
+// stopping, so that a handover made over several rounds is one line. Runs
+// that only returned by themselves are not reported until something else
+// stops too, or the session ends: until then, reportTook sets the takes of
+// their shards against them.
 func (o *ShardOwner) reportStopped(final bool) {
 	o.mu.Lock()
 	n := 0
@@ -92,7 +134,8 @@ func (o *ShardOwner) reportStopped(final bool) {
 	for _, r := range o.runs {
 		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
 	}
-	if settling && !final {
+	routine := len(o.stopped) == 1 && o.stopped[ReasonFuncReturned] > 0
+	if (settling || routine) && !final {
 		o.mu.Unlock()
 		return
 	}
