@@ -36,6 +36,7 @@ func main() {
 	dur := flag.Duration("for", 6*time.Second, "each phase")
 	steady := flag.Int("steady", 0, "instances whose steady state to play (sessions listed every 2 s, renewed every 5 s, each), instead of the listing phases")
 	perRequest := flag.Int("perrequest", 0, "requests of each kind a fleet's steady state sends, to measure Azurite's CPU per request of that kind, instead of the listing phases")
+	windows := flag.Int("windows", 1, "with -steady: windows of -for to measure one after another (Azurite may take a while to settle after the blobs are written)")
 	rate := flag.Float64("rate", 0, "with -perrequest: requests a second, one at a time, as a fleet sends them (0: four at a time, as fast as Azurite answers)")
 	flag.Parse()
 	ctx := context.Background()
@@ -71,7 +72,12 @@ func main() {
 	}
 	wg.Wait()
 	if *steady > 0 {
-		steadyMix(ctx, srv, cc, *steady, *n, *dur)
+		for w := range *windows {
+			if w == 0 {
+				writeSessions(ctx, cc, *steady)
+			}
+			steadyMix(ctx, srv, cc, *steady, *n, *dur)
+		}
 		return
 	}
 	if *perRequest > 0 {
@@ -157,17 +163,12 @@ func main() {
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 // steadyMix plays the requests a ShardOwner fleet of n instances makes in
-// its steady state, on n session blobs under bench/sessions/: each instance
+// its steady state, on the n session blobs writeSessions wrote: each instance
 // lists the sessions (with metadata) every 2 s and rewrites its record every
 // 5 s, spread evenly. It prints Azurite's CPU over d, as a share of a core,
 // and over as long before with no request at all.
 func steadyMix(ctx context.Context, srv *azurite.Server, cc *container.Client, n, blobs int, d time.Duration) {
 	md := sessionMetadata()
-	for i := range n {
-		if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i)).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md}); err != nil {
-			log.Fatal(err)
-		}
-	}
 	cpu := func() time.Duration {
 		c, err := procstat.CPU(srv.PID())
 		if err != nil {
@@ -227,6 +228,16 @@ func sessionMetadata() map[string]*string {
 	v := func(s string) *string { return &s }
 	return map[string]*string{"leaderrole": v("session"), "leaderowned": v("1000"), "leaderset": v("0123456789abcdef"), "leadersetcount": v("10000"),
 		"leaderhanding": v("0"), "leaderterm": v("1"), "leaderidentity": v("instance-07"), "leadersince": v(time.Now().UTC().Format(time.RFC3339Nano)), "leaderleaseduration": v("15s")}
+}
+
+// writeSessions writes n session blobs under bench/sessions/.
+func writeSessions(ctx context.Context, cc *container.Client, n int) {
+	md := sessionMetadata()
+	for i := range n {
+		if _, err := cc.NewBlockBlobClient(fmt.Sprintf("bench/sessions/s%02d", i)).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md}); err != nil {
+			log.Fatal(err)
+		}
+	}
 }
 
 // costPerRequest sends k requests of each kind a fleet's steady state sends
