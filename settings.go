@@ -121,7 +121,9 @@ type BlobSettings struct {
 	// operator sees it alive, within a minute). It must be
 	// at least 500 ms (faster risks throttling) and at most
 	// (LeaseDuration - StopMargin)/2, which leaves room for at least one
-	// retry before the safety deadline. After a
+	// retry before the safety deadline of a renewal that failed fast (an
+	// error answer, a reset; one that hangs on a silent server is another
+	// matter: see RequestTimeout). After a
 	// failed renewal the leader retries every RenewInterval/5 (at least
 	// 100 ms) until it succeeds or the deadline passes.
 	RenewInterval time.Duration
@@ -157,7 +159,10 @@ type BlobSettings struct {
 	// that is less (short ETag leases); at least 100 ms and at most
 	// LeaseDuration - StopMargin - RenewInterval (7 s with the defaults),
 	// so that a renewal stuck on a silent server gives up before the
-	// safety deadline.
+	// safety deadline. At that maximum it gives up at the deadline itself,
+	// with no time left to retry: one hung request costs the term. One a
+	// retry delay (RenewInterval/5, at least 100 ms) or more below it leaves
+	// time to send another renewal after one that hangs.
 	//
 	// It also bounds a shutdown, storage reachable or not. After the
 	// caller's cancel, the leader func (every shard func) may wind down as
