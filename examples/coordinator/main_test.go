@@ -67,11 +67,7 @@ func startService(t *testing.T, settings leaderelection.BlobSettings, flags ...s
 // restarted in place (a container restarted in its pod) leads again at once,
 // with the next term, rather than after its old lease runs out.
 func TestRestartedWithTheLeaseIDFileItLeadsAgainAtOnce(t *testing.T) {
-	settings := leaderelection.BlobSettings{
-		ConnectionString: azuritetest.ConnectionString(t),
-		Container:        "examples",
-		Blob:             fmt.Sprintf("coordinator-restart-%d", time.Now().UnixNano()),
-	}
+	settings := exampleSettings(t, "coordinator-restart")
 	tr := faults.New()
 	t.Cleanup(tr.Close)
 	observer := settings
@@ -107,11 +103,7 @@ func TestRestartedWithTheLeaseIDFileItLeadsAgainAtOnce(t *testing.T) {
 // mark and the release share it) + shutdownTimeout, the termination grace
 // period the README derives.
 func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
-	settings := leaderelection.BlobSettings{
-		ConnectionString: azuritetest.ConnectionString(t),
-		Container:        "examples",
-		Blob:             fmt.Sprintf("coordinator-%d", time.Now().UnixNano()),
-	}
+	settings := exampleSettings(t, "coordinator")
 	svc := startService(t, settings)
 	cmd, logs, exited := svc.cmd, svc.logs, svc.exited
 
@@ -200,11 +192,7 @@ func TestServesHealthAndMetricsThenReleasesOnSIGTERM(t *testing.T) {
 // A follower that never led released nothing: on SIGTERM it says only that
 // it shut down, and exits 0; the leader leads on.
 func TestAFollowerShutsDownWithoutClaimingARelease(t *testing.T) {
-	settings := leaderelection.BlobSettings{
-		ConnectionString: azuritetest.ConnectionString(t),
-		Container:        "examples",
-		Blob:             fmt.Sprintf("coordinator-follower-%d", time.Now().UnixNano()),
-	}
+	settings := exampleSettings(t, "coordinator-follower")
 	leader := startService(t, settings)
 	require.Eventually(t, func() bool { return strings.Contains(leader.logs.String(), `msg=coordinating`) },
 		30*time.Second, 20*time.Millisecond, "the first service never led")
@@ -243,4 +231,14 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// exampleSettings are the settings of a test's services: Azurite's, and a
+// blob of the test's own, named after what.
+func exampleSettings(t *testing.T, what string) leaderelection.BlobSettings {
+	return leaderelection.BlobSettings{
+		ConnectionString: azuritetest.ConnectionString(t),
+		Container:        "examples",
+		Blob:             fmt.Sprintf("%s-%d", what, time.Now().UnixNano()),
+	}
 }
