@@ -97,7 +97,7 @@ type ShardOwner struct {
 	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
 	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
 	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
-	deleted     bool                    // the container was seen deleted under a session, and no session has begun its quiet since (vanished.go)
+	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session

@@ -66,20 +66,22 @@ func gone(err error) bool {
 // sawDeletion notes that this instance saw its session's blob, or the
 // container, gone: its next session's first pass starts a quiet (see above).
 func (o *ShardOwner) sawDeletion(how string) {
+	quiet := o.quietFor()
 	o.mu.Lock()
-	first := !o.deleted
-	o.deleted = true
+	first := o.deletedFor == 0
+	o.deletedFor = max(o.deletedFor, quiet)
 	o.mu.Unlock()
 	if first {
 		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
-			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", o.quietFor().Round(time.Millisecond))
+			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", quiet.Round(time.Millisecond))
 	}
 }
 
 // quietFor is how long a session claims nothing after a deletion seen: the
 // longest lease duration the sessions it last listed declared (its own, if
 // longer), StopMargin, and a RetryInterval and two RequestTimeouts for the
-// other instances that saw it to seed their terms (see above).
+// other instances that saw it to seed their terms (see above). It is read
+// as the deletion is seen: the sessions listed after it are new ones.
 func (o *ShardOwner) quietFor() time.Duration {
 	s := o.settings
 	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
@@ -91,10 +93,10 @@ func (o *ShardOwner) quietFor() time.Duration {
 func (g *shardManager) quiet() time.Duration {
 	o := g.o
 	o.mu.Lock()
-	seed := o.deleted
+	seed := o.deletedFor > 0
 	if seed {
-		o.deleted = false
-		o.quietUntil = time.Now().Add(o.quietFor())
+		o.quietUntil = time.Now().Add(o.deletedFor)
+		o.deletedFor = 0
 	}
 	left := time.Until(o.quietUntil)
 	o.mu.Unlock()
