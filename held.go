@@ -332,5 +332,6 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	if l.info.Held() {
 		return nil
 	}
-	return &candidate{name: name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
+	c := listedCandidate(name, l.info)
+	return &c
 }

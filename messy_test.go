@@ -312,7 +312,11 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 	_, err := raw.cc.NewBlobClient(name).Delete(context.Background(), nil)
 	require.NoError(t, err)
 	require.NoError(t, own.owner.SetShards([]string{"a"}))
-	waitFor(t, 15*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+	// Created again, seeded, it is taken once it has stood for quietFor
+	// (vanished.go): about 8 s at these settings.
+	started := time.Now()
+	waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
 	var numbers []int64
 	for _, tm := range log.snapshot() {
 		numbers = append(numbers, tm.number)

@@ -198,16 +198,18 @@ import (
 // not: the one way a live session's blob, or a held shard's, goes (a delete
 // needs the lease ID). The sessions that ran then renew no more (a
 // session's blob is never created twice) and stop by their fuses, at S + D
-// - StopMargin for writes sent before the deletion. An instance that sees
-// it (its renewal, or a listing, finds its session's blob or the container
-// gone, or its next session finds the container gone) claims nothing with
-// its next session for longer than the longest D that the sessions it last
-// listed declared, counted from that session's first pass, which follows
-// the deletion; meanwhile it seeds the blob of each shard it saw terms on
-// with the highest it saw, or raises another's seed to it, so that the
-// first term after the quiet continues from the highest any of them saw
-// (vanished.go). A process that never saw the fleet before the deletion,
-// or one that had no session then and finds the container created again,
+// - StopMargin for writes sent before the deletion. A shard blob that an
+// instance saw terms on and finds gone, or created again (marked so, and
+// carrying no term's record), it takes only once that blob's ETag has stood
+// unchanged, as it watched it, for longer than the longest D any session it
+// listed declared: that blob was created after the deletion, so every
+// session that ran the shard before has stopped by then, noticed or not;
+// a doomed session's own claims wait so too. An instance that sees the
+// deletion also claims nothing with its next session for as long, and
+// seeds meanwhile each shard it saw terms on with the highest it saw, or
+// raises another's seed to it, so that the first term after continues from
+// the highest any of them saw (vanished.go). A process that never saw the
+// fleet before the deletion, or a shard an instance never saw terms on,
 // knows nothing of it, as for the mutex's blob: that is the limit.
 //
 // A shard handed straight on (handoff.go: a join, a rebalance, a session

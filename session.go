@@ -517,7 +517,12 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			longest = l.info.DeclaredDuration
 		}
 	}
-	o.longestD.Store(int64(longest))
+	for {
+		cur := o.longestD.Load()
+		if int64(longest) <= cur || o.longestD.CompareAndSwap(cur, int64(longest)) {
+			break
+		}
+	}
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}

@@ -33,7 +33,10 @@ type candidate struct {
 	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
-	dead   bool        // a dead session held it (see takeFromDead, and claim's others)
+	// recreated: free, carrying no term's record, and created again by an
+	// instance that saw terms on it (record.go): see vanished.go.
+	recreated bool
+	dead      bool // a dead session held it (see takeFromDead, and claim's others)
 	// oldID is set only for a resumed session's take-back (takeBack): the
 	// lease ID the shard's record implies, which its previous process used.
 	oldID string
@@ -195,7 +198,7 @@ func (g *shardManager) listShards(view sessionView) error {
 		if l.info.Held() && l.session != "" {
 			owners[l.name] = shardHolder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
 		}
-		c := candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number}
+		c := listedCandidate(l.name, l.info)
 		switch {
 		case !l.info.Held():
 			cands = append(cands, c)
@@ -573,6 +576,13 @@ func tally(outcomes []string) string {
 	return b.String()
 }
 
+// listedCandidate is a shard whose blob was read (info) as a candidate to
+// claim.
+func listedCandidate(name string, info LeaseInfo) candidate {
+	return candidate{name: name, exists: true, etag: info.ETag, prev: info.Leader.Number,
+		recreated: !info.Held() && info.Leader.Identity == "" && !info.Recreated.IsZero()}
+}
+
 // claimOne takes one shard: breaks its lease if its session is dead, on
 // condition that the blob's ETag is still the listing's (a claim made since
 // has changed it by writing its record, and stays), acquires it on the same
@@ -598,6 +608,14 @@ func tally(outcomes []string) string {
 // session, which must not refuse it as its own.
 func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := g.o
+	if floor := o.floorOf(c.name); floor > 0 && (!c.exists || c.recreated) && !g.stoodRecreated(c, floor) {
+		// Gone, or created again, though this instance saw terms on it:
+		// not taken before it has stood (vanished.go).
+		o.mu.Lock()
+		delete(o.claiming, c.name)
+		o.mu.Unlock()
+		return false, "settling"
+	}
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), o.floorOf(c.name))
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, o.floorOf(c.name))))

@@ -58,7 +58,7 @@ type ShardOwner struct {
 	ops       *BlobLeaseManager // classifies and bounds the listings
 	reached   atomic.Bool       // the account has answered
 	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
-	longestD  atomic.Int64      // the longest lease duration a live session declared, by the last listing of the sessions
+	longestD  atomic.Int64      // the longest lease duration a live session declared, in any listing of the sessions
 	running   atomic.Bool
 
 	// The session's lease is kept on connections of its own when the
@@ -99,6 +99,7 @@ type ShardOwner struct {
 	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
 	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
+	recreated   map[string]freshSince   // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session
 	target      int
@@ -215,6 +216,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		cooldown:  map[string]time.Time{},
 		leftover:  map[string]string{},
 		floors:    map[string]int64{},
+		recreated: map[string]freshSince{},
 		bad:       map[string]*RecordError{},
 	}
 	own.sessionCC, own.sessionTransport = scc, stransport

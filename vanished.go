@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 )
@@ -17,26 +18,40 @@ import (
 // created twice, so no renewal of theirs succeeds again), but each runs its
 // shard funcs until it notices, or until its fuse blows: by S + D -
 // StopMargin for its last confirmed write, sent at S, before the deletion.
-// A shard blob created again meanwhile must not be claimed by anyone before
-// then, and its first term must continue from the highest any instance saw.
+// Meanwhile one of them may even claim, from a listing that sees the
+// container created again. A shard blob created again must not be claimed
+// by anyone before every doomed session has stopped, and its first term
+// must continue from the highest any instance saw.
 //
-// So an instance that sees the deletion (its session's renewal, or a
+// Exclusion. A shard that an instance saw terms on, whose blob it finds
+// gone, it creates again seeded with the highest it saw and marked as
+// created again (record.go), and it claims such a blob (carrying no term's
+// record) only once the blob's ETag has stood unchanged, as it watched it,
+// for quietFor: longer than the longest lease duration D any session it
+// listed declared (stoodRecreated). The blob it times was created after the
+// deletion, so every doomed session, which stops by D after its last write
+// before it, has stopped by then: whether or not this instance, or that
+// session, has noticed the deletion. A doomed session's own claims wait
+// so too, and it dies first.
+//
+// Terms. An instance that sees the deletion (its session's renewal, or a
 // listing, finds its session's blob or the container gone; or its next
-// session finds the container gone, as it creates its blob) claims nothing
-// with its next session for quietFor from that session's first pass, which
-// comes after it saw the deletion, and so after the deletion: longer than
-// the longest lease duration D any session it knew declared, so every
-// doomed session has stopped. Meanwhile that session creates the blob of
-// every shard it saw terms on, seeded with the highest it saw (marked as
-// created again, record.go), or raises the seed of one another instance
-// created to that, on condition (If-Match) of its ETag, unleased as it is.
-// Every instance that saw the deletion does so at its next session's first
-// pass, which it reaches within a backoff (at most D) and a RetryInterval of
-// the container's being usable again, before the first of them ends its
-// quiet; so the first claim, which records the seed + 1 or more, continues
-// from the highest term any of them saw. An instance that never saw the
-// fleet before the deletion (a process started after it), or that had no
-// session then and whose next session finds the container created again,
+// session finds the container gone, as it creates its blob) also claims
+// nothing with its next session for quietFor from that session's first
+// pass, and at that pass creates the blob of every shard it saw terms on,
+// seeded with the highest it saw, or raises the seed of one that another
+// instance created to that, on condition (If-Match) of its ETag, unleased as
+// it is; a claimer raises a seed below its own floor too, as it times it.
+// Each raise is a new ETag to time. Every instance that saw the deletion
+// seeds at its next session's first pass, which it reaches within a backoff
+// (at most D) and a RetryInterval of the container's being usable again,
+// and of its own funcs' end; so the first claim, which records the seed + 1
+// or more, continues from the highest term any of them saw. This is a
+// bounded-time argument, as for the mutex's blob (recreated.go), and one
+// attempt per instance: a seed it fails to write is not tried again.
+//
+// What is not covered: an instance that never saw the fleet before the
+// deletion (a process started after it), or a shard it never saw terms on,
 // knows nothing of it: it may claim at once, and its terms may start again
 // from what is seeded, or from 1; as for the mutex's blob, that is the
 // limit.
@@ -77,11 +92,11 @@ func (o *ShardOwner) sawDeletion(how string) {
 	}
 }
 
-// quietFor is how long a session claims nothing after a deletion seen: the
-// longest lease duration the sessions it last listed declared (its own, if
-// longer), StopMargin, and a RetryInterval and two RequestTimeouts for the
-// other instances that saw it to seed their terms (see above). It is read
-// as the deletion is seen: the sessions listed after it are new ones.
+// quietFor is how long a session claims nothing after a deletion seen, and
+// how long a shard blob created again must stand: the longest lease
+// duration any session this instance listed declared (its own, if longer),
+// StopMargin, and a RetryInterval and two RequestTimeouts for the other
+// instances that saw it to seed their terms (see above).
 func (o *ShardOwner) quietFor() time.Duration {
 	s := o.settings
 	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
@@ -150,7 +165,7 @@ func (g *shardManager) seedTerms() {
 			}
 			l = listed{info: info}
 		}
-		if g.raiseSeed(lm, l.info, floors[name]) {
+		if _, ok := g.raiseSeed(lm, l.info, floors[name]); ok {
 			raised.Add(1)
 		}
 	})
@@ -160,21 +175,65 @@ func (g *shardManager) seedTerms() {
 
 // raiseSeed raises the seed of a shard's blob that nobody leases and that
 // carries no term's record to floor, if lower, on condition that its ETag
-// is still info's. It reports whether it did.
-func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+// is still info's. It reports whether it did, and the ETag it made.
+func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
 	if info.Held() || info.Leader.Identity != "" || info.Leader.Number >= floor || info.Role != "" && info.Role != RoleShard || info.RecordError.blocks() {
-		return false
+		return "", false
 	}
 	ctx, cancel := lm.call(g.ctx)
 	defer cancel()
 	etag := info.ETag
-	_, err := lm.blobClient.SetMetadata(ctx, createMetadata(RoleShard, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+	resp, err := lm.blobClient.SetMetadata(ctx, createMetadata(RoleShard, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
 	}})
-	if err != nil {
+	if err != nil || resp.ETag == nil {
 		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob,
 			"error", lm.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil))
+		return "", false
+	}
+	return *resp.ETag, true
+}
+
+// stoodRecreated reports whether a shard that this instance saw terms on (up to
+// floor), and whose blob is gone (c.exists false) or was created again
+// (c.recreated), may be claimed now: once its blob's ETag has stood
+// unchanged for quietFor since this instance first saw it. Until then it
+// creates the blob, seeded with floor, or raises a lower seed to it (each
+// a new ETag to time). Every session that ran the shard before the blob
+// went had stopped by then, whether or not this instance saw the deletion,
+// and whether or not that session has noticed it yet: the blob it times was
+// created after the deletion, and a session stops at S + D - StopMargin for
+// its last confirmed write, sent before it (see above).
+func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
+	o := g.o
+	lm := o.managerFor(o.shardBlob(c.name), "")
+	etag := c.etag
+	if !c.exists {
+		created, err := o.createShard(g.ctx, lm)
+		if err != nil {
+			return false // created meanwhile, or storage failed: the next listing tells
+		}
+		etag = created
+	} else if raised, ok := g.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, floor); ok {
+		etag = raised
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	w := o.recreated[c.name]
+	if w.etag != etag {
+		w = freshSince{etag: etag, since: time.Now()}
+		o.recreated[c.name] = w
+	}
+	if time.Since(w.since) < o.quietFor() {
 		return false
 	}
+	delete(o.recreated, c.name)
 	return true
+}
+
+// freshSince is a shard blob created again, as this instance first saw its
+// ETag (stoodRecreated).
+type freshSince struct {
+	etag  azcore.ETag
+	since time.Time
 }
