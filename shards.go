@@ -99,6 +99,7 @@ type ShardOwner struct {
 	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
 	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
+	seedPending bool                    // and the seeding of the terms it saw is not done yet
 	recreated   map[string]freshSince   // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session

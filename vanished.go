@@ -47,8 +47,10 @@ import (
 // (at most D) and a RetryInterval of the container's being usable again,
 // and of its own funcs' end; so the first claim, which records the seed + 1
 // or more, continues from the highest term any of them saw. This is a
-// bounded-time argument, as for the mutex's blob (recreated.go), and one
-// attempt per instance: a seed it fails to write is not tried again.
+// bounded-time argument, as for the mutex's blob (recreated.go); an
+// instance tries its seeds again at each pass while its quiet lasts, until
+// every one is written, and reads a blob again when another raise got there
+// first.
 //
 // What is not covered: an instance that never saw the fleet before the
 // deletion (a process started after it), or a shard it never saw terms on,
@@ -104,27 +106,34 @@ func (o *ShardOwner) quietFor() time.Duration {
 
 // quiet reports how long this session must still claim nothing. A deletion
 // seen before its first pass starts the quiet then, and the seeding of the
-// terms it saw; a quiet begun by an earlier session of this instance runs on.
+// terms it saw, tried at each pass until it is done or the quiet ends; a
+// quiet begun by an earlier session of this instance runs on.
 func (g *shardManager) quiet() time.Duration {
 	o := g.o
 	o.mu.Lock()
-	seed := o.deletedFor > 0
-	if seed {
+	if o.deletedFor > 0 {
 		o.quietUntil = time.Now().Add(o.deletedFor)
 		o.deletedFor = 0
+		o.seedPending = true
 	}
 	left := time.Until(o.quietUntil)
+	seed := o.seedPending && left > 0
 	o.mu.Unlock()
-	if seed {
-		g.seedTerms()
+	if seed && g.seedTerms() {
+		// Done; until then, tried again at each pass while the quiet
+		// lasts.
+		o.mu.Lock()
+		o.seedPending = false
+		o.mu.Unlock()
 	}
 	return max(0, left)
 }
 
 // seedTerms creates the blob of every shard of the set that this instance
 // saw terms on and that is gone, seeded with the highest of them, or raises
-// a seed that another instance created lower (see above).
-func (g *shardManager) seedTerms() {
+// a seed that another instance created lower (see above). It reports
+// whether every shard's seed is now at least that high, or taken.
+func (g *shardManager) seedTerms() bool {
 	o := g.o
 	o.mu.Lock()
 	floors := make(map[string]int64, len(o.floors))
@@ -141,43 +150,65 @@ func (g *shardManager) seedTerms() {
 		}
 	}); err != nil {
 		o.logger.Warn("leaderelection: could not list the shards to seed their terms after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
-		return
+		return false
 	}
 	names := make([]string, 0, len(floors))
 	for name := range floors {
 		names = append(names, name)
 	}
-	var created, raised atomic.Int64
+	var failed atomic.Int64
 	atOnce(len(names), claimParallel, func(i int) {
 		name := names[i]
-		lm := o.managerFor(o.shardBlob(name), "")
-		l, ok := found[name]
-		if !ok {
-			if _, err := o.createShard(g.ctx, lm); err == nil {
-				created.Add(1)
-				return
-			}
-			// Created meanwhile, by another instance that saw the
-			// deletion: raise its seed, if lower.
-			info, err := lm.Inspect(g.ctx)
-			if err != nil || !info.Exists {
-				return
-			}
-			l = listed{info: info}
-		}
-		if _, ok := g.raiseSeed(lm, l.info, floors[name]); ok {
-			raised.Add(1)
+		info := found[name].info // the zero LeaseInfo (no blob) if not listed
+		if !g.seedOne(o.managerFor(o.shardBlob(name), ""), info, floors[name]) {
+			failed.Add(1)
 		}
 	})
 	o.logger.Info("leaderelection: seeded the terms of the shards after the container was deleted", "container", o.settings.Container, "prefix", o.prefix,
-		"created", created.Load(), "raised", raised.Load(), "shards", len(names))
+		"shards", len(names), "failed", failed.Load())
+	return failed.Load() == 0
+}
+
+// seedOne makes a shard's blob carry floor as its seed, or more: it creates
+// the blob so seeded if it is gone, or raises a lower seed on condition of
+// its ETag, reading the blob again when another writer got there first (a
+// raise of another instance, lower or higher). It reports false if storage
+// failed it three times; true if the seed is high enough, or the blob is
+// taken (its claim recorded a term above the seed it found).
+func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+	for range 3 {
+		if !info.Exists {
+			_, err := g.o.createShard(g.ctx, lm)
+			if err == nil {
+				return true
+			}
+			if !errors.Is(err, ErrLeaseHeld) { // created meanwhile: read it
+				return false
+			}
+		} else if !seedBelow(info, floor) {
+			return true
+		} else if _, ok := g.raiseSeed(lm, info, floor); ok {
+			return true
+		}
+		var err error
+		if info, err = lm.Inspect(g.ctx); err != nil {
+			return false
+		}
+	}
+	return false
+}
+
+// seedBelow reports whether info shows a shard's blob, free and carrying no
+// term's record, whose seed is below floor.
+func seedBelow(info LeaseInfo, floor int64) bool {
+	return !info.Held() && info.Leader.Identity == "" && info.Leader.Number < floor && (info.Role == "" || info.Role == RoleShard) && !info.RecordError.blocks()
 }
 
 // raiseSeed raises the seed of a shard's blob that nobody leases and that
 // carries no term's record to floor, if lower, on condition that its ETag
 // is still info's. It reports whether it did, and the ETag it made.
 func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
-	if info.Held() || info.Leader.Identity != "" || info.Leader.Number >= floor || info.Role != "" && info.Role != RoleShard || info.RecordError.blocks() {
+	if !seedBelow(info, floor) {
 		return "", false
 	}
 	ctx, cancel := lm.call(g.ctx)
