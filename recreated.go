@@ -78,12 +78,7 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		if !info.Recreated.IsZero() {
 			md = createMetadata(m.role, floor)
 		}
-		ctx, cancel := m.call(ctx)
-		defer cancel()
-		etag := info.ETag
-		_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-		}})
+		_, err := m.writeSeed(ctx, info.ETag, md)
 		if err == nil {
 			m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
 				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
@@ -93,9 +88,27 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		// read tells; a refusal does not hold this contender back (its own
 		// term record, if it leads, continues above its floor all the same).
 		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
-			"error", m.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil))
+			"error", err)
 	}
 	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
+}
+
+// writeSeed writes md, a record that carries no term (a seed), on the blob
+// nobody leases, on condition that its ETag is still etag, and returns the
+// ETag it made. A refusal is classified: written meanwhile, or leased.
+func (m *BlobLeaseManager) writeSeed(ctx context.Context, etag azcore.ETag, md map[string]*string) (azcore.ETag, error) {
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	resp, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	}})
+	if err != nil {
+		return "", m.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
+	}
+	if resp.ETag == nil {
+		return "", &StorageError{Op: "raise term", Container: m.container, Blob: m.blob, detail: "the answer carried no ETag", kind: ErrTransient}
+	}
+	return *resp.ETag, nil
 }
 
 // settleFor is how long a blob that carries no term's record must stand

@@ -100,7 +100,7 @@ type ShardOwner struct {
 	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
 	seedPending bool                    // and the seeding of the terms it saw is not done yet
-	recreated   map[string]freshSince   // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
+	recreated   map[string]*freshWatch  // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session
 	target      int
@@ -217,7 +217,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		cooldown:  map[string]time.Time{},
 		leftover:  map[string]string{},
 		floors:    map[string]int64{},
-		recreated: map[string]freshSince{},
+		recreated: map[string]*freshWatch{},
 		bad:       map[string]*RecordError{},
 	}
 	own.sessionCC, own.sessionTransport = scc, stransport

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 )
 
@@ -199,9 +198,9 @@ func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64
 }
 
 // seedBelow reports whether info shows a shard's blob, free and carrying no
-// term's record, whose seed is below floor.
+// term's record (isFresh), whose seed is below floor.
 func seedBelow(info LeaseInfo, floor int64) bool {
-	return !info.Held() && info.Leader.Identity == "" && info.Leader.Number < floor && (info.Role == "" || info.Role == RoleShard) && !info.RecordError.blocks()
+	return isFresh(info) && info.Leader.Number < floor && (info.Role == "" || info.Role == RoleShard)
 }
 
 // raiseSeed raises the seed of a shard's blob that nobody leases and that
@@ -211,18 +210,12 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 	if !seedBelow(info, floor) {
 		return "", false
 	}
-	ctx, cancel := lm.call(g.ctx)
-	defer cancel()
-	etag := info.ETag
-	resp, err := lm.blobClient.SetMetadata(ctx, createMetadata(RoleShard, floor), &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-	}})
-	if err != nil || resp.ETag == nil {
-		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob,
-			"error", lm.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil))
+	etag, err := lm.writeSeed(g.ctx, info.ETag, createMetadata(RoleShard, floor))
+	if err != nil {
+		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
 		return "", false
 	}
-	return *resp.ETag, true
+	return etag, true
 }
 
 // stoodRecreated reports whether a shard that this instance saw terms on (up to
@@ -249,22 +242,18 @@ func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
 		etag = raised
 	}
 	o.mu.Lock()
-	defer o.mu.Unlock()
 	w := o.recreated[c.name]
-	if w.etag != etag {
-		w = freshSince{etag: etag, since: time.Now()}
+	if w == nil {
+		w = &freshWatch{}
 		o.recreated[c.name] = w
 	}
-	if time.Since(w.since) < o.quietFor() {
+	o.mu.Unlock()
+	w.watch(etag, time.Now())
+	if !w.stood(etag, o.quietFor()) {
 		return false
 	}
+	o.mu.Lock()
 	delete(o.recreated, c.name)
+	o.mu.Unlock()
 	return true
-}
-
-// freshSince is a shard blob created again, as this instance first saw its
-// ETag (stoodRecreated).
-type freshSince struct {
-	etag  azcore.ETag
-	since time.Time
 }
