@@ -85,13 +85,9 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	if !periodGiven {
 		cmd.period = safe
 	}
-	var remaining time.Duration
-	err = l.call(ctx, func(ctx context.Context) (err error) {
-		remaining, err = l.manager.Break(ctx, cmd.period)
-		return err
-	})
-	if err != nil {
-		return c.fail(err)
+	remaining, code, ok := c.breakShown(ctx, l, info, cmd.period)
+	if !ok {
+		return code
 	}
 	now := time.Now()
 	if cmd.period < safe {
@@ -193,12 +189,8 @@ func (c *cli) breakWhenSilent(ctx context.Context, l *session, info leaderelecti
 // forceBreakETag breaks an ETag lease at once: what the operator asked for,
 // and not safe for a holder cut off from storage.
 func (c *cli) forceBreakETag(ctx context.Context, l *session, info leaderelection.LeaseInfo) int {
-	err := l.call(ctx, func(ctx context.Context) error {
-		_, err := l.manager.Break(ctx, 0)
-		return err
-	})
-	if err != nil {
-		return c.fail(err)
+	if _, code, ok := c.breakShown(ctx, l, info, 0); !ok {
+		return code
 	}
 	d := declared(info, l.manager.Settings().LeaseDuration)
 	fmt.Fprintf(c.stderr, "leaderctl: warning: -force broke an ETag lease at once: a holder cut off from storage acts until its own deadline, "+
@@ -206,6 +198,50 @@ func (c *cli) forceBreakETag(ctx context.Context, l *session, info leaderelectio
 	fmt.Fprintf(c.stdout, "broke the lease on %s, held by %s\n", l.name, holder(info, time.Now()))
 	fmt.Fprintln(c.stdout, "the lease is broken now: a connected leader stops at its next renewal, and any instance can take it")
 	return exitOK
+}
+
+// breakAttempts bounds how often breakShown reads again after the blob
+// changed under a break: a live ETag holder renews every RenewInterval, and
+// a read and a break take a few round trips, so a second attempt nearly
+// always lands.
+const breakAttempts = 5
+
+// breakShown breaks the lease of the holder shown, info's. Break is
+// conditional on the blob being as its own read found it, and a live ETag
+// holder rewrites the blob at every renewal: so when the blob changed
+// meanwhile, it reads again, and breaks again while the same term holds the
+// lease. It never breaks a term it has not shown: if another took the
+// lease meanwhile, it says so and breaks nothing. ok is false when it
+// broke nothing; code is then the exit status.
+func (c *cli) breakShown(ctx context.Context, l *session, info leaderelection.LeaseInfo, period time.Duration) (remaining time.Duration, code int, ok bool) {
+	shown := info.Leader
+	for attempt := 1; ; attempt++ {
+		err := l.call(ctx, func(ctx context.Context) (err error) {
+			remaining, err = l.manager.Break(ctx, period)
+			return err
+		})
+		if !errors.Is(err, leaderelection.ErrLeaseHeld) || attempt == breakAttempts {
+			if err != nil {
+				return 0, c.fail(err), false
+			}
+			return remaining, exitOK, true
+		}
+		err = l.call(ctx, func(ctx context.Context) (err error) {
+			info, err = l.manager.Inspect(ctx)
+			return err
+		})
+		switch {
+		case err != nil:
+			return 0, c.fail(err), false
+		case !info.Held():
+			fmt.Fprintf(c.stdout, "no leader: the lease on %s ended meanwhile (it is %s); nothing to break\n", l.name, info.State)
+			return 0, exitOK, false
+		case info.Leader.Number != shown.Number || info.Leader.Identity != shown.Identity:
+			fmt.Fprintf(c.stderr, "leaderctl: not broken: the lease on %s passed to %s meanwhile; run break again to break it\n",
+				l.name, holder(info, time.Now()))
+			return 0, exitAlive, false
+		}
+	}
 }
 
 // declared is the lease duration an ETag lease's followers time its

@@ -131,6 +131,12 @@ declared, then breaks the lease on condition that the ETag is unchanged. It
 waits that long and -timeout more. If the ETag changes, the leader is alive
 and renewing: break exits with status 3 without breaking anything.
 
+A break is conditional on the blob being as break last read it. When it
+changed meanwhile (an ETag leader renewed), break reads it again and breaks
+again while the same term holds it; if the lease passed to another term
+meanwhile, break exits with status 3 without breaking anything: it breaks
+only a holder it has shown.
+
 It never breaks a ShardOwner's session or shard (a blob whose role, in its
 record, says so), -force or not: it says why and exits with status 4; nor
 its held list or handoff note, which are no leases, only hints. A

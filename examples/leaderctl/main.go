@@ -42,7 +42,7 @@ const (
 	exitOK     = 0
 	exitFailed = 1 // a storage request failed, or status or shards found no such container
 	exitUsage  = 2 // bad command line or environment: nothing was sent
-	exitAlive  = 3 // break: the holder of an ETag lease renewed it, and it was not broken
+	exitAlive  = 3 // break: the holder of an ETag lease renewed it, or another took the lease, and it was not broken
 	// break: the blob is a ShardOwner's session or shard, whose lease is
 	// never broken by hand, or its held list or handoff note, which is no
 	// lease; nothing was sent after reading it.
@@ -221,6 +221,9 @@ func (d *duration) Set(s string) error {
 // open resolves flags and environment into a lease manager. It sends
 // nothing. Every problem with the command line or the environment is
 // reported at once, as a usage error naming the flag or variable.
+// testPolicies, set only by tests, see every request leaderctl sends.
+var testPolicies []policy.Policy
+
 func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -237,6 +240,7 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 	if t.server != nil {
 		policies = append(policies, t.server)
 	}
+	policies = append(policies, testPolicies...)
 	if len(policies) > 0 {
 		// Without a Transport the library still uses one of its own, which
 		// the session's close closes.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"net/http"
 	"regexp"
 	"strings"
 	"sync"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
@@ -554,6 +556,70 @@ func TestBreakLeavesALiveETagHolderAloneUnlessForced(t *testing.T) {
 	assert.ErrorIs(t, deposed.cause, leaderelection.ErrLeaseLost)
 	t.Logf("the holder stopped %v after the forced break", deposed.cancelled.Sub(broke))
 }
+
+// A forced break lands even when the live ETag holder renews between
+// break's read and its break, which is then refused (412): break reads
+// again and breaks the same term. Not parallel: it sets testPolicies,
+// which every leaderctl run reads.
+func TestForcedBreakReadsAgainWhenTheHolderRenewsMeanwhile(t *testing.T) {
+	s, env := newLease(t)
+	s.LeaseDuration = 3 * time.Second
+	log := newTerms()
+	tr := log.contender(t, s, "w1")
+	old := log.next(t, 30*time.Second)
+
+	renewed := make(chan struct{}, 1)
+	tr.Observe(func(ex faults.Exchange) {
+		if ex.Method == http.MethodPut && ex.Status == http.StatusOK && strings.Contains(ex.URL, "/"+s.Blob) {
+			select {
+			case renewed <- struct{}{}:
+			default:
+			}
+		}
+	})
+	t.Cleanup(func() { tr.Observe(nil) })
+	var breaks atomic.Int32
+	testPolicies = []policy.Policy{policyFunc(func(req *policy.Request) (*http.Response, error) {
+		if isBreak(req.Raw().Header) && breaks.Add(1) == 1 {
+			// Hold the first break until the holder has renewed since.
+			select {
+			case <-renewed:
+			default:
+			}
+			select {
+			case <-renewed:
+			case <-time.After(10 * time.Second):
+				t.Error("the holder did not renew within 10s")
+			}
+		}
+		return req.Next()
+	})}
+	t.Cleanup(func() { testPolicies = nil })
+
+	r := leaderctl(t, env, "break", "-force")
+	require.Equal(t, exitOK, r.code, r.stderr)
+	assert.EqualValues(t, 2, breaks.Load(), "the first break was refused, as the holder renewed meanwhile, and break tried once more")
+	assert.Contains(t, r.stdout, "broke the lease on "+s.Container+"/"+s.Blob+", held by w1, term 1")
+	require.Eventually(t, func() bool { return !log.get(old).cancelled.IsZero() }, 3*time.Second, 20*time.Millisecond,
+		"a connected holder stops at its next renewal")
+	assert.ErrorIs(t, log.get(old).cause, leaderelection.ErrLeaseLost)
+}
+
+// isBreak tells a lease break: the SDK writes the header's key in lower
+// case, which http.Header.Get does not find.
+func isBreak(h http.Header) bool {
+	for k, v := range h {
+		if strings.EqualFold(k, "x-ms-lease-action") && len(v) > 0 && v[0] == "break" {
+			return true
+		}
+	}
+	return false
+}
+
+// policyFunc is a policy.Policy made of a function.
+type policyFunc func(*policy.Request) (*http.Response, error)
+
+func (f policyFunc) Do(req *policy.Request) (*http.Response, error) { return f(req) }
 
 // Without -period, break uses the LeaseDuration the holder declared in its
 // record (30 s here), not leaderctl's own -lease-duration (15 s by default),
