@@ -421,23 +421,44 @@ func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) erro
 // It reads the blob first (two requests), and never breaks one that says it
 // is another role's (a ShardOwner's session or shard): it returns a
 // [*RecordError] naming the role. The break is conditional on the blob being
-// unchanged since that read; an error matching [ErrLeaseHeld] means it was
-// written meanwhile (its holder renewed, or another took it): read again.
+// unchanged since that read. An ETag lease's holder rewrites the blob at
+// every renewal, so when the blob changed meanwhile Break reads it again,
+// and breaks again while the term it first read still holds the lease, up
+// to breakAttempts times. It breaks no other term: an error matching
+// [ErrLeaseHeld] means another took the lease meanwhile, or the holder
+// renewed at every attempt.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
 	}
-	info, err := m.Inspect(ctx)
-	switch {
-	case err != nil:
-		return 0, err
-	case !info.Exists || !info.Held():
-		return 0, nil
-	case info.Role != "" && info.Role != m.role:
-		return 0, foreignRole(m.container, m.blob, info.Role, m.role)
+	var first Term
+	for attempt := 1; ; attempt++ {
+		info, err := m.Inspect(ctx)
+		switch {
+		case err != nil:
+			return 0, err
+		case !info.Exists || !info.Held():
+			return 0, nil
+		case info.Role != "" && info.Role != m.role:
+			return 0, foreignRole(m.container, m.blob, info.Role, m.role)
+		case attempt == 1:
+			first = info.Leader
+		case info.Leader.Number != first.Number || info.Leader.Identity != first.Identity:
+			return 0, &StorageError{Op: "break lease", Container: m.container, Blob: m.blob,
+				detail: fmt.Sprintf("the lease passed from term %d to term %d meanwhile: not broken", first.Number, info.Leader.Number), kind: ErrLeaseHeld}
+		}
+		left, err := m.breakLease(ctx, period, info.ETag)
+		if !errors.Is(err, ErrLeaseHeld) || attempt == breakAttempts {
+			return left, err
+		}
 	}
-	return m.breakLease(ctx, period, info.ETag)
 }
+
+// breakAttempts bounds Break's reads again after its break found the blob
+// changed: a live ETag holder rewrites it once per RenewInterval (at least
+// 500 ms), and a read and a break take three round trips, so a second
+// attempt nearly always lands.
+const breakAttempts = 5
 
 // SafeBreakPeriod is the shortest break period that never lets another
 // instance lead while the holder may still act: the LeaseDuration. A break

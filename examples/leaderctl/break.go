@@ -85,7 +85,7 @@ func (c *cli) breakLease(ctx context.Context, args []string) int {
 	if !periodGiven {
 		cmd.period = safe
 	}
-	remaining, code, ok := c.breakShown(ctx, l, info, cmd.period)
+	remaining, code, ok := c.breakNow(ctx, l, cmd.period)
 	if !ok {
 		return code
 	}
@@ -189,7 +189,7 @@ func (c *cli) breakWhenSilent(ctx context.Context, l *session, info leaderelecti
 // forceBreakETag breaks an ETag lease at once: what the operator asked for,
 // and not safe for a holder cut off from storage.
 func (c *cli) forceBreakETag(ctx context.Context, l *session, info leaderelection.LeaseInfo) int {
-	if _, code, ok := c.breakShown(ctx, l, info, 0); !ok {
+	if _, code, ok := c.breakNow(ctx, l, 0); !ok {
 		return code
 	}
 	d := declared(info, l.manager.Settings().LeaseDuration)
@@ -200,48 +200,24 @@ func (c *cli) forceBreakETag(ctx context.Context, l *session, info leaderelectio
 	return exitOK
 }
 
-// breakAttempts bounds how often breakShown reads again after the blob
-// changed under a break: a live ETag holder renews every RenewInterval, and
-// a read and a break take a few round trips, so a second attempt nearly
-// always lands.
-const breakAttempts = 5
-
-// breakShown breaks the lease of the holder shown, info's. Break is
-// conditional on the blob being as its own read found it, and a live ETag
-// holder rewrites the blob at every renewal: so when the blob changed
-// meanwhile, it reads again, and breaks again while the same term holds the
-// lease. It never breaks a term it has not shown: if another took the
-// lease meanwhile, it says so and breaks nothing. ok is false when it
-// broke nothing; code is then the exit status.
-func (c *cli) breakShown(ctx context.Context, l *session, info leaderelection.LeaseInfo, period time.Duration) (remaining time.Duration, code int, ok bool) {
-	shown := info.Leader
-	for attempt := 1; ; attempt++ {
-		err := l.call(ctx, func(ctx context.Context) (err error) {
-			remaining, err = l.manager.Break(ctx, period)
-			return err
-		})
-		if !errors.Is(err, leaderelection.ErrLeaseHeld) || attempt == breakAttempts {
-			if err != nil {
-				return 0, c.fail(err), false
-			}
-			return remaining, exitOK, true
-		}
-		err = l.call(ctx, func(ctx context.Context) (err error) {
-			info, err = l.manager.Inspect(ctx)
-			return err
-		})
-		switch {
-		case err != nil:
-			return 0, c.fail(err), false
-		case !info.Held():
-			fmt.Fprintf(c.stdout, "no leader: the lease on %s ended meanwhile (it is %s); nothing to break\n", l.name, info.State)
-			return 0, exitOK, false
-		case info.Leader.Number != shown.Number || info.Leader.Identity != shown.Identity:
-			fmt.Fprintf(c.stderr, "leaderctl: not broken: the lease on %s passed to %s meanwhile; run break again to break it\n",
-				l.name, holder(info, time.Now()))
-			return 0, exitAlive, false
-		}
+// breakNow breaks the lease. The library's Break reads the blob again and
+// breaks again while the term it first read renews meanwhile (an ETag
+// holder rewrites the blob at every renewal); it breaks no other term, and
+// says so. ok is false when it broke nothing; code is then the exit status.
+// The holder shown was read a moment before Break's own first read.
+func (c *cli) breakNow(ctx context.Context, l *session, period time.Duration) (remaining time.Duration, code int, ok bool) {
+	err := l.call(ctx, func(ctx context.Context) (err error) {
+		remaining, err = l.manager.Break(ctx, period)
+		return err
+	})
+	switch {
+	case errors.Is(err, leaderelection.ErrLeaseHeld):
+		fmt.Fprintf(c.stderr, "leaderctl: not broken: %v; run break again to see who holds it now\n", err)
+		return 0, exitAlive, false
+	case err != nil:
+		return 0, c.fail(err), false
 	}
+	return remaining, exitOK, true
 }
 
 // declared is the lease duration an ETag lease's followers time its

@@ -134,8 +134,7 @@ and renewing: break exits with status 3 without breaking anything.
 A break is conditional on the blob being as break last read it. When it
 changed meanwhile (an ETag leader renewed), break reads it again and breaks
 again while the same term holds it; if the lease passed to another term
-meanwhile, break exits with status 3 without breaking anything: it breaks
-only a holder it has shown.
+meanwhile, break exits with status 3 without breaking anything.
 
 It never breaks a ShardOwner's session or shard (a blob whose role, in its
 record, says so), -force or not: it says why and exits with status 4; nor

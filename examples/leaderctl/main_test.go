@@ -568,37 +568,58 @@ func TestForcedBreakReadsAgainWhenTheHolderRenewsMeanwhile(t *testing.T) {
 	tr := log.contender(t, s, "w1")
 	old := log.next(t, 30*time.Second)
 
-	renewed := make(chan struct{}, 1)
+	writes := make(chan time.Time, 64) // when each of the holder's writes was sent
 	tr.Observe(func(ex faults.Exchange) {
 		if ex.Method == http.MethodPut && ex.Status == http.StatusOK && strings.Contains(ex.URL, "/"+s.Blob) {
 			select {
-			case renewed <- struct{}{}:
+			case writes <- ex.Sent:
 			default:
 			}
 		}
 	})
 	t.Cleanup(func() { tr.Observe(nil) })
-	var breaks atomic.Int32
+	var mu sync.Mutex
+	var answers []int // the status of each break
 	testPolicies = []policy.Policy{policyFunc(func(req *policy.Request) (*http.Response, error) {
-		if isBreak(req.Raw().Header) && breaks.Add(1) == 1 {
-			// Hold the first break until the holder has renewed since.
-			select {
-			case <-renewed:
-			default:
-			}
-			select {
-			case <-renewed:
-			case <-time.After(10 * time.Second):
-				t.Error("the holder did not renew within 10s")
+		if !isBreak(req.Raw().Header) {
+			return req.Next()
+		}
+		mu.Lock()
+		first := len(answers) == 0
+		mu.Unlock()
+		if first {
+			// Hold the first break until the holder has sent a write
+			// since: one the server took after break's read.
+			held := time.Now()
+			deadline := time.After(10 * time.Second)
+			for waiting := true; waiting; {
+				select {
+				case sent := <-writes:
+					waiting = !sent.After(held)
+				case <-deadline:
+					t.Error("the holder wrote nothing within 10s")
+					waiting = false
+				}
 			}
 		}
-		return req.Next()
+		resp, err := req.Next()
+		mu.Lock()
+		defer mu.Unlock()
+		if err == nil {
+			answers = append(answers, resp.StatusCode)
+		} else {
+			answers = append(answers, 0)
+		}
+		return resp, err
 	})}
 	t.Cleanup(func() { testPolicies = nil })
 
 	r := leaderctl(t, env, "break", "-force")
 	require.Equal(t, exitOK, r.code, r.stderr)
-	assert.EqualValues(t, 2, breaks.Load(), "the first break was refused, as the holder renewed meanwhile, and break tried once more")
+	mu.Lock()
+	assert.Equal(t, []int{http.StatusPreconditionFailed, http.StatusAccepted}, answers,
+		"the first break was refused, as the holder renewed meanwhile, and break tried once more")
+	mu.Unlock()
 	assert.Contains(t, r.stdout, "broke the lease on "+s.Container+"/"+s.Blob+", held by w1, term 1")
 	require.Eventually(t, func() bool { return !log.get(old).cancelled.IsZero() }, 3*time.Second, 20*time.Millisecond,
 		"a connected holder stops at its next renewal")
