@@ -616,7 +616,9 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 // RepairRecord is an operator's repair of a record that does not read (see
 // [RecordError]): on a blob that nobody holds a lease on, it writes a clean
 // record of an ended term numbered term, keeping the blob's role (none if it
-// says none), so that the next holder records term + 1. Its
+// says none) and its mark of a blob created again (if it has one: its next
+// holder waits for it to stand, repaired or not), so that the next holder
+// records term + 1. Its
 // write is conditional on the blob being unchanged since it was read: an
 // error matching [ErrLeaseHeld] means someone holds the lease, or wrote it
 // meanwhile. Choose term at least as high as any term the fleet, or any
@@ -638,6 +640,12 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 			detail: "the blob's lease is held: its holder's record is its own (repair a record only while nobody holds the lease)", kind: ErrLeaseHeld}
 	}
 	md := endedMetadata(info.Role, term)
+	if !info.Recreated.IsZero() {
+		// Still a blob created again: whoever takes it waits as long as
+		// for one that was not repaired (recreated.go, vanished.go).
+		at := time.Now().UTC().Format(time.RFC3339Nano)
+		md[metaRecreated] = &at
+	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	etag := info.ETag

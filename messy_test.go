@@ -324,6 +324,87 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 	assert.Equal(t, []int64{6, 7}, numbers, fmt.Sprint(numbers))
 }
 
+// A shard blob deleted by hand while nobody ran it is taken again above
+// every term any session's record says its instance saw, on any shard: not
+// only above the claimer's own floor, which is stale when the shard moved
+// on among other instances while this one did not look (here b's set is
+// another shard, at term 41; a's floor for "a" is 6).
+func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	nameA, nameB := s.Blob+"/"+shardsDir+"a", s.Blob+"/"+shardsDir+"b"
+	raw.put(nameA, "", map[string]string{metaTerm: "5", metaRole: string(RoleShard)})
+	raw.put(nameB, "", map[string]string{metaTerm: "40", metaRole: string(RoleShard)})
+	log := &shardLog{}
+	a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
+	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
+	waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
+	waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
+
+	require.NoError(t, a.owner.SetShards(nil))
+	waitFor(t, 15*time.Second, "a released", func() bool {
+		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, nameA).Held()
+	})
+	_, err := raw.cc.NewBlobClient(nameA).Delete(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, a.owner.SetShards([]string{"a"}))
+	waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+	var numbers []int64
+	for _, tm := range log.snapshot() {
+		if tm.shard == "a" {
+			numbers = append(numbers, tm.number)
+		}
+	}
+	require.Len(t, numbers, 2)
+	assert.Equal(t, int64(6), numbers[0])
+	assert.Greater(t, numbers[1], int64(41), "the term after the deletion is above the highest the fleet saw: %v", numbers)
+}
+
+// A shard blob marked as created again (by an instance that saw its terms)
+// is taken only once it has stood, even by an instance that never saw the
+// shard: a doomed session may still run it.
+func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	name := s.Blob + "/" + shardsDir + "a"
+	md := map[string]string{}
+	for k, v := range createMetadata(RoleShard, 5) {
+		md[k] = *v
+	}
+	raw.put(name, "", md)
+	require.False(t, leaderOnBlob(t, s, name).Recreated.IsZero())
+	log := &shardLog{}
+	started := time.Now()
+	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
+	waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
+	require.Len(t, log.snapshot(), 1)
+	assert.Equal(t, int64(6), log.snapshot()[0].number)
+}
+
+// A repair of a blob created again keeps its mark: whoever takes it still
+// waits for it to stand.
+func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	md := map[string]string{}
+	for k, v := range createMetadata("", 5) {
+		md[k] = *v
+	}
+	raw.put(s.Blob, "", md)
+	m, err := NewBlobLeaseManager(s)
+	require.NoError(t, err)
+	info, err := m.RepairRecord(context.Background(), 9)
+	require.NoError(t, err)
+	require.False(t, info.Recreated.IsZero())
+	after := leaderOn(t, s)
+	assert.Equal(t, int64(9), after.Leader.Number)
+	assert.False(t, after.Recreated.IsZero(), "the repair dropped the mark of a blob created again")
+}
+
 func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
 	s.Blob = name
 	return leaderOn(t, s)

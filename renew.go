@@ -69,8 +69,11 @@ import (
 // blob's number and the highest it has seen there itself; a blob created
 // again is seeded with that, raised by every instance that saw more, and
 // taken only once the leader that missed the deletion has stopped and read
-// it (recreated.go). So a blob or container deleted under a running fleet
-// does not restart the count. A number that does not read, or cannot grow,
+// it (recreated.go). A shard's blob is not watched by every instance, so
+// whoever takes one created again records a term above every term any
+// session's record says its instance saw on any shard, too (vanished.go).
+// So a blob or container deleted under a running fleet does not restart
+// the count. A number that does not read, or cannot grow,
 // is never continued: no func runs on that blob until an operator repairs
 // the record (record.go). What cannot be kept: a blob deleted while no
 // instance that saw its terms runs, or created again first by one that never
@@ -206,9 +209,12 @@ import (
 // session that ran the shard before has stopped by then, noticed or not;
 // a doomed session's own claims wait so too. An instance that sees the
 // deletion also claims nothing with its next session for as long, and
-// seeds meanwhile each shard it saw terms on with the highest it saw, or
-// raises another's seed to it, so that the first term after continues from
-// the highest any of them saw (vanished.go). A process that never saw the
+// seeds meanwhile each shard of its set it saw terms on with the highest it
+// saw, or raises another's seed to it; and the first claim of a blob
+// created again records a term above the highest that every session's
+// record, listed at each pass, says its instance saw on any shard. So the
+// first term after continues from the highest any of them saw
+// (vanished.go). A process that never saw the
 // fleet before the deletion, or a shard an instance never saw terms on,
 // knows nothing of it, as for the mutex's blob: that is the limit.
 //

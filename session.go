@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,7 @@ const (
 	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
 	metaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)
 	metaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (claimLeaseID)
+	metaSeen     = "leaderseen"       // a session's record: the highest term its instance saw on any shard (see vanished.go)
 )
 
 // session is this instance's current session.
@@ -200,7 +202,8 @@ func (o *ShardOwner) newSession(id string) *session {
 		digest, size := o.setSummary()
 		count := strconv.Itoa(size)
 		handing := strconv.Itoa(o.handingCount())
-		md[metaOwned], md[metaSet], md[metaSetCount], md[metaHanding] = &n, &digest, &count, &handing
+		seen := strconv.FormatInt(o.seenMax.Load(), 10)
+		md[metaOwned], md[metaSet], md[metaSetCount], md[metaHanding], md[metaSeen] = &n, &digest, &count, &handing, &seen
 		if s.leaving.Load() {
 			yes := "true"
 			md[metaLeaving] = &yes
@@ -276,6 +279,7 @@ type listed struct {
 	size    int       // a session's record: how many shards its set has (-1 if none)
 	leaving bool      // a session's record: it hands its shards on, to end
 	handing int       // a session's record: how many shards it is handing over (0 if it does not say)
+	seen    int64     // a session's record: the highest term its instance saw on any shard (0 if it does not say)
 	gen     int64     // a shard's record: its claiming session's term (0 if none: handed to it)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
@@ -372,6 +376,9 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	}
 	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
 		l.size = n
+	}
+	if n, err := strconv.ParseInt(metaValue(md, metaSeen), 10, 64); err == nil && n > 0 && n != math.MaxInt64 {
+		l.seen = n
 	}
 	return l
 }
@@ -517,10 +524,10 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			longest = l.info.DeclaredDuration
 		}
 	}
-	for {
-		cur := o.longestD.Load()
-		if int64(longest) <= cur || o.longestD.CompareAndSwap(cur, int64(longest)) {
-			break
+	raiseTo(&o.longestD, int64(longest))
+	for _, l := range seen {
+		if l.isSession() && l.rec.problem == nil {
+			raiseTo(&o.fleetSeen, l.seen)
 		}
 	}
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}

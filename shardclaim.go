@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -608,17 +609,25 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // session, which must not refuse it as its own.
 func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := g.o
-	if floor := o.floorOf(c.name); floor > 0 && (!c.exists || c.recreated) && !g.stoodRecreated(c, floor) {
-		// Gone, or created again, though this instance saw terms on it:
-		// not taken before it has stood (vanished.go).
-		o.mu.Lock()
-		delete(o.claiming, c.name)
-		o.mu.Unlock()
-		return false, "settling"
+	floor := o.floorOf(c.name)
+	if (floor > 0 && !c.exists) || c.recreated {
+		// Gone, though this instance saw terms on it, or created again by
+		// an instance that did: not taken before it has stood, and its
+		// term goes above every term any session said its instance saw on
+		// any shard (vanished.go). The seed stays this instance's floor: a
+		// fleet's highest moves on, and each raise would start the wait
+		// again.
+		if !g.stoodRecreated(c, floor) {
+			o.mu.Lock()
+			delete(o.claiming, c.name)
+			o.mu.Unlock()
+			return false, "settling"
+		}
+		floor = max(floor, o.fleetSeen.Load())
 	}
-	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), o.floorOf(c.name))
+	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
-		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, o.floorOf(c.name))))
+		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
 		o.mu.Lock()
 		delete(o.claiming, c.name)
 		o.mu.Unlock()
@@ -642,7 +651,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	etag := c.etag
 	if !c.exists {
 		var err error
-		if etag, err = o.createShard(ctx, lm); err != nil {
+		if etag, err = o.createShard(ctx, lm, floor); err != nil {
 			return done(outcome(err, "claimed"), false)
 		}
 	}
@@ -837,6 +846,18 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	for name, n := range terms {
 		if n > o.floors[name] && n != math.MaxInt64 {
 			o.floors[name] = n
+			raiseTo(&o.seenMax, n)
+			raiseTo(&o.fleetSeen, n)
+		}
+	}
+}
+
+// raiseTo raises a to v, if lower.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
 		}
 	}
 }
@@ -857,14 +878,15 @@ func (g *shardManager) noteOwner(name string, h shardHolder) {
 }
 
 // createShard creates a shard's blob, empty, if nobody has: a conditional
-// upload (If-None-Match: *). It returns the new blob's ETag; an error
-// matching ErrLeaseHeld if the blob exists already (another claim made it).
-func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager) (azcore.ETag, error) {
+// upload (If-None-Match: *), seeded with seed (marked as created again if
+// above 0). It returns the new blob's ETag; an error matching ErrLeaseHeld
+// if the blob exists already (another claim made it).
+func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed int64) (azcore.ETag, error) {
 	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
 	defer cancel()
 	anyETag := azcore.ETagAny
 	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata:         createMetadata(RoleShard, o.floorOf(strings.TrimPrefix(lm.blob, o.prefix+shardsDir))),
+		Metadata:         createMetadata(RoleShard, seed),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
 	})
 	if err != nil {

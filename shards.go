@@ -59,6 +59,8 @@ type ShardOwner struct {
 	reached   atomic.Bool       // the account has answered
 	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
 	longestD  atomic.Int64      // the longest lease duration a live session declared, in any listing of the sessions
+	seenMax   atomic.Int64      // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
+	fleetSeen atomic.Int64      // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
 	running   atomic.Bool
 
 	// The session's lease is kept on connections of its own when the

@@ -51,11 +51,27 @@ import (
 // every one is written, and reads a blob again when another raise got there
 // first.
 //
+// The fleet's highest. Seeds cover the shards of each seeder's set, and
+// only instances that look: a shard blob deleted by hand while nobody ran
+// it (no container deletion, so no quiet), in a fleet that seldom lists the
+// shards, is seen gone only by its claimer, whose floor for it is stale if
+// the shard moved on among other instances meanwhile. So every session's
+// record carries the highest term its instance saw on any shard (metaSeen,
+// seenMax), every listing of the sessions, at each pass, raises fleetSeen
+// to the highest any record says, and the claim of a blob gone or created
+// again records a term above fleetSeen as well (claimOne): above every term
+// any live session's instance saw, on that shard or another, for a term
+// jumps but never repeats. A session rewrites its record within D, and the
+// claim waits longer than D for the blob to stand, so the records it lists
+// before it claims say what their instances saw before the deletion. The
+// seed stays the claimer's own floor: the fleet's highest moves on, and a
+// seed raised to it at each listing would start the wait again and again.
+//
 // What is not covered: an instance that never saw the fleet before the
 // deletion (a process started after it), or a shard it never saw terms on,
-// knows nothing of it: it may claim at once, and its terms may start again
-// from what is seeded, or from 1; as for the mutex's blob, that is the
-// limit.
+// and whose blob nobody who did created again, knows nothing of it: it may
+// claim at once, and its terms may start again from what is seeded, or
+// from 1; as for the mutex's blob, that is the limit.
 
 // errSessionGone ends a session whose blob a listing found gone, or whose
 // container it did: deleted under it.
@@ -177,7 +193,7 @@ func (g *shardManager) seedTerms() bool {
 func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
 	for range 3 {
 		if !info.Exists {
-			_, err := g.o.createShard(g.ctx, lm)
+			_, err := g.o.createShard(g.ctx, lm, floor)
 			if err == nil {
 				return true
 			}
@@ -233,7 +249,7 @@ func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
 	lm := o.managerFor(o.shardBlob(c.name), "")
 	etag := c.etag
 	if !c.exists {
-		created, err := o.createShard(g.ctx, lm)
+		created, err := o.createShard(g.ctx, lm, floor)
 		if err != nil {
 			return false // created meanwhile, or storage failed: the next listing tells
 		}
