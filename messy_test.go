@@ -305,13 +305,7 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 	log := &shardLog{}
 	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
 	waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-	require.NoError(t, own.owner.SetShards(nil))
-	waitFor(t, 15*time.Second, "a released", func() bool {
-		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, name).Held()
-	})
-	_, err := raw.cc.NewBlobClient(name).Delete(context.Background(), nil)
-	require.NoError(t, err)
-	require.NoError(t, own.owner.SetShards([]string{"a"}))
+	deleteWhileDropped(t, own, log, raw, s)
 	// Created again, seeded, it is taken once it has stood for quietFor
 	// (vanished.go): about 8 s at these settings.
 	started := time.Now()
@@ -342,13 +336,7 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 	waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
 	waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
 
-	require.NoError(t, a.owner.SetShards(nil))
-	waitFor(t, 15*time.Second, "a released", func() bool {
-		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, nameA).Held()
-	})
-	_, err := raw.cc.NewBlobClient(nameA).Delete(context.Background(), nil)
-	require.NoError(t, err)
-	require.NoError(t, a.owner.SetShards([]string{"a"}))
+	deleteWhileDropped(t, a, log, raw, s)
 	waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
 	var numbers []int64
 	for _, tm := range log.snapshot() {
@@ -403,6 +391,20 @@ func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	after := leaderOn(t, s)
 	assert.Equal(t, int64(9), after.Leader.Number)
 	assert.False(t, after.Recreated.IsZero(), "the repair dropped the mark of a blob created again")
+}
+
+// deleteWhileDropped drops shard "a" from own's set, deletes its blob once
+// it is released, and gives own "a" again.
+func deleteWhileDropped(t *testing.T, own *ownerRun, log *shardLog, raw rawBlob, s BlobSettings) {
+	t.Helper()
+	name := s.Blob + "/" + shardsDir + "a"
+	require.NoError(t, own.owner.SetShards(nil))
+	waitFor(t, 15*time.Second, "a released", func() bool {
+		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, name).Held()
+	})
+	_, err := raw.cc.NewBlobClient(name).Delete(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, own.owner.SetShards([]string{"a"}))
 }
 
 func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
