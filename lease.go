@@ -423,15 +423,16 @@ func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) erro
 // [*RecordError] naming the role. The break is conditional on the blob being
 // unchanged since that read. An ETag lease's holder rewrites the blob at
 // every renewal, so when the blob changed meanwhile Break reads it again,
-// and breaks again while the term it first read still holds the lease, up
-// to breakAttempts times. It breaks no other term: an error matching
-// [ErrLeaseHeld] means another took the lease meanwhile, or the holder
-// renewed at every attempt.
+// and breaks again while the term it first read, recorded and running,
+// still holds the lease, up to breakAttempts times. It breaks no other
+// term: an error matching [ErrLeaseHeld] means the record changed otherwise
+// meanwhile (the term ended, or another began), or the holder renewed at
+// every attempt.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
 	}
-	var first Term
+	var first LeaseInfo
 	for attempt := 1; ; attempt++ {
 		info, err := m.Inspect(ctx)
 		switch {
@@ -442,16 +443,24 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 		case info.Role != "" && info.Role != m.role:
 			return 0, foreignRole(m.container, m.blob, info.Role, m.role)
 		case attempt == 1:
-			first = info.Leader
-		case info.Leader.Number != first.Number || info.Leader.Identity != first.Identity:
+			first = info
+		case !sameRunningTerm(first, info):
 			return 0, &StorageError{Op: "break lease", Container: m.container, Blob: m.blob,
-				detail: fmt.Sprintf("the lease passed from term %d to term %d meanwhile: not broken", first.Number, info.Leader.Number), kind: ErrLeaseHeld}
+				detail: "the blob's record changed meanwhile, and not by a renewal of the term first read (it ended, or another began): not broken", kind: ErrLeaseHeld}
 		}
 		left, err := m.breakLease(ctx, period, info.ETag)
 		if !errors.Is(err, ErrLeaseHeld) || attempt == breakAttempts {
 			return left, err
 		}
 	}
+}
+
+// sameRunningTerm reports whether b shows the term a showed, recorded and
+// running in both (not ended, its holder's record its own): what a
+// renewal of an ETag lease leaves as it was, though it rewrites the blob.
+func sameRunningTerm(a, b LeaseInfo) bool {
+	running := func(i LeaseInfo) bool { return i.Leader.Number > 0 && i.LeaderEnded.IsZero() && i.RecordError == nil }
+	return running(a) && running(b) && a.Leader.Number == b.Leader.Number && a.Leader.Identity == b.Leader.Identity
 }
 
 // breakAttempts bounds Break's reads again after its break found the blob
@@ -643,7 +652,7 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 	if !info.Recreated.IsZero() {
 		// Still a blob created again: whoever takes it waits as long as
 		// for one that was not repaired (recreated.go, vanished.go).
-		at := time.Now().UTC().Format(time.RFC3339Nano)
+		at := info.Recreated.UTC().Format(time.RFC3339Nano)
 		md[metaRecreated] = &at
 	}
 	ctx, cancel := m.call(ctx)

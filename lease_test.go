@@ -259,3 +259,23 @@ func TestContainerBeingDeletedIsNoReasonToGiveUp(t *testing.T) {
 	_, err = m.Inspect(ctx)
 	assert.ErrorIs(t, err, ErrTransient, "inspect")
 }
+
+// Break breaks again, after its break found the blob changed, only while
+// the blob shows the term it first read, recorded and running: a renewal
+// of an ETag lease; not a term ended (released, and perhaps taken by
+// another that has not recorded its own yet), or another.
+func TestBreakRetriesOnlyOnTheSameRunningTerm(t *testing.T) {
+	running := LeaseInfo{Leader: Term{Number: 7, Identity: "x"}}
+	ended := running
+	ended.LeaderEnded = time.Now()
+	other := LeaseInfo{Leader: Term{Number: 8, Identity: "y"}}
+	unread := running
+	unread.RecordError = &RecordError{Key: metaTerm}
+	none := LeaseInfo{}
+	assert.True(t, sameRunningTerm(running, running))
+	assert.False(t, sameRunningTerm(running, ended))
+	assert.False(t, sameRunningTerm(ended, ended))
+	assert.False(t, sameRunningTerm(running, other))
+	assert.False(t, sameRunningTerm(running, unread))
+	assert.False(t, sameRunningTerm(none, none))
+}
