@@ -349,6 +349,58 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 	assert.Greater(t, numbers[1], int64(41), "the term after the deletion is above the highest the fleet saw: %v", numbers)
 }
 
+// A shard blob created again, leased by a claim that died before it
+// recorded its term, is taken (once its ETag stood a lease duration) above
+// the fleet's highest too: not at its seed + 1.
+func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	md := map[string]string{}
+	for k, v := range createMetadata(RoleShard, 5) {
+		md[k] = *v
+	}
+	raw.put(s.Blob+"/"+shardsDir+"a", uuid.NewString(), md)
+	raw.put(s.Blob+"/"+shardsDir+"b", "", map[string]string{metaTerm: "40", metaRole: string(RoleShard)})
+	log := &shardLog{}
+	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
+	waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
+	a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
+	waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+	require.GreaterOrEqual(t, a.owner.fleetSeen.Load(), int64(41))
+	for _, tm := range log.snapshot() {
+		if tm.shard == "a" {
+			assert.Greater(t, tm.number, int64(41), "a leased blob created again was taken at its seed + 1")
+		}
+	}
+}
+
+// A session's record whose highest term seen does not read, or is beyond
+// what any claim reaches, is reported once and not used; a plausible one
+// is.
+func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	p := s.Blob + "/" + sessionsDir
+	for id, seen := range map[string]string{
+		"eeeeeeee-eeee-4eee-beee-eeeeeeeeeeee": "x",
+		"dddddddd-dddd-4ddd-bddd-dddddddddddd": strconv.FormatInt(maxSpreadTerm+1, 10),
+		"cccccccc-cccc-4ccc-bccc-cccccccccccc": "30",
+	} {
+		raw.put(p+id, id, map[string]string{metaIdentity: "y", metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
+			metaLeaseDuration: time.Hour.String(), metaOwned: "0", metaRole: string(RoleSession), metaSeen: seen})
+	}
+	var logs syncBuffer
+	own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
+	time.Sleep(4 * s.RetryInterval)
+	assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
+	for _, bad := range []string{"x", strconv.FormatInt(maxSpreadTerm+1, 10)} {
+		assert.Equal(t, 1, strings.Count(logs.String(), "key="+metaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
+	}
+}
+
 // A shard blob marked as created again (by an instance that saw its terms)
 // is taken only once it has stood, even by an instance that never saw the
 // shard: a doomed session may still run it.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -280,6 +279,7 @@ type listed struct {
 	leaving bool      // a session's record: it hands its shards on, to end
 	handing int       // a session's record: how many shards it is handing over (0 if it does not say)
 	seen    int64     // a session's record: the highest term its instance saw on any shard (0 if it does not say)
+	seenBad string    // a session's record: that highest term, if it does not read or no claim reaches it (not trusted)
 	gen     int64     // a shard's record: its claiming session's term (0 if none: handed to it)
 	record  bool      // the blob carries a record: its holder wrote it under its lease
 	rec     record    // the record as read (record.go): its role, and what does not read
@@ -377,8 +377,12 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
 		l.size = n
 	}
-	if n, err := strconv.ParseInt(metaValue(md, metaSeen), 10, 64); err == nil && n > 0 && n != math.MaxInt64 {
-		l.seen = n
+	if v := metaValue(md, metaSeen); v != "" {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= maxSpreadTerm {
+			l.seen = n
+		} else {
+			l.seenBad = unlessSecret(v)
+		}
 	}
 	return l
 }
@@ -478,6 +482,7 @@ type sessionWatch struct {
 	dead     map[string]time.Time     // by session ID: dead for good, and when this was learnt
 	live     map[string]bool          // the sessions the last listing showed alive
 	ignored  map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
+	badSeen  map[string]string        // by session ID: a highest term seen, in its record, that is not trusted (what was reported)
 	twinETag map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
 	twins    string                   // those of them seen renewed, at the last warning
 }
@@ -525,14 +530,10 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		}
 	}
 	raiseTo(&o.longestD, int64(longest))
-	for _, l := range seen {
-		if l.isSession() && l.rec.problem == nil {
-			raiseTo(&o.fleetSeen, l.seen)
-		}
-	}
 	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}
 	listedIDs := map[string]bool{}
 	ignored := map[string]string{}
+	badSeen := map[string]string{}
 	var twins []string
 	twinETag := map[string]azcore.ETag{}
 	for _, l := range seen {
@@ -553,6 +554,14 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 					"container", p.Container, "blob", p.Blob, "key", p.Key, "value", p.Value, "error", p)
 			}
 			ignored[l.name] = key
+		} else if l.seenBad != "" {
+			if w.badSeen[l.name] != l.seenBad {
+				o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; it is not trusted",
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", metaSeen, "value", l.seenBad, "limit", maxSpreadTerm)
+			}
+			badSeen[l.name] = l.seenBad
+		} else {
+			raiseTo(&o.fleetSeen, l.seen)
 		}
 		listedIDs[l.name] = true
 		if l.name == own.id {
@@ -642,6 +651,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 	}
 	w.live = now
 	w.ignored = ignored
+	w.badSeen = badSeen
 	w.twinETag = twinETag
 	if sig := strings.Join(twins, ","); sig != w.twins {
 		w.twins = sig

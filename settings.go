@@ -272,10 +272,19 @@ func printableURL(raw string) string {
 // base64 with its padding), is REDACTED: a rejected name is often a value
 // meant for another field, pasted in the wrong place.
 func shown(name string) string {
-	if carriesSecret(name) || base64Key.MatchString(name) {
-		return "REDACTED"
+	if v := unlessSecret(name); v != name {
+		return v
 	}
 	return strconv.Quote(name)
+}
+
+// unlessSecret is v, or REDACTED if it may hold a secret (see shown): for a
+// value read from storage, which another writer may have put there.
+func unlessSecret(v string) string {
+	if carriesSecret(v) || base64Key.MatchString(v) {
+		return "REDACTED"
+	}
+	return v
 }
 
 // base64Key matches an account key (88 characters, ending "==") or a

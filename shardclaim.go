@@ -35,9 +35,11 @@ type candidate struct {
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
 	// recreated: free, carrying no term's record, and created again by an
-	// instance that saw terms on it (record.go): see vanished.go.
-	recreated bool
-	dead      bool // a dead session held it (see takeFromDead, and claim's others)
+	// instance that saw terms on it (record.go): see vanished.go. marked:
+	// so created again, and carrying no term's record, free or not (a claim
+	// that took it may have failed before it recorded its term).
+	recreated, marked bool
+	dead              bool // a dead session held it (see takeFromDead, and claim's others)
 	// oldID is set only for a resumed session's take-back (takeBack): the
 	// lease ID the shard's record implies, which its previous process used.
 	oldID string
@@ -580,8 +582,9 @@ func tally(outcomes []string) string {
 // listedCandidate is a shard whose blob was read (info) as a candidate to
 // claim.
 func listedCandidate(name string, info LeaseInfo) candidate {
+	marked := info.Leader.Identity == "" && !info.Recreated.IsZero()
 	return candidate{name: name, exists: true, etag: info.ETag, prev: info.Leader.Number,
-		recreated: !info.Held() && info.Leader.Identity == "" && !info.Recreated.IsZero()}
+		recreated: marked && !info.Held(), marked: marked}
 }
 
 // claimOne takes one shard: breaks its lease if its session is dead, on
@@ -612,18 +615,25 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	floor := o.floorOf(c.name)
 	if (floor > 0 && !c.exists) || c.recreated {
 		// Gone, though this instance saw terms on it, or created again by
-		// an instance that did: not taken before it has stood, and its
-		// term goes above every term any session said its instance saw on
-		// any shard (vanished.go). The seed stays this instance's floor: a
-		// fleet's highest moves on, and each raise would start the wait
-		// again.
+		// an instance that did: not taken before it has stood. The seed
+		// stays this instance's floor: a fleet's highest moves on, and
+		// each raise would start the wait again.
 		if !g.stoodRecreated(c, floor) {
 			o.mu.Lock()
 			delete(o.claiming, c.name)
 			o.mu.Unlock()
 			return false, "settling"
 		}
-		floor = max(floor, o.fleetSeen.Load())
+	}
+	if c.marked {
+		// Created again (held or not: a claim of it may have failed before
+		// it recorded its term): its term goes above every term any
+		// session said its instance saw on any shard (vanished.go).
+		if fleet := o.fleetSeen.Load(); fleet > floor {
+			o.logger.Info("leaderelection: a shard blob created again continues above the highest term the fleet's sessions saw on any shard",
+				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
+			floor = fleet
+		}
 	}
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
@@ -846,11 +856,21 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	for name, n := range terms {
 		if n > o.floors[name] && n != math.MaxInt64 {
 			o.floors[name] = n
-			raiseTo(&o.seenMax, n)
-			raiseTo(&o.fleetSeen, n)
+			if n <= maxSpreadTerm {
+				raiseTo(&o.seenMax, n)
+				raiseTo(&o.fleetSeen, n)
+			}
 		}
 	}
 }
+
+// maxSpreadTerm is the highest term the fleet's highest (seenMax,
+// fleetSeen: vanished.go) takes in: more than a claim a microsecond for
+// 285 years could reach. A higher one is a repair's, or another writer's,
+// and stays its shard's own: spread to every shard created again, a
+// value near the largest number would leave each one's term no room to
+// grow.
+const maxSpreadTerm = 1 << 53
 
 // raiseTo raises a to v, if lower.
 func raiseTo(a *atomic.Int64, v int64) {

@@ -58,14 +58,22 @@ import (
 // the shard moved on among other instances meanwhile. So every session's
 // record carries the highest term its instance saw on any shard (metaSeen,
 // seenMax), every listing of the sessions, at each pass, raises fleetSeen
-// to the highest any record says, and the claim of a blob gone or created
-// again records a term above fleetSeen as well (claimOne): above every term
-// any live session's instance saw, on that shard or another, for a term
-// jumps but never repeats. A session rewrites its record within D, and the
-// claim waits longer than D for the blob to stand, so the records it lists
-// before it claims say what their instances saw before the deletion. The
-// seed stays the claimer's own floor: the fleet's highest moves on, and a
-// seed raised to it at each listing would start the wait again and again.
+// to the highest any record says, and the claim of a blob created again
+// records a term above fleetSeen as well (claimOne; held or not, as a claim
+// that took it may have died before it recorded its term): above every term
+// any session's instance published, on that shard or another, for a term
+// jumps but never repeats. The claim follows a listing of the sessions made
+// at the same pass, after the blob stood longer than D: so every session
+// that lived at the deletion, and renews, has rewritten its record since
+// with every term it saw before it; a dead one's last record is listed
+// until it is collected. The seed stays the claimer's own floor: the
+// fleet's highest moves on, and a seed raised to it at each listing would
+// start the wait again and again. A record says only what its instance saw
+// up to its last write: a term seen after that, by a session whose renewals
+// then failed, or that ended at once, cleanly, deleting its blob, is not
+// published, and a process started again publishes only what it has seen
+// since. That part, as the seeding, is bounded-time. A value that does not
+// read, or that no claim reaches (maxSpreadTerm), is reported, not used.
 //
 // What is not covered: an instance that never saw the fleet before the
 // deletion (a process started after it), or a shard it never saw terms on,
