@@ -624,6 +624,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			o.mu.Unlock()
 			return false, "settling"
 		}
+		floor = o.floorOf(c.name) // as it is now
 	}
 	if c.marked {
 		// Created again (held or not: a claim of it may have failed before
