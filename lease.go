@@ -424,10 +424,10 @@ func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) erro
 // unchanged since that read. An ETag lease's holder rewrites the blob at
 // every renewal, so when the blob changed meanwhile Break reads it again,
 // and breaks again while the term it first read, recorded and running,
-// still holds the lease, up to breakAttempts times. It breaks no other
-// term: an error matching [ErrLeaseHeld] means the record changed otherwise
-// meanwhile (the term ended, or another began), or the holder renewed at
-// every attempt.
+// still holds the lease, up to 5 times in all. It breaks no other term: an
+// error matching [ErrLeaseHeld] means the blob changed otherwise meanwhile
+// (the lease ended, another took it, or its holder had recorded no term
+// yet), or the holder renewed at every attempt.
 func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (time.Duration, error) {
 	if period < 0 || period > 60*time.Second {
 		return 0, fmt.Errorf("leaderelection: break period must be from 0 to 60s, got %v", period)
@@ -438,28 +438,33 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 		switch {
 		case err != nil:
 			return 0, err
+		case attempt > 1 && !sameRunningTerm(first, info):
+			return 0, &StorageError{Op: "break lease", Container: m.container, Blob: m.blob,
+				detail: "the blob changed after it was read, and not by a renewal of a recorded term (the lease ended, another took it, or its holder had recorded no term yet): read it again", kind: ErrLeaseHeld}
 		case !info.Exists || !info.Held():
 			return 0, nil
 		case info.Role != "" && info.Role != m.role:
 			return 0, foreignRole(m.container, m.blob, info.Role, m.role)
 		case attempt == 1:
 			first = info
-		case !sameRunningTerm(first, info):
-			return 0, &StorageError{Op: "break lease", Container: m.container, Blob: m.blob,
-				detail: "the blob's record changed meanwhile, and not by a renewal of the term first read (it ended, or another began): not broken", kind: ErrLeaseHeld}
 		}
 		left, err := m.breakLease(ctx, period, info.ETag)
-		if !errors.Is(err, ErrLeaseHeld) || attempt == breakAttempts {
+		if errors.Is(err, ErrLeaseHeld) && attempt == breakAttempts {
+			return 0, fmt.Errorf("%w (the holder renewed its lease before each of %d breaks)", err, breakAttempts)
+		}
+		if !errors.Is(err, ErrLeaseHeld) {
 			return left, err
 		}
 	}
 }
 
 // sameRunningTerm reports whether b shows the term a showed, recorded and
-// running in both (not ended, its holder's record its own): what a
+// running in both (held, not ended, its holder's record its own): what a
 // renewal of an ETag lease leaves as it was, though it rewrites the blob.
 func sameRunningTerm(a, b LeaseInfo) bool {
-	running := func(i LeaseInfo) bool { return i.Leader.Number > 0 && i.LeaderEnded.IsZero() && i.RecordError == nil }
+	running := func(i LeaseInfo) bool {
+		return i.Held() && i.Leader.Number > 0 && i.LeaderEnded.IsZero() && i.RecordError == nil
+	}
 	return running(a) && running(b) && a.Leader.Number == b.Leader.Number && a.Leader.Identity == b.Leader.Identity
 }
 

@@ -260,22 +260,32 @@ func TestContainerBeingDeletedIsNoReasonToGiveUp(t *testing.T) {
 	assert.ErrorIs(t, err, ErrTransient, "inspect")
 }
 
-// Break breaks again, after its break found the blob changed, only while
-// the blob shows the term it first read, recorded and running: a renewal
-// of an ETag lease; not a term ended (released, and perhaps taken by
-// another that has not recorded its own yet), or another.
+// The rule by which Break breaks again, after its break found the blob
+// changed (sameRunningTerm): only while the blob shows the term it first
+// read, recorded and running, as a renewal of an ETag lease leaves it; not
+// a term ended (released, and perhaps taken by another that has not
+// recorded its own yet), a lease gone, or another term. (The whole retry,
+// against a renewing holder on Azurite, is leaderctl's
+// TestForcedBreakReadsAgainWhenTheHolderRenewsMeanwhile.)
 func TestBreakRetriesOnlyOnTheSameRunningTerm(t *testing.T) {
-	running := LeaseInfo{Leader: Term{Number: 7, Identity: "x"}}
+	running := LeaseInfo{State: lease.StateTypeLeased, Leader: Term{Number: 7, Identity: "x"}}
 	ended := running
 	ended.LeaderEnded = time.Now()
-	other := LeaseInfo{Leader: Term{Number: 8, Identity: "y"}}
+	free := running
+	free.State = lease.StateTypeBroken
+	other := running
+	other.Leader = Term{Number: 8, Identity: "y"}
+	sameNumber := running
+	sameNumber.Leader.Identity = "y"
 	unread := running
 	unread.RecordError = &RecordError{Key: metaTerm}
-	none := LeaseInfo{}
+	none := LeaseInfo{State: lease.StateTypeLeased}
 	assert.True(t, sameRunningTerm(running, running))
 	assert.False(t, sameRunningTerm(running, ended))
 	assert.False(t, sameRunningTerm(ended, ended))
+	assert.False(t, sameRunningTerm(running, free))
 	assert.False(t, sameRunningTerm(running, other))
+	assert.False(t, sameRunningTerm(running, sameNumber))
 	assert.False(t, sameRunningTerm(running, unread))
 	assert.False(t, sameRunningTerm(none, none))
 }

@@ -403,7 +403,9 @@ func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 
 // A shard blob marked as created again (by an instance that saw its terms)
 // is taken only once it has stood, even by an instance that never saw the
-// shard: a doomed session may still run it.
+// shard before it started: a doomed session may still run it. (Its listing
+// gives it the seed as its floor, so it would wait even by the rule before
+// this stop's, which timed only blobs whose claimer had a floor.)
 func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
@@ -424,8 +426,10 @@ func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T
 	assert.Equal(t, int64(6), log.snapshot()[0].number)
 }
 
-// A repair of a blob created again keeps its mark: whoever takes it still
-// waits for it to stand.
+// A repair of a blob created again keeps its mark, and the mark's time: the
+// mark is what makes whoever takes the blob wait for it to stand
+// (recreated.go, vanished.go; those waits are tested above and in
+// TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted).
 func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
@@ -437,12 +441,13 @@ func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	raw.put(s.Blob, "", md)
 	m, err := NewBlobLeaseManager(s)
 	require.NoError(t, err)
-	info, err := m.RepairRecord(context.Background(), 9)
+	before, err := m.RepairRecord(context.Background(), 9)
 	require.NoError(t, err)
-	require.False(t, info.Recreated.IsZero())
+	require.False(t, before.Recreated.IsZero())
 	after := leaderOn(t, s)
 	assert.Equal(t, int64(9), after.Leader.Number)
 	assert.False(t, after.Recreated.IsZero(), "the repair dropped the mark of a blob created again")
+	assert.True(t, after.Recreated.Equal(before.Recreated), "the repair changed the mark's time: %v, was %v", after.Recreated, before.Recreated)
 }
 
 // deleteWhileDropped drops shard "a" from own's set, deletes its blob once

@@ -556,7 +556,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			ignored[l.name] = key
 		} else if l.seenBad != "" {
 			if w.badSeen[l.name] != l.seenBad {
-				o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; it is not trusted",
+				o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; that value is ignored",
 					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", metaSeen, "value", l.seenBad, "limit", maxSpreadTerm)
 			}
 			badSeen[l.name] = l.seenBad

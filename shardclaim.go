@@ -631,7 +631,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		// it recorded its term): its term goes above every term any
 		// session said its instance saw on any shard (vanished.go).
 		if fleet := o.fleetSeen.Load(); fleet > floor {
-			o.logger.Info("leaderelection: a shard blob created again continues above the highest term the fleet's sessions saw on any shard",
+			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
 				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
 			floor = fleet
 		}

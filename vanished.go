@@ -58,7 +58,7 @@ import (
 // the shard moved on among other instances meanwhile. So every session's
 // record carries the highest term its instance saw on any shard (metaSeen,
 // seenMax), every listing of the sessions, at each pass, raises fleetSeen
-// to the highest any record says, and the claim of a blob created again
+// to the highest any record that reads says, and the claim of a blob created again
 // records a term above fleetSeen as well (claimOne; held or not, as a claim
 // that took it may have died before it recorded its term): above every term
 // any session's instance published, on that shard or another, for a term
@@ -242,9 +242,10 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 	return etag, true
 }
 
-// stoodRecreated reports whether a shard that this instance saw terms on (up to
-// floor), and whose blob is gone (c.exists false) or was created again
-// (c.recreated), may be claimed now: once its blob's ETag has stood
+// stoodRecreated reports whether a shard whose blob is gone (c.exists false;
+// this instance saw terms on it, up to floor) or was created again
+// (c.recreated; floor is this instance's, 0 if it saw none), may be claimed
+// now: once its blob's ETag has stood
 // unchanged for quietFor since this instance first saw it. Until then it
 // creates the blob, seeded with floor, or raises a lower seed to it (each
 // a new ETag to time). Every session that ran the shard before the blob

@@ -131,10 +131,12 @@ declared, then breaks the lease on condition that the ETag is unchanged. It
 waits that long and -timeout more. If the ETag changes, the leader is alive
 and renewing: break exits with status 3 without breaking anything.
 
-A break is conditional on the blob being as break last read it. When it
-changed meanwhile (an ETag leader renewed), break reads it again and breaks
-again while the same term holds it; if the lease passed to another term
-meanwhile, break exits with status 3 without breaking anything.
+With -force, or on a native lease, the break is conditional on the blob
+being as break last read it. When it changed meanwhile (an ETag leader
+renewed), break reads it again and breaks again while the same recorded
+term holds it; if the lease ended or passed to another term meanwhile,
+break exits with status 3 without breaking anything. The holder it shows
+is the one it read a moment before that.
 
 It never breaks a ShardOwner's session or shard (a blob whose role, in its
 record, says so), -force or not: it says why and exits with status 4; nor
