@@ -632,9 +632,7 @@ func (g *shardManager) adoptOne(h handed) {
 		// note naming this term must not start it at once later, while
 		// another claims the freed shard (see the top of renew.go).
 		g.record(h.name, h.term)
-		o.mu.Lock()
-		delete(o.claiming, h.name)
-		o.mu.Unlock()
+		o.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {
 			g.releaseClaim(h.name, lm)
 		}

@@ -449,11 +449,11 @@ func (m *BlobLeaseManager) Break(ctx context.Context, period time.Duration) (tim
 			first = info
 		}
 		left, err := m.breakLease(ctx, period, info.ETag)
-		if errors.Is(err, ErrLeaseHeld) && attempt == breakAttempts {
-			return 0, fmt.Errorf("%w (the holder renewed its lease before each of %d breaks)", err, breakAttempts)
-		}
-		if !errors.Is(err, ErrLeaseHeld) {
+		switch {
+		case !errors.Is(err, ErrLeaseHeld):
 			return left, err
+		case attempt == breakAttempts:
+			return 0, fmt.Errorf("%w (the holder renewed its lease before each of %d breaks)", err, breakAttempts)
 		}
 	}
 }

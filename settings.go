@@ -310,9 +310,11 @@ func carriesSecret(name string) bool {
 // errCarriesSecret is the error for a name that carriesSecret, which it
 // does not show.
 func errCarriesSecret(field string) error {
-	return &SettingsError{Field: field, Rule: "looks like a connection string or a SAS URL, not a " + strings.ToLower(field) +
-		" name (it holds AccountKey=, SharedAccessSignature=, sig= or a URL's query string); the value is not shown, as it may be secret"}
+	return &SettingsError{Field: field, Rule: "looks like a connection string or a SAS URL, not a " + strings.ToLower(field) + " name " + secretUnshown}
 }
+
+// secretUnshown ends the error for a value that carriesSecret.
+const secretUnshown = "(it holds AccountKey=, SharedAccessSignature=, sig= or a URL's query string); the value is not shown, as it may be secret"
 
 // SettingsError reports an invalid [BlobSettings] field.
 type SettingsError struct {

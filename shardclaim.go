@@ -619,9 +619,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		// stays this instance's floor: a fleet's highest moves on, and
 		// each raise would start the wait again.
 		if !g.stoodRecreated(c, floor) {
-			o.mu.Lock()
-			delete(o.claiming, c.name)
-			o.mu.Unlock()
+			o.unclaim(c.name)
 			return false, "settling"
 		}
 		floor = o.floorOf(c.name) // as it is now
@@ -639,9 +637,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
-		o.mu.Lock()
-		delete(o.claiming, c.name)
-		o.mu.Unlock()
+		o.unclaim(c.name)
 		o.counts.claim(c.name, "permanent")
 		return false, "permanent"
 	}
@@ -652,9 +648,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		if release {
 			g.releaseClaim(c.name, lm)
 		}
-		o.mu.Lock()
-		delete(o.claiming, c.name)
-		o.mu.Unlock()
+		o.unclaim(c.name)
 		o.counts.claim(c.name, outcome)
 		return false, outcome
 	}
@@ -872,6 +866,13 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 // value near the largest number would leave each one's term no room to
 // grow.
 const maxSpreadTerm = 1 << 53
+
+// unclaim ends a claim of shard name that starts no func.
+func (o *ShardOwner) unclaim(name string) {
+	o.mu.Lock()
+	delete(o.claiming, name)
+	o.mu.Unlock()
+}
 
 // raiseTo raises a to v, if lower.
 func raiseTo(a *atomic.Int64, v int64) {

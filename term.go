@@ -145,7 +145,7 @@ func defaultIdentity() string {
 func checkIdentity(id string) error {
 	if carriesSecret(id) {
 		// Identities go into every log line and record.
-		return errors.New("leaderelection: identity looks like a connection string or a SAS URL (it holds AccountKey=, SharedAccessSignature=, sig= or a URL's query string); the value is not shown, as it may be secret")
+		return errors.New("leaderelection: identity looks like a connection string or a SAS URL " + secretUnshown)
 	}
 	if id == "" || len(id) > 256 {
 		return fmt.Errorf("leaderelection: identity must be 1 to 256 characters, got %d", len(id))
