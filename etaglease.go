@@ -154,16 +154,21 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 // writtenSince sorts out a renewal refused because the blob changed since
 // our last confirmed write r. If it still carries our term, the change was
 // a write of ours answered too late: adopt its ETag and retry (transient).
-// If it carries another term, a newer holder recorded it: the lease is lost.
+// If it carries another term, a newer holder recorded it, or the term's end
+// mark: the lease is lost.
 func (m *BlobLeaseManager) writtenSince(ctx context.Context, r *termRecord, refused error) error {
 	props, err := m.properties(ctx)
 	if err != nil {
 		return m.classify("renew lease (read record)", err, nil, lostCodes)
 	}
-	cur := readRecord(m.container, m.blob, props.Metadata).term
+	rec := readRecord(m.container, m.blob, props.Metadata)
+	cur := rec.term
 	se := &StorageError{Op: "renew lease (write record)", Container: m.container, Blob: m.blob,
 		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: refused}
-	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || props.ETag == nil {
+	// An end mark is never a renewal's: it was written as the term ended,
+	// by its holder or, on a session's blob, by another once its lease had
+	// ended (session.go).
+	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || rec.endMark || props.ETag == nil {
 		se.kind = ErrLeaseLost
 		return se
 	}

@@ -514,13 +514,20 @@ func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration,
 // server. It needs only read access and holds nothing: followers and
 // operators use it to see who leads and since when.
 func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
+	info, _, err := m.inspect(ctx)
+	return info, err
+}
+
+// inspect is Inspect, also returning the blob's metadata as read (nil if
+// the blob does not exist).
+func (m *BlobLeaseManager) inspect(ctx context.Context) (LeaseInfo, map[string]*string, error) {
 	props, err := m.properties(ctx)
 	received := time.Now()
 	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked, Received: received}, nil
+		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked, Received: received}, nil, nil
 	}
 	if err != nil {
-		return LeaseInfo{}, m.classify("get blob properties", err, nil, nil)
+		return LeaseInfo{}, nil, m.classify("get blob properties", err, nil, nil)
 	}
 	info := LeaseInfo{Exists: true}
 	if props.LeaseState != nil {
@@ -534,7 +541,7 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 	}
 	observed(&info, props, received)
 	m.read(&info, readRecord(m.container, m.blob, props.Metadata))
-	return info, nil
+	return info, props.Metadata, nil
 }
 
 // read fills in what the record says, and raises the floor to its term.
@@ -583,6 +590,13 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	prev := readRecord(m.container, m.blob, props.Metadata)
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
+	}
+	if m.role == RoleSession && prev.endMark {
+		// A session's end is final (session.go): a lease on its blob
+		// under its ID (an acquire that reached the server late, or one
+		// by hand) is no session to run.
+		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
+			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
 	if prev.term.Identity == "" && props.ETag != nil && !m.fresh.stood(*props.ETag, m.settleFor(!prev.recreated.IsZero())) {
 		return Term{}, Grant{}, errNotSettled

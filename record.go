@@ -92,6 +92,10 @@ const (
 type record struct {
 	term  Term      // the last leader's term; Number 0 when it does not read
 	ended time.Time // when that term ended by a release; zero otherwise
+	// endMark: the record carries an end mark at all (leaderended), read or
+	// not. On a session's blob it means the session is over for good,
+	// whatever its lease (see the top of session.go).
+	endMark bool
 	// recreated is when the blob was created again (seeded with its
 	// creator's floor); zero if it was not.
 	recreated time.Time
@@ -144,6 +148,7 @@ func readRecord(container, blob string, md map[string]*string) record {
 	}
 	r.term.Since = readTime(metaSince)
 	r.ended = readTime(metaEnded)
+	r.endMark = metaValue(md, metaEnded) != ""
 	r.recreated = readTime(metaRecreated)
 	// A priority that does not read is no priority: its holder is taken
 	// for one that does not watch for candidates.

@@ -97,16 +97,23 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 // nobody leases, on condition that its ETag is still etag, and returns the
 // ETag it made. A refusal is classified: written meanwhile, or leased.
 func (m *BlobLeaseManager) writeSeed(ctx context.Context, etag azcore.ETag, md map[string]*string) (azcore.ETag, error) {
+	return m.writeUnleased(ctx, "raise term", etag, md)
+}
+
+// writeUnleased writes md on the blob with no lease ID, so on a blob nobody
+// leases, on condition that its ETag is still etag, and returns the ETag it
+// made. A refusal matches ErrLeaseHeld: written meanwhile, or leased.
+func (m *BlobLeaseManager) writeUnleased(ctx context.Context, op string, etag azcore.ETag, md map[string]*string) (azcore.ETag, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	resp, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
 	}})
 	if err != nil {
-		return "", m.classify("raise term", err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
+		return "", m.classify(op, err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
 	}
 	if resp.ETag == nil {
-		return "", &StorageError{Op: "raise term", Container: m.container, Blob: m.blob, detail: "the answer carried no ETag", kind: ErrTransient}
+		return "", &StorageError{Op: op, Container: m.container, Blob: m.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
 	return *resp.ETag, nil
 }

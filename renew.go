@@ -138,22 +138,39 @@ import (
 // only by a release, sent after its func has returned, or by a break (or a
 // change of its ID, below), which a claimer makes only when the shard's
 // record names a session that is dead.
-// Dead means: its blob shows no lease although its owner wrote its record
-// under one (released, which its owner does only after every shard func
-// returned; or broken), or its blob is gone (deleted only once unleased, or
-// with its container: see below). A
-// session is broken only by the followers' rule above: on an ETag first seen
-// at R, after its write was processed, after S; at R + D or later, after the
-// owner stopped every shard func. A dead session stays dead: no one acquires
-// a session's blob but its owner, once, and a session whose lease ends is
-// never taken up again (its owner starts a new one, with a new ID and a new
-// blob; a session's blob is never created twice). So a shard of a live,
-// unbroken session is never free. A session that a listing did not show is
+// Dead means: its record carries the end mark, whatever its lease shows,
+// or its blob is gone (deleted only once unleased, or with its container:
+// see below); and no instance acts on a session's death before it has seen
+// one of the two. The mark is written once the lease has ended: by its
+// owner under its lease, after every shard func returned, just before it
+// releases it; or by whoever finds the lease ended without it (broken, or
+// released with the owner's mark lost), with no lease ID and If-Match the
+// ETag it saw, so that it lands only on a blob nobody leases whose record is
+// still that one (session.go, markEnded). A session is broken only by the
+// followers' rule above: on an ETag first seen at R, after its write was
+// processed, after S; at R + D or later, after the owner stopped every
+// shard func. A dead session stays dead, as its death is written: a lease's
+// end leaves no trace on the server, and an acquire that reaches it late
+// (sent by the session's starter before it died, and retried; or one by
+// hand) takes a broken lease again under the session's ID, so a lease alone
+// cannot say a session is over. Nobody removes a mark: no session writes
+// its record over one (recordTerm refuses; every renewal is If-Match the
+// ETag its own last write left, which the mark changed, and a renewal that
+// finds the mark takes its lease for lost), and a process restarted with the
+// lease ID file never resumes a session that carries one (below). A session
+// whose lease was broken but not yet marked is not dead: it may be leased
+// again that way and resumed, and that is safe, as nobody has taken its
+// shards. A dead session's blob found leased again is broken, as nothing
+// runs under it, and collected; one seen rewritten without its mark (only
+// another writer can) stays dead to whoever knew it dead, and is reported.
+// Its owner starts a new session, with a new ID and a new blob; a session's
+// blob is never created twice. So a shard of a live,
+// unmarked session is never free. A session that a listing did not show is
 // not dead: a session writes its record before it claims any shard, so a
 // shard that names it names a session that existed; missing from the
 // sessions, listed first (the listing of the shards that follows is no
 // snapshot with it), it is a new one, unless a lookup finds its blob gone,
-// or unleased after its record was written. The break, the acquire and the
+// or marked (or unleased after its record was written, and marks it). The break, the acquire and the
 // shard's record write that make a claim are each conditional (If-Match) on
 // the ETag the listing showed (or a read of the one blob showed: a session a
 // few shards short reads the others' lists, then each shard that none names,
@@ -176,7 +193,11 @@ import (
 // a list that is old, or not ours, takes nothing from anyone. A shard it
 // names whose lease is not that session's may still be free (released by a
 // session that left, whose last list names what it released): an acquire,
-// If-Match the same ETag, takes it as a claim takes any free shard. Likewise a shard lease that
+// If-Match the same ETag, takes it as a claim takes any free shard, once a
+// read of the blob has shown that ETag and the list's term (its next term
+// follows the list's: a list that says another term than the blob, at the
+// blob's ETag, was rewritten by another writer, and is reported and not
+// trusted; listAgrees). Likewise a shard lease that
 // no live holder's record names (no record, or the record of the very
 // session that looks at it and does not hold it: a claim that failed
 // half-way) may be broken at any time; a claimer waits until its ETag
@@ -298,7 +319,12 @@ import (
 // If-Match the ETag it read; a follower breaks a silent session only
 // If-Match the ETag it timed, so exactly one of the two succeeds: the
 // session lives on, with the deadline above from that write, or it is dead,
-// its shards are free, and the new process starts a new session. A resumed
+// its shards are free, and the new process starts a new session. A session
+// whose record carries the end mark is dead whatever its lease shows, and is
+// never resumed: the process reads the mark and starts a new session, or,
+// if the mark was written after its read, the term's write over it is
+// refused; and a session whose container is gone was deleted under the
+// fleet, which the process then waits out as any instance that saw it. A resumed
 // session first takes back, before it claims or adopts anything, the shards
 // its list names (held.go), as a survivor takes a dead session's from its
 // list: a change of the lease's ID from the one the list implies, which

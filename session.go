@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,10 +32,26 @@ import (
 // Other instances time a session's ETag from the listing of P/sessions/
 // they make every poll, and break its lease once that ETag has stood for the
 // duration the session declared, with If-Match on it: the followers' rule
-// of silence.go. A session whose lease has ended after it wrote its record
-// (released, broken) is dead for good: its owner never acquires it again,
-// and starts a new session, with a new ID, blob and lease. So is a session
-// whose blob is gone (see the top of renew.go for why that is safe).
+// of silence.go.
+//
+// A session's end is written in its blob, and final. A session is dead once
+// its record carries the end mark (leaderended), whatever its lease shows,
+// or once its blob is gone; nothing else makes it dead, and no instance acts
+// on a session's death (takes its shards) before it has seen one of the two.
+// Its owner writes the mark under its lease as it ends (endTerm), before it
+// releases it; an instance that finds a session's lease ended without the
+// mark (broken by a follower, released by an owner whose mark failed)
+// writes it, If-Match the ETag it saw and with no lease ID (markEnded): the
+// write lands only on a blob nobody leases, whose record is still the one
+// seen. The mark is needed because a lease's end is not: the server keeps
+// no trace of a break, and an acquire that reaches it late (sent by the
+// session's starter before it died, or by hand) takes the broken lease again
+// under the session's ID, which would let a process restarted with the lease
+// ID file resume a session the others had judged dead. Nobody removes a
+// mark: a record carrying it is never written over by a session (recordTerm
+// refuses, and every renewal is If-Match the ETag its own last write left,
+// which the mark changed), and a process restarted with the file never
+// resumes a marked session (resumeSession). See the top of renew.go.
 
 // Blob layout under the prefix, and the metadata keys only sessions and
 // shards write (the rest is a term record: see term.go).
@@ -49,6 +66,7 @@ const (
 	metaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)
 	metaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (claimLeaseID)
 	metaSeen     = "leaderseen"       // a session's record: the highest term its instance saw on any shard (see vanished.go)
+	metaLongest  = "leaderlongest"    // a session's record: the longest lease duration its instance knows a session declared (see mayRun)
 )
 
 // session is this instance's current session.
@@ -202,7 +220,9 @@ func (o *ShardOwner) newSession(id string) *session {
 		count := strconv.Itoa(size)
 		handing := strconv.Itoa(o.handingCount())
 		seen := strconv.FormatInt(o.seenMax.Load(), 10)
+		longest := max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())).String()
 		md[metaOwned], md[metaSet], md[metaSetCount], md[metaHanding], md[metaSeen] = &n, &digest, &count, &handing, &seen
+		md[metaLongest] = &longest
 		if s.leaving.Load() {
 			yes := "true"
 			md[metaLeaving] = &yes
@@ -280,9 +300,16 @@ type listed struct {
 	handing int       // a session's record: how many shards it is handing over (0 if it does not say)
 	seen    int64     // a session's record: the highest term its instance saw on any shard (0 if it does not say)
 	seenBad string    // a session's record: that highest term, if it does not read or no claim reaches it (not trusted)
-	gen     int64     // a shard's record: its claiming session's term (0 if none: handed to it)
-	record  bool      // the blob carries a record: its holder wrote it under its lease
-	rec     record    // the record as read (record.go): its role, and what does not read
+	// longest is, in a session's record, the longest lease duration its
+	// instance knows a session declared (0 if it does not say, or it does
+	// not read: then longestBad, not trusted). See mayRun.
+	longest    time.Duration
+	longestBad string
+	ended      bool               // a session's record carries the end mark: the session is dead, whatever its lease
+	md         map[string]*string // the metadata as listed: a session's end mark writes it back
+	gen        int64              // a shard's record: its claiming session's term (0 if none: handed to it)
+	record     bool               // the blob carries a record: its holder wrote it under its lease
+	rec        record             // the record as read (record.go): its role, and what does not read
 }
 
 // list reads every blob under dir (sessionsDir or shardsDir) with its
@@ -320,6 +347,8 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 			l.rec = readRecord(o.settings.Container, *item.Name, item.Metadata)
 			l.rec.fill(&l.info)
 			l.record = l.info.Leader.Identity != ""
+			l.ended = l.rec.endMark
+			l.md = item.Metadata
 			fn(l)
 		}
 	}
@@ -384,6 +413,13 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 			l.seenBad = unlessSecret(v)
 		}
 	}
+	if v := metaValue(md, metaLongest); v != "" {
+		if d, err := time.ParseDuration(v); err == nil && d >= minDeclarable && d <= maxDeclarable {
+			l.longest = d
+		} else {
+			l.longestBad = unlessSecret(v)
+		}
+	}
 	return l
 }
 
@@ -409,6 +445,10 @@ type sessionView struct {
 	// handing over: asked to stop, not handed yet, and no longer counted
 	// in owned. Shards are on their way to the sessions below their share.
 	handing map[string]int
+	// knows is, for each live session whose record says (metaLongest), the
+	// longest lease duration its instance knows a session declared, its
+	// own included (see mayRun); none for a record of an older version.
+	knows map[string]time.Duration
 }
 
 // signature sums the view up: it changes when a session comes or goes, says
@@ -477,14 +517,16 @@ func (v sessionView) sets(self, digest string) string {
 // sessionWatch is this instance's knowledge of other sessions, kept across
 // listings by the manager goroutine of one session.
 type sessionWatch struct {
-	silence  map[string]*silenceWatch // by session ID: its ETag, and since when it stands
-	unleased map[string]unleasedSince // by session ID: sessions seen without a lease, to collect
-	dead     map[string]time.Time     // by session ID: dead for good, and when this was learnt
-	live     map[string]bool          // the sessions the last listing showed alive
-	ignored  map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
-	badSeen  map[string]string        // by session ID: a highest term seen, in its record, that is not trusted (what was reported)
-	twinETag map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
-	twins    string                   // those of them seen renewed, at the last warning
+	silence    map[string]*silenceWatch // by session ID: its ETag, and since when it stands
+	unleased   map[string]unleasedSince // by session ID: sessions seen without a lease, to collect
+	dead       map[string]time.Time     // by session ID: dead for good, and when this was learnt
+	live       map[string]bool          // the sessions the last listing showed alive
+	ignored    map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
+	badSeen    map[string]string        // by session ID: a highest term seen, in its record, that is not trusted (what was reported)
+	badLongest map[string]string        // by session ID: a longest lease duration known, in its record, that does not read (what was reported)
+	twinETag   map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
+	twins      string                   // those of them seen renewed, at the last warning
+	revived    map[string]azcore.ETag   // by session ID: dead sessions seen with a record but no end mark (reported), at that ETag
 }
 
 type unleasedSince struct {
@@ -494,7 +536,7 @@ type unleasedSince struct {
 
 func newSessionWatch() *sessionWatch {
 	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}, live: map[string]bool{},
-		twinETag: map[string]azcore.ETag{}}
+		twinETag: map[string]azcore.ETag{}, revived: map[string]azcore.ETag{}}
 }
 
 // deadFor is how long a dead session is remembered without being seen:
@@ -530,10 +572,13 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		}
 	}
 	raiseTo(&o.longestD, int64(longest))
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{}}
+	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{},
+		knows: map[string]time.Duration{}}
 	listedIDs := map[string]bool{}
+	pending := map[string]bool{} // sessions whose lease ended without the end mark, which this pass could not write
 	ignored := map[string]string{}
 	badSeen := map[string]string{}
+	badLongest := map[string]string{}
 	var twins []string
 	twinETag := map[string]azcore.ETag{}
 	for _, l := range seen {
@@ -567,9 +612,17 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		if l.name == own.id {
 			continue
 		}
-		if _, ok := w.dead[l.name]; ok {
+		if _, dead := w.dead[l.name]; dead || l.ended {
+			// Dead for good, whatever its lease shows now (see the top of
+			// this file): it carries the end mark, or did, or its blob went.
+			if dead && !l.ended && l.record && w.revived[l.name] != l.info.ETag {
+				o.logger.Error("leaderelection: a session this instance knows dead shows a record without its end mark: another writer rewrote its blob; it stays dead",
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "identity", l.info.Leader.Identity, "etag", l.info.ETag)
+				w.revived[l.name] = l.info.ETag
+			}
+			delete(w.silence, l.name)
 			w.dead[l.name] = time.Now()
-			o.collect(ctx, w, l)
+			o.collect(ctx, w, l, true)
 			continue
 		}
 		switch {
@@ -585,7 +638,11 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 				*wait = min(*wait, left)
 			} else if o.breakSilentSession(ctx, l.name, sw) {
 				delete(w.silence, l.name)
-				w.dead[l.name] = time.Now()
+				if o.markEnded(ctx, l) {
+					w.dead[l.name] = time.Now()
+				} else {
+					pending[l.name] = true
+				}
 				continue
 			}
 		case l.info.Held():
@@ -593,15 +650,20 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			// lease nobody of ours takes: alive until it ends.
 		case l.record || l.info.State == lease.StateTypeBroken:
 			// Its lease ended after its owner wrote under it (released,
-			// broken): dead for good.
+			// broken), and its record carries no end mark: dead once this
+			// instance, or another, has written it.
 			delete(w.silence, l.name)
+			if !o.markEnded(ctx, l) {
+				pending[l.name] = true
+				continue
+			}
 			w.dead[l.name] = time.Now()
-			o.collect(ctx, w, l)
+			o.collect(ctx, w, l, true)
 			continue
 		default:
 			// Created and not leased yet: a session being started (or one
 			// abandoned before it was: collected once it stands that way).
-			o.collect(ctx, w, l)
+			o.collect(ctx, w, l, false)
 			continue
 		}
 		if l.record && l.info.Leader.Identity == o.opts.identity {
@@ -629,6 +691,17 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			if l.handing > 0 {
 				view.handing[l.name] = l.handing
 			}
+			switch {
+			case l.longestBad != "":
+				if w.badLongest[l.name] != l.longestBad {
+					o.logger.Warn("leaderelection: a session's record says a longest lease duration known that does not read; it is taken to know only its own",
+						"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", metaLongest, "value", l.longestBad)
+				}
+				badLongest[l.name] = l.longestBad
+				view.knows[l.name] = l.info.DeclaredDuration
+			case l.longest > 0:
+				view.knows[l.name] = max(l.longest, l.info.DeclaredDuration)
+			}
 		}
 	}
 	// A session the last listing showed alive and this one does not show at
@@ -649,9 +722,16 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			view.died = append(view.died, id)
 		}
 	}
+	for id := range pending {
+		// Not dead yet: reported as died by the pass that marks it.
+		if w.live[id] {
+			now[id] = true
+		}
+	}
 	w.live = now
 	w.ignored = ignored
 	w.badSeen = badSeen
+	w.badLongest = badLongest
 	w.twinETag = twinETag
 	if sig := strings.Join(twins, ","); sig != w.twins {
 		w.twins = sig
@@ -670,6 +750,11 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			delete(w.unleased, id)
 		}
 	}
+	for id := range w.revived {
+		if !listedIDs[id] {
+			delete(w.revived, id)
+		}
+	}
 	for id, at := range w.dead {
 		if time.Since(at) > max(deadFor, 10*D) {
 			delete(w.dead, id)
@@ -681,7 +766,8 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 
 // breakSilentSession breaks the lease of a session whose ETag stood for the
 // duration it declared, on condition that the ETag is still the one timed,
-// and reports whether the session is now dead.
+// and reports whether its lease has ended (broken now, or released or gone
+// meanwhile): the session is dead once its end mark is written too.
 func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *silenceWatch) bool {
 	w := *sw
 	*sw = silenceWatch{} // whatever happens next, this ETag's clock is spent
@@ -697,7 +783,7 @@ func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *sile
 		o.emit(Event{Kind: SilentLeaseBroken, Term: w.leader, Silence: stood, Session: id})
 		return true
 	case noLease:
-		// Released or deleted meanwhile: dead all the same.
+		// Released or deleted meanwhile.
 		return true
 	case etagChanged:
 		o.logger.Debug("leaderelection: a session renewed just before it would have been broken", "blob", lm.blob)
@@ -712,9 +798,22 @@ func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *sile
 // abandoned before it was leased (its creator, if alive, finds it gone and
 // starts another). Deleting it is safe at any time (see the top of
 // renew.go); waiting a lease duration lets the other instances see it dead
-// in their listings rather than look it up. One request, best effort.
-func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed) {
+// in their listings rather than look it up. One request, best effort. A
+// dead session's blob found leased again (an acquire under its ID that
+// reached the server late, or one by hand) is broken first, If-Match the
+// ETag listed: nothing runs under a dead session, and its blob is then
+// collected as any other.
+func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed, dead bool) {
 	if l.info.Held() {
+		if dead && l.info.State == lease.StateTypeLeased {
+			res, err := o.managerFor(o.sessionBlob(l.name), uuid.NewString()).breakIfUnchanged(ctx, l.info.ETag)
+			if res == breakDone {
+				o.logger.Warn("leaderelection: broke the lease of a dead session's blob, leased again (an acquire under its ID that reached the server late, or one by hand); nothing runs under it",
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name))
+			} else if err != nil {
+				o.logger.Debug("leaderelection: could not break a dead session's lease", "blob", o.sessionBlob(l.name), "error", err)
+			}
+		}
 		return
 	}
 	u, ok := w.unleased[l.name]
@@ -744,28 +843,67 @@ func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed) {
 // sessionState looks up a session that a shard's record names but the last
 // listing of the sessions did not show. A session writes its record before
 // it claims any shard, so such a session is either one that started after
-// that listing (alive: its shard is owned) or one whose blob was deleted
-// after its lease ended (dead). One request; dead is remembered for good.
+// that listing (alive: its shard is owned) or one that ended since (dead
+// once its end mark is written: markEnded) or whose blob is gone (dead).
+// One request, two to write the mark; dead is remembered for good.
 func (o *ShardOwner) sessionState(ctx context.Context, w *sessionWatch, id string) (dead bool, err error) {
 	if _, ok := w.dead[id]; ok {
 		return true, nil
 	}
 	lm := o.managerFor(o.sessionBlob(id), uuid.NewString())
-	info, err := lm.Inspect(ctx)
-	switch {
-	case err != nil:
+	info, md, err := lm.inspect(ctx)
+	if err != nil {
 		return false, err
-	case !info.Exists:
+	}
+	l := listed{name: id, info: info, md: md, record: info.Leader.Identity != "", ended: readRecord(lm.container, lm.blob, md).endMark}
+	switch {
+	case !info.Exists, l.ended:
 		dead = true
 	case info.Held():
 		dead = false
-	default:
-		dead = info.Leader.Identity != "" || info.State == lease.StateTypeBroken
+	case l.record || info.State == lease.StateTypeBroken:
+		dead = o.markEnded(ctx, l)
 	}
 	if dead {
 		w.dead[id] = time.Now()
 	}
 	return dead, nil
+}
+
+// markEnded writes the end mark on the record of session l, whose lease a
+// listing (or a read) showed ended, l.md with leaderended added: If-Match
+// the ETag seen, and with no lease ID, so that it lands only on a blob
+// nobody leases, whose record is still the one seen (see the top of this
+// file). It reports whether the session is dead now: the mark written, by
+// this instance or (a read then shows) by another, or its blob gone. A
+// refusal because the blob is leased again (an acquire under the session's
+// ID that reached the server late, or one by hand) leaves it alive: nobody
+// has acted on its death, and it is timed again as any live session.
+func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
+	lm := o.managerFor(o.sessionBlob(l.name), uuid.NewString())
+	md := maps.Clone(l.md)
+	if md == nil {
+		md = map[string]*string{}
+	}
+	ended := time.Now().UTC().Format(time.RFC3339Nano)
+	md[metaEnded] = &ended
+	_, err := lm.writeUnleased(ctx, "mark session ended", l.info.ETag, md)
+	switch {
+	case err == nil:
+		o.logger.Info("leaderelection: a session's lease ended without its end mark; wrote it: the session is dead for good",
+			"container", o.settings.Container, "blob", lm.blob, "identity", l.info.Leader.Identity, "state", l.info.State)
+		return true
+	case gone(err):
+		return true
+	case errors.Is(err, ErrLeaseHeld):
+		// Written meanwhile (another instance's mark?), or leased again.
+		info, md, rerr := lm.inspect(ctx)
+		if rerr == nil && (!info.Exists || readRecord(lm.container, lm.blob, md).endMark) {
+			return true
+		}
+	}
+	o.logger.Debug("leaderelection: could not mark an ended session; the next listing judges it again", "blob", lm.blob, "error", err)
+	return false
 }
 
 // quotedETag is etag in the form the blob service's headers use, quoted:

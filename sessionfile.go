@@ -96,14 +96,20 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 	lm := s.m.lease
 	props, err := lm.properties(ctx)
 	switch {
-	case bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+		// The container this instance's session ran in was deleted: the
+		// sessions that ran then may still run their shards (vanished.go).
+		o.sawDeletion("the session in the lease ID file found the container gone")
+	case bloberror.HasCode(err, bloberror.BlobNotFound):
 	case err != nil:
 		return nil, Grant{}, false, lm.classify("read session", err, nil, nil)
 	default:
 		rec := readRecord(lm.container, lm.blob, props.Metadata)
 		leased := props.LeaseState != nil && *props.LeaseState == lease.StateTypeLeased &&
 			props.LeaseDuration != nil && *props.LeaseDuration == lease.DurationTypeInfinite
-		if leased && rec.role == RoleSession && rec.term.Identity != "" {
+		// A session whose record carries the end mark is dead for good,
+		// even leased again under its ID (session.go): never resumed.
+		if leased && rec.role == RoleSession && rec.term.Identity != "" && !rec.endMark {
 			if n, err := strconv.Atoi(metaValue(props.Metadata, metaOwned)); err == nil && n > 0 {
 				s.inherited.Store(int64(n))
 			}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -335,4 +338,65 @@ func TestKilledShardOwnerResumesItsShards(t *testing.T) {
 	f := p3.next(t, "RETURNED", 30*time.Second)
 	assert.Equal(t, "true", f[0], "refused as ErrLeaseIDFileLocked: %s", strings.Join(f[1:], " "))
 	assert.Equal(t, held, heldBy(t, b.owner, session), "the refused process disturbed nothing")
+}
+
+// The interleaving a review found (issue 28): a process dies with its
+// session kept for a restart; the others judge it silent, break its lease,
+// mark it ended and take its shards; then the acquire the session's starter
+// sent long ago reaches the server late and leases the dead session's blob
+// again under its ID; then a process starts again with the lease ID file.
+// It must not resume the session (the others run its shards as dead), but
+// start a new one and get its share as a newcomer; with shard funcs that
+// return by themselves, so that shards go free and are claimed again and
+// again, no shard ever runs twice. The dead blob, leased again, is broken
+// and collected by the others.
+func TestASessionJudgedDeadIsNeverResumedEvenLeasedAgainUnderItsID(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	file := filepath.Join(t.TempDir(), "session")
+	names := shardNames(12)
+	log := &shardLog{}
+	brief := func(ctx context.Context, _ string) error {
+		// Long enough to be claimed by either owner in turn.
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(300+rand.IntN(900)) * time.Millisecond):
+		}
+		return nil
+	}
+	a := startOwner(t, "a", s, names, log.fn("a", brief), WithLeaseIDFile(file))
+	b := startOwner(t, "b", s, names, log.fn("b", brief))
+	waitFor(t, 30*time.Second, "a runs shards", func() bool { return ranOn(log, "a")["shard-000"] || len(ranOn(log, "a")) >= 3 })
+	session := a.owner.Session()
+	require.NotEmpty(t, session)
+	require.ErrorIs(t, a.stop(t), context.Canceled) // kept for the next process: its lease stays
+	blob := s.Blob + "/" + sessionsDir + session
+
+	bc := raw.cc.NewBlobClient(blob)
+	waitFor(t, 3*s.LeaseDuration, "b marks a's session ended", func() bool {
+		props, err := bc.GetProperties(context.Background(), nil)
+		require.NoError(t, err)
+		return *props.LeaseState != lease.StateTypeLeased && readRecord(s.Container, blob, props.Metadata).endMark
+	})
+	// The acquire a's session sent as it started, delayed in the network.
+	lc, err := lease.NewBlobClient(bc, &lease.BlobClientOptions{LeaseID: &session})
+	require.NoError(t, err)
+	_, err = lc.AcquireLease(context.Background(), -1, nil)
+	require.NoError(t, err, "the late acquire leases the dead session's blob again under its ID")
+
+	a2 := startOwner(t, "a", s, names, log.fn("a2", brief), WithLeaseIDFile(file))
+	waitFor(t, 30*time.Second, "a2 runs shards", func() bool { return len(ranOn(log, "a2")) >= 3 })
+	assert.NotEqual(t, session, a2.owner.Session(), "a session judged dead is never resumed")
+	assert.Equal(t, a2.owner.Session(), readIDFile(t, file), "the file names the new session")
+	// Shards go free and are claimed again, by either owner, for a while.
+	time.Sleep(3 * s.LeaseDuration)
+	log.requireNeverTwice(t)
+	waitFor(t, 3*s.LeaseDuration, "the dead session's blob, leased again, broken or collected", func() bool {
+		props, err := bc.GetProperties(context.Background(), nil)
+		return bloberror.HasCode(err, bloberror.BlobNotFound) || err == nil && *props.LeaseState != lease.StateTypeLeased
+	})
+	require.ErrorIs(t, a2.stop(t), context.Canceled)
+	require.ErrorIs(t, b.stop(t), context.Canceled)
+	log.requireNeverTwice(t)
 }

@@ -687,6 +687,9 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			if errors.Is(err, ErrTransient) {
 				return done(outcome(err, "taken"), true)
 			}
+			if why := g.listAgrees(c, lm); why != "" {
+				return done(why, false)
+			}
 			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
 				return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
 			}
@@ -733,6 +736,29 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
 	}
 	return true, ""
+}
+
+// listAgrees reads the blob of a shard that a session's list names, before
+// an acquire on the list's word takes it (see claimOne): the term recorded
+// then is the list's + 1, so the blob must show the list's ETag, and its
+// record the list's term, of a shard. A list that names, at the blob's own
+// ETag, another term than the blob's was not written by the session it
+// belongs to (another writer rewrote it): it is reported and not trusted,
+// and a listing finds the shard. It returns "" if the list agrees, else the
+// claim's outcome.
+func (g *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
+	info, err := lm.Inspect(g.ctx)
+	switch {
+	case err != nil:
+		return outcome(err, "taken")
+	case !info.Exists || info.ETag != c.etag:
+		return "held" // written since: not the list's any more
+	case info.Leader.Number != c.prev || info.RecordError != nil || info.Role != "" && info.Role != RoleShard:
+		g.o.logger.Warn("leaderelection: a session's list of the shards it held names a term its shard's blob does not carry; the list is not trusted, and the shard is left to a listing",
+			"container", lm.container, "blob", lm.blob, "shard", c.name, "listed", c.prev, "onBlob", info.Leader.Number)
+		return "held"
+	}
+	return ""
 }
 
 // freeStrays breaks the leases that the last listing found stray (see

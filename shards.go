@@ -530,6 +530,8 @@ type shardManager struct {
 	releases    context.Context
 	endReleases context.CancelFunc
 	watch       *sessionWatch
+	begun       bool             // mayRun said yes: the session runs shards (see begin)
+	toldBehind  bool             // mayRun said why not, once
 	deadline    func() time.Time // the session's safety deadline
 	fuse        *safetyFuse      // the session's: no shard func starts once it is past
 
@@ -695,16 +697,54 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	}()
 	o.reached.Store(true)
 	o.hadRecord.Store(true)
-	if s.resumed {
-		g.takeBack()
-	}
-	g.watching.Add(1)
-	go g.watchNotes()
 	g.pacing.Add(1)
 	go g.deliver(g.releases)
 	g.pacing.Add(1)
 	go g.warm(g.releases)
 	return g.loop()
+}
+
+// begin starts what a session does once it may run shards (mayRun): a
+// resumed session first takes back the shards its previous process held
+// (takeBack), before it claims or adopts anything; then it reads the notes
+// of the shards handed to it.
+func (g *shardManager) begin() {
+	g.begun = true
+	if g.s.resumed {
+		g.takeBack()
+	}
+	g.watching.Add(1)
+	go g.watchNotes()
+}
+
+// mayRun reports whether this session may run shards yet: once every other
+// live session's record says that its instance knows a lease duration at
+// least as long as this session's (metaLongest: the longest any session it
+// listed declared). Until then this session claims, adopts and takes back
+// nothing. A deletion of the container makes every instance that saw it
+// wait for the longest lease duration it knows before it claims a shard
+// blob created again (vanished.go): every instance live when this session
+// began to run shards knows this session's, so none claims one before this
+// session's shard funcs have stopped. Sessions of one lease duration never
+// wait: each knows its own. A record of an older version, which does not
+// say, is not waited for.
+func (g *shardManager) mayRun(view sessionView) bool {
+	D := g.o.settings.LeaseDuration
+	var behind []string
+	for _, id := range view.live {
+		if k, ok := view.knows[id]; ok && id != g.s.id && k < D {
+			behind = append(behind, id)
+		}
+	}
+	if len(behind) == 0 {
+		return true
+	}
+	if !g.toldBehind {
+		g.toldBehind = true
+		g.o.logger.Info("leaderelection: this session's lease duration is longer than other live sessions' instances know of; it runs no shard until their records say they know it",
+			"container", g.o.settings.Container, "prefix", g.o.prefix, "leaseDuration", D, "sessions", behind)
+	}
+	return false
 }
 
 func (o *ShardOwner) panicking() bool {
@@ -722,7 +762,10 @@ func (g *shardManager) loop() error {
 	for o.pause(g.ctx, wait) && !o.panicking() {
 		wait = jitter(s.RetryInterval)
 		view, err := o.judgeSessions(g.ctx, g.s, g.watch, &wait)
-		if err == nil {
+		if err == nil && !g.begun && g.mayRun(view) {
+			g.begin()
+		}
+		if err == nil && g.begun {
 			err = g.balance(view, &wait)
 		}
 		o.reportSlow()
@@ -811,8 +854,9 @@ type ShardsInfo struct {
 // SessionInfo describes a session as the listing shows it.
 type SessionInfo struct {
 	ID string
-	// Live: its lease is held and it has written its record, so it counts
-	// for the fair shares (a silent one counts until it is broken).
+	// Live: its lease is held and it has written its record, which carries
+	// no end mark, so it counts for the fair shares (a silent one counts
+	// until it is broken).
 	Live             bool
 	Identity         string
 	Since            time.Time
@@ -853,7 +897,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	var info ShardsInfo
 	err := o.list(ctx, sessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{
-			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record, Identity: l.info.Leader.Identity,
+			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record && !l.ended, Identity: l.info.Leader.Identity,
 			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
 			ETag: l.info.ETag, LastModified: l.info.LastModified,
 		})

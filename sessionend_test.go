@@ -1,0 +1,252 @@
+package leaderelection
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests of a session's end (the top of session.go): a session is dead
+// once its record carries the end mark, or its blob is gone, and only then;
+// the mark is written by whoever finds its lease ended without it; a
+// session so marked is never taken up again, whatever its lease shows.
+
+// sessionRecord is the record of a live session of identity who.
+func sessionRecord(who string) map[string]string {
+	return map[string]string{metaIdentity: who, metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
+		metaLeaseDuration: time.Hour.String(), metaOwned: "0", metaRole: string(RoleSession)}
+}
+
+// breakLease breaks name's lease at once.
+func (r rawBlob) breakLease(name string) {
+	r.t.Helper()
+	lc, err := lease.NewBlobClient(r.cc.NewBlobClient(name), nil)
+	require.NoError(r.t, err)
+	var zero int32
+	_, err = lc.BreakLease(context.Background(), &lease.BlobBreakOptions{BreakPeriod: &zero})
+	require.NoError(r.t, err)
+}
+
+// acquire leases name (infinite) with id, as an acquire that reached the
+// server late would.
+func (r rawBlob) acquire(name, id string) {
+	r.t.Helper()
+	lc, err := lease.NewBlobClient(r.cc.NewBlobClient(name), &lease.BlobClientOptions{LeaseID: &id})
+	require.NoError(r.t, err)
+	_, err = lc.AcquireLease(context.Background(), -1, nil)
+	require.NoError(r.t, err)
+}
+
+// A session that a shard names and a listing did not show is judged by one
+// read: dead if its blob is gone or its record carries the end mark,
+// whatever its lease shows; if its lease ended without the mark, dead once
+// this instance has written the mark, which the blob then carries; alive
+// if leased again meanwhile, unmarked (nobody has acted on its death); and
+// a session being started (no record) is alive.
+func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
+	require.NoError(t, err)
+	defer o.closeIdle()
+	ended := sessionRecord("x")
+	ended[metaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
+	for _, tc := range []struct {
+		name   string
+		make   func(blob, id string)
+		dead   bool
+		marked bool // the blob carries the end mark afterwards
+	}{
+		{name: "gone", make: func(string, string) {}, dead: true},
+		{name: "broken, unmarked", make: func(blob, id string) {
+			raw.put(blob, id, sessionRecord("x"))
+			raw.breakLease(blob)
+		}, dead: true, marked: true},
+		{name: "released, unmarked", make: func(blob, id string) {
+			raw.put(blob, "", sessionRecord("x"))
+		}, dead: true, marked: true},
+		{name: "broken, then leased again under its ID", make: func(blob, id string) {
+			raw.put(blob, id, sessionRecord("x"))
+			raw.breakLease(blob)
+			raw.acquire(blob, id)
+		}, dead: false},
+		{name: "marked, then leased again under its ID", make: func(blob, id string) {
+			raw.put(blob, "", ended)
+			raw.acquire(blob, id)
+		}, dead: true, marked: true},
+		{name: "being started", make: func(blob, id string) {
+			raw.put(blob, "", map[string]string{metaRole: string(RoleSession)})
+		}, dead: false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id := uuid.NewString()
+			blob := o.sessionBlob(id)
+			tc.make(blob, id)
+			dead, err := o.sessionState(context.Background(), newSessionWatch(), id)
+			require.NoError(t, err)
+			assert.Equal(t, tc.dead, dead)
+			if tc.marked {
+				lm := o.managerFor(blob, uuid.NewString())
+				_, md, err := lm.inspect(context.Background())
+				require.NoError(t, err)
+				rec := readRecord(s.Container, blob, md)
+				assert.True(t, rec.endMark, "the blob carries the end mark")
+				assert.Equal(t, "x", rec.term.Identity, "the mark keeps the record it was written on")
+			}
+		})
+	}
+}
+
+// The end mark is written If-Match the ETag seen: an instance that finds it
+// written by another (its own write refused) reads the blob again, and
+// judges the session dead without a second mark.
+func TestASessionMarkedEndedByAnotherIsDeadToo(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
+	require.NoError(t, err)
+	defer o.closeIdle()
+	id := uuid.NewString()
+	blob := o.sessionBlob(id)
+	etag := raw.put(blob, "", sessionRecord("x"))
+	seen := listed{name: id, info: LeaseInfo{Exists: true, ETag: etag}, md: map[string]*string{}}
+	for k, v := range sessionRecord("x") {
+		seen.md[k] = &v
+	}
+	require.True(t, o.markEnded(context.Background(), seen), "the first mark")
+	require.True(t, o.markEnded(context.Background(), seen), "a second mark, at the ETag before the first, finds it written")
+}
+
+// A session's record that carries the end mark is never written over by a
+// session, even one whose lease is ours again under its ID: the term's
+// write is refused as a lease lost, and a renewal whose write was refused
+// does not take the mark for a write of its own.
+func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
+	require.NoError(t, err)
+	defer o.closeIdle()
+	id := uuid.NewString()
+	ended := sessionRecord("x")
+	ended[metaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
+	raw.put(o.sessionBlob(id), id, ended)
+	lm := o.newSession(id).m.lease
+	_, _, err = lm.recordTerm(context.Background(), "x")
+	require.ErrorIs(t, err, ErrLeaseLost)
+	assert.Contains(t, err.Error(), "never taken up again")
+
+	// A renewal refused because the blob changed, which finds our term
+	// with the end mark on it: lost, not ours to write again.
+	_, md, err := lm.inspect(context.Background())
+	require.NoError(t, err)
+	r := &termRecord{leaseID: id, term: readRecord(s.Container, lm.blob, md).term, etag: `"0xstale"`}
+	err = lm.writtenSince(context.Background(), r, &StorageError{kind: ErrTransient})
+	require.ErrorIs(t, err, ErrLeaseLost)
+}
+
+// A process restarted with the lease ID file whose session's container is
+// gone has seen the container deleted: its next session claims nothing for
+// as long as the sessions that ran before the deletion may still run their
+// shards (vanished.go).
+func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	file := t.TempDir() + "/session"
+	require.NoError(t, os.WriteFile(file, []byte(uuid.NewString()+"\n"), 0o600))
+	var logs syncBuffer
+	log := &shardLog{}
+	started := time.Now()
+	own := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil), WithLeaseIDFile(file),
+		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+	waitFor(t, 60*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "claimed before the doomed sessions could have stopped")
+	assert.Contains(t, logs.String(), "the session in the lease ID file found the container gone")
+	assert.Equal(t, 1, strings.Count(logs.String(), "claims no shard until every session that ran before it may have stopped"))
+}
+
+// A dead session's list (held.go) is not read from the shards' blobs: a
+// shard it names that is free is taken by an acquire If-Match the ETag the
+// list gives, and its term then continues the list's. So a list that says,
+// at the blob's own ETag, a lower term than the blob carries (rewritten by
+// another writer) is not trusted: the claim reads the blob first, reports
+// the disagreement, and takes nothing; the blob keeps its term, for a
+// listing to find.
+func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	var logs syncBuffer
+	o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
+		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+	require.NoError(t, err)
+	defer o.closeIdle()
+	blob := o.shardBlob("x")
+	etag := raw.put(blob, "", map[string]string{metaIdentity: "y", metaTerm: "7", metaRole: string(RoleShard), metaSession: "dead"})
+	g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
+		owners: map[string]shardHolder{}}
+	e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
+	require.True(t, o.reserve("x", nil))
+	won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
+	assert.False(t, won)
+	assert.Equal(t, "held", why)
+	assert.Contains(t, logs.String(), "names a term its shard's blob does not carry")
+	info := leaderOnBlob(t, s, blob)
+	assert.False(t, info.Held(), "nothing taken")
+	assert.Equal(t, int64(7), info.Leader.Number, "the blob keeps its term")
+	assert.Equal(t, etag, info.ETag)
+}
+
+// A session whose lease duration is longer than the other live sessions'
+// instances know of runs no shard until their records say they know it:
+// after a deletion of the container, each of them waits out the longest
+// lease duration it knows before it claims a shard blob created again
+// (vanished.go), and so must know this one's.
+func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
+	t.Parallel()
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	names := shardNames(8)
+	log := &shardLog{}
+	a := startOwner(t, "a", s, names, log.fn("a", nil))
+	waitFor(t, 30*time.Second, "a runs every shard", func() bool { return balanced(log, len(names), "a") })
+	aSession := a.owner.Session()
+	long := s
+	long.LeaseDuration = 2 * s.LeaseDuration
+	var mu sync.Mutex
+	var known []time.Duration // what a's record said it knows, as each of b's shards started
+	var logs syncBuffer
+	startOwner(t, "b", long, names, log.fn("b", func(ctx context.Context, _ string) error {
+		props, err := raw.cc.NewBlobClient(a.owner.sessionBlob(aSession)).GetProperties(context.Background(), nil)
+		if err == nil {
+			d, _ := time.ParseDuration(metaValue(props.Metadata, metaLongest))
+			mu.Lock()
+			known = append(known, d)
+			mu.Unlock()
+		}
+		<-ctx.Done()
+		return nil
+	}), WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), nil)).With("contender", "b")))
+	waitFor(t, 30*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
+	mu.Lock()
+	defer mu.Unlock()
+	require.Len(t, known, len(names)/2)
+	for _, k := range known {
+		assert.GreaterOrEqual(t, k, long.LeaseDuration, "b ran a shard before a's record said a knows b's lease duration")
+	}
+	assert.Contains(t, logs.String(), "runs no shard until their records say they know it")
+	log.requireNeverTwice(t)
+}
