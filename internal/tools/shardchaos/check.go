@@ -39,6 +39,11 @@ type Report struct {
 	// SetChanges counts the sets instances took at run time (not those
 	// they started with).
 	SetChanges int
+	// LateAcquires counts the dead sessions' blobs leased again under their
+	// ID; Revived are those of them that a process then ran again (a
+	// session started under that ID after it): what must never happen.
+	LateAcquires int
+	Revived      []string
 	// Final is the state at the end of the run, after the last fault.
 	Final Final
 	// CutOffMargins are, for every run ended by its session's safety
@@ -91,7 +96,8 @@ func Check(records []Record, tm chaos.Timings) Report {
 	var common, other []chaos.Record
 	byShard := map[string][]chaos.Record{}
 	ran := map[string]bool{}
-	fresh := map[string]bool{} // lanes whose process has not yet said its first set
+	fresh := map[string]bool{}       // lanes whose process has not yet said its first set
+	leasedAgain := map[string]bool{} // sessions whose dead blob the harness leased again
 	var rep Report
 	for _, r := range records {
 		c := chaos.Record{Mono: r.Mono, Who: r.Who, Kind: r.Kind, Term: r.Term, Expires: r.Expires, Fault: r.Fault, Target: r.Target, Detail: r.Detail, Blob: r.Shard}
@@ -113,6 +119,13 @@ func Check(records []Record, tm chaos.Timings) Report {
 			common = append(common, c)
 			if r.Kind == chaos.KindSpawn {
 				fresh[r.Who] = true
+			}
+		case KindLateAcquire:
+			rep.LateAcquires++
+			leasedAgain[r.Session] = true
+		case KindSession:
+			if leasedAgain[r.Session] {
+				rep.Revived = append(rep.Revived, r.Session)
 			}
 		case KindPhantom:
 			rep.Phantoms++
@@ -198,6 +211,7 @@ func (r Report) Summary() string {
 		fmt.Fprintf(&b, "  shard %s: %s term %d\n", u.Shard, u.Who, u.Number)
 	}
 	fmt.Fprintf(&b, "sets taken at run time: %d\n", r.SetChanges)
+	fmt.Fprintf(&b, "dead sessions leased again under their ID: %d; run again: %d %v\n", r.LateAcquires, len(r.Revived), r.Revived)
 	fmt.Fprintf(&b, "instances that exited by themselves: %d\n", len(r.Exits))
 	for _, e := range r.Exits {
 		fmt.Fprintf(&b, "  %s: %s\n", e.Who, e.Status)

@@ -71,16 +71,28 @@ const (
 	// (Blob); KindPhantomGone: it deleted it.
 	KindPhantom     = "phantom"
 	KindPhantomGone = "phantom-gone"
+	// KindLateAcquire: the harness leased a dead session's blob again
+	// under its ID (Blob, Session), as a late acquire would.
+	KindLateAcquire = "late-acquire"
 )
 
 // Fault kinds: an instance killed, frozen past its lease, cut off from
-// storage, or stopped gracefully. The names are chaos's where they mean the
+// storage, or stopped gracefully; or killed and its session's blob leased
+// again, after the others broke it, by an acquire under the session's ID
+// that reached the server late. The names are chaos's where they mean the
 // same.
 const (
 	FaultKill      = chaos.FaultKill
 	FaultFreeze    = chaos.FaultFreeze
 	FaultPartition = chaos.FaultBlackhole
 	FaultGraceful  = chaos.FaultGraceful
+	// FaultLateAcquire: SIGKILL; then, once the others have broken the
+	// dead session's lease (its blob shows no lease), the acquire of that
+	// blob's lease under the session's ID that its starter sent, delayed
+	// in the network, reaches the server; then a new process in the lane,
+	// which, in a static lane, finds the dead session named in its lease
+	// ID file. A static lane is hit when there is one (the next one up).
+	FaultLateAcquire = "late-acquire"
 )
 
 // azureKeepAlive is how long the harness's Azurite keeps an idle
@@ -91,7 +103,7 @@ const (
 const azureKeepAlive = 4 * time.Minute
 
 // AllFaults is every fault kind.
-var AllFaults = []string{FaultKill, FaultFreeze, FaultPartition, FaultGraceful}
+var AllFaults = []string{FaultKill, FaultFreeze, FaultPartition, FaultGraceful, FaultLateAcquire}
 
 // Timings are the instances' settings.
 type Timings struct {
@@ -124,6 +136,10 @@ type Config struct {
 	// a process started again in such a lane resumes its predecessor's
 	// session and shards, and one stopped by SIGTERM hands nothing on.
 	Static bool
+	// Brief is the chance that a shard's run returns by itself, 1 to 3 s
+	// after it started, freeing the shard for any instance to claim: after
+	// a fault moves shards, some go free again and again for a while.
+	Brief float64
 }
 
 type lane struct {
@@ -161,6 +177,7 @@ type Harness struct {
 	alive              map[string]bool     // lanes with a process
 	reqs               map[string]int64    // lane -> requests of its current process
 	sets               map[string][]string // lane -> its current process's set, as it confirmed it
+	sessions           map[string]string   // lane -> the session its last process started last
 
 	messy messy
 }
@@ -184,7 +201,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{cfg: cfg, lanes: map[string]*lane{}, running: map[string]map[string]bool{}, owned: map[string]int{},
-		alive: map[string]bool{}, reqs: map[string]int64{}, sets: map[string][]string{}}
+		alive: map[string]bool{}, reqs: map[string]int64{}, sets: map[string][]string{}, sessions: map[string]string{}}
 	h.log = childproc.NewLog(h.track)
 	if err := h.log.Create(filepath.Join(cfg.Dir, "records.jsonl")); err != nil {
 		return nil, err
@@ -287,7 +304,7 @@ func (h *Harness) Spawn(name string) error {
 		Config: instanceConfig{
 			Lane: name, Algo: h.cfg.Algo, BlobURL: l.blobURL,
 			Container: Container, Prefix: Prefix, Shards: h.cfg.Shards, Names: l.set, Timings: h.cfg.Timings, CountEvery: h.cfg.CountEvery,
-			LeaseIDFile: leaseIDFile,
+			LeaseIDFile: leaseIDFile, Brief: h.cfg.Brief,
 		},
 		Started: func(pid int) {
 			h.log.Add(Record{Mono: chaos.Mono(), Who: name, Kind: chaos.KindSpawn, Detail: fmt.Sprint(pid)})
@@ -421,6 +438,8 @@ func (h *Harness) track(r Record) {
 		if r.Detail == "" {
 			h.sets[r.Who] = r.Set
 		}
+	case KindSession:
+		h.sessions[r.Who] = r.Session
 	case chaos.KindExit:
 		h.alive[r.Who] = false
 		delete(h.sets, r.Who)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -49,6 +50,9 @@ type instanceConfig struct {
 	// LeaseIDFile, if set, is the owner's lease ID file: its session
 	// outlives the process (see Config.Static).
 	LeaseIDFile string
+	// Brief is the chance that a shard's run returns by itself, 1 to 3 s
+	// after it started (see Config.Brief).
+	Brief float64
 }
 
 // control is a line the harness sends an instance (Harness.SetShards).
@@ -132,7 +136,14 @@ func instance(cfg instanceConfig) error {
 			n = t.Number
 		}
 		rec.Write(Record{Kind: chaos.KindStart, Shard: shard, Term: n})
-		<-ctx.Done()
+		if rand.Float64() < cfg.Brief {
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Duration(1000+rand.IntN(2000)) * time.Millisecond):
+			}
+		} else {
+			<-ctx.Done()
+		}
 		rec.Write(Record{Kind: chaos.KindEnd, Shard: shard, Term: n, Detail: fmt.Sprint(context.Cause(ctx))})
 		return nil
 	}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
+	"github.com/blobelect/leaderelection/internal/tools/tamper"
 )
 
 // ChaosConfig configures RunChaos.
@@ -219,6 +222,8 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		h.Note(chaos.KindHeal, kind, target, "SIGCONT")
 		h.Thaw(target)
 		return nil
+	case FaultLateAcquire:
+		return h.lateAcquire(ctx, target, respawnAfter)
 	case FaultPartition:
 		h.Note(chaos.KindFault, kind, target, "hold "+hold.Round(time.Millisecond).String())
 		if err := h.Partition(target); err != nil {
@@ -230,4 +235,36 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 		return nil
 	}
 	return h.injectMessy(ctx, kind, target, hold, seed)
+}
+
+// lateAcquire kills lane target (the next static lane up, if there is
+// one), waits until the others have broken its session's lease, acquires
+// that lease under the session's ID as a late acquire would, and starts a
+// new process in the lane respawnAfter later.
+func (h *Harness) lateAcquire(ctx context.Context, target string, respawnAfter time.Duration) error {
+	if h.cfg.Static {
+		if n, _ := strconv.Atoi(strings.TrimPrefix(target, "i")); n%2 == 0 && h.lane(fmt.Sprintf("i%02d", n+1)) != nil {
+			target = fmt.Sprintf("i%02d", n+1)
+		}
+	}
+	h.mu.Lock()
+	session := h.sessions[target]
+	h.mu.Unlock()
+	h.Note(chaos.KindFault, FaultLateAcquire, target, "SIGKILL; session "+session)
+	h.Kill(target)
+	detail := "no session"
+	if session != "" {
+		blob := Prefix + "/" + tamper.SessionsDir + session
+		out, err := h.messy.other.AcquireLate(ctx, blob, session, time.Now().Add(3*h.cfg.Timings.LeaseDuration+30*time.Second), 50*time.Millisecond)
+		switch {
+		case err == nil:
+			detail = "leased again under its ID"
+			h.log.Add(Record{Mono: chaos.MonoOf(out.Sent), Who: "harness", Kind: KindLateAcquire, Blob: blob, Session: session})
+		default:
+			detail = "not leased again: " + err.Error()
+		}
+	}
+	h.Note(chaos.KindHeal, FaultLateAcquire, target, detail)
+	chaos.Sleep(ctx, respawnAfter)
+	return h.Spawn(target)
 }

@@ -37,7 +37,10 @@ func TestMain(m *testing.M) {
 //
 // Two of the four are static members (a lease ID file each): started again
 // after a fault, they resume their session and take back their shards, and
-// stopped by SIGTERM they hand nothing on.
+// stopped by SIGTERM they hand nothing on. The last fault kills one of them
+// and, once the others have broken its session, leases that session's blob
+// again under its ID, as a late acquire would: the process started again
+// with the file must not run that session again.
 func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 	seed, err := chaos.SeedFromEnv()
 	require.NoError(t, err)
@@ -55,12 +58,14 @@ func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 		Instances: 4,
 		Seed:      seed,
 		Sequence: []string{FaultKill, FaultSetRolling, FaultFreeze, FaultMalformed, FaultPartition, FaultSetOne,
-			FaultGraceful, FaultKill, FaultPhantom, FaultFreeze, FaultPartition, FaultGraceful},
+			FaultGraceful, FaultKill, FaultPhantom, FaultFreeze, FaultPartition, FaultGraceful, FaultLateAcquire},
 		Settle: settle,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + res.Summary())
-	require.Len(t, res.Faults, 12)
+	require.Len(t, res.Faults, 13)
+	assert.Equal(t, 1, res.LateAcquires, "the dead session's blob was leased again under its ID")
+	assert.Empty(t, res.Revived, "a session judged dead ran again")
 	assert.Empty(t, res.UnderMalformed, "a shard's func started on a term that a malformed record hid")
 	assert.Empty(t, res.Messy.Unrepaired, "a malformed record could not be repaired: the shard's blob stayed leased")
 	assert.Equal(t, 1, res.Messy.Malformed)

@@ -399,6 +399,39 @@ type Phantom struct {
 	LeaseID string // the lease the Writer holds on it; "" none
 }
 
+// AcquireLate waits until blob name is unleased (its holder's lease broken
+// or released), then acquires its lease, infinite, with leaseID: what an
+// acquire the holder sent long before, delayed in the network, does when it
+// reaches the server at last. It gives up at deadline, or when the blob is
+// gone. The Outcome's Sent is when the acquire that took the lease was sent.
+func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline time.Time, poll time.Duration) (Outcome, error) {
+	var out Outcome
+	lc, err := lease.NewBlobClient(w.cc.NewBlobClient(name), &lease.BlobClientOptions{LeaseID: &leaseID})
+	if err != nil {
+		return out, err
+	}
+	wasGone := false
+	err = w.whenUnleased(ctx, name, deadline, poll, &out, true, func(_ blob.GetPropertiesResponse, gone bool) (bool, error) {
+		if gone {
+			wasGone = true
+			return true, nil
+		}
+		callCtx, cancel := w.call(ctx)
+		defer cancel()
+		out.Sent = time.Now()
+		_, err := lc.AcquireLease(callCtx, -1, nil)
+		out.Done = time.Now()
+		return err == nil, err
+	})
+	if err == nil && wasGone {
+		return out, ErrGone
+	}
+	return out, err
+}
+
+// ErrGone is returned by AcquireLate when the blob is gone.
+var ErrGone = errors.New("tamper: the blob is gone")
+
 // Phantoms creates two phantom session blobs under prefix (a ShardOwner's
 // BlobSettings.Blob): an empty one, and one that carries a mutex's record
 // and an infinite lease the Writer holds. tag makes their names unique.

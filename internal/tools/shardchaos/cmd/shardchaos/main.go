@@ -44,6 +44,7 @@ func main() {
 		dir        = flag.String("dir", "", "where to keep records and logs (default a temporary directory)")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with the timings it ran with) instead of running")
 		static     = flag.Bool("static", false, "every other instance has a lease ID file (WithLeaseIDFile): a process started again resumes its predecessor's session and shards")
+		brief      = flag.Float64("brief", 0, "the chance that a shard's run returns by itself 1 to 3 s after it started (shards then go free again and again for a while after each fault)")
 	)
 	flag.Parse()
 	if *recheck != "" {
@@ -54,7 +55,7 @@ func main() {
 		cfg := shardchaos.ChaosConfig{Config: shardchaos.Config{Timings: shardchaos.Timings{LeaseDuration: *lease, RetryInterval: *retry, StopMargin: *margin}}}
 		rep := shardchaos.Check(records, cfg.CheckTimings())
 		fmt.Print(rep.Summary())
-		if len(rep.Overlaps) > 0 || len(rep.Unordered) > 0 || len(rep.UnderMalformed) > 0 || len(rep.Messy.Unrepaired) > 0 || len(rep.Exits) > 0 || !rep.Final.OK {
+		if len(rep.Overlaps) > 0 || len(rep.Revived) > 0 || len(rep.Unordered) > 0 || len(rep.UnderMalformed) > 0 || len(rep.Messy.Unrepaired) > 0 || len(rep.Exits) > 0 || !rep.Final.OK {
 			os.Exit(1)
 		}
 		return
@@ -70,7 +71,7 @@ func main() {
 	defer stop()
 	fmt.Printf("shardchaos: seed %d, %d faults, records under %s\n", *seed, *faults, *dir)
 	res, err := shardchaos.RunChaos(ctx, shardchaos.ChaosConfig{
-		Config: shardchaos.Config{Shards: *shards, Dir: *dir, Progress: os.Stderr, Static: *static,
+		Config: shardchaos.Config{Shards: *shards, Dir: *dir, Progress: os.Stderr, Static: *static, Brief: *brief,
 			Timings: shardchaos.Timings{LeaseDuration: *lease, RetryInterval: *retry, StopMargin: *margin}},
 		Instances: *instances, Seed: *seed, Faults: *faults, Kinds: strings.Split(*kinds, ","), Overlap: *overlap,
 		Settle: *settle, Malformed: *malformed, SetChanges: *setChanges,
@@ -79,7 +80,7 @@ func main() {
 	if res.Unsettled > 0 {
 		fmt.Printf("faults after which the shards did not settle within %v: %d\n", *settle, res.Unsettled)
 	}
-	bad := len(res.Overlaps) > 0 || len(res.Unordered) > 0 || len(res.UnderMalformed) > 0 || len(res.Messy.Unrepaired) > 0 ||
+	bad := len(res.Overlaps) > 0 || len(res.Revived) > 0 || len(res.Unordered) > 0 || len(res.UnderMalformed) > 0 || len(res.Messy.Unrepaired) > 0 ||
 		len(res.Exits) > 0 || !res.Final.OK || res.Unsettled > 0
 	if err != nil && ctx.Err() == nil {
 		fmt.Println("error:", err)
