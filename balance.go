@@ -2,10 +2,7 @@ package leaderelection
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"math/rand/v2"
 	"slices"
@@ -13,216 +10,49 @@ import (
 	"strings"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/shardtext"
 	"go.opentelemetry.io/otel/metric"
 )
 
-// How a ShardOwner spreads shards: every instance computes, from the same
-// listing of the sessions, the same exact share for every live session.
-// With n shards and L live sessions sorted by ID, the first n mod L hold
-// ceil(n/L) and the rest floor(n/L): the shares add up to n, so once every
-// session holds its share no shard is free and no two sessions differ by
-// more than one. A session below its share claims free shards; one above it
-// hands the excess over, and only while some other session is below its own
-// (so that a view that lags does not set shards free for nobody). Nobody
-// claims past its share, so nothing moves back: after a join the old
-// sessions hand over exactly the new one's share, and after a death the
-// survivors claim exactly the dead one's shards.
+// How a ShardOwner spreads shards. The arithmetic (the shares, rendezvous
+// hashing, the assignment of free shards, the matching of a handover's
+// givers to its receivers, the sets' digests) is internal/balance's: every
+// instance computes it alike from the same listing of the sessions, and
+// every live session's share (balance.FairShare) from the sorted IDs; the
+// shares add up to n, so once every session holds its share no shard is
+// free and no two sessions differ by more than one. This file acts on it.
 //
-// Which shards move is chosen by rendezvous hashing, highest
-// hash(session, shard) first. Free shards are assigned (assign) to the
-// sessions with room by the same rule on every instance, so instances
-// claiming at once (a cold start, a death) claim disjoint shards; a shard
-// left free for long is anyone's. A session hands over first the shards
-// another session prefers.
+// A session below its share claims free shards; one above it hands the
+// excess over, and only while some other session is below its own (so that
+// a view that lags does not set shards free for nobody). Nobody claims past
+// its share, so nothing moves back: after a join the old sessions hand over
+// exactly the new one's share, and after a death the survivors claim
+// exactly the dead one's shards. Free shards are assigned (balance.Assign,
+// balance.AssignSet) to the sessions with room by the same rule on every
+// instance, so instances claiming at once (a cold start, a death) claim
+// disjoint shards; a shard left free for long is anyone's. A session hands
+// over first the shards another session prefers (balance.Preferred).
 //
 // Instances may disagree on the set (a rolling update that changes it,
 // SetShards called on some only). Each session's record carries its set's
-// digest and size, and the sessions whose records carry the same form a
-// group (one whose record carries none, an older version, is a group of its
-// own). Everything above happens within a group: n is the group's set's
-// size, the shares are counted among the group's live sessions, and
-// handovers, assignments and the shares of a dead session's shards go only
-// to the group's sessions. With a single group, that is all the above.
-// Every shard of a live session's set still runs: a group's sessions hold
-// only shards of its set (a session stops those that leave its own, and
-// claims none outside it), and the group's shares add up to n; so while a
-// shard of the set is free the group holds fewer than n, some session of it
-// is below its share, and claims it. What may last is a session below its
-// share whose set's other shards other groups hold: it finds nothing to
-// claim, and lists again only a lease duration later, or when a session
-// comes, goes or changes its set (see balance), not at every turn. Just
-// after its own set changed, a session counts in its group, for a while,
-// the sessions still on its previous set, which may be changing too.
-
-// fairShare is how many of n shards the session id should hold, live being
-// the live sessions' IDs, sorted, id among them.
-func fairShare(n int, live []string, id string) int {
-	if len(live) == 0 {
-		return n
-	}
-	i, _ := slices.BinarySearch(live, id)
-	share := n / len(live)
-	if i < n%len(live) {
-		share++
-	}
-	return share
-}
-
-// rendezvous is the score of shard for session: the session with the highest
-// score among the live ones is the shard's preferred session.
-func rendezvous(session, shard string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(session))
-	_, _ = h.Write([]byte{0})
-	_, _ = h.Write([]byte(shard))
-	// FNV's low bits mix poorly for inputs that differ only at the end:
-	// finish with splitmix64's mixer.
-	x := h.Sum64()
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
-// preferred returns the live session with the highest score for shard.
-func preferred(live []string, shard string) string {
-	best, bestScore := "", uint64(0)
-	for _, id := range live {
-		if s := rendezvous(id, shard); best == "" || s > bestScore {
-			best, bestScore = id, s
-		}
-	}
-	return best
-}
-
-// assign shares the free shards out among the live sessions that have room
-// (their share less what they hold), the same way on every instance that
-// sees the same listing: each shard, in name order, goes to the session with
-// the highest rendezvous score among those with room left. It returns the
-// shards assigned to self, highest score first, and whom each shard assigned
-// to anyone went to. Instances claiming at once (a cold start, a death) thus
-// claim disjoint shards, and need not list again to find what the others
-// left.
-func assign(free []string, live []string, room map[string]int, self string) ([]string, map[string]string) {
-	left := make(map[string]int, len(room))
-	for id, r := range room {
-		left[id] = r
-	}
-	names := slices.Clone(free)
-	slices.Sort(names)
-	var out []scored
-	to := make(map[string]string, len(names))
-	for _, name := range names {
-		best, score := bestWithRoom(live, left, name)
-		if best == "" {
-			break // no room left anywhere
-		}
-		left[best]--
-		to[name] = best
-		if best == self {
-			out = append(out, scored{name, score})
-		}
-	}
-	return bestFirst(out), to
-}
-
-// scored is a shard assigned to a session, with its rendezvous score.
-type scored struct {
-	name  string
-	score uint64
-}
-
-// bestWithRoom is the live session with the highest rendezvous score for
-// shard among those with room left, and that score; "" if none has room.
-func bestWithRoom(live []string, left map[string]int, shard string) (string, uint64) {
-	best, bestScore := "", uint64(0)
-	for _, id := range live {
-		if left[id] <= 0 {
-			continue
-		}
-		if s := rendezvous(id, shard); best == "" || s > bestScore {
-			best, bestScore = id, s
-		}
-	}
-	return best, bestScore
-}
-
-// bestFirst names the shards, highest score first (ties by name).
-func bestFirst(out []scored) []string {
-	slices.SortFunc(out, func(a, b scored) int {
-		switch {
-		case a.score > b.score:
-			return -1
-		case a.score < b.score:
-			return 1
-		}
-		return strings.Compare(a.name, b.name)
-	})
-	names := make([]string, len(out))
-	for i, m := range out {
-		names[i] = m.name
-	}
-	return names
-}
-
-// assignSet shares the whole set out among the live sessions of a group,
-// each up to its share: first each shard to the session of the group that
-// holds it by holders (the last listing, and this session's claims since),
-// then every other in name order, as assign does, to the session with the
-// highest rendezvous score that has room left. It returns, as assign does,
-// self's part of free, highest score first, and whom each shard of free went
-// to. A shard that another live session holds (outside the group: skip says
-// so) counts for no one.
-//
-// Instances that list at about the same moment compute the same parts,
-// whatever claims landed between their listings: each claim follows the
-// parts, so a shard one listing shows held is one the others assign to its
-// holder anyway. assign's rooms, a share less the count in each session's
-// record, did not: at a cold start the records, rewritten as the sessions
-// renew, lagged the listings by hundreds of claims, and each instance's
-// part came out a few shards off the others'; a few sessions came up short
-// at the end and listed every shard again, for 10 to 20 s more.
-func assignSet(set []string, live []string, holders map[string]string, skip func(string) bool, free []string, self string) ([]string, map[string]string) {
-	left := make(map[string]int, len(live))
-	for _, id := range live {
-		left[id] = fairShare(len(set), live, id)
-	}
-	for _, name := range set {
-		if h, ok := holders[name]; ok {
-			if _, in := left[h]; in {
-				left[h]--
-			}
-		}
-	}
-	isFree := make(map[string]bool, len(free))
-	for _, name := range free {
-		isFree[name] = true
-	}
-	var out []scored
-	to := make(map[string]string, len(free))
-	for _, name := range set {
-		if h, ok := holders[name]; ok {
-			if _, in := left[h]; in || skip(h) {
-				continue
-			}
-		}
-		best, score := bestWithRoom(live, left, name)
-		if best == "" {
-			break // no room left anywhere
-		}
-		left[best]--
-		if isFree[name] {
-			to[name] = best
-			if best == self {
-				out = append(out, scored{name, score})
-			}
-		}
-	}
-	return bestFirst(out), to
-}
+// digest (balance.SetDigest) and size, and the sessions whose records carry
+// the same form a group (one whose record carries none, an older version, is
+// a group of its own). Everything above happens within a group: n is the
+// group's set's size, the shares are counted among the group's live
+// sessions, and handovers, assignments and the shares of a dead session's
+// shards go only to the group's sessions. With a single group, that is all
+// the above. Every shard of a live session's set still runs: a group's
+// sessions hold only shards of its set (a session stops those that leave its
+// own, and claims none outside it), and the group's shares add up to n; so
+// while a shard of the set is free the group holds fewer than n, some
+// session of it is below its share, and claims it. What may last is a
+// session below its share whose set's other shards other groups hold: it
+// finds nothing to claim, and lists again only a lease duration later, or
+// when a session comes, goes or changes its set (see shardManager.balance),
+// not at every turn. Just after its own set changed, a session counts in its
+// group, for a while, the sessions still on its previous set, which may be
+// changing too.
 
 // checkShardName keeps shard names to what a blob name carries unchanged
 // through URLs and listings, and reads back the same (shardtext.NameProblem).
@@ -231,19 +61,6 @@ func checkShardName(name string) error {
 		return fmt.Errorf("leaderelection: invalid shard name %q: %s", name, why)
 	}
 	return nil
-}
-
-// setDigest names a set of shards in a session's record: the first 16 hex
-// digits of the SHA-256 of its names, sorted, joined by newlines (which no
-// name contains). Computed when the set changes, not at every renewal.
-func setDigest(set map[string]bool) string {
-	names := make([]string, 0, len(set))
-	for n := range set {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	sum := sha256.Sum256([]byte(strings.Join(names, "\n")))
-	return hex.EncodeToString(sum[:8])
 }
 
 // checkShardNames checks every name and that none repeats, and returns the
@@ -313,7 +130,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		}
 	}
 	mine := view.group(g.s.id, sets...)
-	target := fairShare(n, mine.live, g.s.id)
+	target := balance.FairShare(n, mine.live, g.s.id)
 	o.target, o.live = target, len(view.live)
 	o.mu.Unlock()
 	leavers := 0
@@ -339,7 +156,7 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	g.listers = 0
 	for _, id := range mine.live {
 		if id != g.s.id {
-			share := fairShare(n, mine.live, id)
+			share := balance.FairShare(n, mine.live, id)
 			lack := max(0, share-view.owned[id])
 			short += lack
 			over += max(0, view.owned[id]-share)
@@ -676,11 +493,11 @@ func (g *shardManager) handOver(k int, view sessionView) {
 		if r.leaving || r.returned.Load() {
 			continue
 		}
-		p := pick{r: r, s: rendezvous(g.s.id, r.name)}
-		switch pref := preferred(view.live, r.name); {
+		p := pick{r: r, s: balance.Rendezvous(g.s.id, r.name)}
+		switch pref := balance.Preferred(view.live, r.name); {
 		case pref == g.s.id:
 			p.rank = 2
-		case view.owned[pref] < fairShare(n, view.live, pref):
+		case view.owned[pref] < balance.FairShare(n, view.live, pref):
 			p.rank = 0
 		default:
 			p.rank = 1
@@ -697,9 +514,9 @@ func (g *shardManager) handOver(k int, view sessionView) {
 	for _, p := range picks[:min(k, len(picks))] {
 		chosen = append(chosen, p.r)
 	}
-	if queue := g.handOverTo(chosen, view.live, plan(view, n, g.s.id, len(chosen)), view.ident); len(queue) > 0 {
+	if queue := g.handOverTo(chosen, view.live, balance.Plan(view.live, view.owned, n, g.s.id, len(chosen)), view.ident); len(queue) > 0 {
 		g.pacing.Add(1)
-		go g.pace(g.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/givers(view, n, g.s.id)))
+		go g.pace(g.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/balance.Givers(view.live, view.owned, n, g.s.id)))
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
 	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 )
@@ -124,51 +125,6 @@ func derivedLeaseID(parts ...string) string {
 
 func (o *ShardOwner) handoffPrefix(session string) string {
 	return o.prefix + handoffDir + session + "/"
-}
-
-// plan says, from one view of the group's sessions, how many of the k
-// shards this session (self) gives go to each session below its share: the
-// excesses of the sessions above their share, in ID order, are matched to
-// the lacks of those below, in ID order, so that every giver that sees the
-// same view sends each receiver its part and no more.
-func plan(view sessionView, n int, self string, k int) map[string]int {
-	type span struct {
-		id   string
-		size int
-	}
-	var givers, takers []span
-	for _, id := range view.live {
-		share := fairShare(n, view.live, id)
-		owned := view.owned[id]
-		if id == self {
-			givers = append(givers, span{id, k})
-			continue
-		}
-		switch {
-		case owned > share:
-			givers = append(givers, span{id, owned - share})
-		case owned < share:
-			takers = append(takers, span{id, share - owned})
-		}
-	}
-	from := 0
-	for _, g := range givers {
-		if g.id == self {
-			break
-		}
-		from += g.size
-	}
-	to := from + k
-	out := map[string]int{}
-	at := 0
-	for _, t := range takers {
-		lo, hi := max(at, from), min(at+t.size, to)
-		if hi > lo {
-			out[t.id] = hi - lo
-		}
-		at += t.size
-	}
-	return out
 }
 
 // pace stops the funcs of the shards queued for a handover, at most
@@ -693,7 +649,7 @@ func (g *shardManager) handOverTo(picks []*shardRun, live []string, quota map[st
 	var queue []*shardRun
 	for _, r := range picks {
 		r.leaving = true
-		to := preferred(live, r.name)
+		to := balance.Preferred(live, r.name)
 		if quota[to] == 0 {
 			to = ""
 			for _, id := range takers {
@@ -853,16 +809,4 @@ func (g *shardManager) setPeers(live []string) {
 func (g *shardManager) isPeer(id string) bool {
 	p := g.peers.Load()
 	return p != nil && (*p)[id] && id != g.s.id
-}
-
-// givers counts the sessions of view above their share of n (this one
-// included): they hand shards on at once.
-func givers(view sessionView, n int, self string) int {
-	k := 1
-	for _, id := range view.live {
-		if id != self && view.owned[id] > fairShare(n, view.live, id) {
-			k++
-		}
-	}
-	return k
 }

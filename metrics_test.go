@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,7 +122,7 @@ func TestShardOwnerReportsOwnedAndUnownedShards(t *testing.T) {
 	set, err := checkShardNames(shardNames(4))
 	require.NoError(t, err)
 	raw.put(p+sessionsDir+live, live, map[string]string{metaIdentity: "y", metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
-		metaLeaseDuration: time.Hour.String(), metaOwned: "1", metaSet: setDigest(set), metaSetCount: "4"})
+		metaLeaseDuration: time.Hour.String(), metaOwned: "1", metaSet: balance.SetDigest(set), metaSetCount: "4"})
 	raw.put(p+shardsDir+"shard-000", uuid.NewString(), map[string]string{metaIdentity: "x", metaTerm: "5", metaSession: uuid.NewString()}) // a dead session's
 	raw.put(p+shardsDir+"shard-001", uuid.NewString(), map[string]string{metaIdentity: "y", metaTerm: "3", metaSession: live})
 

@@ -60,7 +60,7 @@ const (
 	shardsDir    = "shards/"
 	metaSession  = "leadersession"    // a shard's record: the session that holds it
 	metaOwned    = "leadershards"     // a session's record: how many shards it holds
-	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see setDigest)
+	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see balance.SetDigest)
 	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
 	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
 	metaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)

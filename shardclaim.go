@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/google/uuid"
 )
 
@@ -114,7 +115,7 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 		if id == g.s.id {
 			holds = o.ownedCount()
 		}
-		g.deathRoom[id] = max(0, fairShare(n, view.live, id)-holds)
+		g.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
 	}
 	now := time.Now()
 	var freed []string
@@ -416,10 +417,20 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	// This session's part of the free shards, by the rule every instance
 	// applies alike, computed once per set of candidates and set of live
 	// sessions: from a listing, over the whole set by who holds what
-	// (assignSet); from the dead sessions' lists or the probe, by the rooms
-	// the records leave (assign; records change as shards are claimed, and
-	// instances read them at different moments). Then the shards left free
-	// for long, whoever they were assigned to.
+	// (balance.AssignSet); from the dead sessions' lists or the probe, by
+	// the rooms the records leave (balance.Assign; records change as shards
+	// are claimed, and instances read them at different moments). Then the
+	// shards left free for long, whoever they were assigned to.
+	//
+	// Instances that list at about the same moment compute the same parts
+	// from a listing, whatever claims landed between their listings: each
+	// claim follows the parts, so a shard one listing shows held is one the
+	// others assign to its holder anyway. The rooms the records leave, a
+	// share less the count in each session's record, did not: at a cold
+	// start the records, rewritten as the sessions renew, lagged the
+	// listings by hundreds of claims, and each instance's part came out a
+	// few shards off the others'; a few sessions came up short at the end
+	// and listed every shard again, for 10 to 20 s more.
 	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
 		o.mu.Lock()
 		set := slices.Sorted(maps.Keys(o.set))
@@ -430,18 +441,18 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			holders[name] = h.session
 		}
 		g.ownersMu.Unlock()
-		g.part, g.partTo = assignSet(set, view.live, holders, g.isPeer, free, g.s.id)
+		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, free, g.s.id)
 		g.partFor = live
 	} else if g.part == nil || live != g.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
-			room[id] = max(0, fairShare(n, view.live, id)-view.owned[id])
+			room[id] = max(0, balance.FairShare(n, view.live, id)-view.owned[id])
 			if r, ok := g.deathRoom[id]; ok && live == g.deathFor {
 				room[id] = r
 			}
 		}
 		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partTo = assign(free, view.live, room, g.s.id)
+		g.part, g.partTo = balance.Assign(free, view.live, room, g.s.id)
 		g.partFor = live
 	}
 	isFree := make(map[string]bool, len(free))
@@ -495,7 +506,7 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 	}
 	slices.SortFunc(others, func(a, b string) int {
-		sa, sb := rendezvous(g.s.id, a), rendezvous(g.s.id, b)
+		sa, sb := balance.Rendezvous(g.s.id, a), balance.Rendezvous(g.s.id, b)
 		switch {
 		case sa > sb:
 			return -1

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -89,7 +90,7 @@ type ShardOwner struct {
 
 	mu          sync.Mutex
 	set         map[string]bool         // the shards to run
-	digest      string                  // set's digest (see setDigest), which the session's record carries
+	digest      string                  // set's digest (see balance.SetDigest), which the session's record carries
 	previous    setID                   // the set before the last change (see balance)
 	setAt       time.Time               // when the set last changed
 	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
@@ -213,7 +214,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		wake:      make(chan struct{}, 1),
 		release:   make(chan struct{}, releaseAtOnce),
 		set:       set,
-		digest:    setDigest(set),
+		digest:    balance.SetDigest(set),
 		runs:      map[string]*shardRun{},
 		claiming:  map[string]bool{},
 		cooldown:  map[string]time.Time{},
@@ -255,7 +256,7 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	if err != nil {
 		return err
 	}
-	digest := setDigest(set)
+	digest := balance.SetDigest(set)
 	o.mu.Lock()
 	if digest != o.digest {
 		o.previous, o.setAt = setID{o.digest, len(o.set)}, time.Now()
@@ -537,7 +538,7 @@ type shardManager struct {
 
 	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
 	freeSince map[string]time.Time // since when each was seen free
-	part      []string             // this session's part of them (see assign), best first
+	part      []string             // this session's part of them (see balance.Assign), best first
 	partTo    map[string]string    // whom each of them was assigned to, when part was
 	grewAt    map[string]time.Time // when each live session's record last said it held more (or it was first seen); see noteGrowth
 	lastOwned map[string]int       // what each live session's record said it held, at this pass
@@ -552,7 +553,7 @@ type shardManager struct {
 	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
 	// fromListing: the candidates are a listing's, and owners is that
 	// listing's (with this session's claims and handovers since): parts
-	// are assigned over the whole set (assignSet).
+	// are assigned over the whole set (balance.AssignSet).
 	fromListing bool
 	strayAt     time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
 	lastList    time.Time

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -263,7 +264,7 @@ func TestAStrayLeaseNamingASessionAtItsShareIsFreed(t *testing.T) {
 	require.Len(t, live, 2)
 	slices.Sort(live)
 	named := live[1] // its share of 5 is 2, which it holds: it lists only for strays
-	require.Equal(t, 2, fairShare(5, live, named))
+	require.Equal(t, 2, balance.FairShare(5, live, named))
 	stray := s.Blob + "/" + shardsDir + "shard-004"
 	raw.put(stray, uuid.NewString(), map[string]string{metaIdentity: "gone", metaTerm: "7", metaSession: named, metaRole: string(RoleShard)})
 	require.NoError(t, a.owner.SetShards(shardNames(5)))

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/require"
 )
@@ -201,7 +202,7 @@ func TestRollingUpdateOfTheSetKeepsEveryShardRunning(t *testing.T) {
 		require.NoError(t, err)
 		n := 0
 		for _, ses := range info.Sessions {
-			if ses.Live && ses.ShardSet == setDigest(digestB) && ses.SetSize == len(setB) {
+			if ses.Live && ses.ShardSet == balance.SetDigest(digestB) && ses.SetSize == len(setB) {
 				n++
 			}
 		}
