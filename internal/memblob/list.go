@@ -147,7 +147,14 @@ func element(buf *bytes.Buffer, name, value string) {
 	buf.WriteByte('>')
 }
 
-// xmlEscape writes s escaped as XML character data.
+// xmlEscape writes s escaped as XML character data. Most names and values
+// need no escaping: they are written as they are, without allocating.
 func xmlEscape(buf *bytes.Buffer, s string) {
-	_ = xml.EscapeText(buf, []byte(s))
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '&' || c == '<' || c == '>' || c == '"' || c == '\'' {
+			_ = xml.EscapeText(buf, []byte(s))
+			return
+		}
+	}
+	buf.WriteString(s)
 }
