@@ -19,7 +19,7 @@ func init() { contractCases = append(contractCases, timedCases...) }
 // second or more, so that Azurite's answers do not depend on scheduling.
 var timedCases = []contractCase{
 	{name: "lease-expiry", timed: true, run: func(t *testing.T, e *env) {
-		blobs := []string{"a", "renewed", "inf", "holder-renews", "other-renews", "write", "upload",
+		blobs := []string{"a", "renewed", "reacquired", "inf", "holder-renews", "other-renews", "write", "upload",
 			"other-acquires", "release", "change-break", "read", "taken"}
 		for _, n := range blobs {
 			e.put(t, n, nil)
@@ -34,6 +34,9 @@ var timedCases = []contractCase{
 		time.Sleep(3 * time.Second)
 		_, err := e.lease(t, "renewed", idA).RenewLease(e.ctx, nil)
 		noErr(t, err, "renew at 3 s")
+		// An acquire with the same ID extends the lease as a renew does.
+		_, err = e.lease(t, "reacquired", idA).AcquireLease(e.ctx, 15, nil)
+		noErr(t, err, "acquire again at 3 s")
 		time.Sleep(11 * time.Second)
 		e.leaseState(t, "a", leased, locked, fixed) // 14 s
 		time.Sleep(2 * time.Second)
@@ -41,6 +44,7 @@ var timedCases = []contractCase{
 		// no grace period).
 		e.leaseState(t, "a", expired, unlocked, noDur)
 		e.leaseState(t, "renewed", leased, locked, fixed)
+		e.leaseState(t, "reacquired", leased, locked, fixed)
 		e.leaseState(t, "inf", leased, locked, infinite)
 		p := listAll(t, e, &container.ListBlobsFlatOptions{Include: withMetadata})[0]
 		for _, b := range p.Segment.BlobItems {
@@ -67,14 +71,18 @@ var timedCases = []contractCase{
 		noErr(t, err, "the original holder renews the revived lease")
 
 		// Writes: the expired lease's ID is refused (Azure: 412
-		// LeaseLost), none is needed, and a write makes the lease
-		// available (Azurite divergence: Azure keeps it expired).
+		// LeaseLost), none is needed, and a write makes the blob forget
+		// the lease: it shows available, and the old holder's renew
+		// fails, as Azure documents ("the lease ID is maintained until
+		// the blob is modified or leased again").
 		_, err = e.blob("write").SetMetadata(e.ctx, nil, &blob.SetMetadataOptions{AccessConditions: withLease(idA)})
 		wantErr(t, err, 412, "LeaseNotPresentWithBlobOperation")
 		e.leaseState(t, "write", expired, unlocked, noDur)
 		_, err = e.blob("write").SetMetadata(e.ctx, nil, nil)
 		noErr(t, err, "write without a lease")
 		e.leaseState(t, "write", available, unlocked, noDur)
+		_, err = e.lease(t, "write", idA).RenewLease(e.ctx, nil)
+		wantErr(t, err, 409, "LeaseIdMismatchWithLeaseOperation")
 		_, err = e.blob("upload").Upload(e.ctx, body("y"), &blockblob.UploadOptions{AccessConditions: withLease(idA)})
 		wantErr(t, err, 412, "LeaseNotPresentWithBlobOperation")
 		e.put(t, "upload", nil)
@@ -113,6 +121,7 @@ var timedCases = []contractCase{
 
 		time.Sleep(3500 * time.Millisecond) // 19.5 s: the lease renewed at 3 s expired at 18 s
 		e.leaseState(t, "renewed", expired, unlocked, noDur)
+		e.leaseState(t, "reacquired", expired, unlocked, noDur)
 		e.leaseState(t, "inf", leased, locked, infinite)
 	}},
 	{name: "break-period-elapses", timed: true, run: func(t *testing.T, e *env) {

@@ -21,6 +21,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
@@ -175,6 +176,9 @@ func wantErr(t *testing.T, err error, status int, code string) {
 	}
 	if re.StatusCode != status || re.ErrorCode != code {
 		t.Errorf("got %d %s, want %d %s", re.StatusCode, re.ErrorCode, status, code)
+	}
+	if !bloberror.HasCode(err, bloberror.Code(code)) {
+		t.Errorf("bloberror.HasCode(err, %s) is false for %v", code, err)
 	}
 }
 
@@ -479,6 +483,12 @@ func (r *recorder) describeListing(payload []byte) string {
 		return fmt.Sprintf("unparsable listing: %v: %q", err, payload)
 	}
 	var b strings.Builder
+	// Listings never show lease IDs or expiry times (LEASE-FACTS).
+	for _, secret := range []string{"LeaseId", "LeaseExpir", "LeaseBreak"} {
+		if bytes.Contains(payload, []byte(secret)) {
+			fmt.Fprintf(&b, "LISTS-%s ", secret)
+		}
+	}
 	fmt.Fprintf(&b, "list[container=%s prefix=%q marker=%q max=%s next=%q",
 		strings.ReplaceAll(l.ContainerName, r.container, "C"), l.Prefix, l.Marker, l.MaxResults, l.NextMarker)
 	for _, x := range l.Blobs {
