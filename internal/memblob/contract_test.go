@@ -263,6 +263,13 @@ var contractCases = []contractCase{
 		e.put(t, "b", nil)
 		_, err = e.blob("b").SetMetadata(e.ctx, meta(map[string]string{"a-b": "v"}), nil)
 		wantErr(t, err, 400, "InvalidMetadata")
+		// Which check comes first: Set Blob Metadata reads the metadata
+		// before it looks for the container, Put Blob after.
+		other := e.container(t, "-none")
+		_, err = other.NewBlobClient("b").SetMetadata(e.ctx, meta(map[string]string{"a-b": "v"}), nil)
+		wantErr(t, err, 400, "InvalidMetadata")
+		_, err = other.NewBlockBlobClient("b").Upload(e.ctx, body("x"), &blockblob.UploadOptions{Metadata: meta(map[string]string{"1st": "v"})})
+		wantErr(t, err, 404, "ContainerNotFound")
 	}},
 	{name: "blob-missing", run: func(t *testing.T, e *env) {
 		bb := e.blob("none")

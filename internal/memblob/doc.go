@@ -29,7 +29,25 @@
 //
 // Where Azurite departs from documented Azure behaviour, the fake follows
 // Azurite (the contract tests compare the two) and says so in a comment
-// marked "Azurite divergence".
+// marked "Azurite divergence". A test that passes here may therefore fail
+// on Azure where it relies on one of these:
+//
+//   - another client's renew of an expired lease succeeds, reviving the
+//     original lease (its ID is in the answer); Azure: 409;
+//   - a write presenting an expired or broken lease's ID gets 412
+//     LeaseNotPresentWithBlobOperation; Azure: 412 LeaseLost;
+//   - If-None-Match: * on an existing blob passes for Set Blob Metadata,
+//     Delete Blob and the lease actions; Azure documents that it fails the
+//     operation (412), though Azurite's source notes one Azure operation
+//     that lets it pass;
+//   - a proposed lease ID need not be a GUID; Azure: 400;
+//   - an infinite lease takes any break period; Azure: 400 outside 0..60;
+//   - a deleted container's name can be used again at once; Azure: 409
+//     ContainerBeingDeleted for about 30 s;
+//   - List Blobs' NextMarker is the last name listed; Azure's is opaque.
+//
+// The one deliberate difference from Azurite: maxresults below 1 answers
+// Azure's 400 OutOfRangeQueryParameterValue where Azurite sends a bare 400.
 //
 // WithObserver sees every request the service applied or refused, under the
 // service's lock, in the order they took effect: a safety checker can follow

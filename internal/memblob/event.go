@@ -1,7 +1,6 @@
 package memblob
 
 import (
-	"net/http"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -89,9 +88,6 @@ func (c *call) event() Event {
 		ProposedLeaseID: c.get("x-ms-proposed-lease-id"),
 		Status:          c.status,
 		ErrorCode:       c.errCode,
-	}
-	if c.status == 0 {
-		e.Status = http.StatusOK
 	}
 	c.result.fill(&e)
 	return e

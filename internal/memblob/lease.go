@@ -169,7 +169,15 @@ func (s *Service) acquire(c *call, l *leaseInfo, secs int, proposed string) bool
 	switch l.state {
 	case stateLeased:
 		// Azurite checks the ID before the duration: another's acquire
-		// with a bad duration gets 409, not 400.
+		// with a bad duration gets 409, not 400. Azure does not document
+		// its order.
+		//
+		// Azurite compares lease IDs in lease actions exactly, case
+		// included, and so does the fake (writes and reads compare them
+		// without case, see checkWrite). Azure documents lease IDs as
+		// GUIDs, which it presumably compares without case: a client
+		// should send its lease ID as it was answered. The contract
+		// test "lease-id-case" pins Azurite's answers.
 		if proposed != l.id {
 			c.fail(http.StatusConflict, "LeaseAlreadyPresent")
 			return false

@@ -15,6 +15,15 @@ import (
 // Azurite's marker is the last name of the previous page) and from
 // startFrom (inclusive), whose names start with prefix, at most maxresults
 // of them, with NextMarker set when more remain.
+//
+// Azurite divergence: Azure's NextMarker is an opaque token; Azurite's,
+// and the fake's, is the last name listed, and any name works as a marker.
+// Clients must pass NextMarker back as it came.
+//
+// Names are in byte order (Go's string order, UTF-8). Azurite sorts
+// JavaScript strings (UTF-16 code units): the two differ only between
+// names with characters above U+FFFF and names with characters in
+// U+E000..U+FFFF at the same place.
 func (s *Service) list(c *call) {
 	q := c.req.URL.Query()
 	if q.Get("delimiter") != "" {
@@ -35,6 +44,11 @@ func (s *Service) list(c *call) {
 			c.fail(http.StatusBadRequest, "InvalidQueryParameterValue")
 			return
 		case n < 1:
+			// Divergence from Azurite, the only one where the fake
+			// follows Azure: Azurite answers a bare 400 (no error
+			// code, no body: its parser fails), Azure documents 400
+			// OutOfRangeQueryParameterValue. The contract test
+			// "list-max-results" marks it.
 			c.fail(http.StatusBadRequest, "OutOfRangeQueryParameterValue")
 			return
 		case n < MaxListResults:

@@ -316,6 +316,8 @@ func (c *call) response() *http.Response {
 	}
 	h.Set("Date", c.now.UTC().Format(http.TimeFormat))
 	h.Set("X-Ms-Request-Id", c.requestID)
+	// Azurite leaves x-ms-version out of its error answers; Azure, and
+	// the fake, send it on every answer.
 	h.Set("X-Ms-Version", APIVersion)
 	h.Set("Server", "memblob")
 	if cr := c.get("x-ms-client-request-id"); cr != "" {
@@ -341,6 +343,12 @@ func (c *call) response() *http.Response {
 	if len(body) > 0 {
 		rc = io.NopCloser(bytes.NewReader(body))
 	}
+	// As net/http reports it: a HEAD answer's length is the one its
+	// header announces, though no body follows.
+	length := int64(len(body))
+	if c.req.Method == http.MethodHead {
+		length, _ = strconv.ParseInt(h.Get("Content-Length"), 10, 64)
+	}
 	return &http.Response{
 		Status:        fmt.Sprintf("%d %s", c.status, reason),
 		StatusCode:    c.status,
@@ -349,7 +357,7 @@ func (c *call) response() *http.Response {
 		ProtoMinor:    1,
 		Header:        h,
 		Body:          rc,
-		ContentLength: int64(len(body)),
+		ContentLength: length,
 		Request:       c.req,
 	}
 }
