@@ -522,3 +522,115 @@ func TestDocsListEveryInstrumentWithItsUnit(t *testing.T) {
 	}
 	assert.Equal(t, 15, found, "instruments found in the source")
 }
+
+// libraryText returns the library's non-test source (the root package,
+// and the shard-text rules and leaderctl it shares texts with), with
+// string literals split across lines joined and quotes unescaped.
+func libraryText(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	for _, pattern := range []string{"*.go", "internal/shardtext/*.go", "examples/leaderctl/*.go"} {
+		files, err := filepath.Glob(pattern)
+		require.NoError(t, err)
+		for _, f := range files {
+			if !strings.HasSuffix(f, "_test.go") {
+				b.WriteString(readDoc(t, f))
+			}
+		}
+	}
+	s := regexp.MustCompile(`"\s*\+\s*\n?\s*"`).ReplaceAllString(b.String(), "")
+	return strings.ReplaceAll(s, `\"`, `"`)
+}
+
+// messagePieces splits a message as a document quotes it into the literal
+// pieces the source must hold: at the values the library fills in (%v, …,
+// <...>, a quoted value, a number or duration) and where it joins texts
+// (": ", "; ", parentheses).
+var messagePieces = regexp.MustCompile(`%v|…|<[^>]*>|"[^"]*"|\d[\w.]*|: |; | \(|\)`)
+
+// Every message troubleshooting.md quotes is the library's own text: each
+// literal piece of it is in the source. A message reworded in the code
+// fails here until the page follows.
+func TestTroubleshootingQuotesTheLibrarysOwnTexts(t *testing.T) {
+	src := libraryText(t)
+	checked := 0
+	for _, l := range prose(readDoc(t, "docs/troubleshooting.md")) {
+		for _, span := range codeSpan.FindAllString(l, -1) {
+			span = strings.Trim(span, "`")
+			if len(strings.Fields(span)) < 4 {
+				continue // a name, a key, a command: not a message
+			}
+			for _, piece := range messagePieces.Split(span, -1) {
+				piece = strings.TrimSpace(piece)
+				if len(piece) < 15 {
+					continue
+				}
+				checked++
+				assert.True(t, strings.Contains(src, piece), "troubleshooting.md quotes %q, whose piece %q is not in the library's source", span, piece)
+			}
+		}
+	}
+	assert.Greater(t, checked, 100, "pieces of messages checked")
+}
+
+// internalTexts are the library's error texts that never reach a caller or
+// a log above Debug, with the reason; TestTroubleshootingCoversEveryError
+// skips them.
+var internalTexts = map[string]string{
+	"the blob has no term recorded yet and has not stood unchanged long enough for every instance to seed its term": "errNotSettled: the mutex gives the lease back and watches the blob settle; a bare BlobLeaseManager never waits",
+	"the session's blob is gone":       "errSessionGone: ends the session, logged as the container's deletion",
+	"the container is gone":            "errContainerGone: likewise",
+	"no list of the shards session":    "held.go: a survivor that cannot read a dead session's list lists the shards instead",
+	"the list of the shards session":   "held.go: likewise",
+	"a list of held shards whose":      "held.go: likewise",
+	"a list of held shards whose line": "held.go: likewise",
+	"a list of held shards with":       "held.go: likewise",
+	"leaderctl never runs a shard":     "a text of leaderctl's own, not an error",
+	"its body was not read":            "a text of leaderctl's own, not an error",
+}
+
+// messageLiteral finds the texts the library can show a user: an error it
+// returns, a settings rule, a record's rule, a line it logs at Warn or
+// Error.
+var messageLiteral = regexp.MustCompile(
+	// a settings rule after its field (and whether the user set it)
+	`bad\("\w+", (?:\w+, )?"((?:[^"\\]|\\.)*)"` +
+		`|(?:errors\.New|fmt\.Errorf|bad|Rule:|\.failed\([a-z.]+,|logger\.(?:Warn|Error)|stopLevel\(slog\.Level(?:Warn|Error)\),)\(?\s*"((?:[^"\\]|\\.)*)"`)
+
+// Every error the library can give a user is in troubleshooting.md: for
+// each text, its longest literal piece; and every exported sentinel by
+// name. A new error fails here until the page says what it means and what
+// to do.
+func TestTroubleshootingCoversEveryError(t *testing.T) {
+	var src strings.Builder
+	files, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	for _, f := range files {
+		if !strings.HasSuffix(f, "_test.go") {
+			src.WriteString(readDoc(t, f))
+		}
+	}
+	lib := regexp.MustCompile(`"\s*\+\s*\n?\s*"`).ReplaceAllString(src.String(), "")
+	doc := readDoc(t, "docs/troubleshooting.md")
+	verbs := regexp.MustCompile(`%[-+#0-9.]*[a-zA-Z]|: |; | \(|\)|\\"|, got`)
+	checked := 0
+	for _, m := range messageLiteral.FindAllStringSubmatch(lib, -1) {
+		text := strings.ReplaceAll(m[1]+m[2], "%%", "%")
+		longest := ""
+		for _, piece := range verbs.Split(text, -1) {
+			piece = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(piece), "leaderelection:"))
+			if len(piece) > len(longest) {
+				longest = piece
+			}
+		}
+		if len(longest) < 15 || internalTexts[longest] != "" {
+			continue
+		}
+		checked++
+		assert.True(t, strings.Contains(doc, longest), "the library says %q, which troubleshooting.md does not explain", text)
+	}
+	assert.Greater(t, checked, 80, "texts checked")
+	for _, m := range regexp.MustCompile(`(?m)^\s*(?:var )?(Err[A-Z]\w*)\s*=`).FindAllStringSubmatch(lib, -1) {
+		assert.True(t, strings.Contains(doc, "`"+m[1]+"`"), "troubleshooting.md does not name the sentinel %s", m[1])
+	}
+}
