@@ -634,3 +634,19 @@ func TestTroubleshootingCoversEveryError(t *testing.T) {
 		assert.True(t, strings.Contains(doc, "`"+m[1]+"`"), "troubleshooting.md does not name the sentinel %s", m[1])
 	}
 }
+
+// A newcomer finds, from the README alone and before its install
+// instructions, where the guarantee is argued: its guarantees link to the
+// safety argument and to the code comment that holds it. (The two quick
+// starts are kept by the tests above.)
+func TestREADMEShowsWhereTheGuaranteeIsArgued(t *testing.T) {
+	readme := readDoc(t, "README.md")
+	_, section, ok := strings.Cut(readme, "\n## What it guarantees\n")
+	require.True(t, ok, "README has its guarantees")
+	section, rest, ok := strings.Cut(section, "\n## ")
+	require.True(t, ok)
+	assert.True(t, strings.HasPrefix(rest, "Install"), "the guarantees come right before Install")
+	assert.Contains(t, section, "](docs/guarantees.md#the-safety-argument)")
+	assert.Contains(t, section, "](renew.go)")
+	assert.LessOrEqual(t, strings.Count(section, "\n- "), 7, "at most seven guarantees")
+}
