@@ -551,7 +551,7 @@ var messagePieces = regexp.MustCompile(`%v|…|<[^>]*>|"[^"]*"|\d[\w.]*|: |; | \
 // Every message troubleshooting.md quotes is the library's own text: each
 // literal piece of it is in the source. A message reworded in the code
 // fails here until the page follows.
-func TestTroubleshootingQuotesTheLibrarysOwnTexts(t *testing.T) {
+func TestDocsTroubleshootingQuotesTheLibrarysOwnTexts(t *testing.T) {
 	src := libraryText(t)
 	checked := 0
 	for _, l := range prose(readDoc(t, "docs/troubleshooting.md")) {
@@ -574,7 +574,7 @@ func TestTroubleshootingQuotesTheLibrarysOwnTexts(t *testing.T) {
 }
 
 // internalTexts are the library's error texts that never reach a caller or
-// a log above Debug, with the reason; TestTroubleshootingCoversEveryError
+// a log above Debug, with the reason; TestDocsTroubleshootingCoversEveryError
 // skips them.
 var internalTexts = map[string]string{
 	"the blob has no term recorded yet and has not stood unchanged long enough for every instance to seed its term": "errNotSettled: the mutex gives the lease back and watches the blob settle; a bare BlobLeaseManager never waits",
@@ -601,7 +601,7 @@ var messageLiteral = regexp.MustCompile(
 // each text, its longest literal piece; and every exported sentinel by
 // name. A new error fails here until the page says what it means and what
 // to do.
-func TestTroubleshootingCoversEveryError(t *testing.T) {
+func TestDocsTroubleshootingCoversEveryError(t *testing.T) {
 	var src strings.Builder
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
