@@ -2,9 +2,6 @@ package leaderelection
 
 import (
 	"context"
-	"os"
-	"regexp"
-	"strings"
 	"testing"
 	"time"
 
@@ -179,30 +176,4 @@ func TestShardOwnerReportsOwnedAndUnownedShards(t *testing.T) {
 	got = reader.collect()
 	_, ok = gaugeOf[float64](got, "leaderelection.renew.age", sessions)
 	assert.False(t, ok, "no session, no renewal age")
-}
-
-// Every instrument the package creates is in the README's Metrics table,
-// with the unit it is created with ("s", or none: "—").
-func TestREADMEListsEveryInstrumentWithItsUnit(t *testing.T) {
-	readme, err := os.ReadFile("README.md")
-	require.NoError(t, err)
-	_, section, ok := strings.Cut(string(readme), "### Metrics\n")
-	require.True(t, ok)
-	section, _, _ = strings.Cut(section, "\n### ")
-	create := regexp.MustCompile(`meter\.\w+\("(leaderelection\.[a-z_.]+)"(.*)`)
-	found := 0
-	for _, file := range []string{"metrics.go", "shards.go"} {
-		src, err := os.ReadFile(file)
-		require.NoError(t, err)
-		for _, m := range create.FindAllStringSubmatch(string(src), -1) {
-			found++
-			unit := "—"
-			if strings.Contains(m[2], `metric.WithUnit("s")`) {
-				unit = "s"
-			}
-			row := regexp.MustCompile("(?m)^\\| `" + regexp.QuoteMeta(m[1]) + "` \\| \\w+ \\| " + unit + " \\|")
-			assert.Regexp(t, row, section, "%s, unit %s", m[1], unit)
-		}
-	}
-	assert.Equal(t, 15, found, "instruments found in the source")
 }
