@@ -45,6 +45,10 @@ const (
 	FaultResetHigh      = "reset-high"      // ... for longer than the lease
 	FaultStorageRestart = "storage-restart" // Azurite stopped and started again, data on disk
 	FaultGraceful       = "graceful"        // SIGTERM the leader; a new process takes its lane
+	// FaultLateAcquire: SIGKILL, then a late acquire under the dead
+	// session's ID once the others broke it (shardchaos); a new process
+	// takes the lane.
+	FaultLateAcquire = "late-acquire"
 )
 
 // AllFaults is every fault kind, the default mix.

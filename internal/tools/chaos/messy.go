@@ -35,7 +35,7 @@ var MessyFaults = []string{FaultMalformed, FaultDeleteBlob, FaultDeleteContainer
 
 // stopsTarget are the faults that stop their target lane's process: its
 // exit is the harness's doing.
-var stopsTarget = map[string]bool{FaultKill: true, FaultGraceful: true, FaultMalformed: true, FaultDeleteBlob: true, FaultDeleteContainer: true}
+var stopsTarget = map[string]bool{FaultKill: true, FaultGraceful: true, FaultLateAcquire: true, FaultMalformed: true, FaultDeleteBlob: true, FaultDeleteContainer: true}
 
 // Messy is what the other writer did in a run.
 type Messy struct {

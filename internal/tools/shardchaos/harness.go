@@ -92,7 +92,7 @@ const (
 	// in the network, reaches the server; then a new process in the lane,
 	// which, in a static lane, finds the dead session named in its lease
 	// ID file. A static lane is hit when there is one (the next one up).
-	FaultLateAcquire = "late-acquire"
+	FaultLateAcquire = chaos.FaultLateAcquire
 )
 
 // azureKeepAlive is how long the harness's Azurite keeps an idle
