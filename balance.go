@@ -444,8 +444,8 @@ func (g *shardManager) heldByOthers(group sessionView) int {
 const strayAfter = 5 * time.Minute
 
 func (o *ShardOwner) strayAfter() time.Duration {
-	if o.opts.strayAfter > 0 {
-		return o.opts.strayAfter
+	if o.opts.seams.strayAfter > 0 {
+		return o.opts.seams.strayAfter
 	}
 	return strayAfter
 }

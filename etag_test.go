@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -484,7 +485,7 @@ func TestBreakWhenSilent(t *testing.T) {
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		for sleep(renewing, 500*time.Millisecond) {
+		for clock.Sleep(renewing, 500*time.Millisecond) {
 			_, _ = shardHolder.Renew(renewing)
 		}
 	}()

@@ -128,7 +128,7 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	id, etag := h.id, r.etag
-	sent, bootSent := time.Now(), sinceBoot()
+	sent, bootSent := time.Now(), m.boot()
 	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(r.term), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 )
@@ -731,7 +732,7 @@ func (g *shardManager) leave() {
 	case <-ctx.Done():
 		return
 	}
-	if !sleep(ctx, s.RetryInterval+2*handoffPoll) {
+	if !clock.Sleep(ctx, s.RetryInterval+2*handoffPoll) {
 		return
 	}
 	// Each other session gets as many: the counts in their records may be

@@ -19,6 +19,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/google/uuid"
 )
 
@@ -52,6 +53,7 @@ type BlobLeaseManager struct {
 
 	secretRedactor
 	logger  *slog.Logger
+	boot    clock.Boot  // the clock a term's deadline is held on beside the monotonic one (see safetyFuse)
 	reached atomic.Bool // the account has answered at least once
 	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
 
@@ -104,7 +106,7 @@ type Grant struct {
 	// only bounds how long to try to record the term.
 	Expires time.Time
 
-	bootSent time.Duration // sinceBoot() when the request was sent
+	bootSent time.Duration // the boot clock when the request was sent (see safetyFuse)
 }
 
 // LeaseInfo is the state of a lease as the server reports it, with the
@@ -206,6 +208,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		transport:       transport,
 		secretRedactor:  red,
 		logger:          o.logger,
+		boot:            o.seams.boot,
 		idFile:          leaseIDFile{path: o.leaseIDFile},
 		role:            RoleMutex,
 	}
@@ -309,7 +312,7 @@ func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
 	defer cancel()
 	h := m.id.Load()
 	m.forgetRecord()
-	sent, bootSent := time.Now(), sinceBoot()
+	sent, bootSent := time.Now(), m.boot()
 	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), nil)
 	if err != nil {
 		return Grant{}, err
@@ -337,7 +340,7 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
-	sent, bootSent := time.Now(), sinceBoot()
+	sent, bootSent := time.Now(), m.boot()
 	resp, err := h.client.RenewLease(ctx, nil)
 	if err != nil {
 		return Grant{}, m.classify("renew lease", err, nil, lostCodes)
@@ -615,7 +618,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
-	sent, bootSent := time.Now(), sinceBoot()
+	sent, bootSent := time.Now(), m.boot()
 	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(t),
 		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},

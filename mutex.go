@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/google/uuid"
 )
 
@@ -239,8 +240,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		m.withdraw(end, &m.twinMark)
 	}()
 	wait := time.Duration(0)
-	for sleep(ctx, wait) {
-		wait = jitter(s.RetryInterval)
+	for clock.Sleep(ctx, wait) {
+		wait = clock.Jitter(s.RetryInterval)
 		handedTo := "" // whom the last look showed the free lease handed to
 		if look {
 			info, err := m.lease.Inspect(ctx)
@@ -281,7 +282,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			}
 			if err == nil && standAside && !silent {
 				standAside = false
-				wait = behind(s.RetryInterval)
+				wait = clock.Behind(s.RetryInterval)
 				continue
 			}
 		}
@@ -321,7 +322,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			// Followers retry within one RetryInterval; waiting a little
 			// longer lets one of them take over, rather than this instance,
 			// whose func just ended (perhaps failing), winning again.
-			wait = behind(s.RetryInterval)
+			wait = clock.Behind(s.RetryInterval)
 		case ctx.Err() != nil:
 			// The acquire may have succeeded on the server with its answer
 			// cut off: mayHold gives the lease back on the way out.
@@ -335,7 +336,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		default:
 			failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
 			look = false
-			wait = jitter(backoff)
+			wait = clock.Jitter(backoff)
 			backoff = min(2*backoff, maxBackoff)
 		}
 	}
@@ -454,7 +455,7 @@ func (m *BlobDistributedMutex) lead(ctx context.Context, g Grant) (reason StopRe
 		cancelLease(cause)
 		cancel(cause)
 	}}
-	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow)
+	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), ts.stopNow, m.lease.boot)
 	state.fuse = fuse
 	m.handTo.Store(nil)
 	defer m.metrics.holding(state)() // after the release below: the lease is held until then
@@ -642,7 +643,7 @@ func (m *BlobDistributedMutex) recordTerm(ctx context.Context, fuse *safetyFuse)
 		if err == nil || errors.Is(err, ErrLeaseLost) || errors.Is(err, ErrPermanent) || errors.Is(err, ErrMalformedRecord) || errors.Is(err, errNotSettled) {
 			return t, err
 		}
-		if !sleep(ctx, retryDelay) {
+		if !clock.Sleep(ctx, retryDelay) {
 			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 				return Term{}, cause
 			}
@@ -739,7 +740,7 @@ func (m *BlobDistributedMutex) endWindow(ctx context.Context) (context.Context, 
 func (m *BlobDistributedMutex) releaseQuietly(ctx context.Context, held bool) {
 	s := m.lease.settings
 	h, err := m.lease.release(ctx)
-	for h != nil && errors.Is(err, ErrTransient) && sleep(ctx, s.retryDelay()) {
+	for h != nil && errors.Is(err, ErrTransient) && clock.Sleep(ctx, s.retryDelay()) {
 		err = m.lease.releaseWith(ctx, h)
 	}
 	if err == nil {

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/clock"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -23,7 +24,17 @@ type options struct {
 	priority    int // see WithPriority, in prefer.go
 	prioritySet bool
 
-	strayAfter time.Duration // tests only: see strayAfter in balance.go; 0 for the default
+	seams seams
+}
+
+// seams are what a test may replace, as client-go's election takes a clock:
+// the clock that counts a suspended host's time (a testing/synctest bubble
+// fakes time.Now, not the host's boot clock), and how long a ShardOwner
+// waits before it looks for strays (balance.go). Zero values are the real
+// ones.
+type seams struct {
+	boot       clock.Boot
+	strayAfter time.Duration
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value
@@ -81,6 +92,9 @@ func buildOptions(opts []Option) options {
 		if opt != nil {
 			opt(&o)
 		}
+	}
+	if o.seams.boot == nil {
+		o.seams.boot = clock.SinceBoot
 	}
 	if o.identity == "" {
 		o.identity = defaultIdentity()

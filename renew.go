@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // When the leader's context is cancelled, and why that moment is safe.
@@ -374,7 +375,7 @@ func (g Grant) safetyDeadline(margin time.Duration) deadline {
 type safetyFuse struct {
 	mu       sync.Mutex
 	deadline deadline
-	boot     func() time.Duration
+	boot     clock.Boot
 	timer    *time.Timer
 	check    *time.Timer
 	done     bool // blown or stopped: the timers must not act again
@@ -387,11 +388,9 @@ type safetyFuse struct {
 // cancels after waking.
 const fuseCheckEvery = 250 * time.Millisecond
 
-func newSafetyFuse(d deadline, cancel context.CancelCauseFunc) *safetyFuse {
-	return newSafetyFuseClock(d, cancel, sinceBoot)
-}
-
-func newSafetyFuseClock(d deadline, cancel context.CancelCauseFunc, boot func() time.Duration) *safetyFuse {
+// newSafetyFuse arms a fuse that cancels at d, read on the monotonic clock
+// and on boot (the lease manager's: CLOCK_BOOTTIME but in tests).
+func newSafetyFuse(d deadline, cancel context.CancelCauseFunc, boot clock.Boot) *safetyFuse {
 	f := &safetyFuse{deadline: d, boot: boot, cancel: cancel, blown: make(chan struct{})}
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -627,32 +626,4 @@ func (f *failureLog) recovered(l *slog.Logger, msg string, args ...any) {
 		l.Info(msg, append(args, "failures", f.count, "failedFor", time.Since(f.since).Round(time.Millisecond))...)
 	}
 	*f = failureLog{}
-}
-
-// jitter returns a duration drawn uniformly from [3/4 d, d]: a fleet started
-// together drifts apart, and no wait exceeds d.
-func jitter(d time.Duration) time.Duration {
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
-}
-
-// behind returns a duration drawn uniformly from [d, 5/4 d]: long enough
-// that a follower retrying every d at most gets there first.
-func behind(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/4+1))
-}
-
-// sleep waits for d or until ctx is done, and reports whether it slept the
-// whole time.
-func sleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }

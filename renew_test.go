@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -49,7 +50,7 @@ func (r *scriptedRenew) set(b func(ctx context.Context) error) {
 
 func (r *scriptedRenew) renew(lease time.Duration) func(ctx context.Context) (Grant, error) {
 	return func(ctx context.Context) (Grant, error) {
-		sent, bootSent := time.Now(), sinceBoot()
+		sent, bootSent := time.Now(), clock.SinceBoot()
 		r.mu.Lock()
 		b := r.behave
 		r.calls++
@@ -87,10 +88,10 @@ func runKeepAlive(t *testing.T, m *BlobDistributedMutex, behave func(context.Con
 	s := m.lease.settings
 	r := &scriptedRenew{behave: behave}
 	now := time.Now()
-	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration), bootSent: sinceBoot()}
+	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration), bootSent: clock.SinceBoot()}
 	r.lastSent = now
 	ctx, cancel := context.WithCancelCause(context.Background())
-	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), cancel)
+	fuse := newSafetyFuse(g.safetyDeadline(s.StopMargin), cancel, clock.SinceBoot)
 	stopCtx, stop := context.WithCancel(context.Background())
 	run := &keepAliveRun{ctx: ctx, done: make(chan error, 1), stop: stop, start: g, renewals: r}
 	go func() {
@@ -176,7 +177,7 @@ func TestLateSuccessDoesNotReviveTheTerm(t *testing.T) {
 	var cancelled []error
 	var mu sync.Mutex
 	cancel := func(err error) { mu.Lock(); cancelled = append(cancelled, err); mu.Unlock() }
-	f := newSafetyFuse(at(time.Now().Add(time.Hour)), cancel)
+	f := newSafetyFuse(at(time.Now().Add(time.Hour)), cancel, clock.SinceBoot)
 	defer f.stop()
 	f.mu.Lock()
 	f.deadline.mono = time.Now().Add(-time.Millisecond) // passed, and the timer has not fired
@@ -196,7 +197,7 @@ func TestLateSuccessDoesNotReviveTheTerm(t *testing.T) {
 func TestFuseFiresAtTheExtendedDeadline(t *testing.T) {
 	fired := make(chan time.Time, 1)
 	start := time.Now()
-	f := newSafetyFuse(at(start.Add(100*time.Millisecond)), func(error) { fired <- time.Now() })
+	f := newSafetyFuse(at(start.Add(100*time.Millisecond)), func(error) { fired <- time.Now() }, clock.SinceBoot)
 	defer f.stop()
 	require.True(t, f.extend(at(start.Add(300*time.Millisecond))))
 	at := <-fired
@@ -206,7 +207,7 @@ func TestFuseFiresAtTheExtendedDeadline(t *testing.T) {
 
 func TestStoppedFuseNeverFires(t *testing.T) {
 	fired := make(chan struct{}, 1)
-	f := newSafetyFuse(at(time.Now().Add(20*time.Millisecond)), func(error) { fired <- struct{}{} })
+	f := newSafetyFuse(at(time.Now().Add(20*time.Millisecond)), func(error) { fired <- struct{}{} }, clock.SinceBoot)
 	f.stop()
 	select {
 	case <-fired:
@@ -219,7 +220,7 @@ func TestJitterStaysWithinTheInterval(t *testing.T) {
 	d := time.Second
 	seen := map[bool]bool{}
 	for range 1000 {
-		j := jitter(d)
+		j := clock.Jitter(d)
 		require.GreaterOrEqual(t, j, 3*d/4)
 		require.LessOrEqual(t, j, d)
 		seen[j < 7*d/8] = true
@@ -242,7 +243,7 @@ func TestFailureLogIsRateLimited(t *testing.T) {
 
 // at is the moment t on both of the fuse's clocks, for tests that do not
 // fake the boot clock.
-func at(t time.Time) deadline { return deadline{mono: t, boot: sinceBoot() + time.Until(t)} }
+func at(t time.Time) deadline { return deadline{mono: t, boot: clock.SinceBoot() + time.Until(t)} }
 
 // A host suspended past the deadline wakes with Go's monotonic clock behind
 // the server's: the fuse blows on the clock that counted the sleep.
@@ -251,7 +252,7 @@ func TestFuseBlowsWhenTheHostSleptPastTheDeadline(t *testing.T) {
 	boot := func() time.Duration { return time.Duration(slept.Load()) }
 	bootAt := func(t time.Time) deadline { return deadline{mono: t, boot: boot() + time.Until(t)} }
 	fired := make(chan time.Time, 1)
-	f := newSafetyFuseClock(bootAt(time.Now().Add(time.Hour)), func(error) { fired <- time.Now() }, boot)
+	f := newSafetyFuse(bootAt(time.Now().Add(time.Hour)), func(error) { fired <- time.Now() }, boot)
 	defer f.stop()
 	require.True(t, f.extend(bootAt(time.Now().Add(2*time.Hour))), "awake, the deadline can move")
 
@@ -272,7 +273,7 @@ func TestLateSuccessAfterSleepDoesNotReviveTheTerm(t *testing.T) {
 	var slept atomic.Int64
 	boot := func() time.Duration { return time.Duration(slept.Load()) }
 	var causes atomic.Int32
-	f := newSafetyFuseClock(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(error) { causes.Add(1) }, boot)
+	f := newSafetyFuse(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(error) { causes.Add(1) }, boot)
 	defer f.stop()
 	slept.Add(int64(2 * time.Hour))
 	assert.False(t, f.extend(deadline{mono: time.Now().Add(time.Hour), boot: 3 * time.Hour}))
@@ -290,7 +291,7 @@ func TestSleepDuringARenewalCountsAgainstItsDeadline(t *testing.T) {
 		return Grant{Sent: sent, Expires: sent.Add(lease), bootSent: bootSent}
 	}
 	blown := make(chan time.Time, 1)
-	f := newSafetyFuseClock(grant(time.Now(), boot()).safetyDeadline(margin), func(error) { blown <- time.Now() }, boot)
+	f := newSafetyFuse(grant(time.Now(), boot()).safetyDeadline(margin), func(error) { blown <- time.Now() }, boot)
 	defer f.stop()
 
 	slept.Add(int64(5 * time.Second))
@@ -354,7 +355,7 @@ func TestNoFuncStartsPastTheDeadline(t *testing.T) {
 	var slept atomic.Int64
 	boot := func() time.Duration { return time.Duration(slept.Load()) }
 	var causes atomic.Int32
-	f := newSafetyFuseClock(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(cause error) {
+	f := newSafetyFuse(deadline{mono: time.Now().Add(time.Hour), boot: time.Hour}, func(cause error) {
 		assert.ErrorIs(t, cause, ErrRenewDeadline)
 		causes.Add(1)
 	}, boot)
@@ -365,7 +366,7 @@ func TestNoFuncStartsPastTheDeadline(t *testing.T) {
 	assert.Equal(t, int32(1), causes.Load(), "blown at the check")
 	assert.False(t, f.ahead(), "and stays blown")
 
-	g := newSafetyFuseClock(deadline{mono: time.Now().Add(-time.Millisecond), boot: time.Hour}, func(error) {}, func() time.Duration { return 0 })
+	g := newSafetyFuse(deadline{mono: time.Now().Add(-time.Millisecond), boot: time.Hour}, func(error) {}, func() time.Duration { return 0 })
 	defer g.stop()
 	assert.False(t, g.ahead(), "past on the monotonic clock")
 }

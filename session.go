@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/google/uuid"
 )
 
@@ -109,6 +110,7 @@ func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *Blob
 		blobClient:      cc.NewBlockBlobClient(name),
 		secretRedactor:  o.red,
 		logger:          o.logger,
+		boot:            o.opts.seams.boot,
 	}
 	switch {
 	case strings.HasPrefix(name, o.prefix+sessionsDir):
@@ -201,7 +203,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		// The same ID's acquire is granted again: one whose answer was
 		// lost may be retried. After that the ID is given up; a lease it
 		// may hold carries no record and is broken as silent.
-		if !errors.Is(err, ErrTransient) || attempt > 0 || !sleep(ctx, max(o.settings.RetryInterval/4, 100*time.Millisecond)) {
+		if !errors.Is(err, ErrTransient) || attempt > 0 || !clock.Sleep(ctx, max(o.settings.RetryInterval/4, 100*time.Millisecond)) {
 			return nil, Grant{}, err
 		}
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/google/uuid"
 )
 
@@ -116,7 +117,7 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 			s.resumed = true
 			o.logger.Info("leaderelection: resuming the session in the lease ID file", "container", o.settings.Container,
 				"prefix", o.prefix, "session", id, "shards", s.inherited.Load())
-			return s, lm.grant(id, time.Now(), sinceBoot()), true, nil
+			return s, lm.grant(id, time.Now(), lm.boot()), true, nil
 		}
 	}
 	o.logger.Info("leaderelection: the session in the lease ID file has ended; starting a new one", "container", o.settings.Container,
@@ -221,7 +222,7 @@ func (g *shardManager) takeBack() {
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
 			"prefix", o.prefix, "error", err)
-		if !sleep(g.ctx, jitter(backoff)) {
+		if !clock.Sleep(g.ctx, clock.Jitter(backoff)) {
 			return
 		}
 		backoff = min(2*backoff, o.settings.RetryInterval)

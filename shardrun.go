@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // How a shard's func runs on the instance that claimed it, and how it
@@ -137,7 +138,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		o.stoppedRun(reason)
 		if cause == nil {
 			// It returned by itself: let another instance take it first.
-			o.cooldown[r.name] = time.Now().Add(behind(s.RetryInterval))
+			o.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
 		}
 		o.mu.Unlock()
 		o.poke()

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/shardtext"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
@@ -490,7 +491,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 			return err
 		case err != nil:
 			failing.failed(o.logger, "leaderelection: cannot start a session; retrying with backoff", "container", s.Container, "prefix", o.prefix, "error", err)
-			sleep(ctx, jitter(backoff))
+			clock.Sleep(ctx, clock.Jitter(backoff))
 			backoff = min(2*backoff, maxBackoff)
 			continue
 		}
@@ -761,7 +762,7 @@ func (g *shardManager) loop() error {
 	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
 	wait := time.Duration(0)
 	for o.pause(g.ctx, wait) && !o.panicking() {
-		wait = jitter(s.RetryInterval)
+		wait = clock.Jitter(s.RetryInterval)
 		view, err := o.judgeSessions(g.ctx, g.s, g.watch, &wait)
 		if err == nil && !g.begun && g.mayRun(view) {
 			g.begin()
@@ -786,7 +787,7 @@ func (g *shardManager) loop() error {
 			return err
 		default:
 			failing.failed(o.logger, "leaderelection: cannot list the sessions or shards; retrying with backoff", "container", s.Container, "prefix", o.prefix, "error", err)
-			wait = jitter(backoff)
+			wait = clock.Jitter(backoff)
 			backoff = min(2*backoff, maxBackoff)
 		}
 	}

@@ -237,7 +237,7 @@ func TestShardFuncRunningPastItsLeaseIsUnhealthy(t *testing.T) {
 
 // withStrayAfter shortens how long fewer shards than the set must stay held
 // before a session at its share lists them, looking for strays.
-func withStrayAfter(d time.Duration) Option { return func(o *options) { o.strayAfter = d } }
+func withStrayAfter(d time.Duration) Option { return func(o *options) { o.seams.strayAfter = d } }
 
 // A shard leased under an ID nobody uses, whose record names a live session
 // (a claim whose record was written, then lost, and its release lost too;

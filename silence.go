@@ -10,6 +10,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // How a follower ends an ETag lease whose holder has fallen silent: the
@@ -142,7 +143,7 @@ func (m *BlobLeaseManager) BreakWhenSilent(ctx context.Context) (LeaseInfo, bool
 			return info, false, m.holderAlive()
 		}
 		first = info.ETag
-		wait := jitter(m.settings.RetryInterval)
+		wait := clock.Jitter(m.settings.RetryInterval)
 		if due := w.observe(info, m.settings.LeaseDuration); !due.IsZero() {
 			if left := time.Until(due); left > 0 {
 				wait = min(wait, left)
@@ -163,7 +164,7 @@ func (m *BlobLeaseManager) BreakWhenSilent(ctx context.Context) (LeaseInfo, bool
 				wait = min(wait, time.Second)
 			}
 		}
-		if !sleep(ctx, wait) {
+		if !clock.Sleep(ctx, wait) {
 			return info, false, ctx.Err()
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package leaderelection
+package clock
 
 import "time"
 
