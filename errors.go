@@ -285,3 +285,8 @@ func unsent(err error) bool {
 	var se *StorageError
 	return errors.As(err, &se) && se.unsent
 }
+
+// ErrPreferredCandidate is the cause of a leader func's context when the
+// leader hands the lease to a waiting contender of higher priority (see
+// [WithPriority]).
+var ErrPreferredCandidate = errors.New("leaderelection: a contender of higher priority waits: handing the lease to it")

@@ -32,15 +32,6 @@ const (
 	ETagLease LeaseKind = "etag"
 )
 
-// ETag leases may be this short or this long. Below 3 s the relations
-// between the timings leave no room (StopMargin at least 1 s, two renewals
-// of at least 500 ms before the deadline, a request timeout); above a day,
-// a crashed leader would block everyone for longer than anyone means to.
-const (
-	minETagLeaseDuration = 3 * time.Second
-	maxETagLeaseDuration = 24 * time.Hour
-)
-
 // kind is the kind of lease that settings with defaults applied take.
 func (s BlobSettings) kind() LeaseKind {
 	if s.LeaseDuration >= minLeaseDuration && s.LeaseDuration <= maxLeaseDuration {

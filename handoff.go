@@ -159,7 +159,7 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 // usual instead: its record could not be written.
 func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	o := g.o
-	lm := r.m.lease
+	lm := r.runner.lease
 	number, ok := nextTerm(r.term.Number, o.floorOf(r.name))
 	if !ok {
 		return false
@@ -720,7 +720,7 @@ func (g *shardManager) leave() {
 	g.s.leaving.Store(true)
 	told := make(chan error, 1)
 	select {
-	case g.s.m.renewSoon <- told:
+	case g.s.term.hooks.renewSoon <- told:
 	case <-ctx.Done():
 		return
 	}

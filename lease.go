@@ -289,12 +289,12 @@ func (m *BlobLeaseManager) callWithin(ctx context.Context, d time.Duration) (con
 // first if they are missing. It returns an error matching [ErrLeaseHeld] when
 // another instance holds the lease.
 func (m *BlobLeaseManager) Acquire(ctx context.Context) (Grant, error) {
-	g, err := m.acquire(ctx)
+	g, err := m.acquire(ctx, "")
 	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 		if err := m.ensureBlob(ctx); err != nil {
 			return Grant{}, err
 		}
-		g, err = m.acquire(ctx)
+		g, err = m.acquire(ctx, "")
 	}
 	if err != nil {
 		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
@@ -307,13 +307,19 @@ func (m *BlobLeaseManager) Acquire(ctx context.Context) (Grant, error) {
 	return g, nil
 }
 
-func (m *BlobLeaseManager) acquire(ctx context.Context) (Grant, error) {
+// acquire sends one acquire of the lease with this manager's ID, on
+// condition (If-Match) that the blob's ETag is still ifMatch, if not "".
+func (m *BlobLeaseManager) acquire(ctx context.Context, ifMatch azcore.ETag) (Grant, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	h := m.id.Load()
 	m.forgetRecord()
+	var opts *lease.BlobAcquireOptions
+	if ifMatch != "" {
+		opts = &lease.BlobAcquireOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &ifMatch}}
+	}
 	sent, bootSent := time.Now(), m.boot()
-	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), nil)
+	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), opts)
 	if err != nil {
 		return Grant{}, err
 	}
@@ -745,12 +751,12 @@ func (m *BlobLeaseManager) mayRecord(prev record) error {
 // missing. Many instances may start at once: both creations are conditional
 // and "already exists" is success.
 func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
-	err := m.createBlob(ctx)
+	_, err := m.createBlob(ctx)
 	if bloberror.HasCode(err, bloberror.ContainerNotFound) {
 		if err := m.createContainer(ctx); err != nil {
 			return err
 		}
-		err = m.createBlob(ctx)
+		_, err = m.createBlob(ctx)
 	}
 	if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
 		// Deleted again just after we created it, or still being deleted:
@@ -764,11 +770,13 @@ func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 	return nil
 }
 
-func (m *BlobLeaseManager) createBlob(ctx context.Context) error {
+// createBlob creates the lease blob, empty, unless it exists: it returns the
+// ETag of the blob it created, or "" if another created it first.
+func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) {
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	any := azcore.ETagAny
-	_, err := m.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
+	resp, err := m.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
 		Metadata:         createMetadata(m.role, m.floor.get()),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any}},
 	})
@@ -781,11 +789,14 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) error {
 			level = slog.LevelDebug
 		}
 		m.logger.Log(ctx, level, "leaderelection: created lease blob", "container", m.container, "blob", m.blob)
-		return nil
+		if resp.ETag == nil {
+			return "", nil
+		}
+		return *resp.ETag, nil
 	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet, bloberror.LeaseIDMissing):
-		return nil // another instance created it first, and may hold its lease already
+		return "", nil // another instance created it first, and may hold its lease already
 	}
-	return err
+	return "", err
 }
 
 func (m *BlobLeaseManager) createContainer(ctx context.Context) error {

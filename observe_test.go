@@ -540,10 +540,10 @@ func TestNewHolderWithoutATermIsNotReportedAsItsPredecessor(t *testing.T) {
 // written its term yet for the record it saw then (after a crash, no end was
 // marked).
 func TestFollowerDoesNotReportARecordItSawWhileTheLeaseWasFree(t *testing.T) {
-	m := fastTiming()
-	m.opts.identity = "me"
 	var got []Event
-	m.opts.onEvent = func(e Event) { got = append(got, e) }
+	m, err := NewBlobDistributedMutex(offlineSettings(), func(context.Context) error { return nil }, WithIdentity("me"),
+		WithEvents(func(e Event) { got = append(got, e) }), WithLogger(nil))
+	require.NoError(t, err)
 	old := Term{Number: 4, Identity: "crashed"}
 	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeExpired, Leader: old, ETag: "e4"})
 	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeLeased, Leader: old, ETag: "e4"})

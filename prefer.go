@@ -3,7 +3,6 @@ package leaderelection
 import (
 	"bytes"
 	"context"
-	"errors"
 	"strconv"
 	"time"
 
@@ -50,11 +49,6 @@ import (
 func WithPriority(p int) Option {
 	return func(o *options) { o.priority, o.prioritySet = p, true }
 }
-
-// ErrPreferredCandidate is the cause of a leader func's context when the
-// leader hands the lease to a waiting contender of higher priority (see
-// [WithPriority]).
-var ErrPreferredCandidate = errors.New("leaderelection: a contender of higher priority waits: handing the lease to it")
 
 const (
 	candidatesDir = ".candidates/"

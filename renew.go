@@ -142,27 +142,30 @@ import (
 // Dead means: its record carries the end mark, whatever its lease shows,
 // or its blob is gone (deleted only once unleased, or with its container:
 // see below); and no instance acts on a session's death before it has seen
-// one of the two. The mark is written once the lease has ended: by its
-// owner under its lease, after every shard func returned, just before it
-// releases it; or by whoever finds the lease ended without it (broken, or
-// released with the owner's mark lost), with no lease ID and If-Match the
-// ETag it saw, so that it lands only on a blob nobody leases whose record is
-// still that one (session.go, markEnded). A session is broken only by the
-// followers' rule above: on an ETag first seen at R, after its write was
-// processed, after S; at R + D or later, after the owner stopped every
-// shard func. A dead session stays dead, as its death is written: a lease's
-// end leaves no trace on the server, and an acquire that reaches it late
-// (sent by the session's starter before it died, and retried; or one by
-// hand) takes a broken lease again under the session's ID, so a lease alone
-// cannot say a session is over. Nobody removes a mark: no session writes
-// its record over one (recordTerm refuses; every renewal is If-Match the
-// ETag its own last write left, which the mark changed, and a renewal that
-// finds the mark takes its lease for lost), and a process restarted with the
-// lease ID file never resumes a session that carries one (below). A session
-// whose lease was broken but not yet marked is not dead: it may be leased
-// again that way and resumed, and that is safe, as nobody has taken its
-// shards. A dead session's blob found leased again is broken, as nothing
-// runs under it, and collected; one seen rewritten without its mark (only
+// one of the two. The mark is written as the session ends: by its owner,
+// under its lease, after every shard func returned, just before it
+// releases it; or, once the lease has ended without it (broken, or released
+// with the owner's mark lost), by whoever finds it so, with no lease ID and
+// If-Match the ETag it saw, so that it lands only on a blob nobody leases
+// whose record is still that one (session.go, markEnded). A live session's
+// lease is broken only by the followers' rule above: on an ETag first seen
+// at R, after its write was processed, after S; at R + D or later, after the
+// owner stopped every shard func. A dead session stays dead, as its death is
+// written: a lease's end leaves no trace on the server, and an acquire that
+// reaches it late (one by hand; or the session's own first, sent by its
+// starter before it died, but that one is If-Match the new blob's ETag,
+// which the session's first record write changed, so it takes only a blob
+// that carries no record) takes a broken lease again under the session's
+// ID, so a lease alone cannot say a session is over. Nobody removes a mark:
+// no session writes its record over one (recordTerm refuses; every renewal
+// is If-Match the ETag its own last write left, which the mark changed, and
+// a renewal that finds the mark takes its lease for lost), and a process
+// restarted with the lease ID file never resumes a session that carries
+// one (below). A session whose lease was broken by hand, and leased again
+// by hand under its ID before anyone marked it, is not dead, and may be
+// resumed: that is safe, as nobody has acted on its death. A dead session's
+// blob found leased again, for a lease duration, is broken, as nothing runs
+// under it, and collected; one seen rewritten without its mark (only
 // another writer can) stays dead to whoever knew it dead, and is reported.
 // Its owner starts a new session, with a new ID and a new blob; a session's
 // blob is never created twice. So a shard of a live,
@@ -503,15 +506,15 @@ func (f *safetyFuse) stop() {
 
 // keepAlive renews the lease on schedule until stop is done (the leader func
 // returned), the fuse blows, or the lease is lost or a permanent error occurs.
-// renew is m.lease.Renew, or a fake in unit tests of this timing logic;
+// renew is r.lease.Renew, or a fake in unit tests of this timing logic;
 // term is the running term, for stall detection.
 // It stops the term with the reason and returns it; nil means stop was
 // called while the lease was still ours. It keeps renewing after the caller's
 // context is cancelled: the lease stays held while the leader func winds
 // down, and is released only after it returns.
-func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, ts termStop,
+func (r *termRunner) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, ts termStop,
 	renew func(context.Context) (Grant, error), term *termState) error {
-	s := m.lease.settings
+	s := r.lease.settings
 	retryDelay := s.retryDelay()
 	next := first.Sent.Add(s.RenewInterval)
 	var failing failureLog
@@ -523,19 +526,19 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		case <-stop.Done():
 			return nil
 		case <-fuse.blown:
-			m.logger.Warn("leaderelection: lease not renewed before its safety deadline; leader context cancelled",
+			r.logger.Warn("leaderelection: lease not renewed before its safety deadline; leader context cancelled",
 				"container", s.Container, "blob", s.Blob, "failedRenewals", failing.count)
 			return ErrRenewDeadline
 		case <-timer.C:
-		case asked = <-m.renewSoon:
+		case asked = <-r.hooks.renewSoon:
 		}
-		if stall := m.opts.stallTimeout; stall > 0 && term.started.Load() && term.sinceBeat() > stall {
+		if stall := r.stall; stall > 0 && term.started.Load() && term.sinceBeat() > stall {
 			// Stop renewing: the lease stays ours until the fuse blows at
 			// the deadline the last renewal set, and valid for StopMargin
 			// after that, so the func has as long to stop acting as after
 			// any other cancellation.
 			ts.pleaseStop(ErrStalled)
-			m.logger.Warn("leaderelection: leader func stalled; leader context cancelled, renewals stopped",
+			r.logger.Warn("leaderelection: leader func stalled; leader context cancelled, renewals stopped",
 				"container", s.Container, "blob", s.Blob, "sinceHeartbeat", term.sinceBeat().Round(time.Millisecond))
 			return ErrStalled
 		}
@@ -547,8 +550,8 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 		g, err := renew(ctx)
 		cancelCall()
 		if stop.Err() == nil {
-			m.metrics.renewed(time.Since(sent), outcome(err, "ok"))
-			m.health.renewResult(err)
+			r.metrics.renewed(time.Since(sent), outcome(err, "ok"))
+			r.health.renewResult(err)
 		}
 		if asked != nil {
 			asked <- err // buffered
@@ -558,21 +561,21 @@ func (m *BlobDistributedMutex) keepAlive(stop context.Context, first Grant, fuse
 			if !fuse.extend(g.safetyDeadline(s.StopMargin)) {
 				continue // the fuse blew while the renewal was in flight; the select reports it
 			}
-			failing.recovered(m.logger, "leaderelection: lease renewal recovered", "container", s.Container, "blob", s.Blob)
+			failing.recovered(r.logger, "leaderelection: lease renewal recovered", "container", s.Container, "blob", s.Blob)
 			next = g.Sent.Add(s.RenewInterval)
 		case stop.Err() != nil:
 			return nil
 		case errors.Is(err, ErrLeaseLost):
 			cause := &leaseLostError{err: err}
 			ts.stopNow(cause)
-			m.logger.Warn("leaderelection: lease lost; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
+			r.logger.Warn("leaderelection: lease lost; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
 			return cause
 		case errors.Is(err, ErrPermanent):
 			ts.stopNow(err)
-			m.logger.Error("leaderelection: lease renewal failed permanently; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
+			r.logger.Error("leaderelection: lease renewal failed permanently; leader context cancelled", "container", s.Container, "blob", s.Blob, "error", err)
 			return err
 		default:
-			failing.failed(m.logger, "leaderelection: lease renewal failed; retrying until the safety deadline",
+			failing.failed(r.logger, "leaderelection: lease renewal failed; retrying until the safety deadline",
 				"container", s.Container, "blob", s.Blob, "deadlineIn", time.Until(fuse.current()).Round(time.Millisecond), "error", err)
 			next = time.Now().Add(retryDelay)
 		}

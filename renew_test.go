@@ -19,7 +19,7 @@ import (
 // time allows for a loaded machine.
 
 // fastTiming is a shrunken version of the defaults' proportions.
-func fastTiming() *BlobDistributedMutex {
+func fastTiming() *termRunner {
 	s := BlobSettings{
 		Container:      "c",
 		Blob:           "b",
@@ -31,7 +31,7 @@ func fastTiming() *BlobDistributedMutex {
 	}
 	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, logger: slog.New(slog.DiscardHandler)}
 	lm.id.Store(&leaseHandle{id: "id"})
-	return &BlobDistributedMutex{lease: lm, logger: lm.logger, metrics: newMetrics(nil, s.Container, s.Blob)}
+	return &termRunner{lease: lm, logger: lm.logger, metrics: newMetrics(nil, s.Container, s.Blob)}
 }
 
 // scriptedRenew answers each renewal by calling the current behaviour.
@@ -84,7 +84,7 @@ type keepAliveRun struct {
 	renewals *scriptedRenew
 }
 
-func runKeepAlive(t *testing.T, m *BlobDistributedMutex, behave func(context.Context) error) *keepAliveRun {
+func runKeepAlive(t *testing.T, m *termRunner, behave func(context.Context) error) *keepAliveRun {
 	s := m.lease.settings
 	r := &scriptedRenew{behave: behave}
 	now := time.Now()
@@ -328,7 +328,7 @@ func TestHealthKeepsWhatHappenedBeforeTheFuncStarted(t *testing.T) {
 		m.health.funcStarted()
 		defer m.health.endTerm()
 		time.Sleep((s.LeaseDuration-s.StopMargin)/2 + 100*time.Millisecond)
-		assert.ErrorContains(t, m.Healthy(), "renewals failing")
+		assert.ErrorContains(t, m.healthy(), "renewals failing")
 	})
 	t.Run("lease lost", func(t *testing.T) {
 		m.health.beginTerm()
@@ -339,7 +339,7 @@ func TestHealthKeepsWhatHappenedBeforeTheFuncStarted(t *testing.T) {
 		go func() { defer close(watched); m.watchFunc(leaderCtx, leaderCtx, funcDone) }()
 		time.Sleep(50 * time.Millisecond)
 		m.health.funcStarted() // and it starts anyway, and runs on
-		assert.Eventually(t, func() bool { return m.Healthy() != nil }, s.StopMargin+time.Second, 20*time.Millisecond)
+		assert.Eventually(t, func() bool { return m.healthy() != nil }, s.StopMargin+time.Second, 20*time.Millisecond)
 		close(funcDone)
 		<-watched
 		m.health.endTerm()

@@ -73,8 +73,8 @@ const (
 // session is this instance's current session.
 type session struct {
 	id      string
-	m       *BlobDistributedMutex // the session's lease, on its own blob; lead() runs it
-	leaving atomic.Bool           // its record says it is leaving: it hands its shards on (see leave)
+	term    *termRunner // the session's lease, on its own blob, and its one term (run)
+	leaving atomic.Bool // its record says it is leaving: it hands its shards on (see leave)
 
 	// With a lease ID file (sessionfile.go): resumed says the session was
 	// started by an earlier process, which held shards this one takes back
@@ -163,7 +163,7 @@ func checkOwnName(name string, prefix bool) error {
 // startSession starts a session: the one named in the lease ID file, if it
 // is still alive (resumeSession, sessionfile.go); otherwise a fresh ID, its
 // blob (created, never re-created: a session whose blob is gone is dead),
-// and the infinite lease on it. The session counts only once lead() has
+// and the infinite lease on it. The session counts only once its term (run) has
 // written its record.
 func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) {
 	if o.idFile != nil {
@@ -177,8 +177,9 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		return nil, Grant{}, err
 	}
 	s := o.newSession(id)
-	lm := s.m.lease
-	if err := lm.createBlob(ctx); err != nil {
+	lm := s.term.lease
+	etag, err := lm.createBlob(ctx)
+	if err != nil {
 		if o.hadRecord.Load() && gone(err) {
 			o.sawDeletion("a new session found the container gone")
 		}
@@ -186,10 +187,28 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 			return nil, Grant{}, err
 		}
 	}
+	if etag == "" {
+		// Created by an attempt whose answer was lost, or just now with
+		// its container: read its ETag. One that carries a record is no
+		// new session's: this ID is spent.
+		info, err := lm.Inspect(ctx)
+		switch {
+		case err != nil:
+			return nil, Grant{}, err
+		case !info.Exists || info.Leader.Identity != "":
+			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
+				detail: "the new session's blob is gone, or carries a record", kind: ErrTransient}
+		}
+		etag = info.ETag
+	}
 	var g Grant
-	var err error
 	for attempt := 0; ; attempt++ {
-		g, err = lm.acquire(ctx)
+		// On condition of the new blob's ETag, which its first record
+		// write changes: an acquire that reaches the server late (this
+		// one, sent again below if its answer is lost) takes the session's
+		// lease again only while it carries no record, and a session with
+		// no record is never resumed (see the top of this file).
+		g, err = lm.acquire(ctx, etag)
 		if err == nil {
 			break
 		}
@@ -199,7 +218,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
 				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
 		}
-		err = lm.classify("acquire session lease", err, heldCodes, nil)
+		err = lm.classify("acquire session lease", err, append([]string{string(bloberror.ConditionNotMet)}, heldCodes...), nil)
 		// The same ID's acquire is granted again: one whose answer was
 		// lost may be retried. After that the ID is given up; a lease it
 		// may hold carries no record and is broken as silent.
@@ -211,7 +230,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	return s, g, nil
 }
 
-// newSession builds session id's lease manager and the mutex that runs it.
+// newSession builds session id's lease manager and the term runner that runs it.
 func (o *ShardOwner) newSession(id string) *session {
 	lm := o.managerOn(o.sessionCC, o.sessionBlob(id), id)
 	lm.alwaysETag = true
@@ -230,9 +249,7 @@ func (o *ShardOwner) newSession(id string) *session {
 			md[metaLeaving] = &yes
 		}
 	}
-	opts := o.opts
-	opts.stallTimeout = 0
-	opts.onEvent = func(e Event) {
+	emit := func(e Event) {
 		switch e.Kind {
 		case StartedLeading:
 			e.Kind = SessionStarted
@@ -244,21 +261,22 @@ func (o *ShardOwner) newSession(id string) *session {
 		e.Session = id
 		o.emit(e)
 	}
-	s.m = &BlobDistributedMutex{
-		lease:     lm,
-		fn:        func(ctx context.Context) error { return o.manage(ctx, s) },
-		logger:    o.logger.With("session", id),
-		opts:      opts,
-		metrics:   o.sessionMetrics,
-		prefix:    o.prefix,
-		renewSoon: make(chan chan<- error),
-		windDown:  o.settings.handoffGrace(),
-	}
-	s.m.afterRelease = func(ctx context.Context) { o.endSession(ctx, s) }
+	s.term = &termRunner{lease: lm, logger: o.logger.With("session", id), metrics: o.sessionMetrics, identity: o.opts.identity,
+		emit: emit, kind: runsSession, prefix: o.prefix,
+		hooks: termHooks{
+			renewSoon:    make(chan chan<- error),
+			windDown:     o.settings.handoffGrace(),
+			afterRelease: func(ctx context.Context) { o.endSession(ctx, s) },
+		}}
 	if o.idFile != nil {
-		s.m.ending = o.sessionEnding(s)
+		s.term.hooks.ending = o.sessionEnding(s)
 	}
 	return s
+}
+
+// run runs the session's one term: its func is the shard loop (manage).
+func (s *session) run(ctx context.Context, o *ShardOwner, g Grant) (StopReason, error) {
+	return s.term.run(ctx, g, func(ctx context.Context) error { return o.manage(ctx, s) })
 }
 
 // endSession cleans up after a session's term, its lease released (unless
@@ -267,7 +285,7 @@ func (o *ShardOwner) newSession(id string) *session {
 // endWindow). Best effort: a blob still leased (its release failed), or not
 // reached in time, is collected later by another instance.
 func (o *ShardOwner) endSession(ctx context.Context, s *session) {
-	lm := s.m.lease
+	lm := s.term.lease
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
 	if text := s.endList.Load(); text != nil {
@@ -529,6 +547,7 @@ type sessionWatch struct {
 	twinETag   map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
 	twins      string                   // those of them seen renewed, at the last warning
 	revived    map[string]azcore.ETag   // by session ID: dead sessions seen with a record but no end mark (reported), at that ETag
+	leasedDead map[string]unleasedSince // by session ID: dead sessions seen leased, since when (see collect)
 }
 
 type unleasedSince struct {
@@ -538,7 +557,7 @@ type unleasedSince struct {
 
 func newSessionWatch() *sessionWatch {
 	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}, live: map[string]bool{},
-		twinETag: map[string]azcore.ETag{}, revived: map[string]azcore.ETag{}}
+		twinETag: map[string]azcore.ETag{}, revived: map[string]azcore.ETag{}, leasedDead: map[string]unleasedSince{}}
 }
 
 // deadFor is how long a dead session is remembered without being seen:
@@ -757,6 +776,11 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			delete(w.revived, id)
 		}
 	}
+	for id := range w.leasedDead {
+		if !listedIDs[id] {
+			delete(w.leasedDead, id)
+		}
+	}
 	for id, at := range w.dead {
 		if time.Since(at) > max(deadFor, 10*D) {
 			delete(w.dead, id)
@@ -803,11 +827,20 @@ func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *sile
 // in their listings rather than look it up. One request, best effort. A
 // dead session's blob found leased again (an acquire under its ID that
 // reached the server late, or one by hand) is broken first, If-Match the
-// ETag listed: nothing runs under a dead session, and its blob is then
-// collected as any other.
+// ETag listed, once it has stood so for a lease duration (its owner marks
+// it ended just before it releases it): nothing runs under a dead session,
+// and its blob is then collected as any other.
 func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed, dead bool) {
 	if l.info.Held() {
-		if dead && l.info.State == lease.StateTypeLeased {
+		// Not at first sight: its owner marks it ended just before it
+		// releases it.
+		u, ok := w.leasedDead[l.name]
+		if !ok || u.etag != l.info.ETag {
+			w.leasedDead[l.name] = unleasedSince{etag: l.info.ETag, since: l.info.Received}
+			return
+		}
+		if dead && l.info.State == lease.StateTypeLeased && time.Since(u.since) >= o.settings.LeaseDuration {
+			delete(w.leasedDead, l.name)
 			res, err := o.managerFor(o.sessionBlob(l.name), uuid.NewString()).breakIfUnchanged(ctx, l.info.ETag)
 			if res == breakDone {
 				o.logger.Warn("leaderelection: broke the lease of a dead session's blob, leased again (an acquire under its ID that reached the server late, or one by hand); nothing runs under it",

@@ -144,7 +144,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 	ended := sessionRecord("x")
 	ended[metaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 	raw.put(o.sessionBlob(id), id, ended)
-	lm := o.newSession(id).m.lease
+	lm := o.newSession(id).term.lease
 	_, _, err = lm.recordTerm(context.Background(), "x")
 	require.ErrorIs(t, err, ErrLeaseLost)
 	assert.Contains(t, err.Error(), "never taken up again")
@@ -231,19 +231,23 @@ func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 	var logs syncBuffer
 	startOwner(t, "b", long, names, log.fn("b", func(ctx context.Context, _ string) error {
 		props, err := raw.cc.NewBlobClient(a.owner.sessionBlob(aSession)).GetProperties(context.Background(), nil)
+		d := time.Duration(-1) // the read failed
 		if err == nil {
-			d, _ := time.ParseDuration(metaValue(props.Metadata, metaLongest))
-			mu.Lock()
-			known = append(known, d)
-			mu.Unlock()
+			d, _ = time.ParseDuration(metaValue(props.Metadata, metaLongest))
 		}
+		mu.Lock()
+		known = append(known, d)
+		mu.Unlock()
 		<-ctx.Done()
 		return nil
 	}), WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), nil)).With("contender", "b")))
-	waitFor(t, 30*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
+	waitFor(t, 30*time.Second, "the shards spread over a and b, each of b's having read a's record", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return balanced(log, len(names), "a", "b") && len(known) == len(names)/2
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	require.Len(t, known, len(names)/2)
 	for _, k := range known {
 		assert.GreaterOrEqual(t, k, long.LeaseDuration, "b ran a shard before a's record said a knows b's lease duration")
 	}

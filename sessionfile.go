@@ -33,10 +33,12 @@ import (
 // the silent session and take its shards, as after a crash.
 //
 // The next process (resumeSession) reads the session's blob: if it is still
-// leased, it writes the session's record under its lease ID, If-Match the
-// ETag it read, as a renewal does. Followers break a silent session only
-// If-Match the ETag they timed, so exactly one of the two succeeds: the
-// session is resumed, or it is dead and a new one starts. A resumed session
+// leased, and its record carries no end mark (a session so marked is dead
+// for good, whatever its lease shows: session.go), it writes the session's
+// record under its lease ID, If-Match the ETag it read, as a renewal does.
+// Followers break a silent session only If-Match the ETag they timed, and
+// mark it ended only If-Match the ETag they saw, so exactly one of the two
+// succeeds: the session is resumed, or it is not and a new one starts. A resumed session
 // then takes back every shard whose record names it (takeBack), before it
 // claims or adopts anything.
 
@@ -85,7 +87,7 @@ func (o *ShardOwner) recordSessionID(id string) error {
 
 // resumeSession resumes the session the lease ID file names if its blob is
 // still leased and says it is a session with a record: ok reports whether
-// it did. The resumed session is secured by lead's first write (its record
+// it did. The resumed session is secured by its term's first write (its record
 // under its lease ID, If-Match the ETag then read); until that succeeds
 // nothing runs, and if it fails the session ends and a new one starts.
 func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok bool, err error) {
@@ -94,10 +96,10 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 		return nil, Grant{}, false, nil
 	}
 	s = o.newSession(id)
-	lm := s.m.lease
+	lm := s.term.lease
 	props, err := lm.properties(ctx)
 	switch {
-	case bloberror.HasCode(err, bloberror.ContainerNotFound):
+	case bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
 		// The container this instance's session ran in was deleted: the
 		// sessions that ran then may still run their shards (vanished.go).
 		o.sawDeletion("the session in the lease ID file found the container gone")
@@ -125,7 +127,7 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 	return nil, Grant{}, false, nil
 }
 
-// sessionEnding decides how session s ends (see BlobDistributedMutex.ending):
+// sessionEnding decides how session s ends (see termHooks.ending):
 // kept for the next process if the caller ended Run with its lease still
 // held; otherwise released, once the file has moved on.
 func (o *ShardOwner) sessionEnding(s *session) func(lost bool) endHow {

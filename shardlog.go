@@ -78,7 +78,7 @@ func (g *shardManager) reportTook() bool {
 // start: the joiner's last shards came 31 s late).
 func (g *shardManager) recordSoon() {
 	select {
-	case g.s.m.renewSoon <- make(chan error, 1):
+	case g.s.term.hooks.renewSoon <- make(chan error, 1):
 	default:
 	}
 }

@@ -17,7 +17,7 @@ import (
 // shardRun is one run of a shard's func on this instance.
 type shardRun struct {
 	name    string
-	m       *BlobDistributedMutex // the shard's lease (this claim's ID), its health and logger
+	runner  *termRunner // the shard's lease (this claim's ID), its health and logger
 	term    Term
 	gen     int64       // the session term its lease ID derives from (claimLeaseID); 0: handed to it (handoffLeaseID)
 	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
@@ -42,15 +42,9 @@ type shardRun struct {
 func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag) bool {
 	o := g.o
 	state := &termState{}
-	leaderCtx, cancel := context.WithCancelCause(g.shardsCtx)
-	leaseCtx, cancelLease := context.WithCancelCause(context.WithValue(g.stopNow, termKey{}, state))
-	state.lease = leaseCtx
-	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}),
-		ts: termStop{pleaseStop: cancel, stopNow: func(cause error) {
-			cancelLease(cause)
-			cancel(cause)
-		}}}
-	r.m = &BlobDistributedMutex{lease: lm, logger: o.logger.With("shard", name), opts: o.opts, metrics: o.shardMetrics, shard: true}
+	leaderCtx, leaseCtx, ts := twoStages(g.shardsCtx, g.stopNow, state)
+	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
+	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
 	o.mu.Lock()
 	delete(o.claiming, name)
 	if !o.set[name] || g.shardsCtx.Err() != nil || g.s.leaving.Load() {
@@ -75,7 +69,7 @@ func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int6
 // released.
 func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	o, s := g.o, g.o.settings
-	m := r.m
+	m := r.runner
 	defer func() {
 		if p := recover(); p != nil {
 			o.mu.Lock()
@@ -117,7 +111,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		}
 		if ours {
 			// Once the session must stop now, its shards are not released
-			// one by one: the session's lease is (lead() does it, if it is
+			// one by one: the session's lease is (its term's end does it, if it is
 			// still ours), which sets them all free at once, and spares
 			// storage a request per shard when it may be what failed. So
 			// releases still waiting then are dropped.
@@ -194,7 +188,7 @@ func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
 		return
 	}
 	defer func() { <-o.release }()
-	lm := r.m.lease
+	lm := r.runner.lease
 	id := lm.LeaseID()
 	if err := lm.Release(ctx); err != nil && ctx.Err() == nil {
 		o.logger.Debug("leaderelection: could not release a shard; retrying", "shard", r.name, "error", err)

@@ -497,7 +497,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		}
 		failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
 		backoff = s.RetryInterval
-		reason, err := sess.m.lead(ctx, g) // and endSession, in the same window as its release
+		reason, err := sess.run(ctx, o, g) // and endSession, in the same window as its release
 		o.mu.Lock()
 		mgrErr := o.mgrErr
 		o.mgrErr = nil
@@ -621,7 +621,7 @@ type shardManager struct {
 	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
 }
 
-// manage is a session's func (lead() runs it under the session's lease): it
+// manage is a session's func (its term runs it under the session's lease): it
 // runs the shards until the session's context ends, then stops them all and
 // returns once every shard func has returned and its lease is released.
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
@@ -658,7 +658,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		// With a lease ID file, the caller's cancel keeps the session and
 		// its shards for the next process (sessionfile.go): nothing is
 		// handed on, and no shard is released.
-		g.s.keep.Store(g.s.m.ending != nil && err == nil && !o.panicking() && g.stopNow.Err() == nil)
+		g.s.keep.Store(g.s.term.hooks.ending != nil && err == nil && !o.panicking() && g.stopNow.Err() == nil)
 		if err == nil && !o.panicking() && g.stopNow.Err() == nil && !g.s.keep.Load() {
 			g.leave()
 		}
@@ -671,7 +671,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		// shards are claimed once it is dead), or, for a leftover that no
 		// record of ours names, that a claimer breaks after a lease
 		// duration. The session's own release follows, in a window of its
-		// own (lead, endWindow).
+		// own (the term's end: termrun.go, endWindow).
 		g.funcs.Wait()
 		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
 		defer cut.Stop()
@@ -818,12 +818,12 @@ func (o *ShardOwner) Healthy() error {
 	}
 	o.mu.Unlock()
 	for _, r := range runs {
-		if err := r.m.Healthy(); err != nil {
+		if err := r.runner.healthy(); err != nil {
 			return fmt.Errorf("leaderelection: shard %q: %w", r.name, err)
 		}
 	}
 	if sess != nil {
-		if err := sess.m.Healthy(); err != nil {
+		if err := sess.term.healthy(); err != nil {
 			return fmt.Errorf("leaderelection: session %s: %w", sess.id, err)
 		}
 	}

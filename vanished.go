@@ -32,11 +32,14 @@ import (
 // before it, has stopped by then: whether or not this instance, or that
 // session, has noticed the deletion. A doomed session's own claims wait
 // so too, and it dies first. Every doomed session's D is among those this
-// instance knows, if this instance had a live session when that one began to
-// run shards: a session runs none until every live session's record says
-// that its instance knows a D at least as long as its own (mayRun), which it
-// learns by listing the sessions, before it publishes it. So fleets that mix
-// lease durations (a rollout that changes LeaseDuration) are covered too.
+// instance knows, if this instance's session was among those that session
+// saw live when it began to run shards: a session runs none until every
+// live session it lists says, in its record, that its instance knows a D at
+// least as long as its own (mayRun), which it learns by listing the
+// sessions, before it publishes it. So fleets that mix lease durations (a
+// rollout that changes LeaseDuration) are covered too, but for an instance
+// whose session was not yet recorded then, or was resumed and had not yet
+// listed the sessions: the limit below.
 //
 // Terms. An instance that sees the deletion (its session's renewal, or a
 // listing, finds its session's blob or the container gone; or its next
@@ -81,9 +84,9 @@ import (
 // read, or that no claim reaches (maxSpreadTerm), is reported, not used.
 //
 // What is not covered: an instance that never saw the fleet before the
-// deletion (a process started after it, or one that had no live session
-// while a session of a longer lease duration than it knew began to run
-// shards), or a shard it never saw terms on,
+// deletion (a process started after it, or one whose session was not live
+// and listed, as above, while a session of a longer lease duration than it
+// knew began to run shards), or a shard it never saw terms on,
 // and whose blob nobody who did created again, knows nothing of it: it may
 // claim at once, and its terms may start again from what is seeded, or
 // from 1; as for the mutex's blob, that is the limit.

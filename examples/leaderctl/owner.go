@@ -185,10 +185,12 @@ func describeShardSession(ss shardSession, held bool) string {
 	return ss.id + " (ended: its blob is gone): the shard is free to take, and the survivors take it"
 }
 
-// sessionLive is whether a session's own blob shows it live: its lease is
-// held and it has written its record, as the library's listing judges it.
+// sessionLive is whether a session's own blob shows it live, as the
+// library's listing judges it: its lease is held, it has written its
+// record, and its record does not say it ended (a session so marked is dead
+// for good, whatever its lease shows).
 func sessionLive(info leaderelection.LeaseInfo) bool {
-	return info.State == lease.StateTypeLeased && info.Leader.Identity != ""
+	return info.State == lease.StateTypeLeased && info.Leader.Identity != "" && info.LeaderEnded.IsZero()
 }
 
 // holderName is who holds a lease by its record, for advice to stop or

@@ -78,8 +78,9 @@ type Exchange struct {
 //
 // The zero value is not usable; call New.
 type Transport struct {
-	tr     *http.Transport // ours alone, so Close can drop its connections
+	tr     *http.Transport // ours alone, so Close can drop its connections; nil over another transporter
 	client *http.Client
+	inner  policy.Transporter // what requests go to, if not client (see Over)
 
 	mu         sync.Mutex
 	mode       mode
@@ -103,6 +104,12 @@ func New() *Transport {
 		client: &http.Client{Transport: tr},
 		closed: make(chan struct{}),
 	}
+}
+
+// Over returns a pass-through Transport in front of inner (an in-memory
+// Blob service, say) instead of a real HTTP transport.
+func Over(inner policy.Transporter) *Transport {
+	return &Transport{inner: inner, closed: make(chan struct{})}
 }
 
 // Blackhole makes storage silent, like a partitioned network or a server
@@ -228,7 +235,9 @@ func (t *Transport) Observe(fn func(Exchange)) {
 // idempotent.
 func (t *Transport) Close() {
 	t.closeOnce.Do(func() { close(t.closed) })
-	t.tr.CloseIdleConnections()
+	if t.tr != nil {
+		t.tr.CloseIdleConnections()
+	}
 }
 
 // Do sends req, or injects the current fault instead. It implements azcore's
@@ -312,7 +321,13 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		ex.Sent = time.Now()
 	}
 
-	resp, err := t.client.Do(req)
+	var resp *http.Response
+	var err error
+	if t.inner != nil {
+		resp, err = t.inner.Do(req)
+	} else {
+		resp, err = t.client.Do(req)
+	}
 	if t.heldBack(epoch) {
 		if resp != nil {
 			// Nobody will read it: free the connection.

@@ -1,0 +1,178 @@
+package leaderelection
+
+import (
+	"fmt"
+	"go/ast"
+	"go/build"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The root package is one package, for its public types, built as floors
+// whose references only point down (CONTRIBUTING.md, "Layout"):
+//
+//  1. the vocabulary: settings and options, errors, events, the term;
+//  2. the blob lease and its record: the lease manager, the record and
+//     what does not read in it, the ETag lease and the followers' rule, a
+//     blob created again, the lease ID file;
+//  3. the term engine: the safety fuse, the renewal loop, one term's run
+//     from its grant to its release, what its func's context carries, its
+//     health and metrics;
+//  4. the elections, side by side and apart: the mutex (with its preferred
+//     leader), and the ShardOwner (sessions, shards, claims, handoffs,
+//     held lists). Neither uses the other.
+//
+// Under them, the leaf packages of internal/ import nothing of the root
+// (TestLeafPackagesImportNothingOfTheRoot). This test reads the package with
+// go/types and fails when a file uses an identifier declared in a file of a
+// higher floor, or of the other election.
+var tiers = map[string]string{
+	"doc.go":      "1-vocabulary",
+	"errors.go":   "1-vocabulary",
+	"events.go":   "1-vocabulary",
+	"options.go":  "1-vocabulary",
+	"settings.go": "1-vocabulary",
+	"term.go":     "1-vocabulary",
+
+	"etaglease.go":      "2-lease",
+	"lease.go":          "2-lease",
+	"record.go":         "2-lease",
+	"recreated.go":      "2-lease",
+	"resume.go":         "2-lease",
+	"resume_flock.go":   "2-lease",
+	"resume_noflock.go": "2-lease",
+	"silence.go":        "2-lease",
+	"transport.go":      "2-lease",
+
+	"health.go":    "3-term",
+	"metrics.go":   "3-term",
+	"renew.go":     "3-term",
+	"termrun.go":   "3-term",
+	"termstate.go": "3-term",
+
+	"mutex.go":  "4-mutex",
+	"prefer.go": "4-mutex",
+
+	"balance.go":     "4-shards",
+	"handoff.go":     "4-shards",
+	"held.go":        "4-shards",
+	"session.go":     "4-shards",
+	"sessionfile.go": "4-shards",
+	"shardclaim.go":  "4-shards",
+	"shardlog.go":    "4-shards",
+	"shardrun.go":    "4-shards",
+	"shards.go":      "4-shards",
+	"vanished.go":    "4-shards",
+}
+
+// floor is a tier's height; the elections share the top floor.
+func floor(tier string) int { return int(tier[0] - '0') }
+
+// mayUse reports whether a file of tier from may use what a file of tier to
+// declares.
+func mayUse(from, to string) bool {
+	return floor(to) < floor(from) || from == to
+}
+
+// rootFiles parses the root package's non-test files: all of them, or only
+// those this platform builds.
+func rootFiles(t *testing.T, fset *token.FileSet, built bool) []*ast.File {
+	t.Helper()
+	names, err := filepath.Glob("*.go")
+	require.NoError(t, err)
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		if ok, err := build.Default.MatchFile(".", name); built && (err != nil || !ok) {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, parser.SkipObjectResolution)
+		require.NoError(t, err)
+		files = append(files, f)
+	}
+	return files
+}
+
+func TestEveryRootFileHasATier(t *testing.T) {
+	fset := token.NewFileSet()
+	for _, f := range rootFiles(t, fset, false) {
+		name := fset.File(f.Pos()).Name()
+		assert.Contains(t, tiers, name, "give %s a tier in tiers_test.go", name)
+	}
+	for name := range tiers {
+		_, err := os.Stat(name)
+		assert.NoError(t, err, "tiers_test.go names %s, which is gone", name)
+	}
+}
+
+func TestRootFilesOnlyUseLowerTiers(t *testing.T) {
+	fset := token.NewFileSet()
+	files := rootFiles(t, fset, true)
+	info := &types.Info{Uses: map[*ast.Ident]types.Object{}, Selections: map[*ast.SelectorExpr]*types.Selection{}}
+	conf := types.Config{Importer: exportImporter(t, fset)}
+	pkg, err := conf.Check("github.com/blobelect/leaderelection", fset, files, info)
+	require.NoError(t, err)
+	fileOf := func(pos token.Pos) string { return filepath.Base(fset.Position(pos).Filename) }
+	type arrow struct{ from, to, name string }
+	bad := map[arrow][]string{}
+	note := func(at token.Pos, obj types.Object) {
+		if obj == nil || obj.Pkg() != pkg || !obj.Pos().IsValid() {
+			return
+		}
+		from, to := fileOf(at), fileOf(obj.Pos())
+		if from == to || mayUse(tiers[from], tiers[to]) {
+			return
+		}
+		a := arrow{from, to, obj.Name()}
+		bad[a] = append(bad[a], fset.Position(at).String())
+	}
+	for id, obj := range info.Uses {
+		note(id.Pos(), obj)
+	}
+	for sel, s := range info.Selections {
+		note(sel.Sel.Pos(), s.Obj())
+	}
+	var lines []string
+	for a, at := range bad {
+		sort.Strings(at)
+		lines = append(lines, fmt.Sprintf("%s (%s) uses %s (%s) %s, at %s", a.from, tiers[a.from], a.to, tiers[a.to], a.name, at[0]))
+	}
+	slices.Sort(lines)
+	assert.Empty(t, lines, "references that point up a floor, or across to the other election:\n%s", strings.Join(lines, "\n"))
+}
+
+// exportImporter imports the root package's dependencies from the export
+// data the go command keeps in its build cache (go list -export), which is
+// much faster than type-checking them from source.
+func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-export", "-deps", "-f", "{{.ImportPath}}={{.Export}}", ".").Output()
+	require.NoError(t, err)
+	exports := map[string]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		path, file, _ := strings.Cut(line, "=")
+		exports[path] = file
+	}
+	return importer.ForCompiler(fset, "gc", func(path string) (io.ReadCloser, error) {
+		file, ok := exports[path]
+		if !ok || file == "" {
+			return nil, fmt.Errorf("no export data for %s", path)
+		}
+		return os.Open(file)
+	})
+}
