@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -745,7 +746,7 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 
 	// A write of ours that the server processed, with its answer lost.
 	id := dead.LeaseID()
-	_, err = dead.blobClient.SetMetadata(ctx, recordMetadata(first, s.LeaseDuration, RoleMutex), &blob.SetMetadataOptions{
+	_, err = dead.blobClient.SetMetadata(ctx, wire.RecordMetadata(wireTerm(first), s.LeaseDuration, wire.RoleMutex), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
 	require.NoError(t, err)
 	_, err = dead.Renew(ctx)

@@ -46,17 +46,6 @@ func (t Term) GoString() string              { return t.String() }
 func (t Term) Format(f fmt.State, verb rune) { printRedacted(f, verb, t.String()) }
 func (t Term) LogValue() slog.Value          { return slog.StringValue(t.String()) }
 
-// Blob metadata keys the leader writes under its lease. Azure lower-cases
-// nothing but the SDK may capitalise: they are read case-insensitively.
-const (
-	metaIdentity = "leaderidentity"
-	metaTerm     = "leaderterm"
-	metaSince    = "leadersince"
-	metaEnded    = "leaderended"    // set by the leader as it releases the lease
-	metaPriority = "leaderpriority" // the holder's priority (see WithPriority)
-	metaNext     = "leadernext"     // an ended record: the identity the lease was handed to
-)
-
 // termState is what a leader func's context carries.
 type termState struct {
 	// term and beatBase are written once, before started is set.
