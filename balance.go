@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/shardtext"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -55,9 +55,9 @@ import (
 // changing too.
 
 // checkShardName keeps shard names to what a blob name carries unchanged
-// through URLs and listings, and reads back the same (shardtext.NameProblem).
+// through URLs and listings, and reads back the same (wire.NameProblem).
 func checkShardName(name string) error {
-	if why := shardtext.NameProblem(name); why != "" {
+	if why := wire.NameProblem(name); why != "" {
 		return fmt.Errorf("leaderelection: invalid shard name %q: %s", name, why)
 	}
 	return nil

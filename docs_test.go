@@ -47,7 +47,6 @@ var citedPaths = []string{
 	"internal/azurite/cmd/azurite",
 	"internal/azuritetest",
 	"internal/faults",
-	"internal/shardtext",
 	"internal/tools",
 	"internal/tools/baseline",
 	"internal/tools/bench/cmd/bench",
@@ -63,6 +62,7 @@ var citedPaths = []string{
 	"internal/tools/shardchaos/cmd/shardchaos",
 	"internal/tools/shardrestart",
 	"internal/tools/tamper",
+	"internal/wire",
 	"lease.go",
 	"metrics.go",
 	"mutex.go",
@@ -524,12 +524,12 @@ func TestDocsListEveryInstrumentWithItsUnit(t *testing.T) {
 }
 
 // libraryText returns the library's non-test source (the root package,
-// and the shard-text rules and leaderctl it shares texts with), with
+// and the wire format and leaderctl it shares texts with), with
 // string literals split across lines joined and quotes unescaped.
 func libraryText(t *testing.T) string {
 	t.Helper()
 	var b strings.Builder
-	for _, pattern := range []string{"*.go", "internal/shardtext/*.go", "examples/leaderctl/*.go"} {
+	for _, pattern := range []string{"*.go", "internal/wire/*.go", "examples/leaderctl/*.go"} {
 		files, err := filepath.Glob(pattern)
 		require.NoError(t, err)
 		for _, f := range files {
@@ -582,9 +582,9 @@ var internalTexts = map[string]string{
 	"the container is gone":            "errContainerGone: likewise",
 	"no list of the shards session":    "held.go: a survivor that cannot read a dead session's list lists the shards instead",
 	"the list of the shards session":   "held.go: likewise",
-	"a list of held shards whose":      "held.go: likewise",
-	"a list of held shards whose line": "held.go: likewise",
-	"a list of held shards with":       "held.go: likewise",
+	"a list of held shards whose":      "internal/wire's ParseHeld, for held.go: likewise",
+	"a list of held shards whose line": "internal/wire's ParseHeld, for held.go: likewise",
+	"a list of held shards with":       "internal/wire's ParseHeld, for held.go: likewise",
 	"leaderctl never runs a shard":     "a text of leaderctl's own, not an error",
 	"its body was not read":            "a text of leaderctl's own, not an error",
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -746,7 +747,7 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 
 	// A write of ours that the server processed, with its answer lost.
 	id := dead.LeaseID()
-	_, err = dead.blobClient.SetMetadata(ctx, recordMetadata(first, s.LeaseDuration, RoleMutex), &blob.SetMetadataOptions{
+	_, err = dead.blobClient.SetMetadata(ctx, wire.RecordMetadata(wireTerm(first), s.LeaseDuration, wire.RoleMutex), &blob.SetMetadataOptions{
 		AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
 	require.NoError(t, err)
 	_, err = dead.Renew(ctx)

@@ -2,13 +2,13 @@ package leaderelection
 
 import (
 	"context"
-	"strconv"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // LeaseKind says who keeps a lease's time: the server, or the followers.
@@ -58,10 +58,6 @@ func (m *BlobLeaseManager) leaseSeconds() int32 {
 	return int32(m.settings.LeaseDuration / time.Second)
 }
 
-// metaLeaseDuration is the record's key for its writer's LeaseDuration:
-// followers of an ETag lease time the holder's silence against it.
-const metaLeaseDuration = "leaderleaseduration"
-
 // termRecord is the record a holder wrote under its lease ID: what every
 // renewal of an ETag lease writes again, in full, because a metadata write
 // replaces all of the blob's metadata.
@@ -71,19 +67,11 @@ type termRecord struct {
 	etag    azcore.ETag // the blob's ETag after our last confirmed write of it
 }
 
-// recordMetadata is the blob metadata of term t, written by a holder whose
-// LeaseDuration is d, on a blob of the given role.
-func recordMetadata(t Term, d time.Duration, role BlobRole) map[string]*string {
-	number, since, declared := strconv.FormatInt(t.Number, 10), t.Since.Format(time.RFC3339Nano), d.String()
-	identity, r := t.Identity, string(role)
-	return map[string]*string{metaIdentity: &identity, metaTerm: &number, metaSince: &since, metaLeaseDuration: &declared, metaRole: &r}
-}
-
 // metadataOf is the metadata a holder writes for term t: its record, and
 // what the lease's user adds to it (a session: how many shards it holds; a
 // mutex with a priority: that priority).
 func (m *BlobLeaseManager) metadataOf(t Term) map[string]*string {
-	md := recordMetadata(t, m.settings.LeaseDuration, m.role)
+	md := wire.RecordMetadata(wireTerm(t), m.settings.LeaseDuration, string(m.role))
 	if m.extraMetadata != nil {
 		m.extraMetadata(md)
 	}
@@ -153,13 +141,13 @@ func (m *BlobLeaseManager) writtenSince(ctx context.Context, r *termRecord, refu
 		return m.classify("renew lease (read record)", err, nil, lostCodes)
 	}
 	rec := readRecord(m.container, m.blob, props.Metadata)
-	cur := rec.term
+	cur := rec.Term
 	se := &StorageError{Op: "renew lease (write record)", Container: m.container, Blob: m.blob,
 		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: refused}
 	// An end mark is never a renewal's: it was written as the term ended,
 	// by its holder or, on a session's blob, by another once its lease had
 	// ended (session.go).
-	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || rec.endMark || props.ETag == nil {
+	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || rec.EndMark || props.ETag == nil {
 		se.kind = ErrLeaseLost
 		return se
 	}

@@ -3,12 +3,8 @@ package leaderelection
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -21,8 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/clock"
-	"github.com/blobelect/leaderelection/internal/shardtext"
-	"github.com/google/uuid"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // How a shard moves straight to the session that receives it (a join, a
@@ -47,7 +42,7 @@ import (
 // (transfer):
 //  1. writes the shard's record naming the receiver's session and the next
 //     term, under its lease, If-Match the ETag its own record left;
-//  2. changes the lease's ID to handoffLeaseID(receiver, shard, term);
+//  2. changes the lease's ID to wire.HandoffLeaseID(receiver, shard, term);
 //  3. adds the shard (name, term, ETag) to its note to the receiver,
 //     P/handoff/<receiver session>/<giver session>-0, which it rewrites
 //     (see outbox).
@@ -65,7 +60,6 @@ import (
 // the receiver, or any session below its share, claims it from a listing.
 
 const (
-	handoffDir       = "handoff/"
 	handoverAtOnce   = 48                     // shard funcs stopped for a handover and not yet handed on, among all givers
 	handoverPerGiver = 16                     // and by one giver
 	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
@@ -102,30 +96,8 @@ type ownTerm struct {
 	term int64
 }
 
-// handoffLeaseID is the lease ID a giver hands the shard's lease over with:
-// the receiver derives the same from its session, the shard and the term the
-// giver recorded for it. Each term of a shard gets its own, so a release of
-// the receiver's sent for an earlier term ends nothing later.
-func handoffLeaseID(session, shard string, term int64) string {
-	return derivedLeaseID("leaderelection handoff", session, shard, strconv.FormatInt(term, 10))
-}
-
-// claimLeaseID is the lease ID a claim of session (whose term is gen)
-// proposes for shard at term: a process that resumes the session derives it
-// from the shard's record, which names all three (see claimOne).
-func claimLeaseID(session string, gen int64, shard string, term int64) string {
-	return derivedLeaseID("leaderelection claim", session, strconv.FormatInt(gen, 10), shard, strconv.FormatInt(term, 10))
-}
-
-// derivedLeaseID is a GUID derived from parts, which must not contain NUL.
-func derivedLeaseID(parts ...string) string {
-	sum := sha256.Sum256([]byte(strings.Join(parts, "\x00")))
-	id, _ := uuid.FromBytes(sum[:16])
-	return id.String()
-}
-
 func (o *ShardOwner) handoffPrefix(session string) string {
-	return o.prefix + handoffDir + session + "/"
+	return wire.NotePrefix(o.prefix, session)
 }
 
 // pace stops the funcs of the shards queued for a handover, at most
@@ -160,11 +132,11 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	o := g.o
 	lm := r.runner.lease
-	number, ok := nextTerm(r.term.Number, o.floorOf(r.name))
+	number, ok := wire.NextTerm(r.term.Number, o.floorOf(r.name))
 	if !ok {
 		return false
 	}
-	id := handoffLeaseID(to.session, r.name, number)
+	id := wire.HandoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
 	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
@@ -373,71 +345,42 @@ func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots
 // noteName is the note a giver session writes to a receiver session (its
 // first part: see writeNotes).
 func (o *ShardOwner) noteName(receiver, giver string) string {
-	return o.handoffPrefix(receiver) + giver + "-0"
+	return wire.NoteName(o.prefix, receiver, giver)
 }
 
-// A note's content is in its metadata (metaNote), so that the receiver's
-// listing of its notes reads them all at once: entries "name term ETag",
-// separated by ";", at most noteBytes in a note.
-const (
-	metaNote  = "leaderhandoff"
-	noteBytes = 6 << 10 // of the 8 KiB of metadata a blob may carry
-)
-
 // writeNotes writes the note for the shards handed to a receiver: in as few
-// parts as their size allows (name, then name.1, name.2...). A part left
-// from a longer note before names shards handed earlier: the receiver
-// skips a term it has adopted already.
+// parts as their size allows (wire.NoteParts: name, then name.1, name.2...).
+// A part left from a longer note before names shards handed earlier: the
+// receiver skips a term it has adopted already.
 func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) error {
 	var errs []error
-	var b strings.Builder
-	part := 0
-	flush := func() {
-		if b.Len() == 0 {
-			return
-		}
-		n := name
-		if part > 0 {
-			n = fmt.Sprintf("%s.%d", name, part)
-		}
-		part++
-		if err := o.writeNote(ctx, n, b.String()); err != nil {
+	entries := make([]wire.Handed, len(hs))
+	for i, h := range hs {
+		entries[i] = wire.Handed{Name: h.name, Term: h.term, ETag: string(h.etag)}
+	}
+	for i, part := range wire.NoteParts(entries) {
+		if err := o.writeNote(ctx, wire.NotePart(name, i), part); err != nil {
 			errs = append(errs, err)
 		}
-		b.Reset()
 	}
-	for _, h := range hs {
-		entry := shardtext.NoteEntry(shardtext.Handed{Name: h.name, Term: h.term, ETag: string(h.etag)})
-		if b.Len()+len(entry)+1 > noteBytes {
-			flush()
-		}
-		if b.Len() > 0 {
-			b.WriteByte(';')
-		}
-		b.WriteString(entry)
-	}
-	flush()
 	return errors.Join(errs...)
 }
 
 func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
 	ctx, cancel := o.ops.call(ctx)
 	defer cancel()
-	role := string(RoleHandoff)
 	_, err := o.cc.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata: map[string]*string{metaRole: &role, metaNote: &entries},
+		Metadata: wire.NoteMetadata(entries),
 	})
 	return err
 }
 
-// parseNote reads a note's entries. One that does not read is skipped: the
-// note was not written by this library, or not whole.
+// parseNote reads a note's entries (wire.ParseNote): one that does not read
+// is skipped.
 func parseNote(entries string) []handed {
 	var hs []handed
-	for _, e := range strings.Split(entries, ";") {
-		if h, why := shardtext.ParseNoteEntry(e); why == "" {
-			hs = append(hs, handed{name: h.Name, term: h.Term, etag: azcore.ETag(h.ETag)})
-		}
+	for _, h := range wire.ParseNote(entries) {
+		hs = append(hs, handed{name: h.Name, term: h.Term, etag: azcore.ETag(h.ETag)})
 	}
 	return hs
 }
@@ -505,8 +448,8 @@ func (g *shardManager) watchNotes() {
 				}
 				name := *b.Name
 				listed[name] = true
-				from := noteSender(prefix, name)
-				peer := metaValue(b.Metadata, metaRole) == string(RoleHandoff) && g.isPeer(from)
+				from := wire.NoteSender(prefix, name)
+				peer := wire.Value(b.Metadata, wire.MetaRole) == wire.RoleHandoff && g.isPeer(from)
 				if !peer {
 					stale = append(stale, staleNote{name, *b.Properties.ETag})
 				}
@@ -515,7 +458,7 @@ func (g *shardManager) watchNotes() {
 				}
 				seen[name] = *b.Properties.ETag
 				changed++
-				entries := parseNote(metaValue(b.Metadata, metaNote))
+				entries := parseNote(wire.Value(b.Metadata, wire.MetaNote))
 				if peer {
 					for i := range entries {
 						entries[i].from = from
@@ -576,7 +519,7 @@ func (g *shardManager) adopt(hs []handed) {
 
 func (g *shardManager) adoptOne(h handed) {
 	o := g.o
-	id := handoffLeaseID(g.s.id, h.name, h.term)
+	id := wire.HandoffLeaseID(g.s.id, h.name, h.term)
 	lm := o.managerFor(o.shardBlob(h.name), id)
 	if h.from != "" && !g.s.resumed {
 		// A note of a live session's, in this session's own directory,
@@ -787,15 +730,6 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 			}
 		}
 	}
-}
-
-// noteSender is the session that wrote the note name, under prefix.
-func noteSender(prefix, name string) string {
-	rest := strings.TrimPrefix(name, prefix)
-	if i := strings.LastIndexByte(rest, '-'); i > 0 {
-		return rest[:i]
-	}
-	return ""
 }
 
 // setPeers keeps the live sessions of the last listing, for watchNotes.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -160,7 +161,7 @@ func TestNoNotesAreReadWhileEverySessionClaimsItsShare(t *testing.T) {
 		ws, tr := withTransport(t, s)
 		tr.Delay(150 * time.Millisecond) // claims take seconds: the records change meanwhile
 		tr.Observe(func(x faults.Exchange) {
-			if x.Method == http.MethodGet && strings.Contains(x.URL, "comp=list") && strings.Contains(x.URL, strings.TrimSuffix(handoffDir, "/")) {
+			if x.Method == http.MethodGet && strings.Contains(x.URL, "comp=list") && strings.Contains(x.URL, strings.TrimSuffix(wire.HandoffDir, "/")) {
 				mu.Lock()
 				reads = append(reads, x.Sent)
 				mu.Unlock()
@@ -204,7 +205,7 @@ func TestNotesAreReadOnlyWhileShardsMayCome(t *testing.T) {
 		ws, tr := withTransport(t, s)
 		n := reads[who]
 		tr.Observe(func(x faults.Exchange) {
-			if x.Method == http.MethodGet && strings.Contains(x.URL, "comp=list") && strings.Contains(x.URL, strings.TrimSuffix(handoffDir, "/")) {
+			if x.Method == http.MethodGet && strings.Contains(x.URL, "comp=list") && strings.Contains(x.URL, strings.TrimSuffix(wire.HandoffDir, "/")) {
 				n.Add(1)
 			}
 		})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -15,14 +14,15 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/blobelect/leaderelection/internal/shardtext"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // How the survivors of a session learn which shards it held without a
 // listing of every shard. Each session keeps a list of the shards it runs,
 // P/held/<session>: for each, the shard term and the session term its lease
-// ID derives from (claimLeaseID, or handoffLeaseID for a shard handed to
-// it), and the ETag of the record it runs the shard under. It rewrites the
+// ID derives from (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed
+// to it), and the ETag of the record it runs the shard under (the format:
+// internal/wire's held.go). It rewrites the
 // list once its runs have changed, at most every RetryInterval, one write at
 // a time, and deletes it as it ends (but see endSession).
 //
@@ -47,13 +47,7 @@ import (
 // listings of 2 to 5 s of Azurite's one thread, during which every other
 // request waited, and the shards handed to a joiner idled seconds.
 
-const (
-	heldDir      = "held/"
-	metaHeld     = "leaderheld" // a list's entry count, as written
-	maxHeldBytes = 4 << 20      // a list longer than this is not read
-)
-
-func (o *ShardOwner) heldBlob(session string) string { return o.prefix + heldDir + session }
+func (o *ShardOwner) heldBlob(session string) string { return wire.HeldBlob(o.prefix, session) }
 
 // heldEntry is one shard of a session's list.
 type heldEntry struct {
@@ -65,10 +59,7 @@ type heldEntry struct {
 
 // derivedID is the lease ID the holder session derived for the entry.
 func (e heldEntry) derivedID(session string) string {
-	if e.gen == 0 {
-		return handoffLeaseID(session, e.name, e.term)
-	}
-	return claimLeaseID(session, e.gen, e.name, e.term)
+	return wire.Held{Name: e.name, Term: e.term, Gen: e.gen}.LeaseID(session)
 }
 
 // heldText is this session's list, as it stands: one line per shard it
@@ -87,7 +78,7 @@ func (g *shardManager) heldText() string {
 
 // heldLine is a run's line in the list.
 func heldLine(r *shardRun) string {
-	return shardtext.HeldLine(shardtext.Held{Name: r.name, Term: r.term.Number, Gen: r.gen, ETag: string(r.etag)})
+	return wire.HeldLine(wire.Held{Name: r.name, Term: r.term.Number, Gen: r.gen, ETag: string(r.etag)})
 }
 
 // writeHeld rewrites this session's list if its runs changed since it was
@@ -140,13 +131,8 @@ func (g *shardManager) endHeld() {
 func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
 	ctx, cancel := o.ops.call(ctx)
 	defer cancel()
-	role := string(RoleHeld)
-	count := strconv.Itoa(strings.Count(text, "\n") + 1)
-	if text == "" {
-		count = "0"
-	}
 	_, err := o.cc.NewBlockBlobClient(o.heldBlob(session)).Upload(ctx, streaming.NopCloser(strings.NewReader(text)), &blockblob.UploadOptions{
-		Metadata: map[string]*string{metaRole: &role, metaHeld: &count},
+		Metadata: wire.HeldMetadata(text),
 	})
 	return err
 }
@@ -170,34 +156,20 @@ func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry,
 		return nil, o.ops.classify("read held shards", err, nil, nil)
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHeldBytes+1))
+	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxHeldBytes+1))
 	if err != nil {
 		return nil, o.ops.classify("read held shards", err, nil, nil)
 	}
-	if len(body) > maxHeldBytes {
-		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, maxHeldBytes)
+	if len(body) > wire.MaxHeldBytes {
+		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, wire.MaxHeldBytes)
 	}
-	return parseHeld(string(body), metaValue(resp.Metadata, metaHeld), metaValue(resp.Metadata, metaRole))
-}
-
-// parseHeld reads a list as putHeld wrote it; count and role are its
-// metadata. Anything else is refused whole.
-func parseHeld(text, count, role string) ([]heldEntry, error) {
-	if role != string(RoleHeld) {
-		return nil, fmt.Errorf("leaderelection: a list of held shards whose %s is %q, not %q", metaRole, role, RoleHeld)
+	hs, err := wire.ParseHeld(string(body), wire.Value(resp.Metadata, wire.MetaHeld), wire.Value(resp.Metadata, wire.MetaRole))
+	if err != nil {
+		return nil, err
 	}
 	var out []heldEntry
-	if text != "" {
-		for i, line := range strings.Split(text, "\n") {
-			e, why := shardtext.ParseHeldLine(line)
-			if why != "" {
-				return nil, fmt.Errorf("leaderelection: a list of held shards whose line %d does not read: %q: %s", i+1, line, why)
-			}
-			out = append(out, heldEntry{name: e.Name, term: e.Term, gen: e.Gen, etag: azcore.ETag(e.ETag)})
-		}
-	}
-	if strconv.Itoa(len(out)) != count {
-		return nil, fmt.Errorf("leaderelection: a list of held shards with %d entries, which says it has %q", len(out), count)
+	for _, e := range hs {
+		out = append(out, heldEntry{name: e.Name, term: e.Term, gen: e.Gen, etag: azcore.ETag(e.ETag)})
 	}
 	return out, nil
 }
@@ -307,7 +279,7 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	if err != nil {
 		return nil
 	}
-	l := listed{name: name, owned: -1, size: -1, session: metaValue(props.Metadata, metaSession)}
+	l := listed{name: name, owned: -1, size: -1, session: wire.Value(props.Metadata, wire.MetaSession)}
 	l.info = LeaseInfo{Exists: true}
 	if props.LeaseState != nil {
 		l.info.State = *props.LeaseState
@@ -326,7 +298,7 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	if p != nil {
 		return nil
 	}
-	if !l.rec.termBad {
+	if !l.rec.TermBad {
 		o.seeTerm(name, l.info.Leader.Number)
 	}
 	if l.info.Held() {

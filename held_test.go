@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -64,7 +65,7 @@ func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
 			sc, cut := withTransport(t, s)
 			c := startOwner(t, "c", sc, names, log.fn("c", nil))
 			waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
-			list := s.Blob + "/" + heldDir + c.owner.Session()
+			list := s.Blob + "/" + wire.HeldDir + c.owner.Session()
 			held := c.owner.Owned()
 			waitFor(t, 10*time.Second, "c's list names its 7 shards", func() bool {
 				entries, err := a.owner.readHeld(context.Background(), c.owner.Session())
@@ -167,35 +168,12 @@ func TestAShortSessionFindsAFreeShardByTheListsWithoutAListing(t *testing.T) {
 func putList(t *testing.T, raw rawBlob, name, text, count string) {
 	t.Helper()
 	role := string(RoleHeld)
-	md := map[string]*string{metaRole: &role}
+	md := map[string]*string{wire.MetaRole: &role}
 	if count != "" {
-		md[metaHeld] = &count
+		md[wire.MetaHeld] = &count
 	}
 	_, err := raw.cc.NewBlockBlobClient(name).Upload(context.Background(), streaming.NopCloser(strings.NewReader(text)), &blockblob.UploadOptions{Metadata: md})
 	require.NoError(t, err)
-}
-
-func TestParseHeld(t *testing.T) {
-	good, err := parseHeld("a 3 0 \"0x1\"\nb 7 2 \"0x2\"", "2", string(RoleHeld))
-	require.NoError(t, err)
-	assert.Equal(t, []heldEntry{{"a", 3, 0, `"0x1"`}, {"b", 7, 2, `"0x2"`}}, good)
-	empty, err := parseHeld("", "0", string(RoleHeld))
-	require.NoError(t, err)
-	assert.Empty(t, empty)
-	for _, bad := range []struct{ text, count, role string }{
-		{`a 3 0 "1"`, "1", ""},                       // not a list
-		{"a 3 0 \"1\"\nb 7 2 \"2\"", "3", "held"},    // not whole
-		{"a 3 0", "1", "held"},                       // a field missing
-		{`a 0 1 "1"`, "1", "held"},                   // no such term
-		{`a 3 -1 "1"`, "1", "held"},                  // no such session term
-		{`a x 1 "1"`, "1", "held"},                   // does not read
-		{`a/../b 3 1 "1"`, "1", "held"},              // not a shard's name
-		{`a 9223372036854775808 1 "1"`, "1", "held"}, // out of range
-		{`a 3 1 "1" more`, "1", "held"},              // a field too many
-	} {
-		_, err := parseHeld(bad.text, bad.count, bad.role)
-		assert.Error(t, err, "%q", bad.text)
-	}
 }
 
 // Once ownership settles and the sessions' records count every shard, an
@@ -210,7 +188,7 @@ func TestUnownedFallsToZeroOnceTheRecordsCountEveryShard(t *testing.T) {
 	a := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithMeterProvider(mp))
 	startOwner(t, "b", s, shardNames(10), log.fn("b", nil))
 	waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
-	shards := s.Blob + "/" + shardsDir
+	shards := s.Blob + "/" + wire.ShardsDir
 	waitFor(t, 3*(s.withDefaults().RenewInterval+s.RetryInterval)+5*time.Second, "a sees none unowned", func() bool {
 		unowned, ok := gaugeOf[int64](reader.collect(), "leaderelection.shards.unowned", shards)
 		return ok && unowned == 0

@@ -20,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/clock"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -556,8 +557,8 @@ func (m *BlobLeaseManager) inspect(ctx context.Context) (LeaseInfo, map[string]*
 // read fills in what the record says, and raises the floor to its term.
 func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
 	r.fill(info)
-	if !r.termBad {
-		m.floor.see(r.term.Number)
+	if !r.TermBad {
+		m.floor.see(r.Term.Number)
 	}
 }
 
@@ -600,25 +601,25 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
 	}
-	if m.role == RoleSession && prev.endMark {
+	if m.role == RoleSession && prev.EndMark {
 		// A session's end is final (session.go): a lease on its blob
 		// under its ID (an acquire that reached the server late, or one
 		// by hand) is no session to run.
 		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
-	if prev.term.Identity == "" && props.ETag != nil && !m.fresh.stood(*props.ETag, m.settleFor(!prev.recreated.IsZero())) {
+	if prev.Term.Identity == "" && props.ETag != nil && !m.fresh.stood(*props.ETag, m.settleFor(!prev.Recreated.IsZero())) {
 		return Term{}, Grant{}, errNotSettled
 	}
 	floor := m.floor.get()
-	n, ok := nextTerm(prev.term.Number, floor)
+	n, ok := wire.NextTerm(prev.Term.Number, floor)
 	if !ok {
-		return Term{}, Grant{}, termCannotGrow(m.container, m.blob, max(prev.term.Number, floor))
+		return Term{}, Grant{}, termCannotGrow(m.container, m.blob, max(prev.Term.Number, floor))
 	}
-	m.floor.see(prev.term.Number)
-	if prev.term.Number < floor {
+	m.floor.see(prev.Term.Number)
+	if prev.Term.Number < floor {
 		m.logger.Error("leaderelection: the term on the blob is lower than one this instance saw there: the blob was deleted or rewritten; the new term continues from the higher",
-			"container", m.container, "blob", m.blob, "onBlob", prev.term.Number, "seen", floor, "term", n)
+			"container", m.container, "blob", m.blob, "onBlob", prev.Term.Number, "seen", floor, "term", n)
 	}
 	id := m.LeaseID()
 	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
@@ -676,12 +677,12 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 		return info, &StorageError{Op: "repair record", Container: m.container, Blob: m.blob,
 			detail: "the blob's lease is held: its holder's record is its own (repair a record only while nobody holds the lease)", kind: ErrLeaseHeld}
 	}
-	md := endedMetadata(info.Role, term)
+	md := wire.EndedMetadata(string(info.Role), term, time.Now())
 	if !info.Recreated.IsZero() {
 		// Still a blob created again: whoever takes it waits as long as
 		// for one that was not repaired (recreated.go, vanished.go).
 		at := info.Recreated.UTC().Format(time.RFC3339Nano)
-		md[metaRecreated] = &at
+		md[wire.MetaRecreated] = &at
 	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
@@ -710,7 +711,7 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	defer cancel()
 	md := m.metadataOf(t)
 	ended := time.Now().UTC().Format(time.RFC3339Nano)
-	md[metaEnded] = &ended
+	md[wire.MetaEnded] = &ended
 	_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &r.leaseID},
 		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &r.etag},
@@ -739,9 +740,9 @@ func (m *BlobLeaseManager) recordProblem(info LeaseInfo) *RecordError {
 // not build on: the blob is another role's, or its term number does not read.
 func (m *BlobLeaseManager) mayRecord(prev record) error {
 	switch {
-	case prev.role != "" && prev.role != m.role:
-		return foreignRole(m.container, m.blob, prev.role, m.role)
-	case prev.termBad:
+	case prev.Role != "" && BlobRole(prev.Role) != m.role:
+		return foreignRole(m.container, m.blob, BlobRole(prev.Role), m.role)
+	case prev.TermBad:
 		return prev.problem
 	}
 	return nil
@@ -777,7 +778,7 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) 
 	defer cancel()
 	any := azcore.ETagAny
 	resp, err := m.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata:         createMetadata(m.role, m.floor.get()),
+		Metadata:         wire.CreateMetadata(string(m.role), m.floor.get(), time.Now()),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any}},
 	})
 	switch {

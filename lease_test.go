@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -278,7 +279,7 @@ func TestBreakRetriesOnlyOnTheSameRunningTerm(t *testing.T) {
 	sameNumber := running
 	sameNumber.Leader.Identity = "y"
 	unread := running
-	unread.RecordError = &RecordError{Key: metaTerm}
+	unread.RecordError = &RecordError{Key: wire.MetaTerm}
 	none := LeaseInfo{State: lease.StateTypeLeased}
 	assert.True(t, sameRunningTerm(running, running))
 	assert.False(t, sameRunningTerm(running, ended))

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -72,7 +73,7 @@ func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
 			t.Parallel()
 			s := testSettings(t)
 			raw := newRawBlob(t, s)
-			raw.put(s.Blob, "", map[string]string{metaTerm: bad, metaRole: string(RoleMutex)})
+			raw.put(s.Blob, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleMutex)})
 			var logs syncBuffer
 			log := newTermLog()
 			m, err := NewBlobDistributedMutex(s, log.leaderFunc("a", untilCancelled), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -84,7 +85,7 @@ func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
 
 			waitFor(t, 10*time.Second, "the Error line", func() bool {
 				out := logs.String()
-				return strings.Contains(out, "level=ERROR") && strings.Contains(out, "key="+metaTerm) && strings.Contains(out, "value="+bad)
+				return strings.Contains(out, "level=ERROR") && strings.Contains(out, "key="+wire.MetaTerm) && strings.Contains(out, "value="+bad)
 			})
 			require.Error(t, m.Healthy())
 			assert.Contains(t, m.Healthy().Error(), bad)
@@ -96,7 +97,7 @@ func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
 			assert.Empty(t, log.snapshot(), "no func runs on a term that cannot be continued")
 			assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "reported once, not at every poll:\n%s", logs.String())
 
-			raw.set(s.Blob, map[string]string{metaTerm: "41", metaRole: string(RoleMutex)})
+			raw.set(s.Blob, map[string]string{wire.MetaTerm: "41", wire.MetaRole: string(RoleMutex)})
 			log.next(t, 10*time.Second)
 			assert.Equal(t, int64(42), leaderOn(t, s).Leader.Number)
 			assert.NoError(t, m.Healthy())
@@ -113,8 +114,8 @@ func TestFollowerBreaksASilentHolderWhoseRecordDoesNotRead(t *testing.T) {
 	s := testSettings(t)
 	s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
 	raw := newRawBlob(t, s)
-	raw.put(s.Blob, uuid.NewString(), map[string]string{metaTerm: "x1", metaIdentity: "dead", metaRole: string(RoleMutex),
-		metaLeaseDuration: etagTestLease.String()})
+	raw.put(s.Blob, uuid.NewString(), map[string]string{wire.MetaTerm: "x1", wire.MetaIdentity: "dead", wire.MetaRole: string(RoleMutex),
+		wire.MetaLeaseDuration: etagTestLease.String()})
 	log := newTermLog()
 	var mu sync.Mutex
 	var broken time.Time
@@ -145,7 +146,7 @@ func TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted(t *testing.T) {
 	t.Parallel()
 	s := testSettings(t)
 	raw := newRawBlob(t, s)
-	raw.put(s.Blob, "", map[string]string{metaTerm: "10", metaRole: string(RoleMutex)})
+	raw.put(s.Blob, "", map[string]string{wire.MetaTerm: "10", wire.MetaRole: string(RoleMutex)})
 	log := newTermLog()
 	startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
 	startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
@@ -175,7 +176,7 @@ func TestMutexToolsNeverBreakASessionOrAShard(t *testing.T) {
 	log := &shardLog{}
 	own := startOwner(t, "a", s, []string{"s1"}, log.fn("a", nil))
 	waitFor(t, 15*time.Second, "s1 runs", func() bool { return len(log.running()["s1"]) == 1 })
-	for _, name := range []string{s.Blob + "/" + shardsDir + "s1", s.Blob + "/" + sessionsDir + own.owner.Session()} {
+	for _, name := range []string{s.Blob + "/" + wire.ShardsDir + "s1", s.Blob + "/" + wire.SessionsDir + own.owner.Session()} {
 		ms := s
 		ms.Blob = name
 		lm, err := NewBlobLeaseManager(ms)
@@ -188,7 +189,7 @@ func TestMutexToolsNeverBreakASessionOrAShard(t *testing.T) {
 		assert.Less(t, time.Since(start), s.LeaseDuration, "refused at once, not after a silence")
 		_, err = lm.Break(ctx, 0)
 		assert.ErrorIs(t, err, ErrMalformedRecord, name)
-		assert.ErrorContains(t, err, metaRole)
+		assert.ErrorContains(t, err, wire.MetaRole)
 		cancel()
 		lm.CloseIdleConnections()
 	}
@@ -204,7 +205,7 @@ func TestShardOwnerNeverBreaksAMutexLeaseOnItsShard(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
 	ms := s
-	ms.Blob = s.Blob + "/" + shardsDir + "s1"
+	ms.Blob = s.Blob + "/" + wire.ShardsDir + "s1"
 	ms.LeaseDuration, ms.StopMargin, ms.RenewInterval = 15*time.Second, 0, 0
 	lm, err := NewBlobLeaseManager(ms)
 	require.NoError(t, err)
@@ -239,12 +240,12 @@ func TestPhantomSessionsTakeNoShare(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
-	p := s.Blob + "/" + sessionsDir
+	p := s.Blob + "/" + wire.SessionsDir
 	raw.put(p+"empty", "", nil)
-	raw.put(p+"a-mutex", uuid.NewString(), map[string]string{metaIdentity: "m", metaTerm: "3", metaRole: string(RoleMutex),
-		metaSince: time.Now().UTC().Format(time.RFC3339Nano), metaLeaseDuration: time.Hour.String()})
-	raw.put(p+"unmarked", uuid.NewString(), map[string]string{metaIdentity: "m", metaTerm: "3",
-		metaSince: time.Now().UTC().Format(time.RFC3339Nano), metaLeaseDuration: time.Hour.String()})
+	raw.put(p+"a-mutex", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3", wire.MetaRole: string(RoleMutex),
+		wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
+	raw.put(p+"unmarked", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3",
+		wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
 	var logs syncBuffer
 	log := &shardLog{}
 	own := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
@@ -269,20 +270,20 @@ func TestShardWithAMalformedTermWaitsForItsRepair(t *testing.T) {
 			t.Parallel()
 			s := shardSettings(t)
 			raw := newRawBlob(t, s)
-			name := s.Blob + "/" + shardsDir + "s2"
-			raw.put(name, "", map[string]string{metaTerm: bad, metaRole: string(RoleShard)})
+			name := s.Blob + "/" + wire.ShardsDir + "s2"
+			raw.put(name, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleShard)})
 			var logs syncBuffer
 			log := &shardLog{}
 			own := startOwner(t, "a", s, []string{"s1", "s2", "s3"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 			waitFor(t, 15*time.Second, "s1 and s3 run", func() bool { r := log.running(); return len(r["s1"]) == 1 && len(r["s3"]) == 1 })
 			waitFor(t, 15*time.Second, "the Error line", func() bool {
-				return strings.Contains(logs.String(), "key="+metaTerm) && strings.Contains(logs.String(), "value="+bad)
+				return strings.Contains(logs.String(), "key="+wire.MetaTerm) && strings.Contains(logs.String(), "value="+bad)
 			})
 			time.Sleep(4 * s.RetryInterval)
 			assert.Empty(t, log.running()["s2"])
 			assert.ErrorIs(t, own.owner.Healthy(), ErrMalformedRecord)
 
-			raw.set(name, map[string]string{metaTerm: "7", metaRole: string(RoleShard)})
+			raw.set(name, map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleShard)})
 			waitFor(t, 15*time.Second, "s2 runs once repaired", func() bool { return len(log.running()["s2"]) == 1 })
 			for _, tm := range log.snapshot() {
 				if tm.shard == "s2" {
@@ -300,8 +301,8 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
-	name := s.Blob + "/" + shardsDir + "a"
-	raw.put(name, "", map[string]string{metaTerm: "5", metaRole: string(RoleShard)})
+	name := s.Blob + "/" + wire.ShardsDir + "a"
+	raw.put(name, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
 	log := &shardLog{}
 	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
 	waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
@@ -327,9 +328,9 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
-	nameA, nameB := s.Blob+"/"+shardsDir+"a", s.Blob+"/"+shardsDir+"b"
-	raw.put(nameA, "", map[string]string{metaTerm: "5", metaRole: string(RoleShard)})
-	raw.put(nameB, "", map[string]string{metaTerm: "40", metaRole: string(RoleShard)})
+	nameA, nameB := s.Blob+"/"+wire.ShardsDir+"a", s.Blob+"/"+wire.ShardsDir+"b"
+	raw.put(nameA, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
+	raw.put(nameB, "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
 	log := &shardLog{}
 	a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
 	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
@@ -357,11 +358,11 @@ func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
 	md := map[string]string{}
-	for k, v := range createMetadata(RoleShard, 5) {
+	for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
 		md[k] = *v
 	}
-	raw.put(s.Blob+"/"+shardsDir+"a", uuid.NewString(), md)
-	raw.put(s.Blob+"/"+shardsDir+"b", "", map[string]string{metaTerm: "40", metaRole: string(RoleShard)})
+	raw.put(s.Blob+"/"+wire.ShardsDir+"a", uuid.NewString(), md)
+	raw.put(s.Blob+"/"+wire.ShardsDir+"b", "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
 	log := &shardLog{}
 	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
 	waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
@@ -382,22 +383,22 @@ func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 	t.Parallel()
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
-	p := s.Blob + "/" + sessionsDir
+	p := s.Blob + "/" + wire.SessionsDir
 	for id, seen := range map[string]string{
 		"eeeeeeee-eeee-4eee-beee-eeeeeeeeeeee": "x",
-		"dddddddd-dddd-4ddd-bddd-dddddddddddd": strconv.FormatInt(maxSpreadTerm+1, 10),
+		"dddddddd-dddd-4ddd-bddd-dddddddddddd": strconv.FormatInt(wire.MaxSpreadTerm+1, 10),
 		"cccccccc-cccc-4ccc-bccc-cccccccccccc": "30",
 	} {
-		raw.put(p+id, id, map[string]string{metaIdentity: "y", metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
-			metaLeaseDuration: time.Hour.String(), metaOwned: "0", metaRole: string(RoleSession), metaSeen: seen})
+		raw.put(p+id, id, map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
+			wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "0", wire.MetaRole: string(RoleSession), wire.MetaSeen: seen})
 	}
 	var logs syncBuffer
 	own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
 	time.Sleep(4 * s.RetryInterval)
 	assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
-	for _, bad := range []string{"x", strconv.FormatInt(maxSpreadTerm+1, 10)} {
-		assert.Equal(t, 1, strings.Count(logs.String(), "key="+metaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
+	for _, bad := range []string{"x", strconv.FormatInt(wire.MaxSpreadTerm+1, 10)} {
+		assert.Equal(t, 1, strings.Count(logs.String(), "key="+wire.MetaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
 	}
 }
 
@@ -410,9 +411,9 @@ func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T
 	t.Parallel()
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
-	name := s.Blob + "/" + shardsDir + "a"
+	name := s.Blob + "/" + wire.ShardsDir + "a"
 	md := map[string]string{}
-	for k, v := range createMetadata(RoleShard, 5) {
+	for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
 		md[k] = *v
 	}
 	raw.put(name, "", md)
@@ -435,7 +436,7 @@ func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	s := shardSettings(t)
 	raw := newRawBlob(t, s)
 	md := map[string]string{}
-	for k, v := range createMetadata("", 5) {
+	for k, v := range wire.CreateMetadata("", 5, time.Now()) {
 		md[k] = *v
 	}
 	raw.put(s.Blob, "", md)
@@ -454,7 +455,7 @@ func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 // it is released, and gives own "a" again.
 func deleteWhileDropped(t *testing.T, own *ownerRun, log *shardLog, raw rawBlob, s BlobSettings) {
 	t.Helper()
-	name := s.Blob + "/" + shardsDir + "a"
+	name := s.Blob + "/" + wire.ShardsDir + "a"
 	require.NoError(t, own.owner.SetShards(nil))
 	waitFor(t, 15*time.Second, "a released", func() bool {
 		return len(log.running()["a"]) == 0 && !leaderOnBlob(t, s, name).Held()

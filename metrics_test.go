@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -118,14 +119,14 @@ func TestShardOwnerReportsOwnedAndUnownedShards(t *testing.T) {
 	live := "ffffffff-ffff-4fff-bfff-ffffffffffff"
 	set, err := checkShardNames(shardNames(4))
 	require.NoError(t, err)
-	raw.put(p+sessionsDir+live, live, map[string]string{metaIdentity: "y", metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
-		metaLeaseDuration: time.Hour.String(), metaOwned: "1", metaSet: balance.SetDigest(set), metaSetCount: "4"})
-	raw.put(p+shardsDir+"shard-000", uuid.NewString(), map[string]string{metaIdentity: "x", metaTerm: "5", metaSession: uuid.NewString()}) // a dead session's
-	raw.put(p+shardsDir+"shard-001", uuid.NewString(), map[string]string{metaIdentity: "y", metaTerm: "3", metaSession: live})
+	raw.put(p+wire.SessionsDir+live, live, map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
+		wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "1", wire.MetaSet: balance.SetDigest(set), wire.MetaSetCount: "4"})
+	raw.put(p+wire.ShardsDir+"shard-000", uuid.NewString(), map[string]string{wire.MetaIdentity: "x", wire.MetaTerm: "5", wire.MetaSession: uuid.NewString()}) // a dead session's
+	raw.put(p+wire.ShardsDir+"shard-001", uuid.NewString(), map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "3", wire.MetaSession: live})
 
 	log := &shardLog{}
 	a := startOwner(t, "a", s, shardNames(4), log.fn("a", nil), WithMeterProvider(mp))
-	shards, sessions := p+shardsDir, p+sessionsDir
+	shards, sessions := p+wire.ShardsDir, p+wire.SessionsDir
 	gauges := func() (owned, unowned int64, listed bool) {
 		got := reader.collect()
 		owned, _ = gaugeOf[int64](got, "leaderelection.shards.owned", shards)
@@ -163,7 +164,7 @@ func TestShardOwnerReportsOwnedAndUnownedShards(t *testing.T) {
 	assert.False(t, ok, "a session's term is not reported")
 
 	// The hand-written session dies: its lease released, its record left.
-	lc, err := lease.NewBlobClient(raw.cc.NewBlockBlobClient(p+sessionsDir+live), &lease.BlobClientOptions{LeaseID: &live})
+	lc, err := lease.NewBlobClient(raw.cc.NewBlockBlobClient(p+wire.SessionsDir+live), &lease.BlobClientOptions{LeaseID: &live})
 	require.NoError(t, err)
 	_, err = lc.ReleaseLease(context.Background(), nil)
 	require.NoError(t, err)

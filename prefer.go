@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -50,12 +51,8 @@ func WithPriority(p int) Option {
 	return func(o *options) { o.priority, o.prioritySet = p, true }
 }
 
-const (
-	candidatesDir = ".candidates/"
-	metaInstance  = "leaderinstance" // a blob beside the lease: the process that keeps it
-	// candidateLease is a candidate blob's native lease: the shortest.
-	candidateLease = 15 * time.Second
-)
+// candidateLease is a candidate blob's native lease: the shortest.
+const candidateLease = 15 * time.Second
 
 // handedWait is how long a follower leaves a free lease that an ended term
 // handed to another contender: that contender reads it within a
@@ -87,14 +84,14 @@ const candidateRenew = candidateLease / 3
 // contender it hands the lease to, once chosen.
 func (m *BlobDistributedMutex) preferMetadata(md map[string]*string) {
 	p := strconv.Itoa(m.opts.priority)
-	md[metaPriority] = &p
+	md[wire.MetaPriority] = &p
 	if next := m.handTo.Load(); next != nil {
-		md[metaNext] = next
+		md[wire.MetaNext] = next
 	}
 }
 
 func (m *BlobDistributedMutex) candidateBlob(name string) *blob.Client {
-	return m.lease.containerClient.NewBlobClient(m.lease.blob + candidatesDir + name)
+	return m.lease.containerClient.NewBlobClient(m.lease.blob + wire.CandidatesDir + name)
 }
 
 // stand keeps, or drops, this follower's candidacy after a look at the
@@ -115,7 +112,7 @@ func (m *BlobDistributedMutex) stand(ctx context.Context, info LeaseInfo, wait *
 	// rollout).
 	*wait = min(*wait, m.lease.settings.RetryInterval/4)
 	p := strconv.Itoa(m.opts.priority)
-	if m.keepBlob(ctx, c, m.opts.identity, map[string]*string{metaPriority: &p}, wait) {
+	if m.keepBlob(ctx, c, m.opts.identity, map[string]*string{wire.MetaPriority: &p}, wait) {
 		m.logger.Info("leaderelection: waiting as a preferred candidate: the leader has a lower priority", "container", m.lease.settings.Container, "blob", m.lease.settings.Blob,
 			"identity", m.opts.identity, "priority", m.opts.priority, "leader", info.Leader.Identity, "leaderPriority", info.Priority)
 	}
@@ -162,7 +159,7 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 		}
 		c.lease = nil // lapsed and taken, or deleted: take it again
 	}
-	meta := map[string]*string{metaIdentity: to.Ptr(m.opts.identity), metaInstance: to.Ptr(m.instance), metaRole: to.Ptr(string(RoleCandidate))}
+	meta := map[string]*string{wire.MetaIdentity: to.Ptr(m.opts.identity), wire.MetaInstance: to.Ptr(m.instance), wire.MetaRole: to.Ptr(string(RoleCandidate))}
 	for k, v := range md {
 		meta[k] = v
 	}
@@ -170,7 +167,7 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	// identity's previous run refuses the write, and the acquire, until
 	// that lease lapses.
 	call, cancel := m.lease.call(ctx)
-	_, err := m.lease.containerClient.NewBlockBlobClient(m.lease.blob+candidatesDir+name).Upload(call,
+	_, err := m.lease.containerClient.NewBlockBlobClient(m.lease.blob+wire.CandidatesDir+name).Upload(call,
 		streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: meta})
 	cancel()
 	if err != nil {
@@ -229,7 +226,7 @@ func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop context.CancelCauseFunc, passedOver string) {
 	s := m.lease.settings
 	began := time.Now()
-	prefix := m.lease.blob + candidatesDir
+	prefix := m.lease.blob + wire.CandidatesDir
 	gone := map[string]time.Time{} // unleased candidate blobs, since when
 	twins := map[string]bool{}     // twins' instances warned of, this term
 	var failing failureLog
@@ -276,18 +273,18 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 					continue
 				}
 				delete(gone, *b.Name)
-				id := metaValue(b.Metadata, metaIdentity)
+				id := wire.Value(b.Metadata, wire.MetaIdentity)
 				// A twin's mark declares no priority; a candidacy does, and
 				// one of this identity's previous process (restarted in
 				// place) may stand a while yet: no twin.
-				if inst := metaValue(b.Metadata, metaInstance); id == m.opts.identity && inst != "" && inst != m.instance &&
-					metaValue(b.Metadata, metaPriority) == "" && !twins[inst] {
+				if inst := wire.Value(b.Metadata, wire.MetaInstance); id == m.opts.identity && inst != "" && inst != m.instance &&
+					wire.Value(b.Metadata, wire.MetaPriority) == "" && !twins[inst] {
 					twins[inst] = true
 					m.logger.Warn("leaderelection: another live instance contends with this instance's identity; give each instance an identity of its own (WithIdentity)",
 						"container", s.Container, "blob", s.Blob, "identity", id)
 				}
-				p, err := strconv.Atoi(metaValue(b.Metadata, metaPriority))
-				if err != nil || !m.opts.prioritySet || id == "" || id == m.opts.identity || metaValue(b.Metadata, metaRole) != string(RoleCandidate) {
+				p, err := strconv.Atoi(wire.Value(b.Metadata, wire.MetaPriority))
+				if err != nil || !m.opts.prioritySet || id == "" || id == m.opts.identity || wire.Value(b.Metadata, wire.MetaRole) != string(RoleCandidate) {
 					continue
 				}
 				if id == passedOver && time.Since(began) < candidateLease {

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -134,7 +135,7 @@ func TestPreferenceCostsOneListingPerRetryInterval(t *testing.T) {
 	// A candidate of the same priority stands not: it costs its polls only.
 	sb, tb := withTransport(t, s)
 	tb.Observe(func(x faults.Exchange) {
-		if strings.Contains(x.URL, candidatesDir) {
+		if strings.Contains(x.URL, wire.CandidatesDir) {
 			candidateLease.Add(1)
 		}
 	})
@@ -152,10 +153,10 @@ func standGhost(t *testing.T, c *contender, id string, p int, leased bool) *blob
 	t.Helper()
 	lm := c.mutex.lease
 	ctx := context.Background()
-	bc := lm.containerClient.NewBlockBlobClient(lm.blob + candidatesDir + id)
+	bc := lm.containerClient.NewBlockBlobClient(lm.blob + wire.CandidatesDir + id)
 	pr := strconv.Itoa(p)
 	_, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: map[string]*string{
-		metaPriority: &pr, metaIdentity: &id, metaInstance: to.Ptr("ghost"), metaRole: to.Ptr(string(RoleCandidate))}})
+		wire.MetaPriority: &pr, wire.MetaIdentity: &id, wire.MetaInstance: to.Ptr("ghost"), wire.MetaRole: to.Ptr(string(RoleCandidate))}})
 	require.NoError(t, err)
 	if leased {
 		lc, err := lease.NewBlobClient(bc.BlobClient(), nil)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -22,40 +23,33 @@ func md(kv ...string) map[string]*string {
 	return out
 }
 
-// A record is read as data: what does not read is reported with the blob,
-// the key and the value, and nothing is built on it.
+// A record is read as data (wire.ParseRecord): what does not read is
+// reported as a *RecordError naming the blob, the key and the value, and
+// LeaseInfo carries it.
 func TestReadRecordReportsWhatDoesNotRead(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name     string
-		md       map[string]*string
-		number   int64
-		termBad  bool
-		declared time.Duration
-		key      string // the key reported, "" for none
+		name string
+		md   map[string]*string
+		key  string // the key reported, "" for none
 	}{
-		{"none", md(), 0, false, 0, ""},
-		{"valid", md(metaTerm, "7", metaLeaseDuration, "5s", metaIdentity, "a"), 7, false, 5 * time.Second, ""},
-		{"garbage term", md(metaTerm, "seven"), 0, true, 0, metaTerm},
-		{"negative term", md(metaTerm, "-3"), 0, true, 0, metaTerm},
-		{"term past int64", md(metaTerm, "9223372036854775808"), 0, true, 0, metaTerm},
-		{"largest term reads", md(metaTerm, "9223372036854775807"), math.MaxInt64, false, 0, ""},
-		{"absurd duration", md(metaTerm, "1", metaLeaseDuration, "2562047h"), 1, false, 24 * time.Hour, metaLeaseDuration},
-		{"unreadable duration", md(metaLeaseDuration, "soon"), 0, false, 24 * time.Hour, metaLeaseDuration},
-		{"too short a duration", md(metaLeaseDuration, "1ms"), 0, false, 24 * time.Hour, metaLeaseDuration},
-		{"longest valid", md(metaLeaseDuration, "24h"), 0, false, 24 * time.Hour, ""},
-		{"case-insensitive", md("LeaderTerm", "x"), 0, true, 0, metaTerm},
+		{"none", md(), ""},
+		{"valid", md(wire.MetaTerm, "7", wire.MetaLeaseDuration, "5s", wire.MetaIdentity, "a"), ""},
+		{"garbage term", md(wire.MetaTerm, "seven"), wire.MetaTerm},
+		{"absurd duration", md(wire.MetaTerm, "1", wire.MetaLeaseDuration, "2562047h"), wire.MetaLeaseDuration},
+		{"case-insensitive", md("LeaderTerm", "x"), wire.MetaTerm},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := readRecord("c", "b", tc.md)
-			assert.Equal(t, tc.number, r.term.Number)
-			assert.Equal(t, tc.termBad, r.termBad)
-			assert.Equal(t, tc.declared, r.declared)
+			var info LeaseInfo
+			r.fill(&info)
+			assert.Equal(t, r.problem, info.RecordError)
 			if tc.key == "" {
 				assert.Nil(t, r.problem)
 				return
 			}
 			require.NotNil(t, r.problem)
+			assert.Equal(t, RecordError{Container: "c", Blob: "b", Key: r.Problem.Key, Value: r.Problem.Value, Rule: r.Problem.Rule}, *r.problem)
 			assert.Equal(t, tc.key, r.problem.Key)
 			assert.ErrorIs(t, r.problem, ErrMalformedRecord)
 			assert.Contains(t, r.problem.Error(), "c/b")
@@ -70,27 +64,18 @@ func TestReadRecordReportsWhatDoesNotRead(t *testing.T) {
 func TestSilenceOfAnAbsurdDeclarationIsTheLongestValid(t *testing.T) {
 	t.Parallel()
 	for _, declared := range []string{"2562047h", "forever", "0s"} {
-		r := readRecord("c", "b", md(metaTerm, "3", metaIdentity, "x", metaLeaseDuration, declared))
+		r := readRecord("c", "b", md(wire.MetaTerm, "3", wire.MetaIdentity, "x", wire.MetaLeaseDuration, declared))
 		now := time.Now()
-		info := LeaseInfo{State: lease.StateTypeLeased, Kind: ETagLease, ETag: "\"e\"", Received: now, DeclaredDuration: r.declared}
+		info := LeaseInfo{State: lease.StateTypeLeased, Kind: ETagLease, ETag: "\"e\"", Received: now, DeclaredDuration: r.Declared}
 		var w silenceWatch
 		assert.Equal(t, now.Add(24*time.Hour), w.observe(info, 5*time.Second), "declared %q", declared)
 	}
 }
 
-// No term follows the largest number: the fencing token never wraps.
-func TestNextTermNeverOverflowsOrGoesBelowTheFloor(t *testing.T) {
+// No term follows the largest number (wire.NextTerm): a record that has it
+// is one that cannot be built on.
+func TestTermCannotGrowIsAMalformedRecord(t *testing.T) {
 	t.Parallel()
-	n, ok := nextTerm(4, 0)
-	assert.Equal(t, int64(5), n)
-	assert.True(t, ok)
-	n, ok = nextTerm(1, 9)
-	assert.Equal(t, int64(10), n, "a blob created again continues above the highest term seen")
-	assert.True(t, ok)
-	_, ok = nextTerm(math.MaxInt64, 0)
-	assert.False(t, ok)
-	_, ok = nextTerm(0, math.MaxInt64)
-	assert.False(t, ok)
 	err := termCannotGrow("c", "b", math.MaxInt64)
 	assert.True(t, errors.Is(err, ErrMalformedRecord))
 	assert.Contains(t, err.Error(), "9223372036854775807")
@@ -134,4 +119,13 @@ func TestNamesAmongAShardOwnersBlobsAreRefused(t *testing.T) {
 	s.Blob = "app/sessions"
 	_, err = NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil })
 	assert.ErrorContains(t, err, "Blob")
+}
+
+// The public roles are the wire format's, spelled out in the root so that
+// their documentation shows the value stored.
+func TestTheRolesAreTheWireFormats(t *testing.T) {
+	for role, wireRole := range map[BlobRole]string{RoleMutex: wire.RoleMutex, RoleSession: wire.RoleSession, RoleShard: wire.RoleShard,
+		RoleHandoff: wire.RoleHandoff, RoleCandidate: wire.RoleCandidate, RoleHeld: wire.RoleHeld} {
+		assert.Equal(t, wireRole, string(role))
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A blob created again under a running fleet is seeded with its creator's
@@ -74,9 +75,9 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		return 0
 	}
 	if floor := m.floor.get(); floor > info.Leader.Number {
-		md := endedMetadata(m.role, floor)
+		md := wire.EndedMetadata(string(m.role), floor, time.Now())
 		if !info.Recreated.IsZero() {
-			md = createMetadata(m.role, floor)
+			md = wire.CreateMetadata(string(m.role), floor, time.Now())
 		}
 		_, err := m.writeSeed(ctx, info.ETag, md)
 		if err == nil {

@@ -185,7 +185,7 @@ import (
 // not started its func, and its write fails on the broken lease. A dead
 // session's shards named in its list of what it held (held.go) are claimed
 // without a listing: by a change of the lease's ID from the one that
-// session derived for it (claimLeaseID, handoffLeaseID) to the claim's own,
+// session derived for it (wire.ClaimLeaseID, HandoffLeaseID) to the claim's own,
 // then the record, each If-Match the ETag the list gives, that of the
 // record the dead session ran the shard under. Nobody but that session uses
 // an ID derived for it (a giver hands it a shard under one only once the
@@ -210,7 +210,7 @@ import (
 // can tell that it holds nothing (freeStrays). Every claim proposes a
 // lease ID of its own (derived from its session, the session's term, the
 // shard and the term it records, and a session never proposes a term twice
-// for a shard: claimLeaseID): a release whose answer was lost may reach the
+// for a shard: wire.ClaimLeaseID): a release whose answer was lost may reach the
 // server later, and must not end a later claim of the same shard by the
 // same session. The shares, and the groups of sessions that agree on the set of
 // shards (balance.go), decide only who tries to claim what: whether a shard

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -17,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/clock"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -53,22 +53,6 @@ import (
 // refuses, and every renewal is If-Match the ETag its own last write left,
 // which the mark changed), and a process restarted with the file never
 // resumes a marked session (resumeSession). See the top of renew.go.
-
-// Blob layout under the prefix, and the metadata keys only sessions and
-// shards write (the rest is a term record: see term.go).
-const (
-	sessionsDir  = "sessions/"
-	shardsDir    = "shards/"
-	metaSession  = "leadersession"    // a shard's record: the session that holds it
-	metaOwned    = "leadershards"     // a session's record: how many shards it holds
-	metaSet      = "leadershardset"   // a session's record: its set of shards' digest (see balance.SetDigest)
-	metaSetCount = "leadershardcount" // a session's record: how many shards its set has
-	metaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see leave)
-	metaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)
-	metaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (claimLeaseID)
-	metaSeen     = "leaderseen"       // a session's record: the highest term its instance saw on any shard (see vanished.go)
-	metaLongest  = "leaderlongest"    // a session's record: the longest lease duration its instance knows a session declared (see mayRun)
-)
 
 // session is this instance's current session.
 type session struct {
@@ -113,9 +97,9 @@ func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *Blob
 		boot:            o.opts.seams.boot,
 	}
 	switch {
-	case strings.HasPrefix(name, o.prefix+sessionsDir):
+	case strings.HasPrefix(name, o.prefix+wire.SessionsDir):
 		m.role = RoleSession
-	case strings.HasPrefix(name, o.prefix+shardsDir):
+	case strings.HasPrefix(name, o.prefix+wire.ShardsDir):
 		m.role = RoleShard
 	}
 	if o.reached.Load() {
@@ -127,38 +111,8 @@ func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *Blob
 	return m
 }
 
-func (o *ShardOwner) sessionBlob(id string) string { return o.prefix + sessionsDir + id }
-func (o *ShardOwner) shardBlob(name string) string { return o.prefix + shardsDir + name }
-
-// checkOwnName refuses a blob name (a mutex's, or a ShardOwner's prefix)
-// that could be one of a ShardOwner's blobs: P/sessions/ID or P/shards/NAME
-// for another owner's prefix P. The blobs' roles keep the kinds out of each
-// other's way where the names cannot be seen together (see record.go); here a
-// clash is refused before it is made. The segments checked are those after
-// the first (a prefix is never empty), and for a mutex before the last (its
-// own name).
-func checkOwnName(name string, prefix bool) error {
-	segs := strings.Split(name, "/")
-	end := len(segs) - 1
-	if prefix {
-		end = len(segs)
-	}
-	for i := 1; i < end; i++ {
-		if d := segs[i] + "/"; d == sessionsDir || d == shardsDir || d == handoffDir || d == heldDir {
-			owner := strings.Join(segs[:i], "/")
-			what := "a mutex's blob"
-			if prefix {
-				what = "a ShardOwner's prefix"
-			}
-			if carriesSecret(name) {
-				return errCarriesSecret("Blob")
-			}
-			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %s (its %q directory): choose a name without a %q segment, got %s",
-				what, shown(owner), d, segs[i], shown(name))}
-		}
-	}
-	return nil
-}
+func (o *ShardOwner) sessionBlob(id string) string { return wire.SessionBlob(o.prefix, id) }
+func (o *ShardOwner) shardBlob(name string) string { return wire.ShardBlob(o.prefix, name) }
 
 // startSession starts a session: the one named in the lease ID file, if it
 // is still alive (resumeSession, sessionfile.go); otherwise a fresh ID, its
@@ -236,18 +190,10 @@ func (o *ShardOwner) newSession(id string) *session {
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
-		n := strconv.Itoa(max(o.ownedCount(), int(s.inherited.Load())))
+		n := max(o.ownedCount(), int(s.inherited.Load()))
 		digest, size := o.setSummary()
-		count := strconv.Itoa(size)
-		handing := strconv.Itoa(o.handingCount())
-		seen := strconv.FormatInt(o.seenMax.Load(), 10)
-		longest := max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())).String()
-		md[metaOwned], md[metaSet], md[metaSetCount], md[metaHanding], md[metaSeen] = &n, &digest, &count, &handing, &seen
-		md[metaLongest] = &longest
-		if s.leaving.Load() {
-			yes := "true"
-			md[metaLeaving] = &yes
-		}
+		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.seenMax.Load(),
+			Longest: max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
 	}
 	emit := func(e Event) {
 		switch e.Kind {
@@ -332,7 +278,7 @@ type listed struct {
 	rec        record             // the record as read (record.go): its role, and what does not read
 }
 
-// list reads every blob under dir (sessionsDir or shardsDir) with its
+// list reads every blob under dir (wire.SessionsDir or ShardsDir) with its
 // metadata, listPage a page, and calls fn for each in name order. Each page is
 // one request, bounded by RequestTimeout; Received is when its page arrived.
 // It returns errContainerGone if the container is gone.
@@ -344,7 +290,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 		MaxResults: &listPage,
 	})
 	timeout := o.settings.RequestTimeout
-	if dir == shardsDir {
+	if dir == wire.ShardsDir {
 		timeout = max(timeout, listPageTimeout)
 	}
 	for pager.More() {
@@ -367,7 +313,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 			l.rec = readRecord(o.settings.Container, *item.Name, item.Metadata)
 			l.rec.fill(&l.info)
 			l.record = l.info.Leader.Identity != ""
-			l.ended = l.rec.endMark
+			l.ended = l.rec.EndMark
 			l.md = item.Metadata
 			fn(l)
 		}
@@ -388,7 +334,7 @@ var listPage int32 = 1000
 const listPageTimeout = 30 * time.Second
 
 func listedItem(name string, p *container.BlobProperties, md map[string]*string, received time.Time) listed {
-	l := listed{name: name, owned: -1, size: -1}
+	l := listed{name: name}
 	l.info = LeaseInfo{Exists: true, Received: received}
 	if p.LeaseState != nil {
 		l.info.State = *p.LeaseState
@@ -411,35 +357,10 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 	if p.LastModified != nil {
 		l.info.LastModified = *p.LastModified
 	}
-	l.session = metaValue(md, metaSession)
-	if n, err := strconv.Atoi(metaValue(md, metaOwned)); err == nil && n >= 0 {
-		l.owned = n
-	}
-	l.set = metaValue(md, metaSet)
-	if n, err := strconv.ParseInt(metaValue(md, metaClaimGen), 10, 64); err == nil && n > 0 {
-		l.gen = n
-	}
-	l.leaving = metaValue(md, metaLeaving) == "true"
-	if n, err := strconv.Atoi(metaValue(md, metaHanding)); err == nil && n > 0 {
-		l.handing = n
-	}
-	if n, err := strconv.Atoi(metaValue(md, metaSetCount)); err == nil && n >= 0 {
-		l.size = n
-	}
-	if v := metaValue(md, metaSeen); v != "" {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 && n <= maxSpreadTerm {
-			l.seen = n
-		} else {
-			l.seenBad = unlessSecret(v)
-		}
-	}
-	if v := metaValue(md, metaLongest); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d >= minDeclarable && d <= maxDeclarable {
-			l.longest = d
-		} else {
-			l.longestBad = unlessSecret(v)
-		}
-	}
+	f := wire.ParseListed(md)
+	l.session, l.owned, l.set, l.gen, l.leaving, l.handing, l.size = f.Session, f.Owned, f.Set, f.Gen, f.Leaving, f.Handing, f.Size
+	l.seen, l.seenBad = f.Seen, unlessSecret(f.SeenBad)
+	l.longest, l.longestBad = f.Longest, unlessSecret(f.LongestBad)
 	return l
 }
 
@@ -447,7 +368,7 @@ func listedItem(name string, p *container.BlobProperties, md map[string]*string,
 // session: its role, or (written by a version before roles) its record's
 // count of shards held.
 func (l listed) isSession() bool {
-	return l.rec.role == RoleSession || l.rec.role == "" && l.owned >= 0
+	return l.rec.Role == wire.RoleSession || l.rec.Role == "" && l.owned >= 0
 }
 
 // sessionView is what one listing of the sessions says, judged by this
@@ -465,7 +386,7 @@ type sessionView struct {
 	// handing over: asked to stop, not handed yet, and no longer counted
 	// in owned. Shards are on their way to the sessions below their share.
 	handing map[string]int
-	// knows is, for each live session whose record says (metaLongest), the
+	// knows is, for each live session whose record says (wire.MetaLongest), the
 	// longest lease duration its instance knows a session declared, its
 	// own included (see mayRun); none for a record of an older version.
 	knows map[string]time.Duration
@@ -572,7 +493,7 @@ const deadFor = time.Hour
 // broken.
 func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *sessionWatch, wait *time.Duration) (sessionView, error) {
 	var seen []listed
-	if err := o.list(ctx, sessionsDir, func(l listed) { seen = append(seen, l) }); err != nil {
+	if err := o.list(ctx, wire.SessionsDir, func(l listed) { seen = append(seen, l) }); err != nil {
 		if errors.Is(err, errContainerGone) {
 			o.sawDeletion("a listing of the sessions found the container gone")
 			return sessionView{}, errSessionGone
@@ -608,7 +529,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			// counted, broken or collected.
 			if why := w.ignored[l.name]; why == "" {
 				o.logger.Warn("leaderelection: ignoring a blob under the sessions prefix that is not a session",
-					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "role", l.rec.role)
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "role", BlobRole(l.rec.Role))
 			}
 			ignored[l.name] = "not a session"
 			continue
@@ -623,7 +544,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		} else if l.seenBad != "" {
 			if w.badSeen[l.name] != l.seenBad {
 				o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; that value is ignored",
-					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", metaSeen, "value", l.seenBad, "limit", maxSpreadTerm)
+					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaSeen, "value", l.seenBad, "limit", wire.MaxSpreadTerm)
 			}
 			badSeen[l.name] = l.seenBad
 		} else {
@@ -716,7 +637,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			case l.longestBad != "":
 				if w.badLongest[l.name] != l.longestBad {
 					o.logger.Warn("leaderelection: a session's record says a longest lease duration known that does not read; it is taken to know only its own",
-						"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", metaLongest, "value", l.longestBad)
+						"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaLongest, "value", l.longestBad)
 				}
 				badLongest[l.name] = l.longestBad
 				view.knows[l.name] = l.info.DeclaredDuration
@@ -890,7 +811,7 @@ func (o *ShardOwner) sessionState(ctx context.Context, w *sessionWatch, id strin
 	if err != nil {
 		return false, err
 	}
-	l := listed{name: id, info: info, md: md, record: info.Leader.Identity != "", ended: readRecord(lm.container, lm.blob, md).endMark}
+	l := listed{name: id, info: info, md: md, record: info.Leader.Identity != "", ended: readRecord(lm.container, lm.blob, md).EndMark}
 	switch {
 	case !info.Exists, l.ended:
 		dead = true
@@ -921,7 +842,7 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 		md = map[string]*string{}
 	}
 	ended := time.Now().UTC().Format(time.RFC3339Nano)
-	md[metaEnded] = &ended
+	md[wire.MetaEnded] = &ended
 	_, err := lm.writeUnleased(ctx, "mark session ended", l.info.ETag, md)
 	switch {
 	case err == nil:
@@ -933,7 +854,7 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 	case errors.Is(err, ErrLeaseHeld):
 		// Written meanwhile (another instance's mark?), or leased again.
 		info, md, rerr := lm.inspect(ctx)
-		if rerr == nil && (!info.Exists || readRecord(lm.container, lm.blob, md).endMark) {
+		if rerr == nil && (!info.Exists || readRecord(lm.container, lm.blob, md).EndMark) {
 			return true
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,8 +24,8 @@ import (
 
 // sessionRecord is the record of a live session of identity who.
 func sessionRecord(who string) map[string]string {
-	return map[string]string{metaIdentity: who, metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
-		metaLeaseDuration: time.Hour.String(), metaOwned: "0", metaRole: string(RoleSession)}
+	return map[string]string{wire.MetaIdentity: who, wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
+		wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "0", wire.MetaRole: string(RoleSession)}
 }
 
 // breakLease breaks name's lease at once.
@@ -61,7 +62,7 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 	require.NoError(t, err)
 	defer o.closeIdle()
 	ended := sessionRecord("x")
-	ended[metaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
+	ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 	for _, tc := range []struct {
 		name   string
 		make   func(blob, id string)
@@ -86,7 +87,7 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 			raw.acquire(blob, id)
 		}, dead: true, marked: true},
 		{name: "being started", make: func(blob, id string) {
-			raw.put(blob, "", map[string]string{metaRole: string(RoleSession)})
+			raw.put(blob, "", map[string]string{wire.MetaRole: string(RoleSession)})
 		}, dead: false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,8 +102,8 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 				_, md, err := lm.inspect(context.Background())
 				require.NoError(t, err)
 				rec := readRecord(s.Container, blob, md)
-				assert.True(t, rec.endMark, "the blob carries the end mark")
-				assert.Equal(t, "x", rec.term.Identity, "the mark keeps the record it was written on")
+				assert.True(t, rec.EndMark, "the blob carries the end mark")
+				assert.Equal(t, "x", rec.Term.Identity, "the mark keeps the record it was written on")
 			}
 		})
 	}
@@ -142,7 +143,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 	defer o.closeIdle()
 	id := uuid.NewString()
 	ended := sessionRecord("x")
-	ended[metaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
+	ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 	raw.put(o.sessionBlob(id), id, ended)
 	lm := o.newSession(id).term.lease
 	_, _, err = lm.recordTerm(context.Background(), "x")
@@ -153,7 +154,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 	// with the end mark on it: lost, not ours to write again.
 	_, md, err := lm.inspect(context.Background())
 	require.NoError(t, err)
-	r := &termRecord{leaseID: id, term: readRecord(s.Container, lm.blob, md).term, etag: `"0xstale"`}
+	r := &termRecord{leaseID: id, term: readRecord(s.Container, lm.blob, md).term(), etag: `"0xstale"`}
 	err = lm.writtenSince(context.Background(), r, &StorageError{kind: ErrTransient})
 	require.ErrorIs(t, err, ErrLeaseLost)
 }
@@ -195,7 +196,7 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 	require.NoError(t, err)
 	defer o.closeIdle()
 	blob := o.shardBlob("x")
-	etag := raw.put(blob, "", map[string]string{metaIdentity: "y", metaTerm: "7", metaRole: string(RoleShard), metaSession: "dead"})
+	etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 	g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
 		owners: map[string]shardHolder{}}
 	e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
@@ -233,7 +234,7 @@ func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 		props, err := raw.cc.NewBlobClient(a.owner.sessionBlob(aSession)).GetProperties(context.Background(), nil)
 		d := time.Duration(-1) // the read failed
 		if err == nil {
-			d, _ = time.ParseDuration(metaValue(props.Metadata, metaLongest))
+			d, _ = time.ParseDuration(wire.Value(props.Metadata, wire.MetaLongest))
 		}
 		mu.Lock()
 		known = append(known, d)

@@ -13,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/clock"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -112,8 +113,8 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 			props.LeaseDuration != nil && *props.LeaseDuration == lease.DurationTypeInfinite
 		// A session whose record carries the end mark is dead for good,
 		// even leased again under its ID (session.go): never resumed.
-		if leased && rec.role == RoleSession && rec.term.Identity != "" && !rec.endMark {
-			if n, err := strconv.Atoi(metaValue(props.Metadata, metaOwned)); err == nil && n > 0 {
+		if leased && rec.Role == wire.RoleSession && rec.Term.Identity != "" && !rec.EndMark {
+			if n, err := strconv.Atoi(wire.Value(props.Metadata, wire.MetaOwned)); err == nil && n > 0 {
 				s.inherited.Store(int64(n))
 			}
 			s.resumed = true
@@ -154,7 +155,7 @@ const takeBackParallel = 4 * claimParallel
 // claiming, or had handed to it), which is dead: the file's lock says so.
 // First those the session's list names (held.go), at once, with no
 // listing: each by a change of its lease's ID from the one the list
-// implies (claimLeaseID, or handoffLeaseID for a shard handed to the
+// implies (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed to the
 // session) to one of this claim's own, then the next term recorded, each
 // If-Match the ETag the list gives; the change fails unless the lease still
 // has that ID, which only the previous process used, and the record is
@@ -191,7 +192,7 @@ func (g *shardManager) takeBack() {
 	backoff := o.settings.retryDelay()
 	for {
 		cands, free = cands[:0], free[:0]
-		err := o.list(g.ctx, shardsDir, func(l listed) {
+		err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
 			if l.session != g.s.id || o.shardProblem(l) != nil {
 				return
 			}
@@ -203,9 +204,9 @@ func (g *shardManager) takeBack() {
 			case o.holds(l.name):
 				// Taken back already, from the list.
 			case inSet:
-				old := handoffLeaseID(l.session, l.name, l.info.Leader.Number)
+				old := wire.HandoffLeaseID(l.session, l.name, l.info.Leader.Number)
 				if l.gen > 0 {
-					old = claimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
+					old = wire.ClaimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
 				}
 				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
 					leased: l.info.Held(), oldID: old})

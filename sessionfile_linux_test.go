@@ -20,6 +20,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -371,13 +372,13 @@ func TestASessionJudgedDeadIsNeverResumedEvenLeasedAgainUnderItsID(t *testing.T)
 	session := a.owner.Session()
 	require.NotEmpty(t, session)
 	require.ErrorIs(t, a.stop(t), context.Canceled) // kept for the next process: its lease stays
-	blob := s.Blob + "/" + sessionsDir + session
+	blob := s.Blob + "/" + wire.SessionsDir + session
 
 	bc := raw.cc.NewBlobClient(blob)
 	waitFor(t, 3*s.LeaseDuration, "b marks a's session ended", func() bool {
 		props, err := bc.GetProperties(context.Background(), nil)
 		require.NoError(t, err)
-		return *props.LeaseState != lease.StateTypeLeased && readRecord(s.Container, blob, props.Metadata).endMark
+		return *props.LeaseState != lease.StateTypeLeased && readRecord(s.Container, blob, props.Metadata).EndMark
 	})
 	// The acquire a's session sent as it started, delayed in the network.
 	lc, err := lease.NewBlobClient(bc, &lease.BlobClientOptions{LeaseID: &session})

@@ -18,6 +18,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // Defaults for the timings of [BlobSettings]. The relations between them are
@@ -881,7 +882,38 @@ func (e *credentialError) Unwrap() error { return e.err }
 // between the timings leave no room (StopMargin at least 1 s, two renewals
 // of at least 500 ms before the deadline, a request timeout); above a day,
 // a crashed leader would block everyone for longer than anyone means to.
+// A record is read by the same bounds (wire.MinDeclarable, MaxDeclarable).
 const (
-	minETagLeaseDuration = 3 * time.Second
-	maxETagLeaseDuration = 24 * time.Hour
+	minETagLeaseDuration = wire.MinDeclarable // 3 s
+	maxETagLeaseDuration = wire.MaxDeclarable // 24 h
 )
+
+// checkOwnName refuses a blob name (a mutex's, or a ShardOwner's prefix)
+// that could be one of a ShardOwner's blobs: P/sessions/ID or P/shards/NAME
+// for another owner's prefix P. The blobs' roles keep the kinds out of each
+// other's way where the names cannot be seen together (see record.go); here a
+// clash is refused before it is made. The segments checked are those after
+// the first (a prefix is never empty), and for a mutex before the last (its
+// own name).
+func checkOwnName(name string, prefix bool) error {
+	segs := strings.Split(name, "/")
+	end := len(segs) - 1
+	if prefix {
+		end = len(segs)
+	}
+	for i := 1; i < end; i++ {
+		if d := segs[i] + "/"; d == wire.SessionsDir || d == wire.ShardsDir || d == wire.HandoffDir || d == wire.HeldDir {
+			owner := strings.Join(segs[:i], "/")
+			what := "a mutex's blob"
+			if prefix {
+				what = "a ShardOwner's prefix"
+			}
+			if carriesSecret(name) {
+				return errCarriesSecret("Blob")
+			}
+			return &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is %s that lies among the blobs of a ShardOwner with prefix %s (its %q directory): choose a name without a %q segment, got %s",
+				what, shown(owner), d, segs[i], shown(name))}
+		}
+	}
+	return nil
+}

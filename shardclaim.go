@@ -8,7 +8,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -21,6 +20,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -156,7 +156,7 @@ func (g *shardManager) listShards(view sessionView) error {
 	o.mu.Unlock()
 	var entries []listed
 	strays := false // leases with this session's record that it does not hold (see freeStrays)
-	if err := o.list(g.ctx, shardsDir, func(l listed) {
+	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
 		if set[l.name] {
 			entries = append(entries, l)
 		} else if o.isRunning(l.name) {
@@ -190,7 +190,7 @@ func (g *shardManager) listShards(view sessionView) error {
 		if !set[l.name] {
 			continue
 		}
-		if !l.rec.termBad {
+		if !l.rec.TermBad {
 			terms[l.name] = l.info.Leader.Number
 		}
 		if p := o.shardProblem(l); p != nil {
@@ -614,7 +614,7 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 //
 // The claim's lease ID derives from this session, its term (which a resumed
 // session's next process raises), the shard and the term the claim records
-// (claimLeaseID), and the record names that session term, so a process that
+// (wire.ClaimLeaseID), and the record names that session term, so a process that
 // resumes the session can derive it too. This session never proposes a term
 // twice for one shard (propose, before the acquire), so no two of its claims
 // share an ID: a release whose answer was lost, reaching the server late,
@@ -645,7 +645,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			floor = fleet
 		}
 	}
-	number, ok := nextTerm(max(c.prev, g.proposed(c.name)), floor)
+	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
 		o.unclaim(c.name)
@@ -653,7 +653,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		return false, "permanent"
 	}
 	g.propose(c.name, number)
-	id := claimLeaseID(g.s.id, g.gen, c.name, number)
+	id := wire.ClaimLeaseID(g.s.id, g.gen, c.name, number)
 	lm := o.managerFor(o.shardBlob(c.name), id)
 	done := func(outcome string, release bool) (bool, string) {
 		if release {
@@ -806,12 +806,12 @@ func (g *shardManager) freeStrays() {
 func (o *ShardOwner) shardProblem(l listed) *RecordError {
 	blob := o.shardBlob(l.name)
 	switch {
-	case l.rec.role != "" && l.rec.role != RoleShard:
-		return foreignRole(o.settings.Container, blob, l.rec.role, RoleShard)
+	case l.rec.Role != "" && l.rec.Role != wire.RoleShard:
+		return foreignRole(o.settings.Container, blob, BlobRole(l.rec.Role), RoleShard)
 	case l.info.Held() && l.info.Kind == NativeLease:
 		return &RecordError{Container: o.settings.Container, Blob: blob, Key: "x-ms-lease-duration", Value: string(l.info.Duration),
 			Rule: "is a fixed (native) lease, which no shard holds: another owner's (a mutex's?), never broken"}
-	case l.rec.termBad:
+	case l.rec.TermBad:
 		return l.rec.problem
 	case l.info.Leader.Number == math.MaxInt64 && !(l.info.Held() && l.session != ""):
 		return termCannotGrow(o.settings.Container, blob, l.info.Leader.Number)
@@ -888,21 +888,13 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	for name, n := range terms {
 		if n > o.floors[name] && n != math.MaxInt64 {
 			o.floors[name] = n
-			if n <= maxSpreadTerm {
+			if n <= wire.MaxSpreadTerm {
 				raiseTo(&o.seenMax, n)
 				raiseTo(&o.fleetSeen, n)
 			}
 		}
 	}
 }
-
-// maxSpreadTerm is the highest term the fleet's highest (seenMax,
-// fleetSeen: vanished.go) takes in: more than a claim a microsecond for
-// 285 years could reach. A higher one is a repair's, or another writer's,
-// and stays its shard's own: spread to every shard created again, a
-// value near the largest number would leave each one's term no room to
-// grow.
-const maxSpreadTerm = 1 << 53
 
 // unclaim ends a claim of shard name that starts no func.
 func (o *ShardOwner) unclaim(name string) {
@@ -945,7 +937,7 @@ func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed
 	defer cancel()
 	anyETag := azcore.ETagAny
 	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata:         createMetadata(RoleShard, seed),
+		Metadata:         wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
 		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
 	})
 	if err != nil {
@@ -979,17 +971,12 @@ func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, e
 
 // writeShardRecord writes the shard's record under its lease, if the blob's
 // ETag is still etag, and returns the ETag it made. gen is the term of the
-// claiming session that the lease ID derives from (claimLeaseID), 0 for a
-// transfer (handoffLeaseID).
+// claiming session that the lease ID derives from (wire.ClaimLeaseID), 0 for
+// a transfer (wire.HandoffLeaseID).
 func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, gen int64, etag azcore.ETag) (azcore.ETag, error) {
 	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
 	defer cancel()
-	md := recordMetadata(t, o.settings.LeaseDuration, RoleShard)
-	md[metaSession] = &sessionID
-	if gen > 0 {
-		g := strconv.FormatInt(gen, 10)
-		md[metaClaimGen] = &g
-	}
+	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, gen)
 	id := lm.LeaseID()
 	resp, err := lm.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
 		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},

@@ -19,7 +19,7 @@ type shardRun struct {
 	name    string
 	runner  *termRunner // the shard's lease (this claim's ID), its health and logger
 	term    Term
-	gen     int64       // the session term its lease ID derives from (claimLeaseID); 0: handed to it (handoffLeaseID)
+	gen     int64       // the session term its lease ID derives from (wire.ClaimLeaseID); 0: handed to it (wire.HandoffLeaseID)
 	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
 	claimed time.Time   // when the record was confirmed
 	ts      termStop

@@ -17,7 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/clock"
-	"github.com/blobelect/leaderelection/internal/shardtext"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -162,7 +162,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	if err := settings.validate(true); err != nil { // the session's lease is an ETag lease, whatever its duration
 		errs = append(errs, err)
 	}
-	if maxPrefix := 1024 - 1 - len(shardsDir) - shardtext.MaxName; len(settings.Blob) > maxPrefix {
+	if maxPrefix := 1024 - 1 - len(wire.ShardsDir) - wire.MaxName; len(settings.Blob) > maxPrefix {
 		errs = append(errs, &SettingsError{Field: "Blob", Rule: fmt.Sprintf("is the ShardOwner's prefix: at most %d characters long, got %d", maxPrefix, len(settings.Blob))})
 	} else if err := checkOwnName(settings.Blob, true); err != nil {
 		errs = append(errs, err)
@@ -226,8 +226,8 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 	}
 	own.sessionCC, own.sessionTransport = scc, stransport
 	own.ops = own.managerFor(settings.Blob, uuid.NewString())
-	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+sessionsDir)
-	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+shardsDir)
+	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
+	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
 	own.counts = newShardCounters(own.shardMetrics)
 	return own, nil
 }
@@ -607,7 +607,7 @@ type shardManager struct {
 	termsMu     sync.Mutex                      // guards terms
 	terms       map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
 	highest     map[string]int64                // by shard, the highest of them, and of the terms its claims proposed
-	gen         int64                           // the session's term: claimLeaseID derives from it
+	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
 	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
 
 	// The list of the shards this session holds (held.go): when it was
@@ -721,7 +721,7 @@ func (g *shardManager) begin() {
 
 // mayRun reports whether this session may run shards yet: once every other
 // live session's record says that its instance knows a lease duration at
-// least as long as this session's (metaLongest: the longest any session it
+// least as long as this session's (wire.MetaLongest: the longest any session it
 // listed declared). Until then this session claims, adopts and takes back
 // nothing. A deletion of the container makes every instance that saw it
 // wait for the longest lease duration it knows before it claims a shard
@@ -897,7 +897,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 		}
 	}()
 	var info ShardsInfo
-	err := o.list(ctx, sessionsDir, func(l listed) {
+	err := o.list(ctx, wire.SessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{
 			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record && !l.ended, Identity: l.info.Leader.Identity,
 			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
@@ -910,7 +910,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	if err != nil {
 		return ShardsInfo{}, err
 	}
-	err = o.list(ctx, shardsDir, func(l listed) {
+	err = o.list(ctx, wire.ShardsDir, func(l listed) {
 		info.Shards = append(info.Shards, ShardInfo{Name: l.name, Held: l.info.Held(), Session: l.session, Term: l.info.Leader})
 	})
 	if err != nil && !errors.Is(err, errContainerGone) {

@@ -16,6 +16,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -77,12 +78,12 @@ func TestShardsOfGoneSessionsAreTakenAndOfLiveOnesLeftAlone(t *testing.T) {
 	raw := newRawBlob(t, s)
 	p := s.Blob + "/"
 	live := "ffffffff-ffff-4fff-bfff-ffffffffffff" // sorts last: the owner's share is ceil(3/2) = 2
-	raw.put(p+sessionsDir+live, live, map[string]string{metaIdentity: "y", metaTerm: "1", metaSince: time.Now().UTC().Format(time.RFC3339Nano),
-		metaLeaseDuration: time.Hour.String(), metaOwned: "1"})
+	raw.put(p+wire.SessionsDir+live, live, map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
+		wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "1"})
 	gone := uuid.NewString()
-	raw.put(p+shardsDir+"shard-000", uuid.NewString(), map[string]string{metaIdentity: "x", metaTerm: "5", metaSession: gone})
-	raw.put(p+shardsDir+"shard-001", uuid.NewString(), map[string]string{metaIdentity: "y", metaTerm: "3", metaSession: live})
-	raw.put(p+shardsDir+"shard-002", uuid.NewString(), nil)
+	raw.put(p+wire.ShardsDir+"shard-000", uuid.NewString(), map[string]string{wire.MetaIdentity: "x", wire.MetaTerm: "5", wire.MetaSession: gone})
+	raw.put(p+wire.ShardsDir+"shard-001", uuid.NewString(), map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "3", wire.MetaSession: live})
+	raw.put(p+wire.ShardsDir+"shard-002", uuid.NewString(), nil)
 
 	log := &shardLog{}
 	a := startOwner(t, "a", s, shardNames(3), log.fn("a", nil))
@@ -119,7 +120,7 @@ func TestUnknownSessionLookup(t *testing.T) {
 	raw := newRawBlob(t, s)
 	o, err := NewShardOwner(s, nil, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "a")))
 	require.NoError(t, err)
-	record := map[string]string{metaIdentity: "y", metaTerm: "1", metaLeaseDuration: "4s"}
+	record := map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaLeaseDuration: "4s"}
 	held, released, fresh := uuid.NewString(), uuid.NewString(), uuid.NewString()
 	raw.put(o.sessionBlob(held), held, record)
 	raw.put(o.sessionBlob(released), "", record) // a record but no lease: its lease ended
@@ -265,8 +266,8 @@ func TestAStrayLeaseNamingASessionAtItsShareIsFreed(t *testing.T) {
 	slices.Sort(live)
 	named := live[1] // its share of 5 is 2, which it holds: it lists only for strays
 	require.Equal(t, 2, balance.FairShare(5, live, named))
-	stray := s.Blob + "/" + shardsDir + "shard-004"
-	raw.put(stray, uuid.NewString(), map[string]string{metaIdentity: "gone", metaTerm: "7", metaSession: named, metaRole: string(RoleShard)})
+	stray := s.Blob + "/" + wire.ShardsDir + "shard-004"
+	raw.put(stray, uuid.NewString(), map[string]string{wire.MetaIdentity: "gone", wire.MetaTerm: "7", wire.MetaSession: named, wire.MetaRole: string(RoleShard)})
 	require.NoError(t, a.owner.SetShards(shardNames(5)))
 	require.NoError(t, b.owner.SetShards(shardNames(5)))
 	waitFor(t, 60*time.Second, "the stray shard runs, the 5 balanced", func() bool { return balanced(log, 5, "a", "b") })

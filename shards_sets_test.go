@@ -13,6 +13,7 @@ import (
 
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/require"
 )
 
@@ -230,7 +231,7 @@ func TestAnInstanceThatCannotReachItsShareListsTheShardsSeldom(t *testing.T) {
 		who := []string{"a", "b"}[i]
 		si, tr := withTransport(t, s)
 		tr.Observe(func(ex faults.Exchange) {
-			if u, err := url.Parse(ex.URL); err == nil && u.Query().Get("comp") == "list" && strings.HasSuffix(u.Query().Get("prefix"), "/"+shardsDir) {
+			if u, err := url.Parse(ex.URL); err == nil && u.Query().Get("comp") == "list" && strings.HasSuffix(u.Query().Get("prefix"), "/"+wire.ShardsDir) {
 				listings[i].Add(1)
 			}
 		})

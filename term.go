@@ -44,17 +44,6 @@ func (t Term) GoString() string              { return t.String() }
 func (t Term) Format(f fmt.State, verb rune) { printRedacted(f, verb, t.String()) }
 func (t Term) LogValue() slog.Value          { return slog.StringValue(t.String()) }
 
-// Blob metadata keys the leader writes under its lease. Azure lower-cases
-// nothing but the SDK may capitalise: they are read case-insensitively.
-const (
-	metaIdentity = "leaderidentity"
-	metaTerm     = "leaderterm"
-	metaSince    = "leadersince"
-	metaEnded    = "leaderended"    // set by the leader as it releases the lease
-	metaPriority = "leaderpriority" // the holder's priority (see WithPriority)
-	metaNext     = "leadernext"     // an ended record: the identity the lease was handed to
-)
-
 // defaultIdentity is readable and unique per process: host name, process ID
 // and a short random suffix (two processes may share a host name and a PID,
 // in containers).

@@ -176,3 +176,17 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 		return os.Open(file)
 	})
 }
+
+// The leaf packages under internal/ that the library itself uses (the
+// storage boundary, the wire format, the balancing arithmetic, the clocks,
+// and the test twins) import nothing of the root: the compiler keeps the
+// floors apart, as Go's import cycle rule forbids the other way.
+func TestLeafPackagesImportNothingOfTheRoot(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/...").Output()
+	require.NoError(t, err)
+	assert.NotContains(t, strings.Fields(string(out)), "github.com/blobelect/leaderelection",
+		"a package under internal/ imports the root package")
+	imports, err := exec.Command("go", "list", "-f", "{{.ImportPath}}", ".").Output()
+	require.NoError(t, err)
+	require.Equal(t, "github.com/blobelect/leaderelection", strings.TrimSpace(string(imports)))
+}

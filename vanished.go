@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A container deleted under a running ShardOwner fleet takes every blob in
@@ -64,7 +65,7 @@ import (
 // it (no container deletion, so no quiet), in a fleet that seldom lists the
 // shards, is seen gone only by its claimer, whose floor for it is stale if
 // the shard moved on among other instances meanwhile. So every session's
-// record carries the highest term its instance saw on any shard (metaSeen,
+// record carries the highest term its instance saw on any shard (wire.MetaSeen,
 // seenMax), every listing of the sessions, at each pass, raises fleetSeen
 // to the highest any record that reads says, and the claim of a blob created again
 // records a term above fleetSeen as well (claimOne; held or not, as a claim
@@ -81,7 +82,7 @@ import (
 // then failed, or that ended at once, cleanly, deleting its blob, is not
 // published, and a process started again publishes only what it has seen
 // since. That part, as the seeding, is bounded-time. A value that does not
-// read, or that no claim reaches (maxSpreadTerm), is reported, not used.
+// read, or that no claim reaches (wire.MaxSpreadTerm), is reported, not used.
 //
 // What is not covered: an instance that never saw the fleet before the
 // deletion (a process started after it, or one whose session was not live
@@ -177,7 +178,7 @@ func (g *shardManager) seedTerms() bool {
 	}
 	o.mu.Unlock()
 	found := map[string]listed{}
-	if err := o.list(g.ctx, shardsDir, func(l listed) {
+	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
 		if floors[l.name] > 0 {
 			found[l.name] = l
 		}
@@ -244,7 +245,7 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 	if !seedBelow(info, floor) {
 		return "", false
 	}
-	etag, err := lm.writeSeed(g.ctx, info.ETag, createMetadata(RoleShard, floor))
+	etag, err := lm.writeSeed(g.ctx, info.ETag, wire.CreateMetadata(wire.RoleShard, floor, time.Now()))
 	if err != nil {
 		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
 		return "", false

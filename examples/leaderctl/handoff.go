@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection"
-	"github.com/blobelect/leaderelection/internal/shardtext"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A handoff note, <prefix>/handoff/<receiver>/<giver>-0 (the library's
@@ -34,7 +34,7 @@ type noteName struct {
 
 // parseNoteName reads "<receiver>/<giver>-<part>", the name of a note after
 // <prefix>/handoff/: the giver is what comes before the last "-", as the
-// library reads it (session IDs hold dashes).
+// library reads it (wire.NoteSender: session IDs hold dashes).
 func parseNoteName(name string) (noteName, bool) {
 	receiver, rest, ok := strings.Cut(name, "/")
 	if !ok || receiver == "" || strings.Contains(rest, "/") {
@@ -54,14 +54,14 @@ type handedEntry struct {
 	ETag string `json:"etag"` // of that record
 }
 
-// parseNoteEntries reads a note's entries as the library's parseNote does,
+// parseNoteEntries reads a note's entries as the library does (wire.ParseNote),
 // and keeps those it skips.
 func parseNoteEntries(entries string) (read []handedEntry, skipped []string) {
 	for _, e := range strings.Split(entries, ";") {
 		if strings.TrimSpace(e) == "" {
 			continue
 		}
-		h, why := shardtext.ParseNoteEntry(e)
+		h, why := wire.ParseNoteEntry(e)
 		if why != "" {
 			skipped = append(skipped, e)
 			continue
@@ -88,7 +88,7 @@ func newNoteView(info leaderelection.LeaseInfo, blob string, p peeked) noteView 
 		v.name, _ = parseNoteName(v.owner.name)
 	}
 	var text string
-	if text, v.has = p.meta(metaHandoff); v.has {
+	if text, v.has = p.meta(wire.MetaNote); v.has {
 		v.entries, v.skipped = parseNoteEntries(text)
 	}
 	return v
@@ -117,7 +117,7 @@ func printNote(w io.Writer, container, blob string, info leaderelection.LeaseInf
 	case !info.Exists:
 		line("shards", "none: the blob does not exist (no note from that giver, or the receiver has deleted it)")
 	case !v.has:
-		line("shards", "none: the note carries no %s entries", metaHandoff)
+		line("shards", "none: the note carries no %s entries", wire.MetaNote)
 	case len(v.entries) == 0:
 		line("shards", "none: the note names no shard that reads")
 	default:

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection"
-	"github.com/blobelect/leaderelection/internal/shardtext"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A session's held list, <prefix>/held/<session> (the library's held.go):
@@ -37,7 +37,7 @@ type heldEntry struct {
 	ETag string `json:"etag"` // of the record the session runs the shard under
 }
 
-// heldList is a held list as the library's parseHeld reads it, except that
+// heldList is a held list as the library reads it (wire.ParseHeld), except that
 // it names every problem, not only the first.
 type heldList struct {
 	count    string // leaderheld, as stored
@@ -54,7 +54,7 @@ type heldList struct {
 func parseHeldList(text string, role leaderelection.BlobRole, count string, hasCount bool) heldList {
 	h := heldList{count: count, hasCount: hasCount}
 	if role != leaderelection.RoleHeld {
-		h.problems = append(h.problems, fmt.Sprintf("%s=%q, not %q: the library reads no list of another role", metaKind, string(role), leaderelection.RoleHeld))
+		h.problems = append(h.problems, fmt.Sprintf("%s=%q, not %q: the library reads no list of another role", wire.MetaRole, string(role), leaderelection.RoleHeld))
 	}
 	if text != "" {
 		for i, line := range strings.Split(text, "\n") {
@@ -69,14 +69,14 @@ func parseHeldList(text string, role leaderelection.BlobRole, count string, hasC
 	}
 	switch {
 	case !hasCount:
-		h.problems = append(h.problems, fmt.Sprintf("no %s count: the library reads no list that does not say how many lines it has", metaHeld))
+		h.problems = append(h.problems, fmt.Sprintf("no %s count: the library reads no list that does not say how many lines it has", wire.MetaHeld))
 	case count == strconv.Itoa(len(h.entries)):
 	case len(h.entries) < h.lines && count == strconv.Itoa(h.lines):
 		// The count is right; the lines that do not read are reported.
 	case len(h.entries) == h.lines:
-		h.problems = append(h.problems, fmt.Sprintf("%s=%q, but the list has %s", metaHeld, count, linesText(h.lines)))
+		h.problems = append(h.problems, fmt.Sprintf("%s=%q, but the list has %s", wire.MetaHeld, count, linesText(h.lines)))
 	default:
-		h.problems = append(h.problems, fmt.Sprintf("%s=%q, but the list has %s, %d of which read", metaHeld, count, linesText(h.lines), len(h.entries)))
+		h.problems = append(h.problems, fmt.Sprintf("%s=%q, but the list has %s, %d of which read", wire.MetaHeld, count, linesText(h.lines), len(h.entries)))
 	}
 	return h
 }
@@ -84,7 +84,7 @@ func parseHeldList(text string, role leaderelection.BlobRole, count string, hasC
 // parseHeldLine reads one line of a held list by the library's rules; why
 // says what is wrong with one that does not read.
 func parseHeldLine(line string) (heldEntry, string) {
-	e, why := shardtext.ParseHeldLine(line)
+	e, why := wire.ParseHeldLine(line)
 	return heldEntry{Name: e.Name, Term: e.Term, Gen: e.Gen, ETag: e.ETag}, why
 }
 
@@ -107,7 +107,7 @@ func newHeldView(info leaderelection.LeaseInfo, blob string, p peeked) heldView 
 	v.owner, v.named = ownerOf(leaderelection.RoleHeld, blob)
 	switch {
 	case !info.Exists:
-	case v.size > maxHeldBytes:
+	case v.size > wire.MaxHeldBytes:
 		v.tooLong = true
 	case p.textErr != nil:
 		v.readErr = p.textErr
@@ -121,7 +121,7 @@ func newHeldView(info leaderelection.LeaseInfo, blob string, p peeked) heldView 
 		v.readErr = fmt.Errorf("its body was not read")
 	}
 	if v.read {
-		count, has := p.meta(metaHeld)
+		count, has := p.meta(wire.MetaHeld)
 		text := ""
 		if v.size > 0 {
 			text = string(p.text)
@@ -156,7 +156,7 @@ func printHeld(w io.Writer, container, blob string, info leaderelection.LeaseInf
 		line("list", "none: the blob does not exist (the session holds no shard, has not written its list yet, or has ended and deleted it)")
 	case v.tooLong:
 		line("list", "malformed: %d bytes, over the %d the library reads: it refuses the list whole, and were the session to die, "+
-			"the survivors would list every shard instead", v.size, maxHeldBytes)
+			"the survivors would list every shard instead", v.size, wire.MaxHeldBytes)
 	case v.readErr != nil:
 		line("list", "unknown: reading it failed: %s", readError(v.readErr))
 	case len(h.problems) > 0:
@@ -188,9 +188,9 @@ func printHeld(w io.Writer, container, blob string, info leaderelection.LeaseInf
 // heldCounts says how many lines a list has, how many read, and the count
 // its metadata gives: "leaderheld="3", and its 3 lines read".
 func heldCounts(h heldList) string {
-	count := "no " + metaHeld
+	count := "no " + wire.MetaHeld
 	if h.hasCount {
-		count = fmt.Sprintf("%s=%q", metaHeld, h.count)
+		count = fmt.Sprintf("%s=%q", wire.MetaHeld, h.count)
 	}
 	switch {
 	case h.lines == 0:
@@ -261,7 +261,7 @@ func newHeldJSON(v heldView) *heldJSON {
 	switch {
 	case v.tooLong:
 		out.Malformed = true
-		out.Problems = append(out.Problems, fmt.Sprintf("%d bytes, over the %d the library reads", v.size, maxHeldBytes))
+		out.Problems = append(out.Problems, fmt.Sprintf("%d bytes, over the %d the library reads", v.size, wire.MaxHeldBytes))
 	case v.readErr != nil:
 		out.ReadError = readError(v.readErr)
 	case v.read:

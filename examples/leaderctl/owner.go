@@ -7,6 +7,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A ShardOwner's blobs are <prefix>/sessions/<ID> and <prefix>/shards/<name>
@@ -36,10 +37,10 @@ type ownerBlob struct {
 // ownerDirs are the directories under a ShardOwner's prefix, by role: the
 // segments the library reserves (its checkOwnName).
 var ownerDirs = map[string]leaderelection.BlobRole{
-	"sessions": leaderelection.RoleSession,
-	"shards":   leaderelection.RoleShard,
-	"held":     leaderelection.RoleHeld,
-	"handoff":  leaderelection.RoleHandoff,
+	strings.TrimSuffix(wire.SessionsDir, "/"): leaderelection.RoleSession,
+	strings.TrimSuffix(wire.ShardsDir, "/"):   leaderelection.RoleShard,
+	strings.TrimSuffix(wire.HeldDir, "/"):     leaderelection.RoleHeld,
+	strings.TrimSuffix(wire.HandoffDir, "/"):  leaderelection.RoleHandoff,
 }
 
 // ownerLayouts are the names the library gives each role's blobs, for
@@ -214,7 +215,7 @@ type sessionLook struct {
 // lookupSession reads the blob of session id under prefix: one request.
 func (c *cli) lookupSession(ctx context.Context, l *session, prefix, id string) sessionLook {
 	out := sessionLook{id: id}
-	m, err := leaderelection.NewBlobLeaseManager(l.settingsFor(prefix+"/sessions/"+id), leaderelection.WithLogger(nil))
+	m, err := leaderelection.NewBlobLeaseManager(l.settingsFor(wire.SessionBlob(prefix+"/", id)), leaderelection.WithLogger(nil))
 	if err != nil {
 		out.err = err
 		return out

@@ -14,6 +14,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // blobPeek shows leaderctl what the library's Inspect reads of a blob but
@@ -32,7 +33,7 @@ import (
 // it reads the body too: a GET of the same URL, through the rest of the same
 // pipeline (its retries, its authentication), If-Match the ETag the HEAD
 // returned, so that the body and the metadata are of one version. A list
-// longer than the library reads is not read.
+// longer than the library reads (wire.MaxHeldBytes) is not read.
 type blobPeek struct {
 	body   bool // read a held list's body
 	byName bool // read the body whatever the role says: the blob's name is a held list's
@@ -43,17 +44,6 @@ type blobPeek struct {
 	textETag string      // the ETag of the body last read, "" if none was
 	textErr  error       // why the last read of the body failed
 }
-
-// maxHeldBytes is the longest held list the library reads (its held.go);
-// a longer one it refuses.
-const maxHeldBytes = 4 << 20
-
-// Metadata keys of the library's held lists and handoff notes.
-const (
-	metaKind    = "leaderkind"    // the blob's role
-	metaHeld    = "leaderheld"    // a held list's entry count
-	metaHandoff = "leaderhandoff" // a note's entries
-)
 
 // options installs the peek in the library's pipeline, for
 // BlobSettings.ClientOptions. Without a Transport the library still uses one
@@ -72,11 +62,11 @@ func (p *blobPeek) Do(req *policy.Request) (*http.Response, error) {
 	defer p.mu.Unlock()
 	p.header = resp.Header.Clone()
 	etag := resp.Header.Get("ETag")
-	held := strings.EqualFold(metaHeader(resp.Header, metaKind), string(leaderelection.RoleHeld))
+	held := strings.EqualFold(metaHeader(resp.Header, wire.MetaRole), string(leaderelection.RoleHeld))
 	if !p.body || !(held || p.byName) || etag == "" || etag == p.textETag {
 		return resp, err
 	}
-	if n, perr := strconv.ParseInt(resp.Header.Get("Content-Length"), 10, 64); perr != nil || n > maxHeldBytes {
+	if n, perr := strconv.ParseInt(resp.Header.Get("Content-Length"), 10, 64); perr != nil || n > wire.MaxHeldBytes {
 		// Too long for the library to read (or of no length it says): the
 		// list's report says so, from the headers.
 		p.text, p.textETag, p.textErr = nil, "", nil
@@ -96,7 +86,7 @@ func (p *blobPeek) Do(req *policy.Request) (*http.Response, error) {
 			p.textErr = errors.New("it was rewritten between two reads (its session rewrites it as its shards change): run status again")
 		}
 	default:
-		p.text, p.textErr = io.ReadAll(io.LimitReader(got.Body, maxHeldBytes+1))
+		p.text, p.textErr = io.ReadAll(io.LimitReader(got.Body, wire.MaxHeldBytes+1))
 		if p.textErr == nil {
 			p.textETag = etag
 		}

@@ -8,19 +8,16 @@ import (
 	"strings"
 
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
-// metaTerm is the record's key for the term number (the library's
-// term.go), for the one problem the library reads without a RecordError.
-const metaTerm = "leaderterm"
-
 // recordProblem is what in info's record does not read, or cannot be built
-// on: the library's RecordError, or the largest term number, which reads but
-// which no term can follow (the library refuses to continue it). nil if
-// nothing.
+// on: the library's RecordError, or the largest term number (wire.MetaTerm),
+// which reads but which no term can follow (the library refuses to continue
+// it). nil if nothing.
 func recordProblem(info leaderelection.LeaseInfo, container, blob string) *leaderelection.RecordError {
 	if info.Leader.Number == math.MaxInt64 {
-		return &leaderelection.RecordError{Container: container, Blob: blob, Key: metaTerm, Value: strconv.FormatInt(math.MaxInt64, 10),
+		return &leaderelection.RecordError{Container: container, Blob: blob, Key: wire.MetaTerm, Value: strconv.FormatInt(math.MaxInt64, 10),
 			Rule: "is the largest term number: no term can follow it until it is repaired (a fencing token must never repeat or go down)"}
 	}
 	return info.RecordError
@@ -34,7 +31,7 @@ func repairAdvice(info leaderelection.LeaseInfo, container, blob string) string 
 	switch n := info.Leader.Number; {
 	case n == math.MaxInt64:
 		s = cmd + " -term N -allow-lower, N at least as high as any term a system downstream that fences on it saw (lowering the largest number is the only repair)"
-	case info.RecordError != nil && info.RecordError.Key != metaTerm:
+	case info.RecordError != nil && info.RecordError.Key != wire.MetaTerm:
 		// The term reads: keep it.
 		s = fmt.Sprintf("%s -term %d (keeps the term)", cmd, n)
 	default:

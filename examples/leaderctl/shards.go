@@ -17,6 +17,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/blobelect/leaderelection"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // shardsCmd holds the flags of shards.
@@ -72,7 +73,7 @@ func (c *cli) shards(ctx context.Context, args []string) int {
 		}
 	})
 	s := l.manager.Settings()
-	server.sessions = s.Blob + "/sessions/" // the library's <prefix>/sessions/
+	server.sessions = s.Blob + "/" + wire.SessionsDir // the library's <prefix>/sessions/
 	o, err := newInspector(s)
 	if err != nil {
 		if problems := settingsProblems(err, origin); problems != nil {
@@ -642,7 +643,7 @@ func (lr *listReader) read(ctx context.Context, sessions []leaderelection.Sessio
 func (lr *listReader) readOne(ctx context.Context, id string) listCount {
 	peek := &blobPeek{}
 	s := lr.s
-	s.Blob, s.ClientOptions = lr.prefix+"/held/"+id, peek.options()
+	s.Blob, s.ClientOptions = wire.HeldBlob(lr.prefix+"/", id), peek.options()
 	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
 	if err != nil {
 		return listCount{state: listUnread}
@@ -661,7 +662,7 @@ func (lr *listReader) readOne(ctx context.Context, id string) listCount {
 // heldCount is what a held list's metadata says, by the library's rules:
 // its role held, its count a number as strconv.Itoa writes it.
 func heldCount(role leaderelection.BlobRole, p peeked) listCount {
-	v, ok := p.meta(metaHeld)
+	v, ok := p.meta(wire.MetaHeld)
 	n, err := strconv.Atoi(v)
 	if role != leaderelection.RoleHeld || !ok || err != nil || n < 0 || strconv.Itoa(n) != v {
 		return listCount{state: listMalformed}

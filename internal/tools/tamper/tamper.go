@@ -33,31 +33,32 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/wire"
 )
 
-// The library's blob layout and metadata keys (term.go, etaglease.go,
-// session.go), as another writer sees them.
+// The library's blob layout and metadata keys (internal/wire), as another
+// writer sees them.
 const (
-	KeyIdentity = "leaderidentity"
-	KeyTerm     = "leaderterm"
-	KeySince    = "leadersince"
-	KeyEnded    = "leaderended"
-	KeyDuration = "leaderleaseduration"
-	KeySession  = "leadersession"
-	KeyOwned    = "leadershards"
+	KeyIdentity = wire.MetaIdentity
+	KeyTerm     = wire.MetaTerm
+	KeySince    = wire.MetaSince
+	KeyEnded    = wire.MetaEnded
+	KeyDuration = wire.MetaLeaseDuration
+	KeySession  = wire.MetaSession
+	KeyOwned    = wire.MetaOwned
 	// KeyKind says what wrote a record: KindMutex, KindSession or
-	// KindShard. Records the library writes will carry it.
-	KeyKind = "leaderkind"
+	// KindShard. Records the library writes carry it.
+	KeyKind = wire.MetaRole
 
-	SessionsDir = "sessions/" // under a ShardOwner's prefix + "/"
-	ShardsDir   = "shards/"
+	SessionsDir = wire.SessionsDir // under a ShardOwner's prefix + "/"
+	ShardsDir   = wire.ShardsDir
 )
 
 // Blob kinds, the values of KeyKind.
 const (
-	KindMutex   = "mutex"
-	KindSession = "session"
-	KindShard   = "shard"
+	KindMutex   = wire.RoleMutex
+	KindSession = wire.RoleSession
+	KindShard   = wire.RoleShard
 )
 
 // Identity is the identity the other writer's records carry.
