@@ -14,6 +14,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -52,56 +53,58 @@ func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			s := shardSettings(t)
-			raw := newRawBlob(t, s)
-			names := shardNames(21)
-			log := &shardLog{}
-			var logs syncBuffer
-			logged := func(who string) Option {
-				return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
-			}
-			a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
-			startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
-			sc, cut := withTransport(t, s)
-			c := startOwner(t, "c", sc, names, log.fn("c", nil))
-			waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
-			list := s.Blob + "/" + wire.HeldDir + c.owner.Session()
-			held := c.owner.Owned()
-			waitFor(t, 10*time.Second, "c's list names its 7 shards", func() bool {
-				entries, err := a.owner.readHeld(context.Background(), c.owner.Session())
-				if err != nil {
-					return false
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				s := shardSettings(t)
+				raw := newRawBlob(t, s)
+				names := shardNames(21)
+				log := &shardLog{}
+				var logs syncBuffer
+				logged := func(who string) Option {
+					return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
 				}
-				var got []string
-				for _, e := range entries {
-					got = append(got, e.name)
+				a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
+				startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
+				sc, cut := withTransport(t, s)
+				c := startOwner(t, "c", sc, names, log.fn("c", nil))
+				waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
+				list := s.Blob + "/" + wire.HeldDir + c.owner.Session()
+				held := c.owner.Owned()
+				waitFor(t, 10*time.Second, "c's list names its 7 shards", func() bool {
+					entries, err := a.owner.readHeld(context.Background(), c.owner.Session())
+					if err != nil {
+						return false
+					}
+					var got []string
+					for _, e := range entries {
+						got = append(got, e.name)
+					}
+					return slices.Equal(got, held)
+				})
+				// Long enough for the sessions to have listed the shards once
+				// ownership settled, as they did before the lists.
+				time.Sleep(2 * (s.withDefaults().RenewInterval + s.RetryInterval))
+				aHeld := a.owner.Owned()
+				if tc.tamper != nil {
+					tc.tamper(t, raw, list, a)
 				}
-				return slices.Equal(got, held)
-			})
-			// Long enough for the sessions to have listed the shards once
-			// ownership settled, as they did before the lists.
-			time.Sleep(2 * (s.withDefaults().RenewInterval + s.RetryInterval))
-			aHeld := a.owner.Owned()
-			if tc.tamper != nil {
-				tc.tamper(t, raw, list, a)
-			}
-			before := strings.Count(logs.String(), "listed the shards")
-			cut.Blackhole()
-			waitFor(t, s.LeaseDuration+s.RetryInterval+10*time.Second, "c's shards run on a and b", func() bool { return balanced(log, 21, "a", "b") })
-			log.requireNeverTwice(t)
-			listings := strings.Count(logs.String(), "listed the shards") - before
-			switch tc.lists {
-			case "yes":
-				assert.Positive(t, listings, "the survivors listed the shards")
-			case "never":
-				assert.Zero(t, listings, "the survivors took c's shards from its list, with no listing")
-			}
-			for _, name := range aHeld {
-				assert.Equal(t, []string{"a"}, log.running()[name], "a's shard %s stays on a", name)
-			}
-			waitFor(t, s.LeaseDuration+10*time.Second, "the dead session's list collected", func() bool {
-				_, err := a.owner.readHeld(context.Background(), c.owner.Session())
-				return err != nil && strings.Contains(err.Error(), "no list")
+				before := strings.Count(logs.String(), "listed the shards")
+				cut.Blackhole()
+				waitFor(t, s.LeaseDuration+s.RetryInterval+10*time.Second, "c's shards run on a and b", func() bool { return balanced(log, 21, "a", "b") })
+				log.requireNeverTwice(t)
+				listings := strings.Count(logs.String(), "listed the shards") - before
+				switch tc.lists {
+				case "yes":
+					assert.Positive(t, listings, "the survivors listed the shards")
+				case "never":
+					assert.Zero(t, listings, "the survivors took c's shards from its list, with no listing")
+				}
+				for _, name := range aHeld {
+					assert.Equal(t, []string{"a"}, log.running()[name], "a's shard %s stays on a", name)
+				}
+				waitFor(t, s.LeaseDuration+10*time.Second, "the dead session's list collected", func() bool {
+					_, err := a.owner.readHeld(context.Background(), c.owner.Session())
+					return err != nil && strings.Contains(err.Error(), "no list")
+				})
 			})
 		})
 	}
@@ -113,55 +116,57 @@ func TestADeadSessionsShardsAreTakenFromItsList(t *testing.T) {
 // 10,000 shards on a busy account, took seconds).
 func TestAShortSessionFindsAFreeShardByTheListsWithoutAListing(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	names := shardNames(21)
-	log := &shardLog{}
-	var logs syncBuffer
-	logged := func(who string) Option {
-		return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
-	}
-	var victim atomic.Pointer[string]
-	kick := make(chan struct{})
-	// c's func for the victim returns once, when kicked: its shard is
-	// released, and c is one short of its share.
-	body := func(ctx context.Context, shard string) error {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-kick:
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(21)
+		log := &shardLog{}
+		var logs syncBuffer
+		logged := func(who string) Option {
+			return WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), &slog.HandlerOptions{Level: slog.LevelDebug})).With("contender", who))
 		}
-		if v := victim.Load(); v != nil && *v == shard && victim.CompareAndSwap(v, nil) {
-			return nil
-		}
-		<-ctx.Done()
-		return ctx.Err()
-	}
-	a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
-	b := startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
-	c := startOwner(t, "c", s, names, log.fn("c", body), logged("c"))
-	waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
-	// Until the records have settled, and every list names its shards.
-	waitFor(t, 20*time.Second, "every session's list names its shards", func() bool {
-		n := 0
-		for _, r := range []*ownerRun{a, b, c} {
-			entries, err := c.owner.readHeld(context.Background(), r.owner.Session())
-			if err != nil {
-				return false
+		var victim atomic.Pointer[string]
+		kick := make(chan struct{})
+		// c's func for the victim returns once, when kicked: its shard is
+		// released, and c is one short of its share.
+		body := func(ctx context.Context, shard string) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-kick:
 			}
-			n += len(entries)
+			if v := victim.Load(); v != nil && *v == shard && victim.CompareAndSwap(v, nil) {
+				return nil
+			}
+			<-ctx.Done()
+			return ctx.Err()
 		}
-		return n == 21
+		a := startOwner(t, "a", s, names, log.fn("a", nil), logged("a"))
+		b := startOwner(t, "b", s, names, log.fn("b", nil), logged("b"))
+		c := startOwner(t, "c", s, names, log.fn("c", body), logged("c"))
+		waitFor(t, 30*time.Second, "21 shards over 3 owners", func() bool { return balanced(log, 21, "a", "b", "c") })
+		// Until the records have settled, and every list names its shards.
+		waitFor(t, 20*time.Second, "every session's list names its shards", func() bool {
+			n := 0
+			for _, r := range []*ownerRun{a, b, c} {
+				entries, err := c.owner.readHeld(context.Background(), r.owner.Session())
+				if err != nil {
+					return false
+				}
+				n += len(entries)
+			}
+			return n == 21
+		})
+		x := c.owner.Owned()[0]
+		listed := func() int { return strings.Count(logs.String(), `"leaderelection: listed the shards" contender=c`) }
+		before := listed()
+		victim.Store(&x)
+		close(kick)
+		waitFor(t, 10*time.Second, "c's func for "+x+" returns", func() bool { return len(log.running()[x]) == 0 })
+		waitFor(t, 30*time.Second, x+" runs again, on c", func() bool { return slices.Equal(log.running()[x], []string{"c"}) })
+		log.requireNeverTwice(t)
+		assert.Contains(t, logs.String(), "read the shards no session's list names")
+		assert.Zero(t, listed()-before, "c found %s by the lists, with no listing", x)
 	})
-	x := c.owner.Owned()[0]
-	listed := func() int { return strings.Count(logs.String(), `"leaderelection: listed the shards" contender=c`) }
-	before := listed()
-	victim.Store(&x)
-	close(kick)
-	waitFor(t, 10*time.Second, "c's func for "+x+" returns", func() bool { return len(log.running()[x]) == 0 })
-	waitFor(t, 30*time.Second, x+" runs again, on c", func() bool { return slices.Equal(log.running()[x], []string{"c"}) })
-	log.requireNeverTwice(t)
-	assert.Contains(t, logs.String(), "read the shards no session's list names")
-	assert.Zero(t, listed()-before, "c found %s by the lists, with no listing", x)
 }
 
 // putList writes a session's list as another writer would.
@@ -182,18 +187,20 @@ func putList(t *testing.T, raw rawBlob, name, text, count string) {
 // claimed, is not left counted.
 func TestUnownedFallsToZeroOnceTheRecordsCountEveryShard(t *testing.T) {
 	t.Parallel()
-	reader, mp := newManualReader(t)
-	s := shardSettings(t)
-	log := &shardLog{}
-	a := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithMeterProvider(mp))
-	startOwner(t, "b", s, shardNames(10), log.fn("b", nil))
-	waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
-	shards := s.Blob + "/" + wire.ShardsDir
-	waitFor(t, 3*(s.withDefaults().RenewInterval+s.RetryInterval)+5*time.Second, "a sees none unowned", func() bool {
-		unowned, ok := gaugeOf[int64](reader.collect(), "leaderelection.shards.unowned", shards)
-		return ok && unowned == 0
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		reader, mp := newManualReader(t)
+		s := shardSettings(t)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithMeterProvider(mp))
+		startOwner(t, "b", s, shardNames(10), log.fn("b", nil))
+		waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
+		shards := s.Blob + "/" + wire.ShardsDir
+		waitFor(t, 3*(s.withDefaults().RenewInterval+s.RetryInterval)+5*time.Second, "a sees none unowned", func() bool {
+			unowned, ok := gaugeOf[int64](reader.collect(), "leaderelection.shards.unowned", shards)
+			return ok && unowned == 0
+		})
+		require.Len(t, a.owner.Owned(), 5)
 	})
-	require.Len(t, a.owner.Owned(), 5)
 }
 
 // A leaving instance hands on at most handoverPerGiver shards at a time;
@@ -204,31 +211,33 @@ func TestUnownedFallsToZeroOnceTheRecordsCountEveryShard(t *testing.T) {
 // found them by a listing first.
 func TestShardsLeftBehindByALeavingInstanceAreNamedInItsList(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	names := shardNames(2 * (handoverPerGiver + 4))
-	log := &shardLog{}
-	a := startOwner(t, "a", s, names, log.fn("a", nil))
-	grace := s.withDefaults().handoffGrace()
-	slow := func(ctx context.Context, _ string) error {
-		<-ctx.Done()
-		time.Sleep(grace + time.Second) // past the grace: released, not handed on
-		return ctx.Err()
-	}
-	b := startOwner(t, "b", s, names, log.fn("b", slow))
-	waitFor(t, 30*time.Second, "the shards over 2 owners", func() bool { return balanced(log, len(names), "a", "b") })
-	held, session := b.owner.Owned(), b.owner.Session()
-	require.Len(t, held, handoverPerGiver+4)
-	require.ErrorIs(t, b.stop(t), context.Canceled)
-	entries, err := a.owner.readHeld(context.Background(), session)
-	require.NoError(t, err, "b's list, as it ended")
-	assert.GreaterOrEqual(t, len(entries), 4, "the shards b left behind")
-	for _, e := range entries {
-		assert.Contains(t, held, e.name)
-	}
-	waitFor(t, s.LeaseDuration+5*time.Second, "b's shards on a", func() bool { return balanced(log, len(names), "a") })
-	log.requireNeverTwice(t)
-	waitFor(t, s.LeaseDuration+10*time.Second, "b's blob and list collected", func() bool {
-		_, err := a.owner.readHeld(context.Background(), session)
-		return err != nil && strings.Contains(err.Error(), "no list")
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(2 * (handoverPerGiver + 4))
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil))
+		grace := s.withDefaults().handoffGrace()
+		slow := func(ctx context.Context, _ string) error {
+			<-ctx.Done()
+			time.Sleep(grace + time.Second) // past the grace: released, not handed on
+			return ctx.Err()
+		}
+		b := startOwner(t, "b", s, names, log.fn("b", slow))
+		waitFor(t, 30*time.Second, "the shards over 2 owners", func() bool { return balanced(log, len(names), "a", "b") })
+		held, session := b.owner.Owned(), b.owner.Session()
+		require.Len(t, held, handoverPerGiver+4)
+		require.ErrorIs(t, b.stop(t), context.Canceled)
+		entries, err := a.owner.readHeld(context.Background(), session)
+		require.NoError(t, err, "b's list, as it ended")
+		assert.GreaterOrEqual(t, len(entries), 4, "the shards b left behind")
+		for _, e := range entries {
+			assert.Contains(t, held, e.name)
+		}
+		waitFor(t, s.LeaseDuration+5*time.Second, "b's shards on a", func() bool { return balanced(log, len(names), "a") })
+		log.requireNeverTwice(t)
+		waitFor(t, s.LeaseDuration+10*time.Second, "b's blob and list collected", func() bool {
+			_, err := a.owner.readHeld(context.Background(), session)
+			return err != nil && strings.Contains(err.Error(), "no list")
+		})
 	})
 }

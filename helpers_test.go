@@ -17,6 +17,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -26,14 +27,21 @@ var nameCounter atomic.Int64
 
 // testSettings returns settings for a fresh container and blob on the test
 // Azurite: each test elects on a lease of its own, so tests run in parallel.
+//
+// In a bubble of inBubble, they are on the bubble's in-memory Blob service.
 func testSettings(t testing.TB) BlobSettings {
 	t.Helper()
 	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
 	s := BlobSettings{
-		ConnectionString: azuritetest.ConnectionString(t),
-		Container:        fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, nameCounter.Add(1)),
-		Blob:             name,
-		RetryInterval:    500 * time.Millisecond,
+		Container:     fmt.Sprintf("t%d-%d", time.Now().UnixNano()%1e9, nameCounter.Add(1)),
+		Blob:          name,
+		RetryInterval: 500 * time.Millisecond,
+	}
+	if svc := bubbleService(t); svc != nil {
+		s.ConnectionString = memblob.ConnectionString
+		s.ClientOptions = &azblob.ClientOptions{ClientOptions: svc.ClientOptions()}
+	} else {
+		s.ConnectionString = azuritetest.ConnectionString(t)
 	}
 	if onETagLease(t) {
 		s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
@@ -44,6 +52,11 @@ func testSettings(t testing.TB) BlobSettings {
 // withTransport points s at a transport of the test's own, closed when the
 // test ends so that no pooled connection outlives it.
 func withTransport(t testing.TB, s BlobSettings) (BlobSettings, *faults.Transport) {
+	if svc := memoryOf(s); svc != nil {
+		s, tr := instanceOn(s, svc)
+		t.Cleanup(tr.Close)
+		return s, tr
+	}
 	tr := faults.New()
 	t.Cleanup(tr.Close)
 	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
@@ -163,7 +176,7 @@ type contender struct {
 
 func startContender(t testing.TB, name string, s BlobSettings, fn func(ctx context.Context) error, opts ...Option) *contender {
 	t.Helper()
-	m, err := NewBlobDistributedMutex(s, fn, append([]Option{WithLogger(testLogger(t, name))}, opts...)...)
+	m, err := NewBlobDistributedMutex(s, fn, append([]Option{WithLogger(testLogger(t, name)), clockFor(s)}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	c := &contender{name: name, mutex: m, cancel: cancel, done: make(chan error, 1)}

@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/sas"
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -28,94 +29,102 @@ func newManager(t *testing.T, s BlobSettings) *BlobLeaseManager {
 
 func TestLeaseManagerLifecycle(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testSettings(t)
-	a, b := newManager(t, s), newManager(t, s)
-	_, err := uuid.Parse(a.LeaseID())
-	require.NoError(t, err, "lease IDs are GUIDs")
-	require.NotEqual(t, a.LeaseID(), b.LeaseID())
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s := testSettings(t)
+		a, b := newManager(t, s), newManager(t, s)
+		_, err := uuid.Parse(a.LeaseID())
+		require.NoError(t, err, "lease IDs are GUIDs")
+		require.NotEqual(t, a.LeaseID(), b.LeaseID())
 
-	before := time.Now()
-	g, err := a.Acquire(ctx) // creates the container and the blob
-	require.NoError(t, err)
-	assert.Equal(t, a.LeaseID(), g.LeaseID)
-	assert.False(t, g.Sent.Before(before))
-	assert.Equal(t, 15*time.Second, g.Expires.Sub(g.Sent))
+		before := time.Now()
+		g, err := a.Acquire(ctx) // creates the container and the blob
+		require.NoError(t, err)
+		assert.Equal(t, a.LeaseID(), g.LeaseID)
+		assert.False(t, g.Sent.Before(before))
+		assert.Equal(t, 15*time.Second, g.Expires.Sub(g.Sent))
 
-	_, err = b.Acquire(ctx)
-	require.ErrorIs(t, err, ErrLeaseHeld, "the normal follower answer")
-	assert.ErrorContains(t, err, "LeaseAlreadyPresent")
+		_, err = b.Acquire(ctx)
+		require.ErrorIs(t, err, ErrLeaseHeld, "the normal follower answer")
+		assert.ErrorContains(t, err, "LeaseAlreadyPresent")
 
-	// An acquire whose answer was lost is retried with the same ID, and succeeds.
-	_, err = a.Acquire(ctx)
-	require.NoError(t, err)
+		// An acquire whose answer was lost is retried with the same ID, and succeeds.
+		_, err = a.Acquire(ctx)
+		require.NoError(t, err)
 
-	_, err = a.Renew(ctx)
-	require.NoError(t, err)
-	_, err = b.Renew(ctx)
-	require.ErrorIs(t, err, ErrLeaseLost, "a non-holder's renew")
+		_, err = a.Renew(ctx)
+		require.NoError(t, err)
+		_, err = b.Renew(ctx)
+		require.ErrorIs(t, err, ErrLeaseLost, "a non-holder's renew")
 
-	info, err := b.Inspect(ctx)
-	require.NoError(t, err)
-	assert.Equal(t, lease.StateTypeLeased, info.State)
-	assert.Equal(t, lease.DurationTypeFixed, info.Duration)
+		info, err := b.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, lease.StateTypeLeased, info.State)
+		assert.Equal(t, lease.DurationTypeFixed, info.Duration)
 
-	require.NoError(t, a.Release(ctx))
-	require.NoError(t, a.Release(ctx), "releasing a lease that is no longer ours counts as released")
-	_, err = a.Renew(ctx)
-	require.ErrorIs(t, err, ErrLeaseLost, "renew after release")
+		require.NoError(t, a.Release(ctx))
+		require.NoError(t, a.Release(ctx), "releasing a lease that is no longer ours counts as released")
+		_, err = a.Renew(ctx)
+		require.ErrorIs(t, err, ErrLeaseLost, "renew after release")
 
-	_, err = b.Acquire(ctx)
-	require.NoError(t, err, "a released lease can be taken at once")
+		_, err = b.Acquire(ctx)
+		require.NoError(t, err, "a released lease can be taken at once")
+	})
 }
 
 func TestBreakEndsTheHoldersLease(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s := testSettings(t)
-	a, op := newManager(t, s), newManager(t, s)
-	_, err := a.Acquire(ctx)
-	require.NoError(t, err)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s := testSettings(t)
+		a, op := newManager(t, s), newManager(t, s)
+		_, err := a.Acquire(ctx)
+		require.NoError(t, err)
 
-	remaining, err := op.Break(ctx, 0)
-	require.NoError(t, err)
-	assert.Zero(t, remaining)
-	_, err = a.Renew(ctx)
-	require.ErrorIs(t, err, ErrLeaseLost)
-	assert.ErrorContains(t, err, "LeaseIsBrokenAndCannotBeRenewed")
-	_, err = op.Acquire(ctx)
-	require.NoError(t, err, "a broken lease can be taken")
+		remaining, err := op.Break(ctx, 0)
+		require.NoError(t, err)
+		assert.Zero(t, remaining)
+		_, err = a.Renew(ctx)
+		require.ErrorIs(t, err, ErrLeaseLost)
+		assert.ErrorContains(t, err, "LeaseIsBrokenAndCannotBeRenewed")
+		_, err = op.Acquire(ctx)
+		require.NoError(t, err, "a broken lease can be taken")
 
-	remaining, err = a.Break(ctx, 5*time.Second)
-	require.NoError(t, err)
-	assert.Equal(t, 5*time.Second, remaining)
-	_, err = a.Acquire(ctx)
-	require.ErrorIs(t, err, ErrLeaseHeld, "nobody may take a breaking lease")
+		remaining, err = a.Break(ctx, 5*time.Second)
+		require.NoError(t, err)
+		assert.Equal(t, 5*time.Second, remaining)
+		_, err = a.Acquire(ctx)
+		require.ErrorIs(t, err, ErrLeaseHeld, "nobody may take a breaking lease")
 
-	_, err = op.Break(ctx, 61*time.Second)
-	require.ErrorContains(t, err, "break period")
+		_, err = op.Break(ctx, 61*time.Second)
+		require.ErrorContains(t, err, "break period")
+	})
 }
 
 func TestBreakWithoutLeaseIsNotAnError(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	m := newManager(t, testSettings(t))
-	_, err := m.Acquire(ctx)
-	require.NoError(t, err)
-	require.NoError(t, m.Release(ctx))
-	remaining, err := m.Break(ctx, 0)
-	require.NoError(t, err)
-	assert.Zero(t, remaining)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		m := newManager(t, testSettings(t))
+		_, err := m.Acquire(ctx)
+		require.NoError(t, err)
+		require.NoError(t, m.Release(ctx))
+		remaining, err := m.Break(ctx, 0)
+		require.NoError(t, err)
+		assert.Zero(t, remaining)
+	})
 }
 
 func TestInspectBeforeAnyoneContendedShowsNoLeader(t *testing.T) {
 	t.Parallel()
-	m := newManager(t, testSettings(t))
-	info, err := m.Inspect(context.Background())
-	require.NoError(t, err)
-	assert.False(t, info.Exists)
-	assert.False(t, info.Held())
-	assert.Zero(t, info.Leader.Number)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		m := newManager(t, testSettings(t))
+		info, err := m.Inspect(context.Background())
+		require.NoError(t, err)
+		assert.False(t, info.Exists)
+		assert.False(t, info.Held())
+		assert.Zero(t, info.Leader.Number)
+	})
 }
 
 func TestRecordTermNumbersGrowAndNeedTheLease(t *testing.T) {
@@ -194,34 +203,36 @@ var _ azcore.TokenCredential = fakeCredential{}
 // end a lease it acquires afterwards.
 func TestReleaseWithUnknownOutcomeChangesTheLeaseID(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, tr := withTransport(t, testSettings(t))
-	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
-	require.NoError(t, err)
-	_, err = m.Acquire(ctx)
-	require.NoError(t, err)
-	old := m.LeaseID()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s, tr := withTransport(t, testSettings(t))
+		m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
+		require.NoError(t, err)
+		_, err = m.Acquire(ctx)
+		require.NoError(t, err)
+		old := m.LeaseID()
 
-	tr.Blackhole()
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, m.Release(short), ErrTransient)
-	tr.Heal()
-	require.NotEqual(t, old, m.LeaseID(), "a new lease ID after a release that may arrive late")
-	_, err = uuid.Parse(m.LeaseID())
-	require.NoError(t, err)
+		tr.Blackhole()
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, m.Release(short), ErrTransient)
+		tr.Heal()
+		require.NotEqual(t, old, m.LeaseID(), "a new lease ID after a release that may arrive late")
+		_, err = uuid.Parse(m.LeaseID())
+		require.NoError(t, err)
 
-	late, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &old})
-	require.NoError(t, err)
-	_, err = late.ReleaseLease(ctx, nil) // the old release arrives
-	require.NoError(t, err)
-	_, err = m.Acquire(ctx)
-	require.NoError(t, err, "the manager takes the lease with its new ID")
-	_, err = late.ReleaseLease(ctx, nil) // a duplicate of it arrives later still
-	require.Error(t, err, "a release of the old ID cannot end the new lease")
-	_, err = m.Renew(ctx)
-	require.NoError(t, err, "the new lease is still ours")
-	require.NoError(t, m.Release(ctx))
+		late, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &old})
+		require.NoError(t, err)
+		_, err = late.ReleaseLease(ctx, nil) // the old release arrives
+		require.NoError(t, err)
+		_, err = m.Acquire(ctx)
+		require.NoError(t, err, "the manager takes the lease with its new ID")
+		_, err = late.ReleaseLease(ctx, nil) // a duplicate of it arrives later still
+		require.Error(t, err, "a release of the old ID cannot end the new lease")
+		_, err = m.Renew(ctx)
+		require.NoError(t, err, "the new lease is still ours")
+		require.NoError(t, m.Release(ctx))
+	})
 }
 
 // An answer with another lease ID is classified where it arises; passing it
@@ -242,23 +253,25 @@ func TestClassifiedErrorKeepsItsOneKind(t *testing.T) {
 // lease, whose blob goes with the container.
 func TestContainerBeingDeletedIsNoReasonToGiveUp(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, tr := withTransport(t, testSettings(t))
-	m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
-	require.NoError(t, err)
-	_, err = m.Acquire(ctx)
-	require.NoError(t, err)
-	t.Cleanup(func() { tr.Heal(); _ = m.Release(ctx) })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s, tr := withTransport(t, testSettings(t))
+		m, err := NewBlobLeaseManager(s, WithLogger(testLogger(t, "manager")))
+		require.NoError(t, err)
+		_, err = m.Acquire(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { tr.Heal(); _ = m.Release(ctx) })
 
-	tr.Fail(http.StatusConflict, string(bloberror.ContainerBeingDeleted))
-	_, err = m.Acquire(ctx)
-	assert.ErrorIs(t, err, ErrTransient, "acquire")
-	_, err = m.Renew(ctx)
-	assert.ErrorIs(t, err, ErrLeaseLost, "renew")
-	_, err = m.RecordTerm(ctx, "me")
-	assert.ErrorIs(t, err, ErrLeaseLost, "term read")
-	_, err = m.Inspect(ctx)
-	assert.ErrorIs(t, err, ErrTransient, "inspect")
+		tr.Fail(http.StatusConflict, string(bloberror.ContainerBeingDeleted))
+		_, err = m.Acquire(ctx)
+		assert.ErrorIs(t, err, ErrTransient, "acquire")
+		_, err = m.Renew(ctx)
+		assert.ErrorIs(t, err, ErrLeaseLost, "renew")
+		_, err = m.RecordTerm(ctx, "me")
+		assert.ErrorIs(t, err, ErrLeaseLost, "term read")
+		_, err = m.Inspect(ctx)
+		assert.ErrorIs(t, err, ErrTransient, "inspect")
+	})
 }
 
 // The rule by which Break breaks again, after its break found the blob

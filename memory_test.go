@@ -2,9 +2,7 @@ package leaderelection
 
 import (
 	"context"
-	"fmt"
-	"regexp"
-	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -24,25 +22,39 @@ import (
 // no network and no real waiting. A test of a 15 s lease's failover takes
 // milliseconds.
 
-// inBubble runs f in a synctest bubble with a fresh in-memory Blob service.
-// Call t.Parallel before, if at all: not inside.
+// bubbles holds, for the *testing.T of each bubble of inBubble, its
+// in-memory Blob service: testSettings, and every helper built on it, give
+// settings on it there.
+var bubbles sync.Map
+
+// inBubble runs f in a synctest bubble with a fresh in-memory Blob service,
+// which testSettings(t) then points at. Call t.Parallel before, if at all:
+// not inside.
 func inBubble(t *testing.T, f func(t *testing.T, svc *memblob.Service)) {
 	t.Helper()
-	synctest.Test(t, func(t *testing.T) { f(t, memblob.New()) })
+	synctest.Test(t, func(t *testing.T) {
+		svc := memblob.New()
+		bubbles.Store(t, svc)
+		t.Cleanup(func() { bubbles.Delete(t) })
+		f(t, svc)
+	})
 }
 
-// memorySettings are testSettings on svc: a container and blob of the
-// test's own.
+// bubbleService is the in-memory Blob service of t's bubble, or nil.
+func bubbleService(t testing.TB) *memblob.Service {
+	if svc, ok := bubbles.Load(t); ok {
+		return svc.(*memblob.Service)
+	}
+	return nil
+}
+
+// memorySettings are testSettings on svc.
 func memorySettings(t testing.TB, svc *memblob.Service) BlobSettings {
 	t.Helper()
-	name := strings.ToLower(regexp.MustCompile(`[^a-zA-Z0-9]+`).ReplaceAllString(t.Name(), "-"))
-	return BlobSettings{
-		ConnectionString: memblob.ConnectionString,
-		Container:        fmt.Sprintf("mem-%d", nameCounter.Add(1)),
-		Blob:             strings.Trim(name, "-"),
-		RetryInterval:    500 * time.Millisecond,
-		ClientOptions:    &azblob.ClientOptions{ClientOptions: svc.ClientOptions()},
-	}
+	s := testSettings(t)
+	s.ConnectionString = memblob.ConnectionString
+	s.ClientOptions = &azblob.ClientOptions{ClientOptions: svc.ClientOptions()}
+	return s
 }
 
 // instanceOn gives one instance of s a transport of its own in front of
@@ -55,6 +67,32 @@ func instanceOn(s BlobSettings, svc *memblob.Service) (BlobSettings, *faults.Tra
 
 // bubbleClock gives a mutex or owner the bubble's boot clock (see seams).
 func bubbleClock() Option { return func(o *options) { o.seams.boot = clock.Monotonic() } }
+
+// clockFor is bubbleClock for settings on an in-memory service (run in a
+// bubble), and nothing for the others.
+func clockFor(s BlobSettings) Option {
+	if memoryOf(s) != nil {
+		return bubbleClock()
+	}
+	return nil
+}
+
+// memoryOf is the in-memory service s reaches, directly or through a
+// fault transport of instanceOn, or nil.
+func memoryOf(s BlobSettings) *memblob.Service {
+	if s.ClientOptions == nil {
+		return nil
+	}
+	switch tr := s.ClientOptions.Transport.(type) {
+	case *memblob.Service:
+		return tr
+	case *faults.Transport:
+		if svc, ok := tr.Inner().(*memblob.Service); ok {
+			return svc
+		}
+	}
+	return nil
+}
 
 // A leader cut off from storage stops its func by its safety deadline,
 // StopMargin before its native 15 s lease can expire on the server, and a

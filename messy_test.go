@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -71,37 +72,39 @@ func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
 	for _, bad := range []string{"garbage", "-4", strconv.FormatInt(math.MaxInt64, 10)} {
 		t.Run(bad, func(t *testing.T) {
 			t.Parallel()
-			s := testSettings(t)
-			raw := newRawBlob(t, s)
-			raw.put(s.Blob, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleMutex)})
-			var logs syncBuffer
-			log := newTermLog()
-			m, err := NewBlobDistributedMutex(s, log.leaderFunc("a", untilCancelled), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			require.NoError(t, err)
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan error, 1)
-			go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
-			defer func() { cancel(); <-done }()
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				s := testSettings(t)
+				raw := newRawBlob(t, s)
+				raw.put(s.Blob, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleMutex)})
+				var logs syncBuffer
+				log := newTermLog()
+				m, err := NewBlobDistributedMutex(s, log.leaderFunc("a", untilCancelled), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+				require.NoError(t, err)
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
+				defer func() { cancel(); <-done }()
 
-			waitFor(t, 10*time.Second, "the Error line", func() bool {
-				out := logs.String()
-				return strings.Contains(out, "level=ERROR") && strings.Contains(out, "key="+wire.MetaTerm) && strings.Contains(out, "value="+bad)
+				waitFor(t, 10*time.Second, "the Error line", func() bool {
+					out := logs.String()
+					return strings.Contains(out, "level=ERROR") && strings.Contains(out, "key="+wire.MetaTerm) && strings.Contains(out, "value="+bad)
+				})
+				require.Error(t, m.Healthy())
+				assert.Contains(t, m.Healthy().Error(), bad)
+				select {
+				case err := <-done:
+					t.Fatalf("RunTaskWhenMutexAcquired returned over a malformed record: %v", err)
+				case <-time.After(4 * s.RetryInterval):
+				}
+				assert.Empty(t, log.snapshot(), "no func runs on a term that cannot be continued")
+				assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "reported once, not at every poll:\n%s", logs.String())
+
+				raw.set(s.Blob, map[string]string{wire.MetaTerm: "41", wire.MetaRole: string(RoleMutex)})
+				log.next(t, 10*time.Second)
+				assert.Equal(t, int64(42), leaderOn(t, s).Leader.Number)
+				assert.NoError(t, m.Healthy())
+				assert.Contains(t, logs.String(), "reads again")
 			})
-			require.Error(t, m.Healthy())
-			assert.Contains(t, m.Healthy().Error(), bad)
-			select {
-			case err := <-done:
-				t.Fatalf("RunTaskWhenMutexAcquired returned over a malformed record: %v", err)
-			case <-time.After(4 * s.RetryInterval):
-			}
-			assert.Empty(t, log.snapshot(), "no func runs on a term that cannot be continued")
-			assert.Equal(t, 1, strings.Count(logs.String(), "level=ERROR"), "reported once, not at every poll:\n%s", logs.String())
-
-			raw.set(s.Blob, map[string]string{wire.MetaTerm: "41", wire.MetaRole: string(RoleMutex)})
-			log.next(t, 10*time.Second)
-			assert.Equal(t, int64(42), leaderOn(t, s).Leader.Number)
-			assert.NoError(t, m.Healthy())
-			assert.Contains(t, logs.String(), "reads again")
 		})
 	}
 }
@@ -111,60 +114,64 @@ func TestMutexWaitsOutAMalformedTermAndLeadsOnceRepaired(t *testing.T) {
 // duration, and then records no term over the bad number.
 func TestFollowerBreaksASilentHolderWhoseRecordDoesNotRead(t *testing.T) {
 	t.Parallel()
-	s := testSettings(t)
-	s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
-	raw := newRawBlob(t, s)
-	raw.put(s.Blob, uuid.NewString(), map[string]string{wire.MetaTerm: "x1", wire.MetaIdentity: "dead", wire.MetaRole: string(RoleMutex),
-		wire.MetaLeaseDuration: etagTestLease.String()})
-	log := newTermLog()
-	var mu sync.Mutex
-	var broken time.Time
-	start := time.Now()
-	c := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithEvents(func(e Event) {
-		if e.Kind == SilentLeaseBroken {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		s.LeaseDuration, s.StopMargin = etagTestLease, etagTestMargin
+		raw := newRawBlob(t, s)
+		raw.put(s.Blob, uuid.NewString(), map[string]string{wire.MetaTerm: "x1", wire.MetaIdentity: "dead", wire.MetaRole: string(RoleMutex),
+			wire.MetaLeaseDuration: etagTestLease.String()})
+		log := newTermLog()
+		var mu sync.Mutex
+		var broken time.Time
+		start := time.Now()
+		c := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithEvents(func(e Event) {
+			if e.Kind == SilentLeaseBroken {
+				mu.Lock()
+				broken = e.At
+				mu.Unlock()
+			}
+		}))
+		waitFor(t, etagTestLease+10*time.Second, "the silent holder's lease broken", func() bool {
 			mu.Lock()
-			broken = e.At
-			mu.Unlock()
-		}
-	}))
-	waitFor(t, etagTestLease+10*time.Second, "the silent holder's lease broken", func() bool {
+			defer mu.Unlock()
+			return !broken.IsZero()
+		})
 		mu.Lock()
-		defer mu.Unlock()
-		return !broken.IsZero()
+		assert.GreaterOrEqual(t, broken.Sub(start), etagTestLease, "broken only after its ETag stood the declared duration")
+		mu.Unlock()
+		time.Sleep(4 * s.RetryInterval)
+		assert.Empty(t, log.snapshot())
+		assert.ErrorIs(t, c.mutex.Healthy(), ErrMalformedRecord)
 	})
-	mu.Lock()
-	assert.GreaterOrEqual(t, broken.Sub(start), etagTestLease, "broken only after its ETag stood the declared duration")
-	mu.Unlock()
-	time.Sleep(4 * s.RetryInterval)
-	assert.Empty(t, log.snapshot())
-	assert.ErrorIs(t, c.mutex.Healthy(), ErrMalformedRecord)
 }
 
 // A blob, then its container, deleted under a running fleet: the terms go
 // on from the highest the running instances saw, never back to 1.
 func TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted(t *testing.T) {
 	t.Parallel()
-	s := testSettings(t)
-	raw := newRawBlob(t, s)
-	raw.put(s.Blob, "", map[string]string{wire.MetaTerm: "10", wire.MetaRole: string(RoleMutex)})
-	log := newTermLog()
-	startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
-	startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
-	log.next(t, 10*time.Second)
-	require.Equal(t, int64(11), leaderOn(t, s).Leader.Number)
-	time.Sleep(2 * s.RetryInterval) // the follower reads the term
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		raw := newRawBlob(t, s)
+		raw.put(s.Blob, "", map[string]string{wire.MetaTerm: "10", wire.MetaRole: string(RoleMutex)})
+		log := newTermLog()
+		startContender(t, "a", s, log.leaderFunc("a", untilCancelled))
+		startContender(t, "b", s, log.leaderFunc("b", untilCancelled))
+		log.next(t, 10*time.Second)
+		require.Equal(t, int64(11), leaderOn(t, s).Leader.Number)
+		time.Sleep(2 * s.RetryInterval) // the follower reads the term
 
-	raw.breakAndDelete(s.Blob)
-	log.next(t, 30*time.Second)
-	info := leaderOn(t, s)
-	assert.Equal(t, int64(12), info.Leader.Number, "the blob was created again above the highest term seen")
-	assert.Equal(t, RoleMutex, info.Role)
-	time.Sleep(2 * s.RetryInterval)
+		raw.breakAndDelete(s.Blob)
+		log.next(t, 30*time.Second)
+		info := leaderOn(t, s)
+		assert.Equal(t, int64(12), info.Leader.Number, "the blob was created again above the highest term seen")
+		assert.Equal(t, RoleMutex, info.Role)
+		time.Sleep(2 * s.RetryInterval)
 
-	_, err := raw.cc.Delete(context.Background(), nil)
-	require.NoError(t, err)
-	log.next(t, 60*time.Second)
-	assert.Equal(t, int64(13), leaderOn(t, s).Leader.Number, "the container was created again above the highest term seen")
+		_, err := raw.cc.Delete(context.Background(), nil)
+		require.NoError(t, err)
+		log.next(t, 60*time.Second)
+		assert.Equal(t, int64(13), leaderOn(t, s).Leader.Number, "the container was created again above the highest term seen")
+	})
 }
 
 // A mutex's tools never break a ShardOwner's blobs: BreakWhenSilent and
@@ -172,30 +179,32 @@ func TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted(t *testing.T) {
 // role; the shard's func runs on, once.
 func TestMutexToolsNeverBreakASessionOrAShard(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	log := &shardLog{}
-	own := startOwner(t, "a", s, []string{"s1"}, log.fn("a", nil))
-	waitFor(t, 15*time.Second, "s1 runs", func() bool { return len(log.running()["s1"]) == 1 })
-	for _, name := range []string{s.Blob + "/" + wire.ShardsDir + "s1", s.Blob + "/" + wire.SessionsDir + own.owner.Session()} {
-		ms := s
-		ms.Blob = name
-		lm, err := NewBlobLeaseManager(ms)
-		require.NoError(t, err)
-		ctx, cancel := context.WithTimeout(context.Background(), 2*s.LeaseDuration)
-		start := time.Now()
-		_, broke, err := lm.BreakWhenSilent(ctx)
-		assert.False(t, broke)
-		assert.ErrorIs(t, err, ErrMalformedRecord, name)
-		assert.Less(t, time.Since(start), s.LeaseDuration, "refused at once, not after a silence")
-		_, err = lm.Break(ctx, 0)
-		assert.ErrorIs(t, err, ErrMalformedRecord, name)
-		assert.ErrorContains(t, err, wire.MetaRole)
-		cancel()
-		lm.CloseIdleConnections()
-	}
-	time.Sleep(2 * s.RetryInterval)
-	assert.Equal(t, 1, log.starts(), "the shard ran once, and runs on")
-	assert.Len(t, log.running()["s1"], 1)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		log := &shardLog{}
+		own := startOwner(t, "a", s, []string{"s1"}, log.fn("a", nil))
+		waitFor(t, 15*time.Second, "s1 runs", func() bool { return len(log.running()["s1"]) == 1 })
+		for _, name := range []string{s.Blob + "/" + wire.ShardsDir + "s1", s.Blob + "/" + wire.SessionsDir + own.owner.Session()} {
+			ms := s
+			ms.Blob = name
+			lm, err := NewBlobLeaseManager(ms)
+			require.NoError(t, err)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*s.LeaseDuration)
+			start := time.Now()
+			_, broke, err := lm.BreakWhenSilent(ctx)
+			assert.False(t, broke)
+			assert.ErrorIs(t, err, ErrMalformedRecord, name)
+			assert.Less(t, time.Since(start), s.LeaseDuration, "refused at once, not after a silence")
+			_, err = lm.Break(ctx, 0)
+			assert.ErrorIs(t, err, ErrMalformedRecord, name)
+			assert.ErrorContains(t, err, wire.MetaRole)
+			cancel()
+			lm.CloseIdleConnections()
+		}
+		time.Sleep(2 * s.RetryInterval)
+		assert.Equal(t, 1, log.starts(), "the shard ran once, and runs on")
+		assert.Len(t, log.running()["s1"], 1)
+	})
 }
 
 // A ShardOwner never breaks a native (mutex's) lease it finds on one of its
@@ -203,61 +212,65 @@ func TestMutexToolsNeverBreakASessionOrAShard(t *testing.T) {
 // and runs the other shards.
 func TestShardOwnerNeverBreaksAMutexLeaseOnItsShard(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	ms := s
-	ms.Blob = s.Blob + "/" + wire.ShardsDir + "s1"
-	ms.LeaseDuration, ms.StopMargin, ms.RenewInterval = 15*time.Second, 0, 0
-	lm, err := NewBlobLeaseManager(ms)
-	require.NoError(t, err)
-	defer lm.CloseIdleConnections()
-	ctx := context.Background()
-	_, err = lm.Acquire(ctx)
-	require.NoError(t, err)
-	_, err = lm.RecordTerm(ctx, "a-mutex")
-	require.NoError(t, err)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		ms := s
+		ms.Blob = s.Blob + "/" + wire.ShardsDir + "s1"
+		ms.LeaseDuration, ms.StopMargin, ms.RenewInterval = 15*time.Second, 0, 0
+		lm, err := NewBlobLeaseManager(ms)
+		require.NoError(t, err)
+		defer lm.CloseIdleConnections()
+		ctx := context.Background()
+		_, err = lm.Acquire(ctx)
+		require.NoError(t, err)
+		_, err = lm.RecordTerm(ctx, "a-mutex")
+		require.NoError(t, err)
 
-	var logs syncBuffer
-	log := &shardLog{}
-	own := startOwner(t, "a", s, []string{"s1", "s2"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	waitFor(t, 15*time.Second, "s2 runs", func() bool { return len(log.running()["s2"]) == 1 })
-	time.Sleep(s.LeaseDuration + 4*s.RetryInterval)
-	assert.Empty(t, log.running()["s1"], "the mutex's lease was left alone")
-	info, err := lm.Inspect(ctx)
-	require.NoError(t, err)
-	assert.True(t, info.Held())
-	assert.Equal(t, "a-mutex", info.Leader.Identity)
-	assert.ErrorContains(t, own.owner.Healthy(), "s1")
-	assert.Contains(t, logs.String(), "level=ERROR")
-	assert.Contains(t, logs.String(), "shard=s1")
-	require.NoError(t, lm.Release(ctx))
-	time.Sleep(4 * s.RetryInterval)
-	assert.Empty(t, log.running()["s1"], "a mutex's blob is not claimed as a shard")
+		var logs syncBuffer
+		log := &shardLog{}
+		own := startOwner(t, "a", s, []string{"s1", "s2"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		waitFor(t, 15*time.Second, "s2 runs", func() bool { return len(log.running()["s2"]) == 1 })
+		time.Sleep(s.LeaseDuration + 4*s.RetryInterval)
+		assert.Empty(t, log.running()["s1"], "the mutex's lease was left alone")
+		info, err := lm.Inspect(ctx)
+		require.NoError(t, err)
+		assert.True(t, info.Held())
+		assert.Equal(t, "a-mutex", info.Leader.Identity)
+		assert.ErrorContains(t, own.owner.Healthy(), "s1")
+		assert.Contains(t, logs.String(), "level=ERROR")
+		assert.Contains(t, logs.String(), "shard=s1")
+		require.NoError(t, lm.Release(ctx))
+		time.Sleep(4 * s.RetryInterval)
+		assert.Empty(t, log.running()["s1"], "a mutex's blob is not claimed as a shard")
+	})
 }
 
 // Blobs under the sessions prefix that are not sessions are ignored (and
 // logged once): they take no share, so every shard runs.
 func TestPhantomSessionsTakeNoShare(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	p := s.Blob + "/" + wire.SessionsDir
-	raw.put(p+"empty", "", nil)
-	raw.put(p+"a-mutex", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3", wire.MetaRole: string(RoleMutex),
-		wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
-	raw.put(p+"unmarked", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3",
-		wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
-	var logs syncBuffer
-	log := &shardLog{}
-	own := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	waitFor(t, 20*time.Second, "all 10 shards running", func() bool { return balanced(log, 10, "a") })
-	time.Sleep(4 * s.RetryInterval)
-	for _, name := range []string{"empty", "a-mutex", "unmarked"} {
-		assert.Equal(t, 1, strings.Count(logs.String(), "blob="+p+name+" "), "%s logged once:\n%s", name, logs.String())
-	}
-	assert.NoError(t, own.owner.Healthy())
-	info, err := own.owner.Inspect(context.Background())
-	require.NoError(t, err)
-	assert.Len(t, info.Shards, 10)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		p := s.Blob + "/" + wire.SessionsDir
+		raw.put(p+"empty", "", nil)
+		raw.put(p+"a-mutex", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3", wire.MetaRole: string(RoleMutex),
+			wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
+		raw.put(p+"unmarked", uuid.NewString(), map[string]string{wire.MetaIdentity: "m", wire.MetaTerm: "3",
+			wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano), wire.MetaLeaseDuration: time.Hour.String()})
+		var logs syncBuffer
+		log := &shardLog{}
+		own := startOwner(t, "a", s, shardNames(10), log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		waitFor(t, 20*time.Second, "all 10 shards running", func() bool { return balanced(log, 10, "a") })
+		time.Sleep(4 * s.RetryInterval)
+		for _, name := range []string{"empty", "a-mutex", "unmarked"} {
+			assert.Equal(t, 1, strings.Count(logs.String(), "blob="+p+name+" "), "%s logged once:\n%s", name, logs.String())
+		}
+		assert.NoError(t, own.owner.Healthy())
+		info, err := own.owner.Inspect(context.Background())
+		require.NoError(t, err)
+		assert.Len(t, info.Shards, 10)
+	})
 }
 
 // A shard whose blob's term another writer made unreadable, or the largest,
@@ -268,29 +281,31 @@ func TestShardWithAMalformedTermWaitsForItsRepair(t *testing.T) {
 	for _, bad := range []string{"x", strconv.FormatInt(math.MaxInt64, 10)} {
 		t.Run(bad, func(t *testing.T) {
 			t.Parallel()
-			s := shardSettings(t)
-			raw := newRawBlob(t, s)
-			name := s.Blob + "/" + wire.ShardsDir + "s2"
-			raw.put(name, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleShard)})
-			var logs syncBuffer
-			log := &shardLog{}
-			own := startOwner(t, "a", s, []string{"s1", "s2", "s3"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-			waitFor(t, 15*time.Second, "s1 and s3 run", func() bool { r := log.running(); return len(r["s1"]) == 1 && len(r["s3"]) == 1 })
-			waitFor(t, 15*time.Second, "the Error line", func() bool {
-				return strings.Contains(logs.String(), "key="+wire.MetaTerm) && strings.Contains(logs.String(), "value="+bad)
-			})
-			time.Sleep(4 * s.RetryInterval)
-			assert.Empty(t, log.running()["s2"])
-			assert.ErrorIs(t, own.owner.Healthy(), ErrMalformedRecord)
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				s := shardSettings(t)
+				raw := newRawBlob(t, s)
+				name := s.Blob + "/" + wire.ShardsDir + "s2"
+				raw.put(name, "", map[string]string{wire.MetaTerm: bad, wire.MetaRole: string(RoleShard)})
+				var logs syncBuffer
+				log := &shardLog{}
+				own := startOwner(t, "a", s, []string{"s1", "s2", "s3"}, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+				waitFor(t, 15*time.Second, "s1 and s3 run", func() bool { r := log.running(); return len(r["s1"]) == 1 && len(r["s3"]) == 1 })
+				waitFor(t, 15*time.Second, "the Error line", func() bool {
+					return strings.Contains(logs.String(), "key="+wire.MetaTerm) && strings.Contains(logs.String(), "value="+bad)
+				})
+				time.Sleep(4 * s.RetryInterval)
+				assert.Empty(t, log.running()["s2"])
+				assert.ErrorIs(t, own.owner.Healthy(), ErrMalformedRecord)
 
-			raw.set(name, map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleShard)})
-			waitFor(t, 15*time.Second, "s2 runs once repaired", func() bool { return len(log.running()["s2"]) == 1 })
-			for _, tm := range log.snapshot() {
-				if tm.shard == "s2" {
-					assert.Equal(t, int64(8), tm.number)
+				raw.set(name, map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleShard)})
+				waitFor(t, 15*time.Second, "s2 runs once repaired", func() bool { return len(log.running()["s2"]) == 1 })
+				for _, tm := range log.snapshot() {
+					if tm.shard == "s2" {
+						assert.Equal(t, int64(8), tm.number)
+					}
 				}
-			}
-			waitFor(t, 10*time.Second, "healthy again", func() bool { return own.owner.Healthy() == nil })
+				waitFor(t, 10*time.Second, "healthy again", func() bool { return own.owner.Healthy() == nil })
+			})
 		})
 	}
 }
@@ -299,24 +314,26 @@ func TestShardWithAMalformedTermWaitsForItsRepair(t *testing.T) {
 // added back): its next term is above the one this instance saw.
 func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	name := s.Blob + "/" + wire.ShardsDir + "a"
-	raw.put(name, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
-	log := &shardLog{}
-	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
-	waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-	deleteWhileDropped(t, own, log, raw, s)
-	// Created again, seeded, it is taken once it has stood for quietFor
-	// (vanished.go): about 8 s at these settings.
-	started := time.Now()
-	waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
-	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
-	var numbers []int64
-	for _, tm := range log.snapshot() {
-		numbers = append(numbers, tm.number)
-	}
-	assert.Equal(t, []int64{6, 7}, numbers, fmt.Sprint(numbers))
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		name := s.Blob + "/" + wire.ShardsDir + "a"
+		raw.put(name, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
+		log := &shardLog{}
+		own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
+		waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+		deleteWhileDropped(t, own, log, raw, s)
+		// Created again, seeded, it is taken once it has stood for quietFor
+		// (vanished.go): about 8 s at these settings.
+		started := time.Now()
+		waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+		assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
+		var numbers []int64
+		for _, tm := range log.snapshot() {
+			numbers = append(numbers, tm.number)
+		}
+		assert.Equal(t, []int64{6, 7}, numbers, fmt.Sprint(numbers))
+	})
 }
 
 // A shard blob deleted by hand while nobody ran it is taken again above
@@ -326,28 +343,30 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 // another shard, at term 41; a's floor for "a" is 6).
 func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	nameA, nameB := s.Blob+"/"+wire.ShardsDir+"a", s.Blob+"/"+wire.ShardsDir+"b"
-	raw.put(nameA, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
-	raw.put(nameB, "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
-	log := &shardLog{}
-	a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
-	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
-	waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		nameA, nameB := s.Blob+"/"+wire.ShardsDir+"a", s.Blob+"/"+wire.ShardsDir+"b"
+		raw.put(nameA, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
+		raw.put(nameB, "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
+		log := &shardLog{}
+		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
+		startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
+		waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
 
-	deleteWhileDropped(t, a, log, raw, s)
-	waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
-	var numbers []int64
-	for _, tm := range log.snapshot() {
-		if tm.shard == "a" {
-			numbers = append(numbers, tm.number)
+		deleteWhileDropped(t, a, log, raw, s)
+		waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
+		var numbers []int64
+		for _, tm := range log.snapshot() {
+			if tm.shard == "a" {
+				numbers = append(numbers, tm.number)
+			}
 		}
-	}
-	require.Len(t, numbers, 2)
-	assert.Equal(t, int64(6), numbers[0])
-	assert.Greater(t, numbers[1], int64(41), "the term after the deletion is above the highest the fleet saw: %v", numbers)
+		require.Len(t, numbers, 2)
+		assert.Equal(t, int64(6), numbers[0])
+		assert.Greater(t, numbers[1], int64(41), "the term after the deletion is above the highest the fleet saw: %v", numbers)
+	})
 }
 
 // A shard blob created again, leased by a claim that died before it
@@ -355,25 +374,27 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 // the fleet's highest too: not at its seed + 1.
 func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	md := map[string]string{}
-	for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
-		md[k] = *v
-	}
-	raw.put(s.Blob+"/"+wire.ShardsDir+"a", uuid.NewString(), md)
-	raw.put(s.Blob+"/"+wire.ShardsDir+"b", "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
-	log := &shardLog{}
-	startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
-	a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
-	waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-	require.GreaterOrEqual(t, a.owner.fleetSeen.Load(), int64(41))
-	for _, tm := range log.snapshot() {
-		if tm.shard == "a" {
-			assert.Greater(t, tm.number, int64(41), "a leased blob created again was taken at its seed + 1")
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		md := map[string]string{}
+		for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
+			md[k] = *v
 		}
-	}
+		raw.put(s.Blob+"/"+wire.ShardsDir+"a", uuid.NewString(), md)
+		raw.put(s.Blob+"/"+wire.ShardsDir+"b", "", map[string]string{wire.MetaTerm: "40", wire.MetaRole: string(RoleShard)})
+		log := &shardLog{}
+		startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
+		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
+		waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+		require.GreaterOrEqual(t, a.owner.fleetSeen.Load(), int64(41))
+		for _, tm := range log.snapshot() {
+			if tm.shard == "a" {
+				assert.Greater(t, tm.number, int64(41), "a leased blob created again was taken at its seed + 1")
+			}
+		}
+	})
 }
 
 // A session's record whose highest term seen does not read, or is beyond
@@ -381,25 +402,27 @@ func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.
 // is.
 func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	p := s.Blob + "/" + wire.SessionsDir
-	for id, seen := range map[string]string{
-		"eeeeeeee-eeee-4eee-beee-eeeeeeeeeeee": "x",
-		"dddddddd-dddd-4ddd-bddd-dddddddddddd": strconv.FormatInt(wire.MaxSpreadTerm+1, 10),
-		"cccccccc-cccc-4ccc-bccc-cccccccccccc": "30",
-	} {
-		raw.put(p+id, id, map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
-			wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "0", wire.MetaRole: string(RoleSession), wire.MetaSeen: seen})
-	}
-	var logs syncBuffer
-	own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
-	time.Sleep(4 * s.RetryInterval)
-	assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
-	for _, bad := range []string{"x", strconv.FormatInt(wire.MaxSpreadTerm+1, 10)} {
-		assert.Equal(t, 1, strings.Count(logs.String(), "key="+wire.MetaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
-	}
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		p := s.Blob + "/" + wire.SessionsDir
+		for id, seen := range map[string]string{
+			"eeeeeeee-eeee-4eee-beee-eeeeeeeeeeee": "x",
+			"dddddddd-dddd-4ddd-bddd-dddddddddddd": strconv.FormatInt(wire.MaxSpreadTerm+1, 10),
+			"cccccccc-cccc-4ccc-bccc-cccccccccccc": "30",
+		} {
+			raw.put(p+id, id, map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "1", wire.MetaSince: time.Now().UTC().Format(time.RFC3339Nano),
+				wire.MetaLeaseDuration: time.Hour.String(), wire.MetaOwned: "0", wire.MetaRole: string(RoleSession), wire.MetaSeen: seen})
+		}
+		var logs syncBuffer
+		own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
+		time.Sleep(4 * s.RetryInterval)
+		assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
+		for _, bad := range []string{"x", strconv.FormatInt(wire.MaxSpreadTerm+1, 10)} {
+			assert.Equal(t, 1, strings.Count(logs.String(), "key="+wire.MetaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
+		}
+	})
 }
 
 // A shard blob marked as created again (by an instance that saw its terms)
@@ -409,22 +432,24 @@ func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 // this stop's, which timed only blobs whose claimer had a floor.)
 func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	name := s.Blob + "/" + wire.ShardsDir + "a"
-	md := map[string]string{}
-	for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
-		md[k] = *v
-	}
-	raw.put(name, "", md)
-	require.False(t, leaderOnBlob(t, s, name).Recreated.IsZero())
-	log := &shardLog{}
-	started := time.Now()
-	own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
-	waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
-	require.Len(t, log.snapshot(), 1)
-	assert.Equal(t, int64(6), log.snapshot()[0].number)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		name := s.Blob + "/" + wire.ShardsDir + "a"
+		md := map[string]string{}
+		for k, v := range wire.CreateMetadata(wire.RoleShard, 5, time.Now()) {
+			md[k] = *v
+		}
+		raw.put(name, "", md)
+		require.False(t, leaderOnBlob(t, s, name).Recreated.IsZero())
+		log := &shardLog{}
+		started := time.Now()
+		own := startOwner(t, "o", s, []string{"a"}, log.fn("o", nil))
+		waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+		assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
+		require.Len(t, log.snapshot(), 1)
+		assert.Equal(t, int64(6), log.snapshot()[0].number)
+	})
 }
 
 // A repair of a blob created again keeps its mark, and the mark's time: the
@@ -433,22 +458,24 @@ func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T
 // TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted).
 func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	md := map[string]string{}
-	for k, v := range wire.CreateMetadata("", 5, time.Now()) {
-		md[k] = *v
-	}
-	raw.put(s.Blob, "", md)
-	m, err := NewBlobLeaseManager(s)
-	require.NoError(t, err)
-	before, err := m.RepairRecord(context.Background(), 9)
-	require.NoError(t, err)
-	require.False(t, before.Recreated.IsZero())
-	after := leaderOn(t, s)
-	assert.Equal(t, int64(9), after.Leader.Number)
-	assert.False(t, after.Recreated.IsZero(), "the repair dropped the mark of a blob created again")
-	assert.True(t, after.Recreated.Equal(before.Recreated), "the repair changed the mark's time: %v, was %v", after.Recreated, before.Recreated)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		md := map[string]string{}
+		for k, v := range wire.CreateMetadata("", 5, time.Now()) {
+			md[k] = *v
+		}
+		raw.put(s.Blob, "", md)
+		m, err := NewBlobLeaseManager(s)
+		require.NoError(t, err)
+		before, err := m.RepairRecord(context.Background(), 9)
+		require.NoError(t, err)
+		require.False(t, before.Recreated.IsZero())
+		after := leaderOn(t, s)
+		assert.Equal(t, int64(9), after.Leader.Number)
+		assert.False(t, after.Recreated.IsZero(), "the repair dropped the mark of a blob created again")
+		assert.True(t, after.Recreated.Equal(before.Recreated), "the repair changed the mark's time: %v, was %v", after.Recreated, before.Recreated)
+	})
 }
 
 // deleteWhileDropped drops shard "a" from own's set, deletes its blob once
@@ -476,40 +503,42 @@ func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
 // from the highest any running instance saw (vanished.go).
 func TestShardsRunOnceAndTermsGrowWhenTheContainerIsDeleted(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	shards := shardNames(6)
-	raw := newRawBlob(t, s)
-	log := &shardLog{}
-	var logs syncBuffer
-	a := startOwner(t, "a", s, shards, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	waitFor(t, 30*time.Second, "a runs every shard", func() bool { return log.perOwner()["a"] == len(shards) })
-	startOwner(t, "b", s, shards, log.fn("b", nil))
-	waitFor(t, 60*time.Second, "a and b share the shards", func() bool { return balanced(log, len(shards), "a", "b") })
-	before := map[string]int64{}
-	for _, tm := range log.snapshot() {
-		before[tm.shard] = max(before[tm.shard], tm.number)
-	}
-	time.Sleep(2 * s.RetryInterval) // a reads b's terms
-
-	deleted := time.Now()
-	_, err := raw.cc.Delete(context.Background(), nil)
-	require.NoError(t, err)
-	waitFor(t, 90*time.Second, "every shard runs again after the deletion", func() bool {
-		n := 0
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		shards := shardNames(6)
+		raw := newRawBlob(t, s)
+		log := &shardLog{}
+		var logs syncBuffer
+		a := startOwner(t, "a", s, shards, log.fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		waitFor(t, 30*time.Second, "a runs every shard", func() bool { return log.perOwner()["a"] == len(shards) })
+		startOwner(t, "b", s, shards, log.fn("b", nil))
+		waitFor(t, 60*time.Second, "a and b share the shards", func() bool { return balanced(log, len(shards), "a", "b") })
+		before := map[string]int64{}
 		for _, tm := range log.snapshot() {
-			if tm.start.After(deleted) && tm.end.IsZero() {
-				n++
+			before[tm.shard] = max(before[tm.shard], tm.number)
+		}
+		time.Sleep(2 * s.RetryInterval) // a reads b's terms
+
+		deleted := time.Now()
+		_, err := raw.cc.Delete(context.Background(), nil)
+		require.NoError(t, err)
+		waitFor(t, 90*time.Second, "every shard runs again after the deletion", func() bool {
+			n := 0
+			for _, tm := range log.snapshot() {
+				if tm.start.After(deleted) && tm.end.IsZero() {
+					n++
+				}
+			}
+			return n == len(shards)
+		})
+		a.stop(t)
+		log.requireNeverTwice(t)
+		for _, tm := range log.snapshot() {
+			if tm.start.After(deleted) {
+				assert.Greater(t, tm.number, before[tm.shard], "shard %s: the first term after the deletion continues from the highest before it", tm.shard)
+				assert.GreaterOrEqual(t, tm.start.Sub(deleted), s.LeaseDuration, "shard %s started again before every session that ran it could have stopped", tm.shard)
 			}
 		}
-		return n == len(shards)
+		assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
 	})
-	a.stop(t)
-	log.requireNeverTwice(t)
-	for _, tm := range log.snapshot() {
-		if tm.start.After(deleted) {
-			assert.Greater(t, tm.number, before[tm.shard], "shard %s: the first term after the deletion continues from the highest before it", tm.shard)
-			assert.GreaterOrEqual(t, tm.start.Sub(deleted), s.LeaseDuration, "shard %s started again before every session that ran it could have stopped", tm.shard)
-		}
-	}
-	assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -178,68 +179,70 @@ func (s releaseSpy) Do(req *http.Request) (*http.Response, error) {
 // every release is sent only once the file holds another.
 func TestLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 	t.Parallel()
-	s, tr := withTransport(t, testSettings(t))
-	path := filepath.Join(t.TempDir(), "lease-id")
-	var (
-		mu       sync.Mutex
-		releases []string // "released-ID file-content" at send time
-	)
-	s.ClientOptions.Transport = releaseSpy{next: tr, onRequest: func(req *http.Request) {
-		if header(req, "x-ms-lease-action") != "release" {
-			return
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s, tr := withTransport(t, testSettings(t))
+		path := filepath.Join(t.TempDir(), "lease-id")
+		var (
+			mu       sync.Mutex
+			releases []string // "released-ID file-content" at send time
+		)
+		s.ClientOptions.Transport = releaseSpy{next: tr, onRequest: func(req *http.Request) {
+			if header(req, "x-ms-lease-action") != "release" {
+				return
+			}
+			b, err := os.ReadFile(path)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				releases = append(releases, "read error: "+err.Error())
+				return
+			}
+			releases = append(releases, header(req, "x-ms-lease-id")+" "+strings.TrimSpace(string(b)))
+		}}
+
+		var (
+			terms   []Term
+			inFile  []string
+			enough  = make(chan struct{})
+			counted sync.Once
+		)
+		m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
+			term, _ := TermFromContext(ctx)
+			terms = append(terms, term)
+			b, err := os.ReadFile(path)
+			inFile = append(inFile, strings.TrimSpace(string(b))+errString(err))
+			if len(terms) == 3 {
+				counted.Do(func() { close(enough) })
+			}
+			return nil // each term ends at once and releases the lease
+		}, WithLeaseIDFile(path), WithLogger(testLogger(t, "a")))
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
+		select {
+		case <-enough:
+		case <-time.After(30 * time.Second):
+			t.Fatal("three terms did not run within 30s")
 		}
-		b, err := os.ReadFile(path)
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+
+		ids := map[string]bool{}
+		for i, term := range terms {
+			assert.Equal(t, term.LeaseID, inFile[i], "term %d runs with the file's ID", term.Number)
+			ids[term.LeaseID] = true
+		}
+		assert.Len(t, ids, len(terms), "each term has a fresh ID: the last one's was released")
 		mu.Lock()
 		defer mu.Unlock()
-		if err != nil {
-			releases = append(releases, "read error: "+err.Error())
-			return
+		require.GreaterOrEqual(t, len(releases), len(terms), "every term's lease was released")
+		for _, r := range releases {
+			f := strings.Fields(r)
+			require.Len(t, f, 2, r)
+			assert.NotEqual(t, f[0], f[1], "a release was sent while the file still held its ID")
 		}
-		releases = append(releases, header(req, "x-ms-lease-id")+" "+strings.TrimSpace(string(b)))
-	}}
-
-	var (
-		terms   []Term
-		inFile  []string
-		enough  = make(chan struct{})
-		counted sync.Once
-	)
-	m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
-		term, _ := TermFromContext(ctx)
-		terms = append(terms, term)
-		b, err := os.ReadFile(path)
-		inFile = append(inFile, strings.TrimSpace(string(b))+errString(err))
-		if len(terms) == 3 {
-			counted.Do(func() { close(enough) })
-		}
-		return nil // each term ends at once and releases the lease
-	}, WithLeaseIDFile(path), WithLogger(testLogger(t, "a")))
-	require.NoError(t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
-	select {
-	case <-enough:
-	case <-time.After(30 * time.Second):
-		t.Fatal("three terms did not run within 30s")
-	}
-	cancel()
-	require.ErrorIs(t, <-done, context.Canceled)
-
-	ids := map[string]bool{}
-	for i, term := range terms {
-		assert.Equal(t, term.LeaseID, inFile[i], "term %d runs with the file's ID", term.Number)
-		ids[term.LeaseID] = true
-	}
-	assert.Len(t, ids, len(terms), "each term has a fresh ID: the last one's was released")
-	mu.Lock()
-	defer mu.Unlock()
-	require.GreaterOrEqual(t, len(releases), len(terms), "every term's lease was released")
-	for _, r := range releases {
-		f := strings.Fields(r)
-		require.Len(t, f, 2, r)
-		assert.NotEqual(t, f[0], f[1], "a release was sent while the file still held its ID")
-	}
+	})
 }
 
 // With the file held, the manager moves on to a fresh ID before a release,
@@ -247,24 +250,26 @@ func TestLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 // the file agree on the new ID, and the old one is gone from both.
 func TestReleaseWithUnknownOutcomeWithLeaseIDFile(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	s, tr := withTransport(t, testSettings(t))
-	path := filepath.Join(t.TempDir(), "lease-id")
-	m := newFileManager(t, s, path)
-	unlock, err := m.LockLeaseIDFile()
-	require.NoError(t, err)
-	defer unlock()
-	_, err = m.Acquire(ctx)
-	require.NoError(t, err)
-	old := m.LeaseID()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s, tr := withTransport(t, testSettings(t))
+		path := filepath.Join(t.TempDir(), "lease-id")
+		m := newFileManager(t, s, path)
+		unlock, err := m.LockLeaseIDFile()
+		require.NoError(t, err)
+		defer unlock()
+		_, err = m.Acquire(ctx)
+		require.NoError(t, err)
+		old := m.LeaseID()
 
-	tr.Blackhole()
-	short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	require.ErrorIs(t, m.Release(short), ErrTransient)
-	tr.Heal()
-	assert.NotEqual(t, old, m.LeaseID())
-	assert.Equal(t, m.LeaseID(), readIDFile(t, path), "the manager proposes the file's ID")
+		tr.Blackhole()
+		short, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		defer cancel()
+		require.ErrorIs(t, m.Release(short), ErrTransient)
+		tr.Heal()
+		assert.NotEqual(t, old, m.LeaseID())
+		assert.Equal(t, m.LeaseID(), readIDFile(t, path), "the manager proposes the file's ID")
+	})
 }
 
 func errString(err error) string {

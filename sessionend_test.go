@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -114,20 +115,22 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 // judges the session dead without a second mark.
 func TestASessionMarkedEndedByAnotherIsDeadToo(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
-	require.NoError(t, err)
-	defer o.closeIdle()
-	id := uuid.NewString()
-	blob := o.sessionBlob(id)
-	etag := raw.put(blob, "", sessionRecord("x"))
-	seen := listed{name: id, info: LeaseInfo{Exists: true, ETag: etag}, md: map[string]*string{}}
-	for k, v := range sessionRecord("x") {
-		seen.md[k] = &v
-	}
-	require.True(t, o.markEnded(context.Background(), seen), "the first mark")
-	require.True(t, o.markEnded(context.Background(), seen), "a second mark, at the ETag before the first, finds it written")
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
+		require.NoError(t, err)
+		defer o.closeIdle()
+		id := uuid.NewString()
+		blob := o.sessionBlob(id)
+		etag := raw.put(blob, "", sessionRecord("x"))
+		seen := listed{name: id, info: LeaseInfo{Exists: true, ETag: etag}, md: map[string]*string{}}
+		for k, v := range sessionRecord("x") {
+			seen.md[k] = &v
+		}
+		require.True(t, o.markEnded(context.Background(), seen), "the first mark")
+		require.True(t, o.markEnded(context.Background(), seen), "a second mark, at the ETag before the first, finds it written")
+	})
 }
 
 // A session's record that carries the end mark is never written over by a
@@ -136,27 +139,29 @@ func TestASessionMarkedEndedByAnotherIsDeadToo(t *testing.T) {
 // does not take the mark for a write of its own.
 func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
-	require.NoError(t, err)
-	defer o.closeIdle()
-	id := uuid.NewString()
-	ended := sessionRecord("x")
-	ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
-	raw.put(o.sessionBlob(id), id, ended)
-	lm := o.newSession(id).term.lease
-	_, _, err = lm.recordTerm(context.Background(), "x")
-	require.ErrorIs(t, err, ErrLeaseLost)
-	assert.Contains(t, err.Error(), "never taken up again")
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
+		require.NoError(t, err)
+		defer o.closeIdle()
+		id := uuid.NewString()
+		ended := sessionRecord("x")
+		ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
+		raw.put(o.sessionBlob(id), id, ended)
+		lm := o.newSession(id).term.lease
+		_, _, err = lm.recordTerm(context.Background(), "x")
+		require.ErrorIs(t, err, ErrLeaseLost)
+		assert.Contains(t, err.Error(), "never taken up again")
 
-	// A renewal refused because the blob changed, which finds our term
-	// with the end mark on it: lost, not ours to write again.
-	_, md, err := lm.inspect(context.Background())
-	require.NoError(t, err)
-	r := &termRecord{leaseID: id, term: readRecord(s.Container, lm.blob, md).term(), etag: `"0xstale"`}
-	err = lm.writtenSince(context.Background(), r, &StorageError{kind: ErrTransient})
-	require.ErrorIs(t, err, ErrLeaseLost)
+		// A renewal refused because the blob changed, which finds our term
+		// with the end mark on it: lost, not ours to write again.
+		_, md, err := lm.inspect(context.Background())
+		require.NoError(t, err)
+		r := &termRecord{leaseID: id, term: readRecord(s.Container, lm.blob, md).term(), etag: `"0xstale"`}
+		err = lm.writtenSince(context.Background(), r, &StorageError{kind: ErrTransient})
+		require.ErrorIs(t, err, ErrLeaseLost)
+	})
 }
 
 // A process restarted with the lease ID file whose session's container is
@@ -165,18 +170,20 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 // shards (vanished.go).
 func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	file := t.TempDir() + "/session"
-	require.NoError(t, os.WriteFile(file, []byte(uuid.NewString()+"\n"), 0o600))
-	var logs syncBuffer
-	log := &shardLog{}
-	started := time.Now()
-	own := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil), WithLeaseIDFile(file),
-		WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
-	waitFor(t, 60*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-	assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "claimed before the doomed sessions could have stopped")
-	assert.Contains(t, logs.String(), "the session in the lease ID file found the container gone")
-	assert.Equal(t, 1, strings.Count(logs.String(), "claims no shard until every session that ran before it may have stopped"))
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		file := t.TempDir() + "/session"
+		require.NoError(t, os.WriteFile(file, []byte(uuid.NewString()+"\n"), 0o600))
+		var logs syncBuffer
+		log := &shardLog{}
+		started := time.Now()
+		own := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil), WithLeaseIDFile(file),
+			WithLogger(slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelInfo}))))
+		waitFor(t, 60*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+		assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "claimed before the doomed sessions could have stopped")
+		assert.Contains(t, logs.String(), "the session in the lease ID file found the container gone")
+		assert.Equal(t, 1, strings.Count(logs.String(), "claims no shard until every session that ran before it may have stopped"))
+	})
 }
 
 // A dead session's list (held.go) is not read from the shards' blobs: a
@@ -188,27 +195,29 @@ func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T
 // listing to find.
 func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	var logs syncBuffer
-	o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
-		WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-	require.NoError(t, err)
-	defer o.closeIdle()
-	blob := o.shardBlob("x")
-	etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
-	g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
-		owners: map[string]shardHolder{}}
-	e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
-	require.True(t, o.reserve("x", nil))
-	won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
-	assert.False(t, won)
-	assert.Equal(t, "held", why)
-	assert.Contains(t, logs.String(), "names a term its shard's blob does not carry")
-	info := leaderOnBlob(t, s, blob)
-	assert.False(t, info.Held(), "nothing taken")
-	assert.Equal(t, int64(7), info.Leader.Number, "the blob keeps its term")
-	assert.Equal(t, etag, info.ETag)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		var logs syncBuffer
+		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
+			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		require.NoError(t, err)
+		defer o.closeIdle()
+		blob := o.shardBlob("x")
+		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
+		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
+			owners: map[string]shardHolder{}}
+		e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
+		require.True(t, o.reserve("x", nil))
+		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
+		assert.False(t, won)
+		assert.Equal(t, "held", why)
+		assert.Contains(t, logs.String(), "names a term its shard's blob does not carry")
+		info := leaderOnBlob(t, s, blob)
+		assert.False(t, info.Held(), "nothing taken")
+		assert.Equal(t, int64(7), info.Leader.Number, "the blob keeps its term")
+		assert.Equal(t, etag, info.ETag)
+	})
 }
 
 // A session whose lease duration is longer than the other live sessions'
@@ -218,40 +227,42 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 // (vanished.go), and so must know this one's.
 func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	raw := newRawBlob(t, s)
-	names := shardNames(8)
-	log := &shardLog{}
-	a := startOwner(t, "a", s, names, log.fn("a", nil))
-	waitFor(t, 30*time.Second, "a runs every shard", func() bool { return balanced(log, len(names), "a") })
-	aSession := a.owner.Session()
-	long := s
-	long.LeaseDuration = 2 * s.LeaseDuration
-	var mu sync.Mutex
-	var known []time.Duration // what a's record said it knows, as each of b's shards started
-	var logs syncBuffer
-	startOwner(t, "b", long, names, log.fn("b", func(ctx context.Context, _ string) error {
-		props, err := raw.cc.NewBlobClient(a.owner.sessionBlob(aSession)).GetProperties(context.Background(), nil)
-		d := time.Duration(-1) // the read failed
-		if err == nil {
-			d, _ = time.ParseDuration(wire.Value(props.Metadata, wire.MetaLongest))
-		}
-		mu.Lock()
-		known = append(known, d)
-		mu.Unlock()
-		<-ctx.Done()
-		return nil
-	}), WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), nil)).With("contender", "b")))
-	waitFor(t, 30*time.Second, "the shards spread over a and b, each of b's having read a's record", func() bool {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		names := shardNames(8)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil))
+		waitFor(t, 30*time.Second, "a runs every shard", func() bool { return balanced(log, len(names), "a") })
+		aSession := a.owner.Session()
+		long := s
+		long.LeaseDuration = 2 * s.LeaseDuration
+		var mu sync.Mutex
+		var known []time.Duration // what a's record said it knows, as each of b's shards started
+		var logs syncBuffer
+		startOwner(t, "b", long, names, log.fn("b", func(ctx context.Context, _ string) error {
+			props, err := raw.cc.NewBlobClient(a.owner.sessionBlob(aSession)).GetProperties(context.Background(), nil)
+			d := time.Duration(-1) // the read failed
+			if err == nil {
+				d, _ = time.ParseDuration(wire.Value(props.Metadata, wire.MetaLongest))
+			}
+			mu.Lock()
+			known = append(known, d)
+			mu.Unlock()
+			<-ctx.Done()
+			return nil
+		}), WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), nil)).With("contender", "b")))
+		waitFor(t, 30*time.Second, "the shards spread over a and b, each of b's having read a's record", func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return balanced(log, len(names), "a", "b") && len(known) == len(names)/2
+		})
 		mu.Lock()
 		defer mu.Unlock()
-		return balanced(log, len(names), "a", "b") && len(known) == len(names)/2
+		for _, k := range known {
+			assert.GreaterOrEqual(t, k, long.LeaseDuration, "b ran a shard before a's record said a knows b's lease duration")
+		}
+		assert.Contains(t, logs.String(), "runs no shard until their records say they know it")
+		log.requireNeverTwice(t)
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	for _, k := range known {
-		assert.GreaterOrEqual(t, k, long.LeaseDuration, "b ran a shard before a's record said a knows b's lease duration")
-	}
-	assert.Contains(t, logs.String(), "runs no shard until their records say they know it")
-	log.requireNeverTwice(t)
 }

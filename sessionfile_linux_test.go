@@ -20,6 +20,7 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -66,74 +67,76 @@ func ranOn(l *shardLog, who string) map[string]bool {
 // file while one runs is refused at once.
 func TestRestartedShardOwnerKeepsItsSessionAndShards(t *testing.T) {
 	t.Parallel()
-	s := resumeSettings(t)
-	file := filepath.Join(t.TempDir(), "session")
-	names := shardNames(30)
-	log := &shardLog{}
-	a := startOwner(t, "a", s, names, log.fn("a", nil), WithLeaseIDFile(file))
-	b := startOwner(t, "b", s, names, log.fn("b", nil))
-	waitFor(t, 60*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := resumeSettings(t)
+		file := filepath.Join(t.TempDir(), "session")
+		names := shardNames(30)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil), WithLeaseIDFile(file))
+		b := startOwner(t, "b", s, names, log.fn("b", nil))
+		waitFor(t, 60*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
 
-	second, err := NewShardOwner(s, names, log.fn("second", nil), WithLeaseIDFile(file), WithLogger(testLogger(t, "second")))
-	require.NoError(t, err)
-	began := time.Now()
-	err = second.Run(context.Background())
-	require.ErrorIs(t, err, ErrLeaseIDFileLocked)
-	assert.Contains(t, err.Error(), file)
-	assert.Less(t, time.Since(began), time.Second, "refused at once")
+		second, err := NewShardOwner(s, names, log.fn("second", nil), WithLeaseIDFile(file), WithLogger(testLogger(t, "second")))
+		require.NoError(t, err)
+		began := time.Now()
+		err = second.Run(context.Background())
+		require.ErrorIs(t, err, ErrLeaseIDFileLocked)
+		assert.Contains(t, err.Error(), file)
+		assert.Less(t, time.Since(began), time.Second, "refused at once")
 
-	session := a.owner.Session()
-	require.NotEmpty(t, session)
-	assert.Equal(t, session, readIDFile(t, file), "the file names the running session")
-	held := a.owner.Owned()
-	bHeld := b.owner.Owned()
-	before := map[string]int64{}
-	for _, tm := range log.snapshot() {
-		if tm.who == "a" {
-			before[tm.shard] = max(before[tm.shard], tm.number)
-		}
-	}
-	require.ErrorIs(t, a.stop(t), context.Canceled)
-	assert.Equal(t, session, readIDFile(t, file), "the file still names the session")
-	assert.Equal(t, held, heldBy(t, b.owner, session), "the stopped owner released no shard and handed none on")
-
-	restarted := time.Now()
-	a2 := startOwner(t, "a", s, names, log.fn("a2", nil), WithLeaseIDFile(file))
-	took := waitFor(t, 30*time.Second, "every shard of a running again on a2", func() bool {
-		run := log.running()
-		for _, name := range held {
-			if !slices.Equal(run[name], []string{"a2"}) {
-				return false
+		session := a.owner.Session()
+		require.NotEmpty(t, session)
+		assert.Equal(t, session, readIDFile(t, file), "the file names the running session")
+		held := a.owner.Owned()
+		bHeld := b.owner.Owned()
+		before := map[string]int64{}
+		for _, tm := range log.snapshot() {
+			if tm.who == "a" {
+				before[tm.shard] = max(before[tm.shard], tm.number)
 			}
 		}
-		return true
-	})
-	t.Logf("%d shards running again %v after the restart", len(held), took.Round(time.Millisecond))
-	assert.Equal(t, session, a2.owner.Session(), "the session resumed")
-	assert.Equal(t, held, a2.owner.Owned())
-	assert.Equal(t, bHeld, b.owner.Owned(), "b's shards stayed put")
-	for name := range ranOn(log, "b") {
-		assert.Contains(t, bHeld, name, "b never ran a shard of a's")
-	}
-	for _, tm := range log.snapshot() {
-		if tm.who == "a2" {
-			assert.Greater(t, tm.number, before[tm.shard], "shard %s: a higher term after the restart", tm.shard)
-			assert.True(t, tm.start.After(restarted))
-		}
-	}
+		require.ErrorIs(t, a.stop(t), context.Canceled)
+		assert.Equal(t, session, readIDFile(t, file), "the file still names the session")
+		assert.Equal(t, held, heldBy(t, b.owner, session), "the stopped owner released no shard and handed none on")
 
-	// A resumed session adopts shards handed to it only by the conditional
-	// acquire (never at once from a note): b's graceful stop hands it all of
-	// b's, each running on a2 well within the lease duration after which a2
-	// would break a shard recorded for it that it could not adopt.
-	stopped := time.Now()
-	require.ErrorIs(t, b.stop(t), context.Canceled)
-	took = waitFor(t, 30*time.Second, "every shard on a2", func() bool { return balanced(log, len(names), "a2") })
-	t.Logf("b's %d shards running on a2 %v after b's stop", len(bHeld), took.Round(time.Millisecond))
-	gaps := handoffGaps(t, log, stopped, "a2")
-	require.Len(t, gaps, len(bHeld))
-	assert.Less(t, gaps[len(gaps)-1], s.LeaseDuration/2, "a shard handed to the resumed session idled for %v", gaps[len(gaps)-1])
-	log.requireNeverTwice(t)
+		restarted := time.Now()
+		a2 := startOwner(t, "a", s, names, log.fn("a2", nil), WithLeaseIDFile(file))
+		took := waitFor(t, 30*time.Second, "every shard of a running again on a2", func() bool {
+			run := log.running()
+			for _, name := range held {
+				if !slices.Equal(run[name], []string{"a2"}) {
+					return false
+				}
+			}
+			return true
+		})
+		t.Logf("%d shards running again %v after the restart", len(held), took.Round(time.Millisecond))
+		assert.Equal(t, session, a2.owner.Session(), "the session resumed")
+		assert.Equal(t, held, a2.owner.Owned())
+		assert.Equal(t, bHeld, b.owner.Owned(), "b's shards stayed put")
+		for name := range ranOn(log, "b") {
+			assert.Contains(t, bHeld, name, "b never ran a shard of a's")
+		}
+		for _, tm := range log.snapshot() {
+			if tm.who == "a2" {
+				assert.Greater(t, tm.number, before[tm.shard], "shard %s: a higher term after the restart", tm.shard)
+				assert.False(t, tm.start.Before(restarted), "a2 ran it before the restart")
+			}
+		}
+
+		// A resumed session adopts shards handed to it only by the conditional
+		// acquire (never at once from a note): b's graceful stop hands it all of
+		// b's, each running on a2 well within the lease duration after which a2
+		// would break a shard recorded for it that it could not adopt.
+		stopped := time.Now()
+		require.ErrorIs(t, b.stop(t), context.Canceled)
+		took = waitFor(t, 30*time.Second, "every shard on a2", func() bool { return balanced(log, len(names), "a2") })
+		t.Logf("b's %d shards running on a2 %v after b's stop", len(bHeld), took.Round(time.Millisecond))
+		gaps := handoffGaps(t, log, stopped, "a2")
+		require.Len(t, gaps, len(bHeld))
+		assert.Less(t, gaps[len(gaps)-1], s.LeaseDuration/2, "a shard handed to the resumed session idled for %v", gaps[len(gaps)-1])
+		log.requireNeverTwice(t)
+	})
 }
 
 // A session kept for a restart that never comes is broken by the others
@@ -142,22 +145,24 @@ func TestRestartedShardOwnerKeepsItsSessionAndShards(t *testing.T) {
 // takes its share back, and no shard ever runs twice.
 func TestKeptSessionIsTakenOverWhenNoRestartComes(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	file := filepath.Join(t.TempDir(), "session")
-	names := shardNames(20)
-	log := &shardLog{}
-	a := startOwner(t, "a", s, names, log.fn("a", nil), WithLeaseIDFile(file))
-	startOwner(t, "b", s, names, log.fn("b", nil))
-	waitFor(t, 60*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
-	session := a.owner.Session()
-	require.ErrorIs(t, a.stop(t), context.Canceled)
-	waitFor(t, 60*time.Second, "b running every shard", func() bool { return balanced(log, len(names), "b") })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		file := filepath.Join(t.TempDir(), "session")
+		names := shardNames(20)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil), WithLeaseIDFile(file))
+		startOwner(t, "b", s, names, log.fn("b", nil))
+		waitFor(t, 60*time.Second, "the shards spread over a and b", func() bool { return balanced(log, len(names), "a", "b") })
+		session := a.owner.Session()
+		require.ErrorIs(t, a.stop(t), context.Canceled)
+		waitFor(t, 60*time.Second, "b running every shard", func() bool { return balanced(log, len(names), "b") })
 
-	a2 := startOwner(t, "a", s, names, log.fn("a2", nil), WithLeaseIDFile(file))
-	waitFor(t, 60*time.Second, "the shards spread over a2 and b", func() bool { return balanced(log, len(names), "a2", "b") })
-	assert.NotEqual(t, session, a2.owner.Session(), "a dead session is never resumed")
-	assert.Equal(t, a2.owner.Session(), readIDFile(t, file), "the file names the new session")
-	log.requireNeverTwice(t)
+		a2 := startOwner(t, "a", s, names, log.fn("a2", nil), WithLeaseIDFile(file))
+		waitFor(t, 60*time.Second, "the shards spread over a2 and b", func() bool { return balanced(log, len(names), "a2", "b") })
+		assert.NotEqual(t, session, a2.owner.Session(), "a dead session is never resumed")
+		assert.Equal(t, a2.owner.Session(), readIDFile(t, file), "the file names the new session")
+		log.requireNeverTwice(t)
+	})
 }
 
 // A lease ID file that holds something other than a session ID stops Run

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -21,7 +22,15 @@ const (
 )
 
 func shardSettings(t testing.TB) BlobSettings {
-	s := testSettings(t)
+	return asShardSettings(testSettings(t))
+}
+
+// memoryShardSettings are shardSettings on svc, an in-memory Blob service.
+func memoryShardSettings(t testing.TB, svc *memblob.Service) BlobSettings {
+	return asShardSettings(memorySettings(t, svc))
+}
+
+func asShardSettings(s BlobSettings) BlobSettings {
 	s.LeaseDuration, s.StopMargin, s.RetryInterval = shardTestLease, shardTestMargin, shardTestRetry
 	return s
 }
@@ -174,7 +183,7 @@ type ownerRun struct {
 
 func startOwner(t testing.TB, name string, s BlobSettings, shards []string, fn func(context.Context, string) error, opts ...Option) *ownerRun {
 	t.Helper()
-	o, err := NewShardOwner(s, shards, fn, append([]Option{WithLogger(testLogger(t, name)), WithIdentity(name)}, opts...)...)
+	o, err := NewShardOwner(s, shards, fn, append([]Option{WithLogger(testLogger(t, name)), WithIdentity(name), clockFor(s)}, opts...)...)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &ownerRun{name: name, owner: o, cancel: cancel, done: make(chan error, 1)}

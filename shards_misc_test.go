@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -61,22 +62,24 @@ func TestNewShardOwnerRejectsBadInput(t *testing.T) {
 // ETag lease's limits.
 func TestShardOwnerTakesAnyETagLeaseDuration(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	s.LeaseDuration = 15500 * time.Millisecond
-	require.ErrorContains(t, s.Validate(), "whole number of seconds", "a mutex's lease of 15.5 s would be native")
-	log := &shardLog{}
-	a := startOwner(t, "a", s, shardNames(3), log.fn("a", nil))
-	require.Equal(t, 15500*time.Millisecond, a.owner.Settings().LeaseDuration)
-	waitFor(t, 30*time.Second, "3 shards run", func() bool { return balanced(log, 3, "a") })
-	info, err := a.owner.Inspect(context.Background())
-	require.NoError(t, err)
-	require.Len(t, info.Sessions, 1)
-	require.Equal(t, 15500*time.Millisecond, info.Sessions[0].DeclaredDuration)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		s.LeaseDuration = 15500 * time.Millisecond
+		require.ErrorContains(t, s.Validate(), "whole number of seconds", "a mutex's lease of 15.5 s would be native")
+		log := &shardLog{}
+		a := startOwner(t, "a", s, shardNames(3), log.fn("a", nil))
+		require.Equal(t, 15500*time.Millisecond, a.owner.Settings().LeaseDuration)
+		waitFor(t, 30*time.Second, "3 shards run", func() bool { return balanced(log, 3, "a") })
+		info, err := a.owner.Inspect(context.Background())
+		require.NoError(t, err)
+		require.Len(t, info.Sessions, 1)
+		require.Equal(t, 15500*time.Millisecond, info.Sessions[0].DeclaredDuration)
 
-	s.LeaseDuration = 2500 * time.Millisecond
-	_, err = NewShardOwner(s, nil, log.fn("b", nil))
-	require.ErrorContains(t, err, "BlobSettings.LeaseDuration: must be from 3s to 24h0m0s (a ShardOwner's session lease is always an ETag lease), got 2.5s")
-	require.NotContains(t, err.Error(), "native")
+		s.LeaseDuration = 2500 * time.Millisecond
+		_, err = NewShardOwner(s, nil, log.fn("b", nil))
+		require.ErrorContains(t, err, "BlobSettings.LeaseDuration: must be from 3s to 24h0m0s (a ShardOwner's session lease is always an ETag lease), got 2.5s")
+		require.NotContains(t, err.Error(), "native")
+	})
 }
 
 func TestShardOwnerWithAWrongKeyFailsPromptlyWithoutLeakingIt(t *testing.T) {
@@ -158,32 +161,34 @@ func TestNoGoroutineOutlivesShardOwnerInspect(t *testing.T) {
 // releases the session, and then propagates from Run.
 func TestShardPanicReleasesEverythingThenPropagates(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	log := &shardLog{}
-	o, err := NewShardOwner(s, shardNames(4), log.fn("a", func(ctx context.Context, shard string) error {
-		if shard == "shard-002" {
-			time.Sleep(500 * time.Millisecond)
-			panic("shard func blew up")
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		log := &shardLog{}
+		o, err := NewShardOwner(s, shardNames(4), log.fn("a", func(ctx context.Context, shard string) error {
+			if shard == "shard-002" {
+				time.Sleep(500 * time.Millisecond)
+				panic("shard func blew up")
+			}
+			<-ctx.Done()
+			return nil
+		}), WithLogger(testLogger(t, "a")))
+		require.NoError(t, err)
+		var recovered any
+		func() {
+			defer func() { recovered = recover() }()
+			_ = o.Run(context.Background())
+		}()
+		require.Equal(t, "shard func blew up", recovered)
+		require.Empty(t, log.running(), "every shard func returned before the panic propagated")
+		info, err := o.Inspect(context.Background())
+		require.NoError(t, err)
+		for _, sh := range info.Shards {
+			require.False(t, sh.Held, "shard %s released", sh.Name)
 		}
-		<-ctx.Done()
-		return nil
-	}), WithLogger(testLogger(t, "a")))
-	require.NoError(t, err)
-	var recovered any
-	func() {
-		defer func() { recovered = recover() }()
-		_ = o.Run(context.Background())
-	}()
-	require.Equal(t, "shard func blew up", recovered)
-	require.Empty(t, log.running(), "every shard func returned before the panic propagated")
-	info, err := o.Inspect(context.Background())
-	require.NoError(t, err)
-	for _, sh := range info.Shards {
-		require.False(t, sh.Held, "shard %s released", sh.Name)
-	}
-	for _, ses := range info.Sessions {
-		require.False(t, ses.Live, "session released")
-	}
+		for _, ses := range info.Sessions {
+			require.False(t, ses.Live, "session released")
+		}
+	})
 }
 
 // A session's lease is kept on connections of its own when the library

@@ -13,6 +13,7 @@ import (
 
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/require"
 )
@@ -144,21 +145,23 @@ func (w *setWatch) finish() {
 // each counts its share among the instances that have its set.
 func TestEveryShardRunsBesideAnInstanceWithAnEmptySet(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	log := &shardLog{}
-	b := startOwner(t, "b", s, nil, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "b's session", func() bool { return b.owner.Session() != "" })
-	time.Sleep(2 * s.RetryInterval) // b is live in every listing of the sessions from now on
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		log := &shardLog{}
+		b := startOwner(t, "b", s, nil, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "b's session", func() bool { return b.owner.Session() != "" })
+		time.Sleep(2 * s.RetryInterval) // b is live in every listing of the sessions from now on
 
-	startOwner(t, "a", s, shardNames(10), log.fn("a", nil))
-	took := waitFor(t, 10*time.Second+setsBound(s), "every shard runs on a (10 s for a's session to start)", func() bool { return balanced(log, 10, "a") })
-	t.Logf("all 10 ran on a %v after it started", took)
-	starts := log.starts()
-	time.Sleep(3 * time.Second)
-	require.True(t, balanced(log, 10, "a"), "still: %v", log.perOwner())
-	require.Equal(t, starts, log.starts(), "nothing moved")
-	require.Empty(t, b.owner.Owned())
-	log.requireNeverTwice(t)
+		startOwner(t, "a", s, shardNames(10), log.fn("a", nil))
+		took := waitFor(t, 10*time.Second+setsBound(s), "every shard runs on a (10 s for a's session to start)", func() bool { return balanced(log, 10, "a") })
+		t.Logf("all 10 ran on a %v after it started", took)
+		starts := log.starts()
+		time.Sleep(3 * time.Second)
+		require.True(t, balanced(log, 10, "a"), "still: %v", log.perOwner())
+		require.Equal(t, starts, log.starts(), "nothing moved")
+		require.Empty(t, b.owner.Owned())
+		log.requireNeverTwice(t)
+	})
 }
 
 // A rolling update from one set to another, one instance at a time (a
@@ -168,49 +171,51 @@ func TestEveryShardRunsBesideAnInstanceWithAnEmptySet(t *testing.T) {
 // the instances agree the spread is within one again.
 func TestRollingUpdateOfTheSetKeepsEveryShardRunning(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	setA := shardNames(12)
-	setB := slices.Clone(setA[6:]) // half of A stays
-	for i := range 6 {
-		setB = append(setB, fmt.Sprintf("new-%03d", i))
-	}
-	log := &shardLog{}
-	w := newSetWatch(t, s, log)
-	var owners []*ownerRun
-	for _, who := range []string{"a", "b", "c"} {
-		r := startOwner(t, who, s, nil, log.fn(who, nil))
-		w.setShards(r, setA)
-		owners = append(owners, r)
-	}
-	waitFor(t, 30*time.Second, "set A over 3 owners", func() bool { return balanced(log, 12, "a", "b", "c") })
-	w.start()
-	pause := setsBound(s) + 3*time.Second
-	for _, r := range owners {
-		w.setShards(r, setB)
-		t.Logf("%s runs set B now", r.name)
-		time.Sleep(pause)
-	}
-	took := waitFor(t, 30*time.Second, "set B over 3 owners", func() bool { return balanced(log, 12, "a", "b", "c") })
-	var running []string
-	for name := range log.running() {
-		running = append(running, name)
-	}
-	require.ElementsMatch(t, setB, running)
-	t.Logf("set B spread within one %v after the last instance changed its set: %v", pause+took, log.perOwner())
-	digestB, _ := checkShardNames(setB)
-	waitFor(t, 5*time.Second, "every session's record shows set B", func() bool {
-		info, err := owners[0].owner.Inspect(context.Background())
-		require.NoError(t, err)
-		n := 0
-		for _, ses := range info.Sessions {
-			if ses.Live && ses.ShardSet == balance.SetDigest(digestB) && ses.SetSize == len(setB) {
-				n++
-			}
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		setA := shardNames(12)
+		setB := slices.Clone(setA[6:]) // half of A stays
+		for i := range 6 {
+			setB = append(setB, fmt.Sprintf("new-%03d", i))
 		}
-		return n == len(owners)
+		log := &shardLog{}
+		w := newSetWatch(t, s, log)
+		var owners []*ownerRun
+		for _, who := range []string{"a", "b", "c"} {
+			r := startOwner(t, who, s, nil, log.fn(who, nil))
+			w.setShards(r, setA)
+			owners = append(owners, r)
+		}
+		waitFor(t, 30*time.Second, "set A over 3 owners", func() bool { return balanced(log, 12, "a", "b", "c") })
+		w.start()
+		pause := setsBound(s) + 3*time.Second
+		for _, r := range owners {
+			w.setShards(r, setB)
+			t.Logf("%s runs set B now", r.name)
+			time.Sleep(pause)
+		}
+		took := waitFor(t, 30*time.Second, "set B over 3 owners", func() bool { return balanced(log, 12, "a", "b", "c") })
+		var running []string
+		for name := range log.running() {
+			running = append(running, name)
+		}
+		require.ElementsMatch(t, setB, running)
+		t.Logf("set B spread within one %v after the last instance changed its set: %v", pause+took, log.perOwner())
+		digestB, _ := checkShardNames(setB)
+		waitFor(t, 5*time.Second, "every session's record shows set B", func() bool {
+			info, err := owners[0].owner.Inspect(context.Background())
+			require.NoError(t, err)
+			n := 0
+			for _, ses := range info.Sessions {
+				if ses.Live && ses.ShardSet == balance.SetDigest(digestB) && ses.SetSize == len(setB) {
+					n++
+				}
+			}
+			return n == len(owners)
+		})
+		w.finish()
+		log.requireNeverTwice(t)
 	})
-	w.finish()
-	log.requireNeverTwice(t)
 }
 
 // An instance part of whose set another instance holds, by a set of its
@@ -218,40 +223,42 @@ func TestRollingUpdateOfTheSetKeepsEveryShardRunning(t *testing.T) {
 // duration, not at the pace of an instance waiting for a handover.
 func TestAnInstanceThatCannotReachItsShareListsTheShardsSeldom(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	setA := shardNames(10)
-	setB := slices.Clone(setA)
-	for i := range 12 {
-		setB = append(setB, fmt.Sprintf("more-%03d", i))
-	}
-	log := &shardLog{}
-	var listings [2]atomic.Int32
-	var owners [2]*ownerRun
-	for i, set := range [][]string{setA, setB} {
-		who := []string{"a", "b"}[i]
-		si, tr := withTransport(t, s)
-		tr.Observe(func(ex faults.Exchange) {
-			if u, err := url.Parse(ex.URL); err == nil && u.Query().Get("comp") == "list" && strings.HasSuffix(u.Query().Get("prefix"), "/"+wire.ShardsDir) {
-				listings[i].Add(1)
-			}
-		})
-		owners[i] = startOwner(t, who, si, set, log.fn(who, nil))
-		if i == 0 {
-			waitFor(t, 30*time.Second, "a runs its 10 shards", func() bool { return balanced(log, 10, "a") })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		setA := shardNames(10)
+		setB := slices.Clone(setA)
+		for i := range 12 {
+			setB = append(setB, fmt.Sprintf("more-%03d", i))
 		}
-	}
-	took := waitFor(t, 10*time.Second+setsBound(s), "all 22 shards run", func() bool { return len(log.running()) == 22 })
-	t.Logf("all 22 ran %v after b started: %v", took, log.perOwner())
-	time.Sleep(s.LeaseDuration) // b lists once more at most, and finds nothing
-	const leases = 3
-	before := [2]int32{listings[0].Load(), listings[1].Load()}
-	time.Sleep(leases * s.LeaseDuration)
-	for i, who := range []string{"a", "b"} {
-		t.Logf("%s listed the shards %d times in %v, holding %d of its %d", who, listings[i].Load()-before[i],
-			leases*s.LeaseDuration, len(owners[i].owner.Owned()), len(owners[i].owner.Shards()))
-	}
-	require.Len(t, owners[1].owner.Owned(), 12, "a holds the rest of b's set")
-	require.LessOrEqual(t, listings[1].Load()-before[1], int32(leases+1), "b lists about once a lease duration")
-	require.Len(t, log.running(), 22)
-	log.requireNeverTwice(t)
+		log := &shardLog{}
+		var listings [2]atomic.Int32
+		var owners [2]*ownerRun
+		for i, set := range [][]string{setA, setB} {
+			who := []string{"a", "b"}[i]
+			si, tr := withTransport(t, s)
+			tr.Observe(func(ex faults.Exchange) {
+				if u, err := url.Parse(ex.URL); err == nil && u.Query().Get("comp") == "list" && strings.HasSuffix(u.Query().Get("prefix"), "/"+wire.ShardsDir) {
+					listings[i].Add(1)
+				}
+			})
+			owners[i] = startOwner(t, who, si, set, log.fn(who, nil))
+			if i == 0 {
+				waitFor(t, 30*time.Second, "a runs its 10 shards", func() bool { return balanced(log, 10, "a") })
+			}
+		}
+		took := waitFor(t, 10*time.Second+setsBound(s), "all 22 shards run", func() bool { return len(log.running()) == 22 })
+		t.Logf("all 22 ran %v after b started: %v", took, log.perOwner())
+		time.Sleep(s.LeaseDuration) // b lists once more at most, and finds nothing
+		const leases = 3
+		before := [2]int32{listings[0].Load(), listings[1].Load()}
+		time.Sleep(leases * s.LeaseDuration)
+		for i, who := range []string{"a", "b"} {
+			t.Logf("%s listed the shards %d times in %v, holding %d of its %d", who, listings[i].Load()-before[i],
+				leases*s.LeaseDuration, len(owners[i].owner.Owned()), len(owners[i].owner.Shards()))
+		}
+		require.Len(t, owners[1].owner.Owned(), 12, "a holds the rest of b's set")
+		require.LessOrEqual(t, listings[1].Load()-before[1], int32(leases+1), "b lists about once a lease duration")
+		require.Len(t, log.running(), 22)
+		log.requireNeverTwice(t)
+	})
 }

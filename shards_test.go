@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -30,23 +31,25 @@ func TestShardsSpreadEvenlyAndNeverRunTwice(t *testing.T) {
 // instances hand over exactly what it claims, and nothing moves back.
 func TestNewInstanceGetsItsShare(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	names := shardNames(20)
-	log := &shardLog{}
-	startOwner(t, "a", s, names, log.fn("a", nil))
-	startOwner(t, "b", s, names, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "20 shards over 2 owners", func() bool { return balanced(log, 20, "a", "b") })
-	time.Sleep(time.Second) // settled
-	before := log.starts()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(20)
+		log := &shardLog{}
+		startOwner(t, "a", s, names, log.fn("a", nil))
+		startOwner(t, "b", s, names, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "20 shards over 2 owners", func() bool { return balanced(log, 20, "a", "b") })
+		time.Sleep(time.Second) // settled
+		before := log.starts()
 
-	startOwner(t, "c", s, names, log.fn("c", nil))
-	took := waitFor(t, 15*time.Second, "the new owner's share", func() bool { return balanced(log, 20, "a", "b", "c") })
-	time.Sleep(3 * time.Second)
-	require.True(t, balanced(log, 20, "a", "b", "c"), "balance held: %v", log.perOwner())
-	moved := log.starts() - before
-	t.Logf("c held its share %v after it started; %d shards moved; %v", took, moved, log.perOwner())
-	require.Equal(t, log.perOwner()["c"], moved, "only the new owner's share moved, once")
-	log.requireNeverTwice(t)
+		startOwner(t, "c", s, names, log.fn("c", nil))
+		took := waitFor(t, 15*time.Second, "the new owner's share", func() bool { return balanced(log, 20, "a", "b", "c") })
+		time.Sleep(3 * time.Second)
+		require.True(t, balanced(log, 20, "a", "b", "c"), "balance held: %v", log.perOwner())
+		moved := log.starts() - before
+		t.Logf("c held its share %v after it started; %d shards moved; %v", took, moved, log.perOwner())
+		require.Equal(t, log.perOwner()["c"], moved, "only the new owner's share moved, once")
+		log.requireNeverTwice(t)
+	})
 }
 
 // An instance cut off from storage stops its shard funcs at its session's
@@ -108,43 +111,45 @@ func TestCutOffInstanceStopsBeforeItsShardsAreReowned(t *testing.T) {
 // stopped, with ErrShardRemoved, and released.
 func TestShardsAddedAndRemovedAtRuntime(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	names := shardNames(10)
-	log := &shardLog{}
-	a := startOwner(t, "a", s, names, log.fn("a", nil))
-	b := startOwner(t, "b", s, names, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(10)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil))
+		b := startOwner(t, "b", s, names, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "10 shards over 2 owners", func() bool { return balanced(log, 10, "a", "b") })
 
-	time.Sleep(time.Second) // settled
-	before := log.starts()
+		time.Sleep(time.Second) // settled
+		before := log.starts()
 
-	next := append(append([]string{}, names[3:]...), "extra-1", "extra-2", "tenant/42", "tenant/43")
-	require.NoError(t, a.owner.SetShards(next))
-	require.NoError(t, b.owner.SetShards(next))
-	waitFor(t, 15*time.Second, "the new set of 11 over 2 owners", func() bool { return balanced(log, 11, "a", "b") })
-	time.Sleep(3 * time.Second)
-	require.True(t, balanced(log, 11, "a", "b"), "balance held: %v", log.perOwner())
-	// Neither owner held more than its new share: only the new shards
-	// started, and nothing moved back and forth while each owner's record
-	// still showed the old set to the other.
-	require.Equal(t, 4, log.starts()-before, "only the 4 new shards started")
-	last := map[string]shardTerm{}
-	for _, tm := range log.snapshot() {
-		last[tm.shard] = tm
-	}
-	for _, removed := range names[:3] {
-		require.False(t, last[removed].end.IsZero(), "removed shard %s still runs", removed)
-		require.ErrorIs(t, last[removed].cause, ErrShardRemoved)
-	}
-	require.ElementsMatch(t, next, append(a.owner.Owned(), b.owner.Owned()...))
-	info, err := a.owner.Inspect(context.Background())
-	require.NoError(t, err)
-	for _, sh := range info.Shards {
-		if sh.Name == names[0] {
-			require.False(t, sh.Held, "a removed shard's lease is released")
+		next := append(append([]string{}, names[3:]...), "extra-1", "extra-2", "tenant/42", "tenant/43")
+		require.NoError(t, a.owner.SetShards(next))
+		require.NoError(t, b.owner.SetShards(next))
+		waitFor(t, 15*time.Second, "the new set of 11 over 2 owners", func() bool { return balanced(log, 11, "a", "b") })
+		time.Sleep(3 * time.Second)
+		require.True(t, balanced(log, 11, "a", "b"), "balance held: %v", log.perOwner())
+		// Neither owner held more than its new share: only the new shards
+		// started, and nothing moved back and forth while each owner's record
+		// still showed the old set to the other.
+		require.Equal(t, 4, log.starts()-before, "only the 4 new shards started")
+		last := map[string]shardTerm{}
+		for _, tm := range log.snapshot() {
+			last[tm.shard] = tm
 		}
-	}
-	log.requireNeverTwice(t)
+		for _, removed := range names[:3] {
+			require.False(t, last[removed].end.IsZero(), "removed shard %s still runs", removed)
+			require.ErrorIs(t, last[removed].cause, ErrShardRemoved)
+		}
+		require.ElementsMatch(t, next, append(a.owner.Owned(), b.owner.Owned()...))
+		info, err := a.owner.Inspect(context.Background())
+		require.NoError(t, err)
+		for _, sh := range info.Shards {
+			if sh.Name == names[0] {
+				require.False(t, sh.Held, "a removed shard's lease is released")
+			}
+		}
+		log.requireNeverTwice(t)
+	})
 }
 
 // Cancelling Run hands every shard on to the other instances (see
@@ -152,29 +157,31 @@ func TestShardsAddedAndRemovedAtRuntime(t *testing.T) {
 // (deleting its blob).
 func TestShutdownHandsShardsOverWithinAPoll(t *testing.T) {
 	t.Parallel()
-	s := shardSettings(t)
-	names := shardNames(12)
-	log := &shardLog{}
-	startOwner(t, "a", s, names, log.fn("a", nil))
-	b := startOwner(t, "b", s, names, log.fn("b", nil))
-	waitFor(t, 30*time.Second, "12 shards over 2 owners", func() bool { return balanced(log, 12, "a", "b") })
-	session := b.owner.Session()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(12)
+		log := &shardLog{}
+		startOwner(t, "a", s, names, log.fn("a", nil))
+		b := startOwner(t, "b", s, names, log.fn("b", nil))
+		waitFor(t, 30*time.Second, "12 shards over 2 owners", func() bool { return balanced(log, 12, "a", "b") })
+		session := b.owner.Session()
 
-	start := time.Now()
-	require.ErrorIs(t, b.stop(t), context.Canceled)
-	stopped := time.Since(start)
-	require.Empty(t, log.perOwner()["b"])
-	took := waitFor(t, 2*s.RetryInterval+2*time.Second, "a runs every shard", func() bool { return balanced(log, 12, "a") })
-	t.Logf("b's Run returned %v after its cancel; a ran every shard %v later", stopped, took)
-	for _, tm := range log.snapshot() {
-		if tm.who == "b" && !tm.end.Before(start) {
-			require.ErrorIs(t, tm.cause, ErrShardHandedOver)
+		start := time.Now()
+		require.ErrorIs(t, b.stop(t), context.Canceled)
+		stopped := time.Since(start)
+		require.Empty(t, log.perOwner()["b"])
+		took := waitFor(t, 2*s.RetryInterval+2*time.Second, "a runs every shard", func() bool { return balanced(log, 12, "a") })
+		t.Logf("b's Run returned %v after its cancel; a ran every shard %v later", stopped, took)
+		for _, tm := range log.snapshot() {
+			if tm.who == "b" && !tm.end.Before(start) {
+				require.ErrorIs(t, tm.cause, ErrShardHandedOver)
+			}
 		}
-	}
-	info, err := b.owner.Inspect(context.Background())
-	require.NoError(t, err)
-	for _, ses := range info.Sessions {
-		require.NotEqual(t, session, ses.ID, "b's session blob is deleted")
-	}
-	log.requireNeverTwice(t)
+		info, err := b.owner.Inspect(context.Background())
+		require.NoError(t, err)
+		for _, ses := range info.Sessions {
+			require.NotEqual(t, session, ses.ID, "b's session blob is deleted")
+		}
+		log.requireNeverTwice(t)
+	})
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -57,110 +58,118 @@ func runMutex(t *testing.T, m *BlobDistributedMutex) (stop func() (time.Duration
 // once, and the term's end (its end mark, its release) takes at most
 // RequestTimeout, though neither gets through.
 func TestShutdownBoundLeadingStorageSilent(t *testing.T) {
-	s, tr := withTransport(t, testSettings(t))
-	s.RequestTimeout = 2 * time.Second
-	before := goleak.IgnoreCurrent()
-	var returned atomic.Int64
-	started := make(chan struct{})
-	m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
-		close(started)
-		<-ctx.Done()
-		returned.Store(time.Now().UnixNano())
-		return nil
-	}, WithLogger(testLogger(t, "a")))
-	require.NoError(t, err)
-	stop := runMutex(t, m)
-	<-started
-	tr.Blackhole()
-	time.Sleep(200 * time.Millisecond)
-	took, err := stop()
-	require.ErrorIs(t, err, context.Canceled)
-	afterFunc := time.Since(time.Unix(0, returned.Load()))
-	t.Logf("returned %v after the cancel, %v after the func", took.Round(time.Millisecond), afterFunc.Round(time.Millisecond))
-	assert.Less(t, took, s.RequestTimeout+shutdownSlack)
-	tr.Close()
-	goleak.VerifyNone(t, before)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s, tr := withTransport(t, testSettings(t))
+		s.RequestTimeout = 2 * time.Second
+		before := goleak.IgnoreCurrent()
+		var returned atomic.Int64
+		started := make(chan struct{})
+		m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
+			close(started)
+			<-ctx.Done()
+			returned.Store(time.Now().UnixNano())
+			return nil
+		}, WithLogger(testLogger(t, "a")))
+		require.NoError(t, err)
+		stop := runMutex(t, m)
+		<-started
+		tr.Blackhole()
+		time.Sleep(200 * time.Millisecond)
+		took, err := stop()
+		require.ErrorIs(t, err, context.Canceled)
+		afterFunc := time.Since(time.Unix(0, returned.Load()))
+		t.Logf("returned %v after the cancel, %v after the func", took.Round(time.Millisecond), afterFunc.Round(time.Millisecond))
+		assert.Less(t, took, s.RequestTimeout+shutdownSlack)
+		tr.Close()
+		goleak.VerifyNone(t, before)
+	})
 }
 
 // A follower, cancelled with storage silent: its last acquire was answered
 // (someone else holds the lease), so it returns at once, gives nothing back
 // and says nothing about a release.
 func TestShutdownBoundFollowingStorageSilent(t *testing.T) {
-	s := testSettings(t)
-	leaderSettings, _ := withTransport(t, s)
-	log := newTermLog()
-	startContender(t, "a", leaderSettings, log.leaderFunc("a", untilCancelled))
-	log.next(t, 10*time.Second)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		leaderSettings, _ := withTransport(t, s)
+		log := newTermLog()
+		startContender(t, "a", leaderSettings, log.leaderFunc("a", untilCancelled))
+		log.next(t, 10*time.Second)
 
-	fs, tr := withTransport(t, s)
-	before := goleak.IgnoreCurrent()
-	logger, logs := quietLogs(t, "b")
-	m, err := NewBlobDistributedMutex(fs, untilCancelled, WithLogger(logger))
-	require.NoError(t, err)
-	stop := runMutex(t, m)
-	time.Sleep(3 * s.RetryInterval) // a few polls of a held lease
-	tr.Blackhole()
-	time.Sleep(200 * time.Millisecond)
-	took, err := stop()
-	require.ErrorIs(t, err, context.Canceled)
-	t.Logf("returned %v after the cancel", took.Round(time.Millisecond))
-	assert.Less(t, took, shutdownSlack, "nothing to give back")
-	assert.NotContains(t, logs.String(), "release")
-	tr.Close()
-	goleak.VerifyNone(t, before)
+		fs, tr := withTransport(t, s)
+		before := goleak.IgnoreCurrent()
+		logger, logs := quietLogs(t, "b")
+		m, err := NewBlobDistributedMutex(fs, untilCancelled, WithLogger(logger))
+		require.NoError(t, err)
+		stop := runMutex(t, m)
+		time.Sleep(3 * s.RetryInterval) // a few polls of a held lease
+		tr.Blackhole()
+		time.Sleep(200 * time.Millisecond)
+		took, err := stop()
+		require.ErrorIs(t, err, context.Canceled)
+		t.Logf("returned %v after the cancel", took.Round(time.Millisecond))
+		assert.Less(t, took, shutdownSlack, "nothing to give back")
+		assert.NotContains(t, logs.String(), "release")
+		tr.Close()
+		goleak.VerifyNone(t, before)
+	})
 }
 
 // A contender whose storage is silent from the start never learns whether
 // its acquire took the lease: leaving, it gives it back, within
 // RequestTimeout of the cancel, and a failure to is no warning.
 func TestShutdownBoundMayHoldStorageSilent(t *testing.T) {
-	s, tr := withTransport(t, testSettings(t))
-	s.RequestTimeout = 2 * time.Second
-	tr.Blackhole()
-	before := goleak.IgnoreCurrent()
-	logger, logs := quietLogs(t, "a")
-	m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(logger))
-	require.NoError(t, err)
-	stop := runMutex(t, m)
-	time.Sleep(s.RequestTimeout + 500*time.Millisecond) // an acquire timed out: it may hold the lease
-	took, err := stop()
-	require.ErrorIs(t, err, context.Canceled)
-	t.Logf("returned %v after the cancel", took.Round(time.Millisecond))
-	assert.Less(t, took, s.RequestTimeout+shutdownSlack)
-	out := logs.String()
-	assert.NotContains(t, out, "could not release the lease")
-	assert.Contains(t, out, "level=DEBUG msg=\"leaderelection: could not give back a lease")
-	tr.Close()
-	goleak.VerifyNone(t, before)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s, tr := withTransport(t, testSettings(t))
+		s.RequestTimeout = 2 * time.Second
+		tr.Blackhole()
+		before := goleak.IgnoreCurrent()
+		logger, logs := quietLogs(t, "a")
+		m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(logger))
+		require.NoError(t, err)
+		stop := runMutex(t, m)
+		time.Sleep(s.RequestTimeout + 500*time.Millisecond) // an acquire timed out: it may hold the lease
+		took, err := stop()
+		require.ErrorIs(t, err, context.Canceled)
+		t.Logf("returned %v after the cancel", took.Round(time.Millisecond))
+		assert.Less(t, took, s.RequestTimeout+shutdownSlack)
+		out := logs.String()
+		assert.NotContains(t, out, "could not release the lease")
+		assert.Contains(t, out, "level=DEBUG msg=\"leaderelection: could not give back a lease")
+		tr.Close()
+		goleak.VerifyNone(t, before)
+	})
 }
 
 // A contender that never connected (storage refuses connections) never
 // sent an acquire: it gives nothing back, returns at its caller's deadline,
 // and logs nothing about a release.
 func TestShutdownBoundNeverConnected(t *testing.T) {
-	s := testSettings(t)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	closed := l.Addr().String()
-	require.NoError(t, l.Close())
-	s.ConnectionString = regexp.MustCompile(`127\.0\.0\.1:\d+`).ReplaceAllString(s.ConnectionString, closed)
-	require.Contains(t, s.ConnectionString, closed)
-	s, tr := withTransport(t, s)
-	before := goleak.IgnoreCurrent()
-	logger, logs := quietLogs(t, "a")
-	m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(logger))
-	require.NoError(t, err)
-	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-	defer cancel()
-	err = m.RunTaskWhenMutexAcquired(ctx)
-	late := time.Since(mustDeadline(ctx))
-	require.ErrorIs(t, err, context.DeadlineExceeded)
-	t.Logf("returned %v after the caller's deadline", late.Round(time.Millisecond))
-	assert.Less(t, late, 500*time.Millisecond)
-	assert.NotContains(t, logs.String(), "release")
-	assert.NotContains(t, logs.String(), "give back")
-	tr.Close()
-	goleak.VerifyNone(t, before)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		closed := l.Addr().String()
+		require.NoError(t, l.Close())
+		s.ConnectionString = regexp.MustCompile(`127\.0\.0\.1:\d+`).ReplaceAllString(s.ConnectionString, closed)
+		require.Contains(t, s.ConnectionString, closed)
+		s, tr := withTransport(t, s)
+		before := goleak.IgnoreCurrent()
+		logger, logs := quietLogs(t, "a")
+		m, err := NewBlobDistributedMutex(s, untilCancelled, WithLogger(logger))
+		require.NoError(t, err)
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		err = m.RunTaskWhenMutexAcquired(ctx)
+		late := time.Since(mustDeadline(ctx))
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		t.Logf("returned %v after the caller's deadline", late.Round(time.Millisecond))
+		assert.Less(t, late, 500*time.Millisecond)
+		assert.NotContains(t, logs.String(), "release")
+		assert.NotContains(t, logs.String(), "give back")
+		tr.Close()
+		goleak.VerifyNone(t, before)
+	})
 }
 
 func mustDeadline(ctx context.Context) time.Time {
@@ -176,19 +185,21 @@ func mustDeadline(ctx context.Context) time.Time {
 // the last, whatever the number of shards (before, releases were sent one
 // RequestTimeout each).
 func TestShutdownBoundShardOwnerManyShardsStorageSilent(t *testing.T) {
-	const n = 200
-	s := shardSettings(t)
-	s.LeaseDuration, s.StopMargin = 15*time.Second, 3*time.Second // RequestTimeout 4 s, the default
-	s, tr := withTransport(t, s)
-	before := goleak.IgnoreCurrent()
-	took, sinceFuncs := shutdownShardOwner(t, s, tr.Blackhole, n, testLogger(t, "a"))
-	rt := s.withDefaults().RequestTimeout
-	t.Logf("%d shards: Run returned %v after the cancel, %v after the last shard func returned (bound %v)",
-		n, took.Round(time.Millisecond), sinceFuncs.Round(time.Millisecond), 2*rt)
-	assert.Less(t, sinceFuncs, 2*rt+shutdownSlack)
-	assert.Less(t, took, 2*rt+shutdownSlack)
-	tr.Close()
-	goleak.VerifyNone(t, before)
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		const n = 200
+		s := shardSettings(t)
+		s.LeaseDuration, s.StopMargin = 15*time.Second, 3*time.Second // RequestTimeout 4 s, the default
+		s, tr := withTransport(t, s)
+		before := goleak.IgnoreCurrent()
+		took, sinceFuncs := shutdownShardOwner(t, s, tr.Blackhole, n, testLogger(t, "a"))
+		rt := s.withDefaults().RequestTimeout
+		t.Logf("%d shards: Run returned %v after the cancel, %v after the last shard func returned (bound %v)",
+			n, took.Round(time.Millisecond), sinceFuncs.Round(time.Millisecond), 2*rt)
+		assert.Less(t, sinceFuncs, 2*rt+shutdownSlack)
+		assert.Less(t, took, 2*rt+shutdownSlack)
+		tr.Close()
+		goleak.VerifyNone(t, before)
+	})
 }
 
 // shutdownShardOwner runs a ShardOwner until it runs all n shards, calls

@@ -112,6 +112,9 @@ func Over(inner policy.Transporter) *Transport {
 	return &Transport{inner: inner, closed: make(chan struct{})}
 }
 
+// Inner is the transporter Over put this Transport in front of, or nil.
+func (t *Transport) Inner() policy.Transporter { return t.inner }
+
 // Blackhole makes storage silent, like a partitioned network or a server
 // that accepts connections and never answers: new requests are not sent,
 // and Do returns only when the request's context is done, with its error
@@ -165,7 +168,9 @@ func (t *Transport) ResetConnections() {
 	t.mu.Lock()
 	t.mode = reset
 	t.mu.Unlock()
-	t.tr.CloseIdleConnections()
+	if t.tr != nil {
+		t.tr.CloseIdleConnections()
+	}
 }
 
 // Heal switches back to pass-through for new requests. Responses of requests
