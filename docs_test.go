@@ -46,6 +46,8 @@ var citedPaths = []string{
 	"internal/azurite",
 	"internal/azurite/cmd/azurite",
 	"internal/azuritetest",
+	"internal/blobstore",
+	"internal/blobstore/transport.go",
 	"internal/faults",
 	"internal/tools",
 	"internal/tools/baseline",
@@ -83,7 +85,6 @@ var citedPaths = []string{
 	"shutdown_bench_test.go",
 	"silence.go",
 	"term.go",
-	"transport.go",
 	"vanished.go",
 }
 
