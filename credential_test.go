@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -55,8 +56,8 @@ func credentialSettings(t *testing.T, cred azcore.TokenCredential) BlobSettings 
 // pool.
 func trustingClient(t *testing.T, pool *x509.CertPool) *http.Client {
 	t.Helper()
-	tr := newTransport()
-	tr.TLSClientConfig.RootCAs = pool
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &http.Client{Transport: tr}
 }

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
@@ -771,8 +771,8 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 
 		// A write of ours that the server processed, with its answer lost.
 		id := dead.LeaseID()
-		_, err = dead.blobClient.SetMetadata(ctx, wire.RecordMetadata(wireTerm(first), s.LeaseDuration, wire.RoleMutex), &blob.SetMetadataOptions{
-			AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+		_, err = dead.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
+			Metadata: wire.RecordMetadata(wireTerm(first), s.LeaseDuration, wire.RoleMutex), LeaseID: id})
 		require.NoError(t, err)
 		_, err = dead.Renew(ctx)
 		require.ErrorIs(t, err, ErrTransient, "our own late write: adopt its ETag")
@@ -781,7 +781,7 @@ func TestStaleETagRenewalNeverLowersTheTerm(t *testing.T) {
 
 		// The process dies; its successor resumes the lease with the same ID and
 		// records a newer term. Then the dead process's last renewal arrives.
-		require.NoError(t, restarted.proposeLeaseID(id))
+		restarted.proposeLeaseID(id)
 		_, err = restarted.Acquire(ctx)
 		require.NoError(t, err)
 		second, err := restarted.RecordTerm(ctx, "restarted")

@@ -5,9 +5,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -104,28 +102,25 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 		return Grant{}, &StorageError{Op: "renew lease", Container: m.container, Blob: m.blob,
 			detail: "the term is not recorded yet under this lease", kind: ErrTransient}
 	}
-	ctx, cancel := m.call(ctx)
+	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	id, etag := h.id, r.etag
 	sent, bootSent := time.Now(), m.boot()
-	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(r.term), &blob.SetMetadataOptions{
-		AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-		},
+	written, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
+		Call:     blobstore.Call{Op: "renew lease (write record)", Lost: lostCodes},
+		Metadata: m.metadataOf(r.term), LeaseID: id, IfMatch: etag,
 	})
-	if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+	if blobstore.HasCode(err, blobstore.ConditionNotMet) {
 		return Grant{}, m.writtenSince(ctx, r, err)
 	}
 	if err != nil {
 		// 412 LeaseIdMismatchWithBlobOperation (another holds it), LeaseLost
 		// (Azure) or LeaseNotPresentWithBlobOperation (Azurite: broken or
 		// released): all in lostCodes.
-		return Grant{}, m.classify("renew lease (write record)", err, nil, lostCodes)
+		return Grant{}, m.wrap(err)
 	}
-	m.reached.Store(true)
-	if resp.ETag != nil {
-		m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: *resp.ETag})
+	if written != "" {
+		m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: written})
 	}
 	return m.grant(id, sent, bootSent), nil
 }
@@ -136,39 +131,35 @@ func (m *BlobLeaseManager) renewByWrite(ctx context.Context) (Grant, error) {
 // If it carries another term, a newer holder recorded it, or the term's end
 // mark: the lease is lost.
 func (m *BlobLeaseManager) writtenSince(ctx context.Context, r *termRecord, refused error) error {
-	props, err := m.properties(ctx)
+	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "renew lease (read record)", Lost: lostCodes})
 	if err != nil {
-		return m.classify("renew lease (read record)", err, nil, lostCodes)
+		return m.wrap(err)
 	}
 	rec := readRecord(m.container, m.blob, props.Metadata)
 	cur := rec.Term
 	se := &StorageError{Op: "renew lease (write record)", Container: m.container, Blob: m.blob,
-		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: refused}
+		StatusCode: statusCode(refused), ErrorCode: errorCode(refused), kind: ErrTransient, err: sdkError(refused)}
 	// An end mark is never a renewal's: it was written as the term ended,
 	// by its holder or, on a session's blob, by another once its lease had
 	// ended (session.go).
-	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || rec.EndMark || props.ETag == nil {
+	if cur.Number != r.term.Number || cur.Identity != r.term.Identity || rec.EndMark || props.ETag == "" {
 		se.kind = ErrLeaseLost
 		return se
 	}
-	m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: *props.ETag})
+	m.record.CompareAndSwap(r, &termRecord{leaseID: r.leaseID, term: r.term, etag: props.ETag})
 	return se
 }
 
-// observed fills in what an answer to GetProperties says about the lease's
-// kind and its holder's liveness.
-func observed(info *LeaseInfo, props blob.GetPropertiesResponse, received time.Time) {
+// observed fills in what an answer to a read of the blob's properties says
+// about the lease's kind and its holder's liveness.
+func observed(info *LeaseInfo, props blobstore.Props, received time.Time) {
 	info.Received = received
-	if props.ETag != nil {
-		info.ETag = *props.ETag
-	}
-	if props.LastModified != nil {
-		info.LastModified = *props.LastModified
-	}
+	info.ETag = props.ETag
+	info.LastModified = props.LastModified
 	switch info.Duration {
-	case lease.DurationTypeFixed:
+	case durationFixed:
 		info.Kind = NativeLease
-	case lease.DurationTypeInfinite:
+	case durationInfinite:
 		info.Kind = ETagLease
 	}
 }

@@ -1,7 +1,6 @@
 package leaderelection
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -9,13 +8,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -163,21 +157,17 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 // unless it is "". It returns the blob's ETag, which a lease's change leaves
 // as it was.
 func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) (azcore.ETag, error) {
-	ctx, cancel := lm.call(ctx)
-	defer cancel()
-	h := lm.id.Load()
-	var opts *lease.BlobChangeOptions
-	if etag != "" {
-		opts = &lease.BlobChangeOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}}
-	}
-	resp, err := h.client.ChangeLease(ctx, id, opts)
+	changed, err := lm.blobClient.ChangeLease(ctx, blobstore.ChangeOptions{
+		Call: blobstore.Call{Op: "change shard lease", Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
+		From: lm.LeaseID(), To: id, IfMatch: etag,
+	})
 	if err != nil {
-		return "", lm.classify("change shard lease", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
+		return "", lm.wrap(err)
 	}
-	if resp.ETag == nil {
+	if changed.ETag == "" {
 		return "", &StorageError{Op: "change shard lease", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
-	return *resp.ETag, nil
+	return changed.ETag, nil
 }
 
 // warmConns is how many connections a session opens as it starts (warm).
@@ -194,11 +184,9 @@ const warmConns = claimParallel + 4
 // the request that needs the connection opens it.
 func (g *shardManager) warm(ctx context.Context) {
 	defer g.pacing.Done()
-	bc := g.o.cc.NewBlobClient(g.o.sessionBlob(g.s.id))
+	b := g.o.cc.Blob(g.o.sessionBlob(g.s.id))
 	atOnce(warmConns, warmConns, func(int) {
-		ctx, cancel := g.o.ops.callWithin(ctx, g.o.settings.claimTimeout())
-		defer cancel()
-		_, _ = bc.GetProperties(ctx, nil)
+		_, _ = b.Properties(ctx, blobstore.Call{Timeout: g.o.settings.claimTimeout()})
 	})
 }
 
@@ -367,11 +355,7 @@ func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) e
 }
 
 func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
-	ctx, cancel := o.ops.call(ctx)
-	defer cancel()
-	_, err := o.cc.NewBlockBlobClient(name).Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata: wire.NoteMetadata(entries),
-	})
+	_, err := o.cc.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
 	return err
 }
 
@@ -416,10 +400,7 @@ func (g *shardManager) watchNotes() {
 		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
 			// If-Match what was read: a note rewritten since is read
 			// first.
-			ctx, cancel := o.ops.call(g.shardsCtx)
-			_, _ = o.cc.NewBlobClient(stale[0].name).Delete(ctx, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{
-				ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &stale[0].etag}}})
-			cancel()
+			_ = o.cc.Blob(stale[0].name).Delete(g.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
 			stale, lastDelete = stale[1:], time.Now()
 		}
 		switch g.expecting.Load() {
@@ -434,29 +415,25 @@ func (g *shardManager) watchNotes() {
 		changed := 0
 		listed := map[string]bool{}
 		stale = stale[:0]
-		pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
-		for pager.More() {
-			ctx, cancel := o.ops.call(g.shardsCtx)
-			page, err := pager.NextPage(ctx)
-			cancel()
+		for page, err := range o.cc.List(g.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				break
 			}
-			for _, b := range page.Segment.BlobItems {
-				if b.Name == nil || b.Properties == nil || b.Properties.ETag == nil {
+			for _, b := range page.Items {
+				if b.ETag == "" {
 					continue
 				}
-				name := *b.Name
+				name := b.Name
 				listed[name] = true
 				from := wire.NoteSender(prefix, name)
 				peer := wire.Value(b.Metadata, wire.MetaRole) == wire.RoleHandoff && g.isPeer(from)
 				if !peer {
-					stale = append(stale, staleNote{name, *b.Properties.ETag})
+					stale = append(stale, staleNote{name, b.ETag})
 				}
-				if seen[name] == *b.Properties.ETag {
+				if seen[name] == b.ETag {
 					continue
 				}
-				seen[name] = *b.Properties.ETag
+				seen[name] = b.ETag
 				changed++
 				entries := parseNote(wire.Value(b.Metadata, wire.MetaNote))
 				if peer {
@@ -715,19 +692,20 @@ func (g *shardManager) leave() {
 
 // dropNotes deletes the notes left for a session that has ended, as far as
 // ctx allows: best effort (a note is only a hint; one left over names shards
-// whose conditions fail).
+// whose conditions fail). Nothing is sent once ctx is done.
 func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
-	prefix := o.handoffPrefix(session)
-	pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
-	for pager.More() && ctx.Err() == nil {
-		page, err := pager.NextPage(ctx)
+	if ctx.Err() != nil {
+		return
+	}
+	for page, err := range o.cc.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
 		if err != nil {
 			return
 		}
-		for _, b := range page.Segment.BlobItems {
-			if b.Name != nil {
-				_, _ = o.cc.NewBlobClient(*b.Name).Delete(ctx, nil)
-			}
+		for _, b := range page.Items {
+			_ = o.cc.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+		}
+		if ctx.Err() != nil {
+			return
 		}
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -91,13 +91,11 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 
 		// One note per giver, rewritten as it hands more on: not one per batch.
 		prefix := e.owner.handoffPrefix(e.owner.Session())
-		pager := e.owner.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix})
 		var notes []string
-		for pager.More() {
-			page, err := pager.NextPage(context.Background())
+		for page, err := range e.owner.cc.List(context.Background(), blobstore.ListOptions{Prefix: prefix}) {
 			require.NoError(t, err)
-			for _, b := range page.Segment.BlobItems {
-				notes = append(notes, strings.TrimPrefix(*b.Name, prefix))
+			for _, b := range page.Items {
+				notes = append(notes, strings.TrimPrefix(b.Name, prefix))
 			}
 		}
 		require.NotEmpty(t, notes)

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -129,37 +126,27 @@ func (g *shardManager) endHeld() {
 }
 
 func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
-	ctx, cancel := o.ops.call(ctx)
-	defer cancel()
-	_, err := o.cc.NewBlockBlobClient(o.heldBlob(session)).Upload(ctx, streaming.NopCloser(strings.NewReader(text)), &blockblob.UploadOptions{
-		Metadata: wire.HeldMetadata(text),
-	})
+	_, err := o.cc.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
 	return err
 }
 
 // dropHeld deletes a session's list: it has ended, or is dead and collected.
 func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
-	_, _ = o.cc.NewBlobClient(o.heldBlob(session)).Delete(ctx, nil)
+	_ = o.cc.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
 }
 
 // readHeld reads a dead session's list. An error if there is none, or it
 // does not read whole: the caller lists the shards instead.
 func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
-	ctx, cancel := o.ops.call(ctx)
-	defer cancel()
 	name := o.heldBlob(session)
-	resp, err := o.cc.NewBlobClient(name).DownloadStream(ctx, nil)
+	resp, err := o.cc.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.BlobNotFound) {
+		if blobstore.HasCode(err, blobstore.BlobNotFound) {
 			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
 		}
-		return nil, o.ops.classify("read held shards", err, nil, nil)
+		return nil, o.ops.wrap(err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, wire.MaxHeldBytes+1))
-	if err != nil {
-		return nil, o.ops.classify("read held shards", err, nil, nil)
-	}
+	body := resp.Data
 	if len(body) > wire.MaxHeldBytes {
 		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, wire.MaxHeldBytes)
 	}
@@ -268,11 +255,9 @@ func atOnce(n, k int, fn func(i int)) {
 // it is free: no blob, or no lease, and a record a term can follow. It
 // returns nil otherwise, and if the read fails (a listing finds it later).
 func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
-	ctx, cancel := o.ops.call(ctx)
-	defer cancel()
 	blob := o.shardBlob(name)
-	props, err := o.cc.NewBlobClient(blob).GetProperties(ctx, nil)
-	if bloberror.HasCode(err, bloberror.BlobNotFound) {
+	props, err := o.cc.Blob(blob).Properties(ctx, blobstore.Call{})
+	if blobstore.HasCode(err, blobstore.BlobNotFound) {
 		o.sawShard(name, nil)
 		return &candidate{name: name}
 	}
@@ -281,12 +266,7 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 	}
 	l := listed{name: name, owned: -1, size: -1, session: wire.Value(props.Metadata, wire.MetaSession)}
 	l.info = LeaseInfo{Exists: true}
-	if props.LeaseState != nil {
-		l.info.State = *props.LeaseState
-	}
-	if props.LeaseDuration != nil {
-		l.info.Duration = *props.LeaseDuration
-	}
+	l.info.State, _, l.info.Duration = leaseOf(props)
 	observed(&l.info, props, time.Now())
 	l.rec = readRecord(o.settings.Container, blob, props.Metadata)
 	l.rec.fill(&l.info)

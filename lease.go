@@ -1,24 +1,17 @@
 package leaderelection
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
-	"net/http"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
@@ -41,22 +34,23 @@ type BlobLeaseManager struct {
 	settings  BlobSettings // with defaults applied
 	container string
 	blob      string
-	// id is the lease ID proposed and its client; replaced after a release
-	// whose outcome is unknown (see Release).
+	// id is the lease ID proposed; replaced after a release whose outcome
+	// is unknown (see Release).
 	id atomic.Pointer[leaseHandle]
 	// record is the term record written under the current acquisition of
 	// an ETag lease, which its renewals write again (see etaglease.go).
 	record atomic.Pointer[termRecord]
 
-	containerClient *container.Client
-	blobClient      *blockblob.Client
-	transport       *http.Transport // built by the library, nil for the caller's; see CloseIdleConnections
+	// containerClient is the storage package's client for the container
+	// (internal/blobstore: it bounds every request, turns the SDK's retries
+	// off, classifies failures and knows whether the account has answered),
+	// and blobClient its handle on the blob.
+	containerClient *blobstore.Client
+	blobClient      *blobstore.Blob
 
-	secretRedactor
-	logger  *slog.Logger
-	boot    clock.Boot  // the clock a term's deadline is held on beside the monotonic one (see safetyFuse)
-	reached atomic.Bool // the account has answered at least once
-	idFile  leaseIDFile // see WithLeaseIDFile, in resume.go
+	logger *slog.Logger
+	boot   clock.Boot  // the clock a term's deadline is held on beside the monotonic one (see safetyFuse)
+	idFile leaseIDFile // see WithLeaseIDFile, in resume.go
 
 	// role is what the blob is for (record.go): a mutex's, unless a
 	// ShardOwner's session or shard. floor is the highest term seen on it.
@@ -195,48 +189,44 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		return nil, err
 	}
 	settings = settings.withDefaults()
-	cc, red, transport, err := settings.containerClient()
+	cc, err := settings.storeClient(0)
 	if err != nil {
 		return nil, err
 	}
-	bc := cc.NewBlockBlobClient(settings.Blob)
+	bc := cc.Blob(settings.Blob)
 	m := &BlobLeaseManager{
 		settings:        settings,
 		container:       settings.Container,
 		blob:            settings.Blob,
 		containerClient: cc,
 		blobClient:      bc,
-		transport:       transport,
-		secretRedactor:  red,
 		logger:          o.logger,
 		boot:            o.seams.boot,
 		idFile:          leaseIDFile{path: o.leaseIDFile},
 		role:            RoleMutex,
 	}
-	if err := m.newLeaseID(); err != nil {
-		return nil, err
-	}
+	m.newLeaseID()
 	return m, nil
 }
 
-// leaseHandle is a proposed lease ID and the client that proposes it.
+// leaseHandle is a proposed lease ID. A release compares handles, not IDs:
+// see release.
 type leaseHandle struct {
-	id     string
-	client *lease.BlobClient
+	id string
 }
 
 // newLeaseID makes the manager propose a fresh GUID from now on.
-func (m *BlobLeaseManager) newLeaseID() error { return m.proposeLeaseID(uuid.NewString()) }
+func (m *BlobLeaseManager) newLeaseID() { m.proposeLeaseID(uuid.NewString()) }
 
 // proposeLeaseID makes the manager propose id from now on.
-func (m *BlobLeaseManager) proposeLeaseID(id string) error {
-	lc, err := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &id})
-	if err != nil {
-		return fmt.Errorf("leaderelection: building the lease client: %s", m.redact(err.Error()))
-	}
-	m.id.Store(&leaseHandle{id: id, client: lc})
-	return nil
+func (m *BlobLeaseManager) proposeLeaseID(id string) {
+	m.id.Store(&leaseHandle{id: id})
 }
+
+// wrap is err, a failed request of the storage package, as this manager
+// returns it: a *StorageError that names its container and blob (see
+// storageError).
+func (m *BlobLeaseManager) wrap(err error) error { return storageError(err, m.container, m.blob) }
 
 // LeaseID is the GUID this manager proposes as the lease ID. It stays the
 // same until a release fails (see Release), so an acquire whose response was
@@ -248,90 +238,68 @@ func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 // Settings returns the settings in force, with defaults applied.
 func (m *BlobLeaseManager) Settings() BlobSettings { return m.settings }
 
-// Lease operation error codes. Any of them on a renew means the lease is no
-// longer ours: released, broken, expired and taken, or its blob is gone.
-var lostCodes = []string{
-	string(bloberror.LeaseIDMismatchWithLeaseOperation),
-	string(bloberror.LeaseIsBrokenAndCannotBeRenewed),
-	string(bloberror.LeaseIsBreakingAndCannotBeChanged),
-	string(bloberror.LeaseIsBreakingAndCannotBeAcquired),
-	string(bloberror.LeaseNotPresentWithLeaseOperation),
-	string(bloberror.LeaseLost),
-	string(bloberror.LeaseAlreadyBroken),
-	string(bloberror.LeaseIDMissing),
-	string(bloberror.LeaseIDMismatchWithBlobOperation),
-	string(bloberror.LeaseNotPresentWithBlobOperation),
-	string(bloberror.BlobNotFound),
-	string(bloberror.ContainerNotFound),
-	string(bloberror.ContainerBeingDeleted), // and the blob with it
-}
+// Lease operation error codes, the storage package's lists. Any of
+// lostCodes on a renew means the lease is no longer ours: released, broken,
+// expired and taken, or its blob is gone. heldCodes mean another instance
+// holds the lease. Do not modify them: append to a copy.
+var (
+	lostCodes = blobstore.LostCodes
+	heldCodes = blobstore.HeldCodes
+)
 
-// heldCodes mean another instance holds the lease.
-var heldCodes = []string{
-	string(bloberror.LeaseAlreadyPresent),
-	string(bloberror.LeaseIsBreakingAndCannotBeAcquired),
-}
-
-// call bounds ctx by RequestTimeout and turns off the SDK's retries: their
-// defaults (3 retries from 0.8 s, no per-try timeout) can hold a call for
-// 10 s or, against a silent server, forever. We retry on our own schedule.
+// call bounds ctx by RequestTimeout, for several requests that must be done
+// within one (each request is bounded by it anyway, and sent without the
+// SDK's retries: see internal/blobstore), or for a request whose deadline
+// must start before its send time is taken (see grant).
 func (m *BlobLeaseManager) call(ctx context.Context) (context.Context, context.CancelFunc) {
-	return m.callWithin(ctx, m.settings.RequestTimeout)
-}
-
-// callWithin is call with a bound of its own, for a request that may take
-// longer than RequestTimeout (a page of a long listing).
-func (m *BlobLeaseManager) callWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
-	ctx = policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1})
-	return context.WithTimeout(ctx, d)
+	return context.WithTimeout(ctx, m.settings.RequestTimeout)
 }
 
 // Acquire tries once to take the lease, creating the container and the blob
 // first if they are missing. It returns an error matching [ErrLeaseHeld] when
 // another instance holds the lease.
 func (m *BlobLeaseManager) Acquire(ctx context.Context) (Grant, error) {
-	g, err := m.acquire(ctx, "")
-	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+	acquire := blobstore.Call{Op: "acquire lease", Held: heldCodes}
+	g, err := m.acquire(ctx, "", acquire)
+	if blobstore.HasCode(err, blobstore.BlobNotFound, blobstore.ContainerNotFound) {
 		if err := m.ensureBlob(ctx); err != nil {
 			return Grant{}, err
 		}
-		g, err = m.acquire(ctx, "")
+		g, err = m.acquire(ctx, "", acquire)
 	}
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		if blobstore.HasCode(err, blobstore.BlobNotFound, blobstore.ContainerNotFound) {
 			// Deleted again between creation and acquire: try again later.
 			return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
-				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 		}
-		return Grant{}, m.classify("acquire lease", err, heldCodes, nil)
+		return Grant{}, m.wrap(err)
 	}
 	return g, nil
 }
 
 // acquire sends one acquire of the lease with this manager's ID, on
-// condition (If-Match) that the blob's ETag is still ifMatch, if not "".
-func (m *BlobLeaseManager) acquire(ctx context.Context, ifMatch azcore.ETag) (Grant, error) {
-	ctx, cancel := m.call(ctx)
+// condition (If-Match) that the blob's ETag is still ifMatch, if not "". Its
+// error is the storage package's, for c (an answer with another lease ID
+// than ours is one of kind Held), for the caller to wrap.
+func (m *BlobLeaseManager) acquire(ctx context.Context, ifMatch azcore.ETag, c blobstore.Call) (Grant, error) {
+	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	h := m.id.Load()
 	m.forgetRecord()
-	var opts *lease.BlobAcquireOptions
-	if ifMatch != "" {
-		opts = &lease.BlobAcquireOptions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &ifMatch}}
-	}
 	sent, bootSent := time.Now(), m.boot()
-	resp, err := h.client.AcquireLease(ctx, m.leaseSeconds(), opts)
+	_, err := m.blobClient.AcquireLease(ctx, blobstore.AcquireOptions{Call: c, ID: h.id,
+		Duration: time.Duration(m.leaseSeconds()) * time.Second, IfMatch: ifMatch})
 	if err != nil {
 		return Grant{}, err
-	}
-	m.reached.Store(true)
-	if resp.LeaseID == nil || *resp.LeaseID != h.id {
-		return Grant{}, &StorageError{Op: "acquire lease", Container: m.container, Blob: m.blob,
-			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
 	}
 	return m.grant(h.id, sent, bootSent), nil
 }
 
+// grant is the grant of a request sent at sent (bootSent on the boot clock).
+// Its callers bound the request's context (call) before they take its send
+// time, so that a request that hangs gives up no later than sent +
+// RequestTimeout (see BlobSettings.RequestTimeout).
 func (m *BlobLeaseManager) grant(id string, sent time.Time, bootSent time.Duration) Grant {
 	return Grant{LeaseID: id, Sent: sent, Expires: sent.Add(m.settings.LeaseDuration), bootSent: bootSent}
 }
@@ -344,19 +312,15 @@ func (m *BlobLeaseManager) Renew(ctx context.Context) (Grant, error) {
 	if m.Kind() == ETagLease {
 		return m.renewByWrite(ctx)
 	}
-	ctx, cancel := m.call(ctx)
+	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	h := m.id.Load()
 	sent, bootSent := time.Now(), m.boot()
-	resp, err := h.client.RenewLease(ctx, nil)
-	if err != nil {
-		return Grant{}, m.classify("renew lease", err, nil, lostCodes)
-	}
 	// Azurite lets a non-holder renew an expired lease, reviving the old
-	// holder's ID: success only counts when it names our ID.
-	if resp.LeaseID == nil || *resp.LeaseID != h.id {
-		return Grant{}, &StorageError{Op: "renew lease", Container: m.container, Blob: m.blob,
-			detail: "the server answered with another lease ID", kind: ErrLeaseLost}
+	// holder's ID: success only counts when it names our ID, which the
+	// storage package checks (another is an error of kind Lost).
+	if _, err := m.blobClient.RenewLease(ctx, h.id, blobstore.Call{Op: "renew lease", Lost: lostCodes}); err != nil {
+		return Grant{}, m.wrap(err)
 	}
 	return m.grant(h.id, sent, bootSent), nil
 }
@@ -388,22 +352,18 @@ func (m *BlobLeaseManager) release(ctx context.Context) (*leaseHandle, error) {
 	if err == nil || m.id.Load() != h {
 		return h, err // released, or already proposing another ID: see retireLeaseID
 	}
-	if nerr := m.newLeaseID(); nerr != nil {
-		return h, errors.Join(err, nerr)
-	}
+	m.newLeaseID()
 	return h, err
 }
 
 // releaseWith sends one release with h's ID. A lease that is no longer ours
 // counts as released.
 func (m *BlobLeaseManager) releaseWith(ctx context.Context, h *leaseHandle) error {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	_, err := h.client.ReleaseLease(ctx, nil)
+	err := m.blobClient.ReleaseLease(ctx, h.id, blobstore.Call{Op: "release lease", Lost: lostCodes})
 	if err == nil {
 		return nil
 	}
-	err = m.classify("release lease", err, nil, lostCodes)
+	err = m.wrap(err)
 	if errors.Is(err, ErrLeaseLost) {
 		return nil
 	}
@@ -502,20 +462,13 @@ func (m *BlobLeaseManager) SafeBreakPeriod() time.Duration {
 }
 
 func (m *BlobLeaseManager) breakLease(ctx context.Context, period time.Duration, etag azcore.ETag) (time.Duration, error) {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	secs := int32(period / time.Second)
-	resp, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{BreakPeriod: &secs,
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}})
+	remaining, err := m.blobClient.BreakLease(ctx, blobstore.BreakOptions{
+		Call: blobstore.Call{Op: "break lease", Held: []string{blobstore.ConditionNotMet}}, Period: period, IfMatch: etag})
 	if err != nil {
-		if bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		if blobstore.HasCode(err, blobstore.LeaseNotPresentWithLeaseOperation, blobstore.BlobNotFound, blobstore.ContainerNotFound) {
 			return 0, nil
 		}
-		return 0, m.classify("break lease", err, []string{string(bloberror.ConditionNotMet)}, nil)
-	}
-	var remaining time.Duration
-	if resp.LeaseTime != nil {
-		remaining = time.Duration(*resp.LeaseTime) * time.Second
+		return 0, m.wrap(err)
 	}
 	return remaining, nil
 }
@@ -531,24 +484,16 @@ func (m *BlobLeaseManager) Inspect(ctx context.Context) (LeaseInfo, error) {
 // inspect is Inspect, also returning the blob's metadata as read (nil if
 // the blob does not exist).
 func (m *BlobLeaseManager) inspect(ctx context.Context) (LeaseInfo, map[string]*string, error) {
-	props, err := m.properties(ctx)
+	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "get blob properties"})
 	received := time.Now()
-	if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+	if blobstore.HasCode(err, blobstore.BlobNotFound, blobstore.ContainerNotFound) {
 		return LeaseInfo{State: lease.StateTypeAvailable, Status: lease.StatusTypeUnlocked, Received: received}, nil, nil
 	}
 	if err != nil {
-		return LeaseInfo{}, nil, m.classify("get blob properties", err, nil, nil)
+		return LeaseInfo{}, nil, m.wrap(err)
 	}
 	info := LeaseInfo{Exists: true}
-	if props.LeaseState != nil {
-		info.State = *props.LeaseState
-	}
-	if props.LeaseStatus != nil {
-		info.Status = *props.LeaseStatus
-	}
-	if props.LeaseDuration != nil {
-		info.Duration = *props.LeaseDuration
-	}
+	info.State, info.Status, info.Duration = leaseOf(props)
 	observed(&info, props, received)
 	m.read(&info, readRecord(m.container, m.blob, props.Metadata))
 	return info, props.Metadata, nil
@@ -562,15 +507,20 @@ func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
 	}
 }
 
-func (m *BlobLeaseManager) properties(ctx context.Context) (blob.GetPropertiesResponse, error) {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	props, err := m.blobClient.GetProperties(ctx, nil)
-	if err == nil {
-		m.reached.Store(true)
-	}
-	return props, err
+// leaseOf is what props say of the lease, as a LeaseInfo's fields say it
+// (their types, the SDK's, are the public API's).
+func leaseOf(props blobstore.Props) (lease.StateType, lease.StatusType, lease.DurationType) {
+	return lease.StateType(props.LeaseState), lease.StatusType(props.LeaseStatus), lease.DurationType(props.LeaseDuration)
 }
+
+// The lease states and durations the library tells apart, as a LeaseInfo's
+// fields carry them.
+const (
+	stateLeased      = lease.StateTypeLeased
+	stateBroken      = lease.StateTypeBroken
+	durationFixed    = lease.DurationTypeFixed
+	durationInfinite = lease.DurationTypeInfinite
+)
 
 // RecordTerm writes a new term into the blob's metadata, under the lease this
 // manager must hold: the previous term's number plus one, identity, and now.
@@ -593,9 +543,9 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	if err := checkIdentity(identity); err != nil {
 		return Term{}, Grant{}, err
 	}
-	props, err := m.properties(ctx)
+	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "read term", Lost: lostCodes})
 	if err != nil {
-		return Term{}, Grant{}, m.classify("read term", err, nil, lostCodes)
+		return Term{}, Grant{}, m.wrap(err)
 	}
 	prev := readRecord(m.container, m.blob, props.Metadata)
 	if err := m.mayRecord(prev); err != nil {
@@ -608,7 +558,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
-	if prev.Term.Identity == "" && props.ETag != nil && !m.fresh.stood(*props.ETag, m.settleFor(!prev.Recreated.IsZero())) {
+	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(!prev.Recreated.IsZero())) {
 		return Term{}, Grant{}, errNotSettled
 	}
 	floor := m.floor.get()
@@ -623,31 +573,24 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	}
 	id := m.LeaseID()
 	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
-	ctx, cancel := m.call(ctx)
+	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	sent, bootSent := time.Now(), m.boot()
-	resp, err := m.blobClient.SetMetadata(ctx, m.metadataOf(t),
-		&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-			LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
-			ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: props.ETag},
-		}})
+	etag, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "write term", Lost: lostCodes},
+		Metadata: m.metadataOf(t), LeaseID: id, IfMatch: props.ETag})
 	if err != nil {
 		// ConditionNotMet: the blob changed since we read it. Only a lease
 		// holder can write it, so that was our own earlier attempt, answered
 		// too late: read again and retry. (Had the lease passed to another,
 		// the write would fail on our lease ID.)
-		if bloberror.HasCode(err, bloberror.ConditionNotMet) {
+		if blobstore.HasCode(err, blobstore.ConditionNotMet) {
 			return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
-				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 		}
-		return Term{}, Grant{}, m.classify("write term", err, nil, lostCodes)
+		return Term{}, Grant{}, m.wrap(err)
 	}
 	m.floor.see(t.Number)
-	r := &termRecord{leaseID: id, term: t}
-	if resp.ETag != nil {
-		r.etag = *resp.ETag
-	}
-	m.record.Store(r)
+	m.record.Store(&termRecord{leaseID: id, term: t, etag: etag})
 	return t, m.grant(id, sent, bootSent), nil
 }
 
@@ -684,13 +627,10 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 		at := info.Recreated.UTC().Format(time.RFC3339Nano)
 		md[wire.MetaRecreated] = &at
 	}
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	etag := info.ETag
-	if _, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-	}}); err != nil {
-		return info, m.classify("repair record", err, append([]string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, heldCodes...), nil)
+	if _, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
+		Call:     blobstore.Call{Op: "repair record", Held: append([]string{blobstore.ConditionNotMet, blobstore.LeaseIDMissing}, heldCodes...)},
+		Metadata: md, IfMatch: info.ETag}); err != nil {
+		return info, m.wrap(err)
 	}
 	m.floor.see(term)
 	return info, nil
@@ -707,17 +647,13 @@ func (m *BlobLeaseManager) endTerm(ctx context.Context, t Term) error {
 	if r == nil || r.term.Number != t.Number || r.leaseID != m.LeaseID() {
 		return nil // not recorded under this lease: nothing to mark
 	}
-	ctx, cancel := m.call(ctx)
-	defer cancel()
 	md := m.metadataOf(t)
 	ended := time.Now().UTC().Format(time.RFC3339Nano)
 	md[wire.MetaEnded] = &ended
-	_, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &r.leaseID},
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &r.etag},
-	}})
+	_, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "end term", Lost: lostCodes},
+		Metadata: md, LeaseID: r.leaseID, IfMatch: r.etag})
 	if err != nil {
-		return m.classify("end term", err, nil, lostCodes)
+		return m.wrap(err)
 	}
 	return nil
 }
@@ -753,34 +689,30 @@ func (m *BlobLeaseManager) mayRecord(prev record) error {
 // and "already exists" is success.
 func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 	_, err := m.createBlob(ctx)
-	if bloberror.HasCode(err, bloberror.ContainerNotFound) {
+	if blobstore.HasCode(err, blobstore.ContainerNotFound) {
 		if err := m.createContainer(ctx); err != nil {
 			return err
 		}
 		_, err = m.createBlob(ctx)
 	}
-	if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+	if blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted) {
 		// Deleted again just after we created it, or still being deleted:
 		// it can be created again later.
 		return &StorageError{Op: "create lease blob", Container: m.container, Blob: m.blob,
-			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 	}
 	if err != nil {
-		return m.classify("create lease blob", err, nil, nil)
+		return m.wrap(err)
 	}
 	return nil
 }
 
 // createBlob creates the lease blob, empty, unless it exists: it returns the
-// ETag of the blob it created, or "" if another created it first.
+// ETag of the blob it created, or "" if another created it first. Its error
+// is the storage package's, for the caller to wrap.
 func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	any := azcore.ETagAny
-	resp, err := m.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata:         wire.CreateMetadata(string(m.role), m.floor.get(), time.Now()),
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &any}},
-	})
+	etag, err := m.blobClient.Create(ctx, blobstore.WriteOptions{Call: blobstore.Call{Op: "create lease blob"},
+		Metadata: wire.CreateMetadata(string(m.role), m.floor.get(), time.Now())})
 	switch {
 	case err == nil:
 		// A mutex's blob is created once for a fleet; a session's, at
@@ -790,47 +722,67 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) 
 			level = slog.LevelDebug
 		}
 		m.logger.Log(ctx, level, "leaderelection: created lease blob", "container", m.container, "blob", m.blob)
-		if resp.ETag == nil {
-			return "", nil
-		}
-		return *resp.ETag, nil
-	case bloberror.HasCode(err, bloberror.BlobAlreadyExists, bloberror.ConditionNotMet, bloberror.LeaseIDMissing):
+		return etag, nil
+	case blobstore.HasCode(err, blobstore.BlobAlreadyExists, blobstore.ConditionNotMet, blobstore.LeaseIDMissing):
 		return "", nil // another instance created it first, and may hold its lease already
 	}
 	return "", err
 }
 
 func (m *BlobLeaseManager) createContainer(ctx context.Context) error {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	_, err := m.containerClient.Create(ctx, nil)
+	err := m.containerClient.CreateContainer(ctx, blobstore.Call{Op: "create container"})
 	switch {
 	case err == nil:
 		m.logger.Info("leaderelection: created container", "container", m.container)
 		return nil
-	case bloberror.HasCode(err, bloberror.ContainerAlreadyExists):
+	case blobstore.HasCode(err, blobstore.ContainerAlreadyExists):
 		return nil
-	case bloberror.HasCode(err, bloberror.ContainerBeingDeleted):
+	case blobstore.HasCode(err, blobstore.ContainerBeingDeleted):
 		// Azure refuses to recreate a container for about 30 s after it
 		// was deleted: that passes.
 		return &StorageError{Op: "create container", Container: m.container, Blob: m.blob,
-			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 	}
-	return m.classify("create container", err, nil, nil)
+	return m.wrap(err)
 }
 
+// statusCode, errorCode and sdkError are the HTTP status, the Azure error
+// code and the SDK's error of err, a failed request of the storage package:
+// what a StorageError made of it carries, and unwraps to.
 func statusCode(err error) int {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.StatusCode
+	var be *blobstore.Error
+	if errors.As(err, &be) {
+		return be.Status
 	}
 	return 0
 }
 
 func errorCode(err error) string {
-	var re *azcore.ResponseError
-	if errors.As(err, &re) {
-		return re.ErrorCode
+	var be *blobstore.Error
+	if errors.As(err, &be) {
+		return be.Code
 	}
 	return ""
+}
+
+func sdkError(err error) error {
+	var be *blobstore.Error
+	if errors.As(err, &be) {
+		return be.Err
+	}
+	return err
+}
+
+// CloseIdleConnections closes the idle pooled connections of the HTTP
+// transport the library built for this manager, and so their goroutines. The
+// library builds one when the settings bring no transport of their own
+// (ClientOptions nil or without a Transport, and no Client); for a caller's
+// transport or Client it does nothing: that pool is the caller's to manage.
+//
+// [BlobDistributedMutex.RunTaskWhenMutexAcquired] calls it when it returns.
+// Callers who use the manager directly call it when they are done with it
+// (a later request simply opens a new connection). It is safe to call at any
+// time, concurrently with requests: connections in use are not affected.
+func (m *BlobLeaseManager) CloseIdleConnections() {
+	m.containerClient.CloseIdleConnections()
 }

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -145,24 +147,31 @@ func TestTransientTLSFailuresStayTransient(t *testing.T) {
 		_ = c.(*net.TCPConn).SetLinger(0)
 		c.Close()
 	})
-	tr := newTransport()
+	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.TLSHandshakeTimeout = 200 * time.Millisecond
 	t.Cleanup(tr.CloseIdleConnections)
-	client := &http.Client{Transport: tr}
+	inspect := func(m *BlobLeaseManager) error {
+		_, err := m.Inspect(context.Background())
+		return err
+	}
+	manager := func(raw string) *BlobLeaseManager {
+		m, err := NewBlobLeaseManager(BlobSettings{SASURL: raw, Container: "leases", Blob: "b",
+			ClientOptions: &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: &http.Client{Transport: tr}}}})
+		require.NoError(t, err)
+		return m
+	}
 	for name, raw := range map[string]string{"handshake timeout": silent, "reset": resetting} {
-		_, err := client.Get(raw)
+		err := inspect(manager(raw))
 		require.Error(t, err, name)
-		_, kind := classifyNoResponse(err, false)
-		assert.Equal(t, ErrTransient, kind, "%s: %v", name, err)
+		assert.ErrorIs(t, err, ErrTransient, name)
 	}
 
-	refused := tlsEndpoint(t, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11})
-	_, err := client.Get(refused)
-	require.Error(t, err)
-	_, kind := classifyNoResponse(err, false)
-	assert.Equal(t, ErrPermanent, kind, "never answered: %v", err)
-	_, kind = classifyNoResponse(err, true)
-	assert.Equal(t, ErrTransient, kind, "answered before: a fault on the way, %v", err)
+	refused := manager(tlsEndpoint(t, &tls.Config{MinVersion: tls.VersionTLS10, MaxVersion: tls.VersionTLS11}))
+	err := inspect(refused)
+	assert.ErrorIs(t, err, ErrPermanent, "never answered")
+	refused.containerClient.MarkReached()
+	err = inspect(refused)
+	assert.ErrorIs(t, err, ErrTransient, "answered before: a fault on the way")
 	assert.False(t, errors.Is(err, context.DeadlineExceeded))
 }
 

@@ -197,7 +197,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	// probably not ours.
 	mayHold := false
 	defer func() {
-		if !mayHold && m.candidate.lease == nil && m.twinMark.lease == nil {
+		if !mayHold && m.candidate.lease == "" && m.twinMark.lease == "" {
 			return
 		}
 		end, cancel := m.term.endWindow(ctx)
@@ -275,7 +275,7 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			// Its candidacy, if it stood, lapses by itself: a delete now
 			// would delay the func, and one at the end stretch the
 			// shutdown's bound.
-			m.candidate.lease, m.twinMark.lease = nil, nil
+			m.candidate.lease, m.twinMark.lease = "", ""
 			m.passedOver = handedTo
 			if ctx.Err() != nil {
 				end, cancel := m.term.endWindow(ctx) // won just as the caller gave up

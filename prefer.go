@@ -1,18 +1,12 @@
 package leaderelection
 
 import (
-	"bytes"
 	"context"
 	"strconv"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/to"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
@@ -65,7 +59,7 @@ func (s BlobSettings) handedWait() time.Duration {
 // while it outranks the leader, or its mark that it sees a twin lead.
 // Touched only by the Run goroutine.
 type candidacy struct {
-	lease   *lease.BlobClient
+	lease   string // the ID of the lease held on the blob, "" for none
 	name    string // under <blob>.candidates/
 	renewed time.Time
 	failing failureLog
@@ -90,8 +84,8 @@ func (m *BlobDistributedMutex) preferMetadata(md map[string]*string) {
 	}
 }
 
-func (m *BlobDistributedMutex) candidateBlob(name string) *blob.Client {
-	return m.lease.containerClient.NewBlobClient(m.lease.blob + wire.CandidatesDir + name)
+func (m *BlobDistributedMutex) candidateBlob(name string) *blobstore.Blob {
+	return m.lease.containerClient.Blob(m.lease.blob + wire.CandidatesDir + name)
 }
 
 // stand keeps, or drops, this follower's candidacy after a look at the
@@ -138,26 +132,25 @@ func (m *BlobDistributedMutex) markTwin(ctx context.Context, twin bool, wait *ti
 func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name string, md map[string]*string, wait *time.Duration) bool {
 	s := m.lease.settings
 	*wait = min(*wait, candidateRenew)
-	if c.lease != nil && time.Since(c.renewed) < candidateRenew {
+	if c.lease != "" && time.Since(c.renewed) < candidateRenew {
 		return false
 	}
+	beside := blobstore.Call{Op: "write beside the lease", Held: heldCodes, Lost: lostCodes}
 	fail := func(err error) {
 		c.failing.failed(m.logger, "leaderelection: cannot keep a blob beside the lease (a preferred candidate's, or a twin's mark); retrying", "container", s.Container, "blob", s.Blob,
-			"error", m.lease.classify("write beside the lease", err, heldCodes, lostCodes))
+			"error", m.lease.wrap(err))
 	}
-	if c.lease != nil {
-		call, cancel := m.lease.call(ctx)
-		_, err := c.lease.RenewLease(call, nil)
-		cancel()
+	if c.lease != "" {
+		_, err := m.candidateBlob(c.name).RenewLease(ctx, c.lease, beside)
 		if err == nil {
 			c.renewed = time.Now()
 			return false
 		}
-		if !bloberror.HasCode(err, bloberror.LeaseIDMismatchWithLeaseOperation, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound) {
+		if !blobstore.HasCode(err, blobstore.LeaseIDMismatchWithLeaseOperation, blobstore.LeaseNotPresentWithLeaseOperation, blobstore.BlobNotFound) {
 			fail(err) // perhaps renewed: keep the ID, and try again at the next poll
 			return false
 		}
-		c.lease = nil // lapsed and taken, or deleted: take it again
+		c.lease = "" // lapsed and taken, or deleted: take it again
 	}
 	meta := map[string]*string{wire.MetaIdentity: to.Ptr(m.opts.identity), wire.MetaInstance: to.Ptr(m.instance), wire.MetaRole: to.Ptr(string(RoleCandidate))}
 	for k, v := range md {
@@ -166,40 +159,31 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	// Written before the lease is taken: a blob left leased by this
 	// identity's previous run refuses the write, and the acquire, until
 	// that lease lapses.
-	call, cancel := m.lease.call(ctx)
-	_, err := m.lease.containerClient.NewBlockBlobClient(m.lease.blob+wire.CandidatesDir+name).Upload(call,
-		streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: meta})
-	cancel()
+	b := m.candidateBlob(name)
+	if _, err := b.Put(ctx, blobstore.WriteOptions{Call: beside, Metadata: meta}); err != nil {
+		fail(err)
+		return false
+	}
+	// An answer with another lease ID than the one proposed is an error of
+	// kind Held (the storage package checks it): the blob is not ours.
+	l, err := b.AcquireLease(ctx, blobstore.AcquireOptions{Call: beside, ID: uuid.NewString(), Duration: candidateLease})
 	if err != nil {
 		fail(err)
 		return false
 	}
-	lc, err := lease.NewBlobClient(m.candidateBlob(name), &lease.BlobClientOptions{LeaseID: to.Ptr(uuid.NewString())})
-	if err != nil {
-		return false
-	}
-	call, cancel = m.lease.call(ctx)
-	_, err = lc.AcquireLease(call, int32(candidateLease/time.Second), nil)
-	cancel()
-	if err != nil {
-		fail(err)
-		return false
-	}
-	c.lease, c.renewed, c.name = lc, time.Now(), name
+	c.lease, c.renewed, c.name = l.ID, time.Now(), name
 	c.failing.recovered(m.logger, "leaderelection: keeps its blob beside the lease again", "container", s.Container, "blob", s.Blob)
 	return true
 }
 
 // withdraw deletes a blob kept beside the lease (c), if any, within ctx.
 func (m *BlobDistributedMutex) withdraw(ctx context.Context, c *candidacy) {
-	if c.lease == nil {
+	if c.lease == "" {
 		return
 	}
-	id := c.lease.LeaseID()
-	c.lease = nil
-	call, cancel := m.lease.call(ctx)
-	defer cancel()
-	_, _ = m.candidateBlob(c.name).Delete(call, &blob.DeleteOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: id}}})
+	id := c.lease
+	c.lease = ""
+	_ = m.candidateBlob(c.name).Delete(ctx, blobstore.DeleteOptions{LeaseID: id})
 }
 
 // deferTo reports whether this follower leaves the free lease info shows to
@@ -230,9 +214,9 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 	gone := map[string]time.Time{} // unleased candidate blobs, since when
 	twins := map[string]bool{}     // twins' instances warned of, this term
 	var failing failureLog
-	every := s.RetryInterval
+	every, listOp := s.RetryInterval, "list candidates"
 	if !m.opts.prioritySet {
-		every = twinCheckEvery * s.RetryInterval // a twin's mark only
+		every, listOp = twinCheckEvery*s.RetryInterval, "list beside the lease" // a twin's mark only
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -245,34 +229,25 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 		best, bestP := "", m.opts.priority
 		listed := map[string]bool{}
 		var listErr error
-		pager := m.lease.containerClient.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Prefix: &prefix, Include: container.ListBlobsInclude{Metadata: true}})
-		for pager.More() {
-			call, cancel := m.lease.call(ctx)
-			page, err := pager.NextPage(call)
-			cancel()
+		for page, err := range m.lease.containerClient.List(ctx, blobstore.ListOptions{Call: blobstore.Call{Op: listOp}, Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				listErr = err
 				break
 			}
-			for _, b := range page.Segment.BlobItems {
-				if b.Name == nil {
-					continue
-				}
-				listed[*b.Name] = true
-				if b.Properties == nil || b.Properties.LeaseState == nil || *b.Properties.LeaseState != lease.StateTypeLeased {
+			for _, b := range page.Items {
+				listed[b.Name] = true
+				if b.LeaseState != blobstore.StateLeased {
 					// Not standing: a candidate that died, or is standing
 					// up. Gone for a candidate lease, it is deleted.
-					if since, ok := gone[*b.Name]; !ok {
-						gone[*b.Name] = time.Now()
+					if since, ok := gone[b.Name]; !ok {
+						gone[b.Name] = time.Now()
 					} else if time.Since(since) >= candidateLease {
-						call, cancel := m.lease.call(ctx)
-						_, _ = m.lease.containerClient.NewBlobClient(*b.Name).Delete(call, nil)
-						cancel()
-						delete(gone, *b.Name)
+						_ = m.lease.containerClient.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+						delete(gone, b.Name)
 					}
 					continue
 				}
-				delete(gone, *b.Name)
+				delete(gone, b.Name)
 				id := wire.Value(b.Metadata, wire.MetaIdentity)
 				// A twin's mark declares no priority; a candidacy does, and
 				// one of this identity's previous process (restarted in
@@ -308,10 +283,10 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 				// Only a twin's mark is looked for: the renewals say
 				// whether storage is failing.
 				m.logger.Debug("leaderelection: cannot list the blobs beside the lease", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.classify("list beside the lease", listErr, nil, nil))
+					"error", m.lease.wrap(listErr))
 			} else {
 				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates (a SAS needs the list permission); retrying", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.classify("list candidates", listErr, nil, nil))
+					"error", m.lease.wrap(listErr))
 			}
 			continue
 		}

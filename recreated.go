@@ -7,8 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -105,18 +104,16 @@ func (m *BlobLeaseManager) writeSeed(ctx context.Context, etag azcore.ETag, md m
 // leases, on condition that its ETag is still etag, and returns the ETag it
 // made. A refusal matches ErrLeaseHeld: written meanwhile, or leased.
 func (m *BlobLeaseManager) writeUnleased(ctx context.Context, op string, etag azcore.ETag, md map[string]*string) (azcore.ETag, error) {
-	ctx, cancel := m.call(ctx)
-	defer cancel()
-	resp, err := m.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-	}})
+	written, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
+		Call:     blobstore.Call{Op: op, Held: []string{blobstore.ConditionNotMet, blobstore.LeaseIDMissing}},
+		Metadata: md, IfMatch: etag})
 	if err != nil {
-		return "", m.classify(op, err, []string{string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
+		return "", m.wrap(err)
 	}
-	if resp.ETag == nil {
+	if written == "" {
 		return "", &StorageError{Op: op, Container: m.container, Blob: m.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
-	return *resp.ETag, nil
+	return written, nil
 }
 
 // settleFor is how long a blob that carries no term's record must stand

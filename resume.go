@@ -135,22 +135,18 @@ func (m *BlobLeaseManager) LockLeaseIDFile() (unlock func(), err error) {
 			err = syncDir(filepath.Dir(fl.path))
 		}
 	}
-	if err == nil {
-		err = m.proposeLeaseID(id)
-	}
 	if err != nil {
 		_ = f.Close() // drops the lock
 		return nil, err
 	}
+	m.proposeLeaseID(id)
 	fl.f = f
 	return sync.OnceFunc(func() {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
 		// Move off the file's ID before the lock goes, so there is no moment
 		// when another process may hold it and this manager still proposes it.
-		if err := m.newLeaseID(); err != nil {
-			m.logger.Error("leaderelection: could not make a fresh lease ID after unlocking the lease ID file", "error", err)
-		}
+		m.newLeaseID()
 		_ = fl.f.Close()
 		fl.f = nil
 	}), nil
@@ -174,9 +170,7 @@ func (m *BlobLeaseManager) retireLeaseID() (*leaseHandle, error) {
 	if err := writeLeaseID(fl.f, fl.path, next); err != nil {
 		return nil, fmt.Errorf("leaderelection: release lease not sent, it will expire by itself: %w", err)
 	}
-	if err := m.proposeLeaseID(next); err != nil {
-		return nil, err
-	}
+	m.proposeLeaseID(next)
 	return h, nil
 }
 

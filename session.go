@@ -11,10 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
@@ -83,7 +80,7 @@ func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
 	return o.managerOn(o.cc, name, leaseID)
 }
 
-func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *BlobLeaseManager {
+func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *BlobLeaseManager {
 	s := o.settings
 	s.Blob = name
 	m := &BlobLeaseManager{
@@ -91,8 +88,7 @@ func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *Blob
 		container:       s.Container,
 		blob:            name,
 		containerClient: cc,
-		blobClient:      cc.NewBlockBlobClient(name),
-		secretRedactor:  o.red,
+		blobClient:      cc.Blob(name),
 		logger:          o.logger,
 		boot:            o.opts.seams.boot,
 	}
@@ -103,11 +99,11 @@ func (o *ShardOwner) managerOn(cc *container.Client, name, leaseID string) *Blob
 		m.role = RoleShard
 	}
 	if o.reached.Load() {
-		m.reached.Store(true) // a DNS or TLS failure is an outage now, not a misspelt account
+		// A DNS or TLS failure is an outage now, not a misspelt account:
+		// the session's client too, which may not have been answered yet.
+		cc.MarkReached()
 	}
-	// Building a lease client fails only for a nil blob client.
-	lc, _ := lease.NewBlobClient(m.blobClient, &lease.BlobClientOptions{LeaseID: &leaseID})
-	m.id.Store(&leaseHandle{id: leaseID, client: lc})
+	m.id.Store(&leaseHandle{id: leaseID})
 	return m
 }
 
@@ -162,17 +158,17 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		// one, sent again below if its answer is lost) takes the session's
 		// lease again only while it carries no record, and a session with
 		// no record is never resumed (see the top of this file).
-		g, err = lm.acquire(ctx, etag)
+		g, err = lm.acquire(ctx, etag, blobstore.Call{Op: "acquire session lease", Held: append([]string{blobstore.ConditionNotMet}, heldCodes...)})
 		if err == nil {
 			break
 		}
-		if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+		if blobstore.HasCode(err, blobstore.BlobNotFound, blobstore.ContainerNotFound) {
 			// Collected as abandoned between its creation and now: this
 			// ID is spent (a session blob is never created twice).
 			return nil, Grant{}, &StorageError{Op: "acquire session lease", Container: lm.container, Blob: lm.blob,
-				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: err}
+				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 		}
-		err = lm.classify("acquire session lease", err, append([]string{string(bloberror.ConditionNotMet)}, heldCodes...), nil)
+		err = lm.wrap(err)
 		// The same ID's acquire is granted again: one whose answer was
 		// lost may be retried. After that the ID is given up; a lease it
 		// may hold carries no record and is broken as silent.
@@ -245,9 +241,9 @@ func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 			return
 		}
 	}
-	if _, err := lm.blobClient.Delete(ctx, nil); err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound) {
+	if err := lm.blobClient.Delete(ctx, blobstore.DeleteOptions{Call: blobstore.Call{Op: "delete session"}}); err != nil && !blobstore.HasCode(err, blobstore.BlobNotFound) {
 		o.logger.Debug("leaderelection: could not delete the ended session's blob; another instance collects it",
-			"container", lm.container, "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+			"container", lm.container, "blob", lm.blob, "error", lm.wrap(err))
 		return
 	}
 	o.dropNotes(ctx, s.id)
@@ -284,33 +280,29 @@ type listed struct {
 // It returns errContainerGone if the container is gone.
 func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) error {
 	full := o.prefix + dir
-	pager := o.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{
-		Prefix:     &full,
-		Include:    container.ListBlobsInclude{Metadata: true},
-		MaxResults: &listPage,
-	})
 	timeout := o.settings.RequestTimeout
 	if dir == wire.ShardsDir {
 		timeout = max(timeout, listPageTimeout)
 	}
-	for pager.More() {
-		callCtx, cancel := o.ops.callWithin(ctx, timeout)
-		page, err := pager.NextPage(callCtx)
-		received := time.Now()
-		cancel()
-		if bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted) {
+	for page, err := range o.cc.List(ctx, blobstore.ListOptions{
+		Call:     blobstore.Call{Op: "list " + strings.TrimSuffix(dir, "/"), Timeout: timeout},
+		Prefix:   full,
+		Metadata: true,
+		PageSize: listPage,
+	}) {
+		if blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted) {
 			return errContainerGone // nothing there: not yet, or no more (vanished.go)
 		}
 		if err != nil {
-			return o.ops.classify("list "+strings.TrimSuffix(dir, "/"), err, nil, nil)
+			return o.ops.wrap(err)
 		}
 		o.reached.Store(true)
-		for _, item := range page.Segment.BlobItems {
-			if item.Name == nil || item.Properties == nil || !strings.HasPrefix(*item.Name, full) {
+		for _, item := range page.Items {
+			if !strings.HasPrefix(item.Name, full) {
 				continue
 			}
-			l := listedItem(strings.TrimPrefix(*item.Name, full), item.Properties, item.Metadata, received)
-			l.rec = readRecord(o.settings.Container, *item.Name, item.Metadata)
+			l := listedItem(strings.TrimPrefix(item.Name, full), item.Props)
+			l.rec = readRecord(o.settings.Container, item.Name, item.Metadata)
 			l.rec.fill(&l.info)
 			l.record = l.info.Leader.Identity != ""
 			l.ended = l.rec.EndMark
@@ -333,31 +325,22 @@ var listPage int32 = 1000
 // busy account seconds, and nothing waits on it that a deadline protects.
 const listPageTimeout = 30 * time.Second
 
-func listedItem(name string, p *container.BlobProperties, md map[string]*string, received time.Time) listed {
+// listedItem is what a listing says of a blob: its properties as listed,
+// ETag quoted as a header gives it (blobstore.QuotedETag), and when its page
+// arrived.
+func listedItem(name string, p blobstore.Props) listed {
 	l := listed{name: name}
-	l.info = LeaseInfo{Exists: true, Received: received}
-	if p.LeaseState != nil {
-		l.info.State = *p.LeaseState
-	}
-	if p.LeaseStatus != nil {
-		l.info.Status = *p.LeaseStatus
-	}
-	if p.LeaseDuration != nil {
-		l.info.Duration = *p.LeaseDuration
-	}
+	l.info = LeaseInfo{Exists: true, Received: p.Received}
+	l.info.State, l.info.Status, l.info.Duration = leaseOf(p)
 	switch l.info.Duration {
-	case lease.DurationTypeFixed:
+	case durationFixed:
 		l.info.Kind = NativeLease
-	case lease.DurationTypeInfinite:
+	case durationInfinite:
 		l.info.Kind = ETagLease
 	}
-	if p.ETag != nil {
-		l.info.ETag = quotedETag(*p.ETag)
-	}
-	if p.LastModified != nil {
-		l.info.LastModified = *p.LastModified
-	}
-	f := wire.ParseListed(md)
+	l.info.ETag = p.ETag
+	l.info.LastModified = p.LastModified
+	f := wire.ParseListed(p.Metadata)
 	l.session, l.owned, l.set, l.gen, l.leaving, l.handing, l.size = f.Session, f.Owned, f.Set, f.Gen, f.Leaving, f.Handing, f.Size
 	l.seen, l.seenBad = f.Seen, unlessSecret(f.SeenBad)
 	l.longest, l.longestBad = f.Longest, unlessSecret(f.LongestBad)
@@ -509,7 +492,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 	D := o.settings.LeaseDuration
 	longest := D
 	for _, l := range seen {
-		if l.isSession() && l.rec.problem == nil && l.info.State == lease.StateTypeLeased && l.info.DeclaredDuration > longest {
+		if l.isSession() && l.rec.problem == nil && l.info.State == stateLeased && l.info.DeclaredDuration > longest {
 			longest = l.info.DeclaredDuration
 		}
 	}
@@ -568,7 +551,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 			continue
 		}
 		switch {
-		case l.info.State == lease.StateTypeLeased && l.info.Kind == ETagLease:
+		case l.info.State == stateLeased && l.info.Kind == ETagLease:
 			delete(w.unleased, l.name)
 			sw := w.silence[l.name]
 			if sw == nil {
@@ -590,7 +573,7 @@ func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *session
 		case l.info.Held():
 			// Breaking (an operator's break with a period), or a fixed
 			// lease nobody of ours takes: alive until it ends.
-		case l.record || l.info.State == lease.StateTypeBroken:
+		case l.record || l.info.State == stateBroken:
 			// Its lease ended after its owner wrote under it (released,
 			// broken), and its record carries no end mark: dead once this
 			// instance, or another, has written it.
@@ -760,7 +743,7 @@ func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed, dea
 			w.leasedDead[l.name] = unleasedSince{etag: l.info.ETag, since: l.info.Received}
 			return
 		}
-		if dead && l.info.State == lease.StateTypeLeased && time.Since(u.since) >= o.settings.LeaseDuration {
+		if dead && l.info.State == stateLeased && time.Since(u.since) >= o.settings.LeaseDuration {
 			delete(w.leasedDead, l.name)
 			res, err := o.managerFor(o.sessionBlob(l.name), uuid.NewString()).breakIfUnchanged(ctx, l.info.ETag)
 			if res == breakDone {
@@ -784,12 +767,9 @@ func (o *ShardOwner) collect(ctx context.Context, w *sessionWatch, l listed, dea
 	lm := o.managerFor(o.sessionBlob(l.name), uuid.NewString())
 	callCtx, cancel := lm.call(ctx)
 	defer cancel()
-	etag := l.info.ETag
-	_, err := lm.blobClient.Delete(callCtx, &blob.DeleteOptions{
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag}},
-	})
-	if err != nil && !bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ConditionNotMet) {
-		o.logger.Debug("leaderelection: could not collect a dead session's blob", "blob", lm.blob, "error", lm.classify("delete session", err, nil, nil))
+	err := lm.blobClient.Delete(callCtx, blobstore.DeleteOptions{Call: blobstore.Call{Op: "delete session"}, IfMatch: l.info.ETag})
+	if err != nil && !blobstore.HasCode(err, blobstore.BlobNotFound, blobstore.ConditionNotMet) {
+		o.logger.Debug("leaderelection: could not collect a dead session's blob", "blob", lm.blob, "error", lm.wrap(err))
 		return
 	}
 	o.dropNotes(callCtx, l.name)
@@ -817,7 +797,7 @@ func (o *ShardOwner) sessionState(ctx context.Context, w *sessionWatch, id strin
 		dead = true
 	case info.Held():
 		dead = false
-	case l.record || info.State == lease.StateTypeBroken:
+	case l.record || info.State == stateBroken:
 		dead = o.markEnded(ctx, l)
 	}
 	if dead {
@@ -860,14 +840,4 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 	}
 	o.logger.Debug("leaderelection: could not mark an ended session; the next listing judges it again", "blob", lm.blob, "error", err)
 	return false
-}
-
-// quotedETag is etag in the form the blob service's headers use, quoted:
-// List Blobs returns ETags without the quotes (so does Azurite, to match),
-// and an ETag from a listing is compared with, and sent back as, a header's.
-func quotedETag(etag azcore.ETag) azcore.ETag {
-	if e := string(etag); e != "" && !strings.HasPrefix(e, `"`) && !strings.HasPrefix(e, `W/`) {
-		return azcore.ETag(`"` + e + `"`)
-	}
-	return etag
 }

@@ -10,8 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
@@ -98,19 +97,18 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 	}
 	s = o.newSession(id)
 	lm := s.term.lease
-	props, err := lm.properties(ctx)
+	props, err := lm.blobClient.Properties(ctx, blobstore.Call{Op: "read session"})
 	switch {
-	case bloberror.HasCode(err, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted):
+	case blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted):
 		// The container this instance's session ran in was deleted: the
 		// sessions that ran then may still run their shards (vanished.go).
 		o.sawDeletion("the session in the lease ID file found the container gone")
-	case bloberror.HasCode(err, bloberror.BlobNotFound):
+	case blobstore.HasCode(err, blobstore.BlobNotFound):
 	case err != nil:
-		return nil, Grant{}, false, lm.classify("read session", err, nil, nil)
+		return nil, Grant{}, false, lm.wrap(err)
 	default:
 		rec := readRecord(lm.container, lm.blob, props.Metadata)
-		leased := props.LeaseState != nil && *props.LeaseState == lease.StateTypeLeased &&
-			props.LeaseDuration != nil && *props.LeaseDuration == lease.DurationTypeInfinite
+		leased := props.LeaseState == blobstore.StateLeased && props.LeaseDuration == blobstore.DurationInfinite
 		// A session whose record carries the end mark is dead for good,
 		// even leased again under its ID (session.go): never resumed.
 		if leased && rec.Role == wire.RoleSession && rec.Term.Identity != "" && !rec.EndMark {

@@ -1,23 +1,16 @@
 package leaderelection
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
 	"net/url"
-	"regexp"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/azidentity"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -268,45 +261,22 @@ func printableURL(raw string) string {
 	return u.String()
 }
 
-// shown quotes a name for an error or a log, or, if it may hold a secret
-// (see carriesSecret, or a bare account key or signature: a long run of
-// base64 with its padding), is REDACTED: a rejected name is often a value
-// meant for another field, pasted in the wrong place.
-func shown(name string) string {
-	if v := unlessSecret(name); v != name {
-		return v
-	}
-	return strconv.Quote(name)
-}
+// shown quotes a name for an error or a log, or, if it may hold a secret,
+// is REDACTED: the storage package's rule (blobstore.Shown), which its
+// errors follow too.
+func shown(name string) string { return blobstore.Shown(name) }
 
-// unlessSecret is v, or REDACTED if it may hold a secret (see shown): for a
-// value read from storage, which another writer may have put there.
-func unlessSecret(v string) string {
-	if carriesSecret(v) || base64Key.MatchString(v) {
-		return "REDACTED"
-	}
-	return v
-}
-
-// base64Key matches an account key (88 characters, ending "==") or a
-// signature (44, ending "="), bare.
-var base64Key = regexp.MustCompile(`[A-Za-z0-9+/]{40,}={1,2}`)
+// unlessSecret is v, or REDACTED if it may hold a secret (see
+// blobstore.UnlessSecret): for a value read from storage, which another
+// writer may have put there.
+func unlessSecret(v string) string { return blobstore.UnlessSecret(v) }
 
 // carriesSecret reports whether a name looks like a connection string with
 // a key or a SAS, a SAS token, or a URL with a query string (a SAS URL): a
 // value for ConnectionString or SASURL given as a container or a blob name.
 // Such a name is refused, not used: it would appear in every log line and
-// error that names the blob.
-func carriesSecret(name string) bool {
-	l := strings.ToLower(name)
-	for _, mark := range []string{"accountkey=", "sharedaccesssignature=", "sig=", "sig%3d"} {
-		if strings.Contains(l, mark) {
-			return true
-		}
-	}
-	i := strings.Index(l, "://")
-	return i >= 0 && strings.Contains(l[i:], "?")
-}
+// error that names the blob. See blobstore.CarriesSecret.
+func carriesSecret(name string) bool { return blobstore.CarriesSecret(name) }
 
 // errCarriesSecret is the error for a name that carriesSecret, which it
 // does not show.
@@ -421,18 +391,18 @@ func (s BlobSettings) validate(etagOnly bool) error {
 		bad("ClientOptions", "is not used with Client: configure the client you built instead")
 	}
 	if s.ConnectionString != "" {
-		if _, err := parseConnectionString(s.ConnectionString); err != nil {
-			errs = append(errs, err)
+		if err := blobstore.CheckConnectionString(s.ConnectionString); err != nil {
+			errs = append(errs, settingsError(err))
 		}
 	}
 	if s.ServiceURL != "" {
-		if err := checkServiceURL(s.ServiceURL); err != nil {
-			errs = append(errs, err)
+		if err := blobstore.CheckServiceURL(s.ServiceURL); err != nil {
+			errs = append(errs, settingsError(err))
 		}
 	}
 	if s.SASURL != "" {
-		if _, err := sasContainerURL(s.SASURL, s.Container); err != nil {
-			errs = append(errs, err)
+		if err := blobstore.CheckSASURL(s.SASURL, s.Container); err != nil {
+			errs = append(errs, settingsError(err))
 		}
 	}
 
@@ -577,306 +547,40 @@ func checkBlobName(name string) error {
 	return nil
 }
 
-func checkServiceURL(raw string) error {
-	u, err := url.Parse(raw)
-	path := ""
-	if err == nil {
-		path = strings.Trim(u.Path, "/")
-	}
-	switch {
-	case err != nil || u.Host == "":
-		return &SettingsError{Field: "ServiceURL", Rule: "must be an absolute URL such as https://myaccount.blob.core.windows.net/"}
-	case u.RawQuery != "" || u.Fragment != "":
-		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a query string or fragment; put a SAS URL in SASURL"}
-	case u.User != nil:
-		return &SettingsError{Field: "ServiceURL", Rule: "must not carry a user name or password: the Credential authenticates"}
-	case u.Scheme != "https":
-		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must use https (token credentials are never sent in clear), got %q", u.Scheme)}
-	case path == "":
-	case !pathStyleHost(u.Host):
-		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint, without a path (put the container in Container), got path %s", shown(u.Path))}
-	case !accountNamePattern.MatchString(path):
-		return &SettingsError{Field: "ServiceURL", Rule: fmt.Sprintf("must be the account's endpoint: with a host that does not name the account, exactly one path segment, the account name "+
-			"(3 to 24 lowercase letters and digits), as in https://127.0.0.1:10000/devstoreaccount1 (put the container in Container), got path %s", shown(u.Path))}
-	}
-	return nil
-}
-
-// accountNamePattern is Azure's rule for storage account names.
-var accountNamePattern = regexp.MustCompile(`^[a-z0-9]{3,24}$`)
-
-// pathStyleHost reports whether host (with or without a port) cannot carry
-// the account name, so that an endpoint on it names the account in its first
-// path segment: an IP address (Azure's IP-style endpoints), or a name without
-// dots such as localhost or a docker-compose service (the emulator, which
-// reads the account from the path for these hosts and host.docker.internal).
-func pathStyleHost(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	host = strings.Trim(host, "[]")
-	return net.ParseIP(host) != nil || !strings.Contains(host, ".") || strings.EqualFold(host, "host.docker.internal")
-}
-
-// sasContainerURL turns an account or container SAS URL into the container's
-// SAS URL. Its errors never include the URL: it holds the token.
-func sasContainerURL(raw, containerName string) (string, error) {
-	parts, err := azblob.ParseURL(raw)
-	if err != nil || parts.Host == "" || (parts.Scheme != "https" && parts.Scheme != "http") {
-		return "", &SettingsError{Field: "SASURL", Rule: "must be an absolute http(s) URL of the account or the container, with a SAS token"}
-	}
-	if parts.SAS.Signature() == "" {
-		return "", &SettingsError{Field: "SASURL", Rule: "has no SAS token (no sig= parameter)"}
-	}
-	// The SDK reads the account from the path only for IP addresses; the
-	// emulator also does for host names without dots (localhost, a
-	// docker-compose service).
-	account := ""
-	if parts.IPEndpointStyleInfo.AccountName == "" && pathStyleHost(parts.Host) {
-		account = parts.ContainerName
-		parts.ContainerName, parts.BlobName, _ = strings.Cut(parts.BlobName, "/")
-	}
-	if parts.Scheme != "https" && !isLoopback(parts.Host) {
-		return "", &SettingsError{Field: "SASURL", Rule: "must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)"}
-	}
-	if parts.BlobName != "" {
-		return "", &SettingsError{Field: "SASURL", Rule: "must name the account or the container, not a blob (the library writes the blob's metadata and may create it)"}
-	}
-	if parts.ContainerName != "" && parts.ContainerName != containerName {
-		return "", &SettingsError{Field: "SASURL", Rule: fmt.Sprintf("names container %s but Container is %s", shown(parts.ContainerName), shown(containerName))}
-	}
-	parts.ContainerName = containerName
-	out := parts.String()
-	if account != "" {
-		origin := parts.Scheme + "://" + parts.Host
-		out = origin + "/" + account + strings.TrimPrefix(out, origin)
-	}
-	return out, nil
-}
-
-// isLoopback reports whether host (with or without a port) is a loopback
-// address or localhost: a local emulator.
-func isLoopback(host string) bool {
-	if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(strings.Trim(host, "[]"))
-	return ip != nil && ip.IsLoopback()
-}
-
-// Azurite's well-known development account, published in its documentation.
-const (
-	devAccountName = "devstoreaccount1"
-	devAccountKey  = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-)
-
-type connectionString struct {
-	serviceURL  string // with a trailing slash
-	accountName string
-	accountKey  string
-	sas         string
-}
-
-// parseConnectionString reads the fields the blob service needs. The SDK's
-// parser does not know UseDevelopmentStorage, and its errors cannot name the
-// missing key. Errors never include the string's values.
-func parseConnectionString(cs string) (connectionString, error) {
-	bad := func(rule string) (connectionString, error) {
-		return connectionString{}, &SettingsError{Field: "ConnectionString", Rule: rule}
-	}
-	kv := map[string]string{}
-	var keys []string // as spelt, in order: for messages
-	for _, part := range strings.Split(strings.TrimSpace(cs), ";") {
-		if strings.TrimSpace(part) == "" {
-			continue
-		}
-		k, v, ok := strings.Cut(part, "=")
-		if !ok {
-			return bad("is malformed: expected Key=Value pairs separated by semicolons")
-		}
-		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-		keys = append(keys, strings.TrimSpace(k))
-	}
-	var c connectionString
-	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
-		// Refused rather than guessed at: the development storage shortcut
-		// names its endpoint itself, so another endpoint, account or key
-		// beside it was either ignored (the user's Azurite on another port
-		// silently not used) or would make a hybrid that is neither. Azure's
-		// .NET parser refuses these combinations too ("No valid combination
-		// of account information found"); the message says what to write.
-		var extra []string
-		for _, k := range keys {
-			if !strings.EqualFold(k, "UseDevelopmentStorage") && !strings.EqualFold(k, "DevelopmentStorageProxyUri") {
-				extra = append(extra, k)
-			}
-		}
-		if len(extra) > 0 {
-			return bad(fmt.Sprintf("UseDevelopmentStorage=true names Azurite's endpoint (127.0.0.1:10000), account and key itself: it takes no other key "+
-				"but DevelopmentStorageProxyUri, found %s. For an emulator elsewhere, give the development account and the endpoint: "+
-				"AccountName=%s;AccountKey=<its published key>;BlobEndpoint=http://<host>:<port>/%s", strings.Join(extra, ", "), devAccountName, devAccountName))
-		}
-		base := "http://127.0.0.1"
-		if proxy := kv["developmentstorageproxyuri"]; proxy != "" {
-			base = strings.TrimRight(proxy, "/")
-		}
-		c = connectionString{serviceURL: base + ":10000/" + devAccountName + "/", accountName: devAccountName, accountKey: devAccountKey}
-		return c, nil
-	}
-	c.accountName, c.accountKey, c.sas = kv["accountname"], kv["accountkey"], strings.TrimPrefix(kv["sharedaccesssignature"], "?")
-	switch endpoint := kv["blobendpoint"]; {
-	case endpoint != "":
-		u, err := url.Parse(endpoint)
-		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return bad("BlobEndpoint must be an absolute http(s) URL")
-		}
-		c.serviceURL = strings.TrimRight(endpoint, "/") + "/"
-	case c.accountName != "":
-		protocol, suffix := kv["defaultendpointsprotocol"], kv["endpointsuffix"]
-		if protocol == "" {
-			protocol = "https"
-		}
-		if suffix == "" {
-			suffix = "core.windows.net"
-		}
-		if protocol = strings.ToLower(protocol); protocol != "https" && protocol != "http" {
-			return bad("DefaultEndpointsProtocol must be https or http")
-		}
-		c.serviceURL = fmt.Sprintf("%s://%s.blob.%s/", protocol, c.accountName, suffix)
-	default:
-		return bad("needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)")
-	}
-	switch {
-	case c.accountKey != "" && c.accountName == "":
-		return bad("has AccountKey but no AccountName")
-	case c.accountKey == "" && c.sas == "":
-		return bad("needs AccountKey (with AccountName) or SharedAccessSignature")
-	}
-	// Plain http only where no secret crosses a network in clear: to a
-	// loopback address, or with the emulator's development account, whose
-	// key is published (Azurite as http://azurite:10000 in docker compose).
-	// A request signed with a key carries no key, but whoever reads it can
-	// replay it and read what it reads.
-	if u, err := url.Parse(c.serviceURL); err == nil && u.Scheme != "https" && !isLoopback(u.Host) {
-		switch {
-		case c.sas != "":
-			return bad("must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)")
-		case c.accountKey != "" && (c.accountName != devAccountName || c.accountKey != devAccountKey):
-			return bad("must use https with an account key (plain http is accepted only for an emulator: on a loopback address, or with the emulator's development account, whose key is public)")
-		}
-	}
-	return c, nil
-}
-
-// containerClient builds the client for s's container, the secrets that
-// must be kept out of errors and logs, and the HTTP transport the library
-// built for it when the caller brought none (nil otherwise: the caller's
-// stays the caller's). s must have passed Validate.
-func (s BlobSettings) containerClient() (*container.Client, secretRedactor, *http.Transport, error) {
-	if s.Client != nil {
-		return s.Client.ServiceClient().NewContainerClient(s.Container), secretRedactor{}, nil, nil
-	}
-	var opts container.ClientOptions
-	if s.ClientOptions != nil {
-		opts = container.ClientOptions(*s.ClientOptions) // a copy: the same type underneath
-	}
-	var own *http.Transport
-	if opts.Transport == nil {
-		own = newTransport()
-		opts.Transport = &http.Client{Transport: own}
-	}
-	cc, red, err := s.buildContainerClient(&opts)
-	return cc, red, own, err
-}
-
-func (s BlobSettings) buildContainerClient(opts *container.ClientOptions) (*container.Client, secretRedactor, error) {
-	switch {
-	case s.ConnectionString != "":
-		c, err := parseConnectionString(s.ConnectionString)
-		if err != nil {
-			return nil, secretRedactor{}, err
-		}
-		red := secretRedactor{secrets: []string{c.accountKey, c.sas}}
-		containerURL := c.serviceURL + url.PathEscape(s.Container)
-		if c.accountKey != "" {
-			cred, err := container.NewSharedKeyCredential(c.accountName, c.accountKey)
-			if err != nil {
-				// The SDK's message is about base64 decoding; it does not echo the key.
-				return nil, red, &SettingsError{Field: "ConnectionString", Rule: "AccountKey is not valid base64: " + red.redact(err.Error())}
-			}
-			cc, err := container.NewClientWithSharedKeyCredential(containerURL, cred, opts)
-			if err != nil {
-				return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
-			}
-			return cc, red, nil
-		}
-		cc, err := container.NewClientWithNoCredential(containerURL+"?"+c.sas, opts)
-		if err != nil {
-			return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
-		}
-		return cc, red, nil
-	case s.SASURL != "":
-		containerURL, err := sasContainerURL(s.SASURL, s.Container)
-		if err != nil {
-			return nil, secretRedactor{}, err
-		}
-		red := secretRedactor{}
-		if u, err := url.Parse(s.SASURL); err == nil {
-			red.secrets = append(red.secrets, u.RawQuery, u.Query().Get("sig"))
-		}
-		cc, err := container.NewClientWithNoCredential(containerURL, opts)
-		if err != nil {
-			return nil, red, fmt.Errorf("leaderelection: building the container client: %s", red.redact(err.Error()))
-		}
-		return cc, red, nil
-	default:
-		var cred azcore.TokenCredential = namedCredential{name: fmt.Sprintf("%T", s.Credential), cred: s.Credential}
-		if s.Credential == nil {
-			// Over the same transport as the storage requests, so that its
-			// connections are closed with theirs.
-			dac, err := azidentity.NewDefaultAzureCredential(&azidentity.DefaultAzureCredentialOptions{
-				ClientOptions: azcore.ClientOptions{Transport: opts.Transport},
-			})
-			if err != nil {
-				return nil, secretRedactor{}, fmt.Errorf("leaderelection: Credential is nil and DefaultAzureCredential could not be built: %w", err)
-			}
-			cred = namedCredential{name: "DefaultAzureCredential", cred: dac}
-		}
-		cc, err := container.NewClient(strings.TrimRight(s.ServiceURL, "/")+"/"+url.PathEscape(s.Container), cred, opts)
-		if err != nil {
-			return nil, secretRedactor{}, fmt.Errorf("leaderelection: building the container client: %w", err)
-		}
-		return cc, secretRedactor{}, nil
-	}
-}
-
-// namedCredential makes a token credential's failures say which credential
-// failed: a bare "no token" is no help to whoever reads the log.
-type namedCredential struct {
-	name string // the credential's type, e.g. "*azidentity.ManagedIdentityCredential"
-	cred azcore.TokenCredential
-}
-
-func (c namedCredential) GetToken(ctx context.Context, opts policy.TokenRequestOptions) (azcore.AccessToken, error) {
-	tok, err := c.cred.GetToken(ctx, opts)
+// storeClient builds the storage package's client for s's container (s must
+// have passed Validate, and have its defaults applied): every request bounded
+// by RequestTimeout unless it sets its own, and sent without the SDK's
+// retries. maxIdle is how many idle connections to the account the
+// library's own transport keeps, if it builds one (0: the SDK's 10).
+func (s BlobSettings) storeClient(maxIdle int) (*blobstore.Client, error) {
+	cl, err := blobstore.New(blobstore.Config{
+		ConnectionString:    s.ConnectionString,
+		ServiceURL:          s.ServiceURL,
+		Credential:          s.Credential,
+		SASURL:              s.SASURL,
+		Client:              s.Client,
+		ClientOptions:       s.ClientOptions,
+		Container:           s.Container,
+		RequestTimeout:      s.RequestTimeout,
+		MaxIdleConnsPerHost: maxIdle,
+	})
 	if err != nil {
-		return tok, &credentialError{name: c.name, err: err}
+		return nil, settingsError(err)
 	}
-	return tok, nil
+	return cl, nil
 }
 
-// credentialError is a credential's failure to get a token; the classifier
-// names the credential.
-type credentialError struct {
-	name string
-	err  error
+// settingsError is err, from the storage package's checks of a source or its
+// building of a client, with a *blobstore.ConfigError made the
+// *SettingsError it reads as, word for word. Any other error is returned as
+// it is.
+func settingsError(err error) error {
+	var ce *blobstore.ConfigError
+	if errors.As(err, &ce) {
+		return &SettingsError{Field: ce.Field, Rule: ce.Rule}
+	}
+	return err
 }
-
-func (e *credentialError) Error() string { return e.err.Error() }
-func (e *credentialError) Unwrap() error { return e.err }
 
 // ETag leases may be this short or this long. Below 3 s the relations
 // between the timings leave no room (StopMargin at least 1 s, two renewals

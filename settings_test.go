@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +13,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
+	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -218,25 +217,6 @@ func TestServiceURLMayBePathStyleWhereTheHostCannotNameTheAccount(t *testing.T) 
 	}
 }
 
-// The SDK parses only IP addresses as path-style; for a host name without
-// dots the account is the first path segment too.
-func TestSASURLOnAHostWithoutDotsNamesTheAccountInItsPath(t *testing.T) {
-	for raw, want := range map[string]string{
-		"http://localhost:10000/devstoreaccount1?sv=2023-01-01&sig=abc":        "http://localhost:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
-		"https://azurite:10000/devstoreaccount1/leases?sv=2023-01-01&sig=abc":  "https://azurite:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
-		"http://127.0.0.1:10000/devstoreaccount1/leases?sv=2023-01-01&sig=abc": "http://127.0.0.1:10000/devstoreaccount1/leases?sig=abc&sv=2023-01-01",
-		"https://acct.blob.core.windows.net/?sv=2023-01-01&sig=abc":            "https://acct.blob.core.windows.net/leases?sig=abc&sv=2023-01-01",
-	} {
-		got, err := sasContainerURL(raw, "leases")
-		require.NoError(t, err, raw)
-		assert.Equal(t, want, got, raw)
-	}
-	_, err := sasContainerURL("https://azurite:10000/devstoreaccount1/other?sv=2023-01-01&sig=abc", "leases")
-	assert.ErrorContains(t, err, `names container "other"`)
-	_, err = sasContainerURL("https://azurite:10000/devstoreaccount1/leases/b?sv=2023-01-01&sig=abc", "leases")
-	assert.ErrorContains(t, err, "not a blob")
-}
-
 // The emulator reads the account from the path for localhost, as the
 // library now does: a SAS URL naming localhost reaches the lease.
 func TestSASURLOnLocalhostReachesTheEmulator(t *testing.T) {
@@ -256,7 +236,7 @@ func TestSASURLOnLocalhostReachesTheEmulator(t *testing.T) {
 // http://azurite:10000 inside a docker-compose network).
 func TestPlainHTTPIsAcceptedOnlyForTheEmulator(t *testing.T) {
 	for _, cs := range []string{
-		"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + devAccountKey + ";BlobEndpoint=http://azurite:10000/devstoreaccount1;",
+		"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=" + azurite.AccountKey + ";BlobEndpoint=http://azurite:10000/devstoreaccount1;",
 		"UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite",
 		"AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=http://127.0.0.1:10000/acct",
 		"AccountName=acct;AccountKey=" + fakeKey + ";BlobEndpoint=http://[::1]:10000/acct",
@@ -390,26 +370,6 @@ func TestNamesHoldingSecretsAreRefusedUnshown(t *testing.T) {
 	}
 }
 
-func TestNetworkErrorsAreClassified(t *testing.T) {
-	nx := &net.DNSError{Err: "no such host", Name: "acct.blob.core.windows.net", IsNotFound: true}
-	_, kind := classifyNoResponse(&url.Error{Op: "PUT", URL: "https://acct.blob.core.windows.net/x", Err: nx}, false)
-	assert.Equal(t, ErrPermanent, kind, "a host that never resolved is a misspelt account")
-	_, kind = classifyNoResponse(&url.Error{Op: "PUT", URL: "https://acct.blob.core.windows.net/x", Err: nx}, true)
-	assert.Equal(t, ErrTransient, kind, "a host that resolved before is having an outage")
-	_, kind = classifyNoResponse(fmt.Errorf("token: %w", context.DeadlineExceeded), false)
-	assert.Equal(t, ErrTransient, kind)
-	_, kind = classifyNoResponse(nonRetriableTimeout{}, false)
-	assert.Equal(t, ErrTransient, kind, "azcore marks a timed-out token request NonRetriable: still a timeout")
-	_, kind = classifyNoResponse(errors.New("authenticated requests are not permitted for non TLS protected (https) endpoints"), false)
-	assert.Equal(t, ErrPermanent, kind)
-}
-
-type nonRetriableTimeout struct{}
-
-func (nonRetriableTimeout) Error() string { return "credential unavailable: context deadline exceeded" }
-func (nonRetriableTimeout) NonRetriable() {}
-func (nonRetriableTimeout) Unwrap() error { return context.DeadlineExceeded }
-
 func TestNilLeaderFuncIsRejected(t *testing.T) {
 	_, err := NewBlobDistributedMutex(validSettings(), nil)
 	require.ErrorContains(t, err, "leader func is nil")
@@ -507,7 +467,9 @@ func TestDevelopmentStorageWithAnEndpointIsRefused(t *testing.T) {
 		"BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1;usedevelopmentstorage=TRUE",
 		"UseDevelopmentStorage=true;AccountName=devstoreaccount1;AccountKey=" + fakeKey,
 	} {
-		_, err := parseConnectionString(cs)
+		s := validSettings()
+		s.ConnectionString = cs
+		err := s.Validate()
 		var se *SettingsError
 		require.ErrorAs(t, err, &se, cs)
 		assert.Equal(t, "ConnectionString", se.Field)
@@ -515,12 +477,12 @@ func TestDevelopmentStorageWithAnEndpointIsRefused(t *testing.T) {
 		assert.Contains(t, err.Error(), "BlobEndpoint=http://<host>:<port>/devstoreaccount1", "says what to write instead")
 		assert.NotContains(t, err.Error(), fakeKey)
 	}
-	_, err := parseConnectionString("UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1")
-	assert.ErrorContains(t, err, "found BlobEndpoint.")
+	s := validSettings()
+	s.ConnectionString = "UseDevelopmentStorage=true;BlobEndpoint=http://127.0.0.1:10999/devstoreaccount1"
+	assert.ErrorContains(t, s.Validate(), "found BlobEndpoint.")
 
-	c, err := parseConnectionString("UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite")
-	require.NoError(t, err)
-	assert.Equal(t, "http://azurite:10000/devstoreaccount1/", c.serviceURL)
+	s.ConnectionString = "UseDevelopmentStorage=true;DevelopmentStorageProxyUri=http://azurite"
+	assert.NoError(t, s.Validate())
 }
 
 func TestSecretsNeverInSettingsErrors(t *testing.T) {
@@ -538,20 +500,9 @@ func TestSecretsNeverInSettingsErrors(t *testing.T) {
 	assert.NotContains(t, err.Error(), sig)
 }
 
+// Every form of source builds a manager (what each parses to is the storage
+// package's: internal/blobstore's TestConnectionStringForms).
 func TestConnectionStringForms(t *testing.T) {
-	c, err := parseConnectionString("UseDevelopmentStorage=true")
-	require.NoError(t, err)
-	assert.Equal(t, "http://127.0.0.1:10000/devstoreaccount1/", c.serviceURL)
-	assert.Equal(t, devAccountName, c.accountName)
-
-	c, err = parseConnectionString("AccountName=acct;AccountKey=" + fakeKey)
-	require.NoError(t, err)
-	assert.Equal(t, "https://acct.blob.core.windows.net/", c.serviceURL)
-
-	c, err = parseConnectionString("BlobEndpoint=https://acct.blob.core.windows.net;SharedAccessSignature=sv=2023&sig=x")
-	require.NoError(t, err)
-	assert.Equal(t, "sv=2023&sig=x", c.sas)
-
 	for _, s := range []BlobSettings{
 		{ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "b"},
 		{ServiceURL: "https://acct.blob.core.windows.net/", Credential: fakeCredential{}, Container: "leases", Blob: "b"},

@@ -1,7 +1,6 @@
 package leaderelection
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -14,12 +13,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
@@ -206,7 +201,7 @@ func (g *shardManager) listShards(view sessionView) error {
 		switch {
 		case !l.info.Held():
 			cands = append(cands, c)
-		case l.info.State != lease.StateTypeLeased:
+		case l.info.State != stateLeased:
 			// Breaking: an operator's break, which ends by itself.
 		case l.session == "" || l.session == g.s.id:
 			// Leased with no record, or with this session's record but
@@ -933,40 +928,31 @@ func (g *shardManager) noteOwner(name string, h shardHolder) {
 // above 0). It returns the new blob's ETag; an error matching ErrLeaseHeld
 // if the blob exists already (another claim made it).
 func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed int64) (azcore.ETag, error) {
-	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
-	defer cancel()
-	anyETag := azcore.ETagAny
-	resp, err := lm.blobClient.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{
-		Metadata:         wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
-		AccessConditions: &blob.AccessConditions{ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfNoneMatch: &anyETag}},
+	etag, err := lm.blobClient.Create(ctx, blobstore.WriteOptions{
+		Call: blobstore.Call{Op: "create shard", Timeout: o.settings.claimTimeout(),
+			Held: []string{blobstore.BlobAlreadyExists, blobstore.ConditionNotMet, blobstore.LeaseIDMissing}},
+		Metadata: wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
 	})
 	if err != nil {
-		return "", lm.classify("create shard", err, []string{string(bloberror.BlobAlreadyExists), string(bloberror.ConditionNotMet), string(bloberror.LeaseIDMissing)}, nil)
+		return "", lm.wrap(err)
 	}
-	if resp.ETag == nil {
+	if etag == "" {
 		return "", &StorageError{Op: "create shard", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
-	return *resp.ETag, nil
+	return etag, nil
 }
 
 // acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
 // ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
 func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
-	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
-	defer cancel()
-	h := lm.id.Load()
-	resp, err := h.client.AcquireLease(ctx, -1, &lease.BlobAcquireOptions{
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	// An answer with another lease ID than ours is an error of kind Held
+	// (the storage package checks it).
+	_, err := lm.blobClient.AcquireLease(ctx, blobstore.AcquireOptions{
+		Call: blobstore.Call{Op: "acquire shard lease", Timeout: o.settings.claimTimeout(),
+			Held: append([]string{blobstore.ConditionNotMet, blobstore.BlobNotFound}, heldCodes...)},
+		ID: lm.LeaseID(), Duration: blobstore.Infinite, IfMatch: etag,
 	})
-	if err != nil {
-		return lm.classify("acquire shard lease", err,
-			append([]string{string(bloberror.ConditionNotMet), string(bloberror.BlobNotFound)}, heldCodes...), nil)
-	}
-	if resp.LeaseID == nil || *resp.LeaseID != h.id {
-		return &StorageError{Op: "acquire shard lease", Container: lm.container, Blob: lm.blob,
-			detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
-	}
-	return nil
+	return lm.wrap(err)
 }
 
 // writeShardRecord writes the shard's record under its lease, if the blob's
@@ -974,21 +960,18 @@ func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, e
 // claiming session that the lease ID derives from (wire.ClaimLeaseID), 0 for
 // a transfer (wire.HandoffLeaseID).
 func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, gen int64, etag azcore.ETag) (azcore.ETag, error) {
-	ctx, cancel := lm.callWithin(ctx, o.settings.claimTimeout())
-	defer cancel()
 	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, gen)
-	id := lm.LeaseID()
-	resp, err := lm.blobClient.SetMetadata(ctx, md, &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
-		LeaseAccessConditions:    &blob.LeaseAccessConditions{LeaseID: &id},
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
-	}})
+	written, err := lm.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
+		Call:     blobstore.Call{Op: "write shard record", Timeout: o.settings.claimTimeout(), Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
+		Metadata: md, LeaseID: lm.LeaseID(), IfMatch: etag,
+	})
 	if err != nil {
-		return "", lm.classify("write shard record", err, []string{string(bloberror.ConditionNotMet)}, lostCodes)
+		return "", lm.wrap(err)
 	}
-	if resp.ETag == nil {
+	if written == "" {
 		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
-	return *resp.ETag, nil
+	return written, nil
 }
 
 func (o *ShardOwner) addLeftover(name, id string) {

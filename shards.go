@@ -13,9 +13,8 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
@@ -54,10 +53,8 @@ type ShardOwner struct {
 	opts     options
 	logger   *slog.Logger
 
-	cc        *container.Client
-	red       secretRedactor
-	transport *http.Transport   // built by the library, nil for the caller's
-	ops       *BlobLeaseManager // classifies and bounds the listings
+	cc        *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
+	ops       *BlobLeaseManager // names the container and the prefix in the errors of the listings and lists
 	reached   atomic.Bool       // the account has answered
 	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
 	longestD  atomic.Int64      // the longest lease duration a live session declared, in any listing of the sessions
@@ -72,8 +69,7 @@ type ShardOwner struct {
 	// answer waited up to 4 s while ten instances claimed 10,000 shards,
 	// and every session's first renewal failed). On the caller's
 	// transport or Client, sessionCC is a client on that.
-	sessionCC        *container.Client
-	sessionTransport *http.Transport // built by the library, nil for the caller's
+	sessionCC *blobstore.Client
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -190,16 +186,13 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		return nil, errors.Join(errs...)
 	}
 	settings = settings.withDefaults()
-	cc, red, transport, err := settings.containerClient()
+	// Claims, releases, transfers and the listing run at once: on the
+	// library's transport, keep their connections rather than open new ones.
+	cc, err := settings.storeClient(claimParallel + releaseAtOnce + handoverPerGiver + 4)
 	if err != nil {
 		return nil, err
 	}
-	if transport != nil {
-		// Claims, releases, transfers and the listing run at once: keep
-		// their connections rather than open new ones.
-		transport.MaxIdleConnsPerHost = claimParallel + releaseAtOnce + handoverPerGiver + 4
-	}
-	scc, _, stransport, err := settings.containerClient()
+	scc, err := settings.storeClient(0)
 	if err != nil {
 		return nil, err
 	}
@@ -210,8 +203,6 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		opts:      o,
 		logger:    o.logger,
 		cc:        cc,
-		red:       red,
-		transport: transport,
 		wake:      make(chan struct{}, 1),
 		release:   make(chan struct{}, releaseAtOnce),
 		set:       set,
@@ -224,7 +215,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		recreated: map[string]*freshWatch{},
 		bad:       map[string]*RecordError{},
 	}
-	own.sessionCC, own.sessionTransport = scc, stransport
+	own.sessionCC = scc
 	own.ops = own.managerFor(settings.Blob, uuid.NewString())
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
 	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
@@ -348,11 +339,8 @@ func (o *ShardOwner) handingCount() int {
 // library built (none for the caller's), and so their goroutines: Run does
 // when it returns, and Inspect when Run is not running.
 func (o *ShardOwner) closeIdle() {
-	for _, t := range []*http.Transport{o.transport, o.sessionTransport} {
-		if t != nil {
-			t.CloseIdleConnections()
-		}
-	}
+	o.cc.CloseIdleConnections()
+	o.sessionCC.CloseIdleConnections()
 }
 
 func (o *ShardOwner) poke() {
@@ -899,7 +887,7 @@ func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	var info ShardsInfo
 	err := o.list(ctx, wire.SessionsDir, func(l listed) {
 		info.Sessions = append(info.Sessions, SessionInfo{
-			ID: l.name, Live: l.info.State == lease.StateTypeLeased && l.record && !l.ended, Identity: l.info.Leader.Identity,
+			ID: l.name, Live: l.info.State == stateLeased && l.record && !l.ended, Identity: l.info.Leader.Identity,
 			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
 			ETag: l.info.ETag, LastModified: l.info.LastModified,
 		})

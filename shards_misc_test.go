@@ -204,9 +204,8 @@ func TestShardOwnerKeepsItsSessionOnConnectionsOfItsOwn(t *testing.T) {
 	log := &shardLog{}
 	o, err := NewShardOwner(s, shardNames(4), log.fn("a", nil), WithIdentity("a"))
 	require.NoError(t, err)
-	require.NotNil(t, o.transport)
-	require.NotNil(t, o.sessionTransport)
-	require.NotSame(t, o.transport, o.sessionTransport)
+	require.True(t, o.cc.OwnsTransport())
+	require.True(t, o.sessionCC.OwnsTransport(), "a transport of its own: each client the storage package builds has one")
 	require.NotSame(t, o.cc, o.sessionCC)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -222,6 +221,6 @@ func TestShardOwnerKeepsItsSessionOnConnectionsOfItsOwn(t *testing.T) {
 	mine, _ := withTransport(t, shardSettings(t))
 	o, err = NewShardOwner(mine, shardNames(4), log.fn("b", nil))
 	require.NoError(t, err)
-	require.Nil(t, o.transport)
-	require.Nil(t, o.sessionTransport)
+	require.False(t, o.cc.OwnsTransport())
+	require.False(t, o.sessionCC.OwnsTransport())
 }

@@ -7,9 +7,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 )
 
@@ -46,7 +44,7 @@ type silenceWatch struct {
 // holder early is safe whatever the duration: it has not written under its
 // lease, so its func has not started.
 func (w *silenceWatch) observe(info LeaseInfo, own time.Duration) time.Time {
-	if info.State != lease.StateTypeLeased || info.Kind != ETagLease || info.ETag == "" {
+	if info.State != stateLeased || info.Kind != ETagLease || info.ETag == "" {
 		*w = silenceWatch{}
 		return time.Time{}
 	}
@@ -79,24 +77,21 @@ func (m *BlobLeaseManager) breakIfUnchanged(ctx context.Context, etag azcore.ETa
 // breakIfUnchangedWithin is breakIfUnchanged with a bound of its own (a
 // claim's: see claimTimeout).
 func (m *BlobLeaseManager) breakIfUnchangedWithin(ctx context.Context, etag azcore.ETag, d time.Duration) (breakOutcome, error) {
-	ctx, cancel := m.callWithin(ctx, d)
-	defer cancel()
-	var period int32
-	_, err := m.id.Load().client.BreakLease(ctx, &lease.BlobBreakOptions{
-		BreakPeriod:              &period,
-		ModifiedAccessConditions: &blob.ModifiedAccessConditions{IfMatch: &etag},
+	_, err := m.blobClient.BreakLease(ctx, blobstore.BreakOptions{
+		Call:    blobstore.Call{Op: "break silent lease", Timeout: d},
+		Period:  0,
+		IfMatch: etag,
 	})
 	switch {
 	case err == nil:
-		m.reached.Store(true)
 		return breakDone, nil
-	case bloberror.HasCode(err, bloberror.ConditionNotMet):
+	case blobstore.HasCode(err, blobstore.ConditionNotMet):
 		return etagChanged, nil
-	case bloberror.HasCode(err, bloberror.LeaseNotPresentWithLeaseOperation, bloberror.BlobNotFound, bloberror.ContainerNotFound):
+	case blobstore.HasCode(err, blobstore.LeaseNotPresentWithLeaseOperation, blobstore.BlobNotFound, blobstore.ContainerNotFound):
 		// Released (which leaves the ETag as it was) or deleted.
 		return noLease, nil
 	}
-	return breakFailed, m.classify("break silent lease", err, nil, nil)
+	return breakFailed, m.wrap(err)
 }
 
 // BreakWhenSilent is the safe way to break an [ETagLease]: the rule every

@@ -55,7 +55,6 @@ var tiers = map[string]string{
 	"resume_flock.go":   "2-lease",
 	"resume_noflock.go": "2-lease",
 	"silence.go":        "2-lease",
-	"transport.go":      "2-lease",
 
 	"health.go":    "3-term",
 	"metrics.go":   "3-term",

@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -102,16 +102,16 @@ var errContainerGone = errors.New("leaderelection: the container is gone")
 
 // gone reports whether err says a blob, or its container, is gone.
 func gone(err error) bool {
-	codes := []bloberror.Code{bloberror.BlobNotFound, bloberror.ContainerNotFound, bloberror.ContainerBeingDeleted}
+	codes := []string{blobstore.BlobNotFound, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted}
 	var se *StorageError
 	if errors.As(err, &se) {
 		for _, c := range codes {
-			if se.ErrorCode == string(c) {
+			if se.ErrorCode == c {
 				return true
 			}
 		}
 	}
-	return bloberror.HasCode(err, codes...) || errors.Is(err, errContainerGone)
+	return blobstore.HasCode(err, codes...) || errors.Is(err, errContainerGone)
 }
 
 // sawDeletion notes that this instance saw its session's blob, or the

@@ -1,4 +1,4 @@
-package leaderelection
+package blobstore
 
 import (
 	"crypto/tls"
@@ -7,12 +7,12 @@ import (
 	"time"
 )
 
-// newTransport returns the HTTP transport the library uses when the caller
+// newTransport returns the HTTP transport the package uses when the caller
 // brings none. It has the settings of the Azure SDK's shared default (which
 // the library would otherwise get), but a pool of its own: the SDK's is
 // process-wide, so its pooled connections, and a goroutine pair for each,
-// would outlive RunTaskWhenMutexAcquired; ours are closed when it returns
-// (see [BlobLeaseManager.CloseIdleConnections]).
+// would outlive the library's use of storage; ours are closed by
+// CloseIdleConnections.
 func newTransport() *http.Transport {
 	dialer := &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 	return &http.Transport{
@@ -35,17 +35,21 @@ func newTransport() *http.Transport {
 }
 
 // CloseIdleConnections closes the idle pooled connections of the HTTP
-// transport the library built for this manager, and so their goroutines. The
-// library builds one when the settings bring no transport of their own
+// transport the package built for this client, and so their goroutines.
+// The package builds one when the config brings no transport of its own
 // (ClientOptions nil or without a Transport, and no Client); for a caller's
-// transport or Client it does nothing: that pool is the caller's to manage.
+// transport or Client this does nothing: that pool is the caller's to
+// manage.
 //
-// [BlobDistributedMutex.RunTaskWhenMutexAcquired] calls it when it returns.
-// Callers who use the manager directly call it when they are done with it
-// (a later request simply opens a new connection). It is safe to call at any
-// time, concurrently with requests: connections in use are not affected.
-func (m *BlobLeaseManager) CloseIdleConnections() {
-	if m.transport != nil {
-		m.transport.CloseIdleConnections()
+// Call it when done with the client (a later request simply opens a new
+// connection). It is safe to call at any time, concurrently with requests:
+// connections in use are not affected.
+func (cl *Client) CloseIdleConnections() {
+	if cl.transport != nil {
+		cl.transport.CloseIdleConnections()
 	}
 }
+
+// OwnsTransport reports whether the client uses an HTTP transport the
+// package built (see [Client.CloseIdleConnections]).
+func (cl *Client) OwnsTransport() bool { return cl.transport != nil }
