@@ -289,6 +289,13 @@ func (h *Harness) proc(name string) *childproc.Process {
 	return h.lanes[name].proc
 }
 
+// static reports whether lane name's instances have a lease ID file (see
+// Config.Static): every other lane, i01, i03, ...
+func (h *Harness) static(name string) bool {
+	n, _ := strconv.Atoi(strings.TrimPrefix(name, "i"))
+	return h.cfg.Static && n%2 == 1
+}
+
 // Spawn starts an instance process in lane name (whose previous process, if
 // any, has exited), with the lane's set.
 func (h *Harness) Spawn(name string) error {
@@ -296,7 +303,7 @@ func (h *Harness) Spawn(name string) error {
 	l.ctl.Lock()
 	defer l.ctl.Unlock()
 	leaseIDFile := ""
-	if n, _ := strconv.Atoi(strings.TrimPrefix(name, "i")); h.cfg.Static && n%2 == 1 {
+	if h.static(name) {
 		leaseIDFile = filepath.Join(h.cfg.Dir, name+".session")
 	}
 	p, err := childproc.Start(childproc.Spec[Record]{

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -105,7 +103,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 			if len(cfg.Sequence) > 0 {
 				kind = cfg.Sequence[n]
 			}
-			target := lanes[rng.IntN(len(lanes))]
+			target := h.targetOf(kind, lanes, rng.IntN(len(lanes)))
 			hold := D + time.Duration(1000+rng.IntN(2000))*time.Millisecond
 			respawnAfter := time.Duration(rng.IntN(int(D/time.Millisecond))) * time.Millisecond
 			if err := h.inject(ctx, kind, target, hold, respawnAfter, messySeed(kind, rng)); err != nil {
@@ -148,7 +146,7 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 			n-- // wait for a fault to end
 			continue
 		}
-		target := free[pick%len(free)]
+		target := h.targetOf(kind, free, pick)
 		hit[target] = true
 		mu.Unlock()
 		wg.Add(1)
@@ -237,16 +235,28 @@ func (h *Harness) inject(ctx context.Context, kind, target string, hold, respawn
 	return h.injectMessy(ctx, kind, target, hold, seed)
 }
 
-// lateAcquire kills lane target (the next static lane up, if there is
-// one), waits until the others have broken its session's lease, acquires
-// that lease under the session's ID as a late acquire would, and starts a
-// new process in the lane respawnAfter later.
-func (h *Harness) lateAcquire(ctx context.Context, target string, respawnAfter time.Duration) error {
-	if h.cfg.Static {
-		if n, _ := strconv.Atoi(strings.TrimPrefix(target, "i")); n%2 == 0 && h.lane(fmt.Sprintf("i%02d", n+1)) != nil {
-			target = fmt.Sprintf("i%02d", n+1)
+// targetOf picks lanes[pick % len] as the target of a fault of kind, but
+// for a late acquire, which hits a static lane (one with a lease ID file:
+// its restart could resume the dead session) when lanes has one.
+func (h *Harness) targetOf(kind string, lanes []string, pick int) string {
+	if kind == FaultLateAcquire {
+		var static []string
+		for _, l := range lanes {
+			if h.static(l) {
+				static = append(static, l)
+			}
+		}
+		if len(static) > 0 {
+			lanes = static
 		}
 	}
+	return lanes[pick%len(lanes)]
+}
+
+// lateAcquire kills lane target, waits until the others have broken its
+// session's lease, acquires that lease under the session's ID as a late
+// acquire would, and starts a new process in the lane respawnAfter later.
+func (h *Harness) lateAcquire(ctx context.Context, target string, respawnAfter time.Duration) error {
 	h.mu.Lock()
 	session := h.sessions[target]
 	h.mu.Unlock()
