@@ -14,7 +14,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
@@ -165,11 +164,9 @@ func standGhost(t *testing.T, c *contender, id string, p int, leased bool) *blob
 	t.Helper()
 	lm := c.mutex.lease
 	ctx := context.Background()
-	cc, err := container.NewClientFromConnectionString(lm.settings.ConnectionString, lm.settings.Container, nil)
-	require.NoError(t, err)
-	bc := cc.NewBlockBlobClient(lm.blob + wire.CandidatesDir + id)
+	bc := newRawBlob(t, lm.settings).cc.NewBlockBlobClient(lm.blob + wire.CandidatesDir + id)
 	pr := strconv.Itoa(p)
-	_, err = bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: map[string]*string{
+	_, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: map[string]*string{
 		wire.MetaPriority: &pr, wire.MetaIdentity: &id, wire.MetaInstance: to.Ptr("ghost"), wire.MetaRole: to.Ptr(string(RoleCandidate))}})
 	require.NoError(t, err)
 	if leased {

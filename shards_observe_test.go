@@ -12,6 +12,7 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
@@ -39,8 +40,9 @@ func newRawBlob(t *testing.T, s BlobSettings) rawBlob {
 	}
 	cc, err := container.NewClientFromConnectionString(s.ConnectionString, s.Container, opts)
 	require.NoError(t, err)
-	_, err = cc.Create(context.Background(), nil)
-	require.NoError(t, err)
+	if _, err = cc.Create(context.Background(), nil); !bloberror.HasCode(err, bloberror.ContainerAlreadyExists) {
+		require.NoError(t, err)
+	}
 	return rawBlob{t: t, cc: cc}
 }
 
