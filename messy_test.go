@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -540,5 +541,59 @@ func TestShardsRunOnceAndTermsGrowWhenTheContainerIsDeleted(t *testing.T) {
 			}
 		}
 		assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
+	})
+}
+
+// A simulator's finding: the owner of a shard is cut off from storage just
+// before the container is deleted, so it sees no deletion, and the other
+// instance, which saw the deletion but never saw that shard's terms, creates
+// its blob again unmarked and takes it once its quiet is over. Its first
+// term there goes above every term any session's record said its instance
+// saw (the fleet's highest), not back to 1; and the cut-off owner, back,
+// starts a quiet too before it claims anything. No shard runs twice.
+func TestAShardCreatedAgainByOneThatNeverSawItsTermsGoesOnAboveThem(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		s := shardSettings(t)
+		shards := shardNames(2)
+		log := &shardLog{}
+		sa, cut := withTransport(t, s)
+		a := startOwner(t, "a", sa, shards[:1], log.fn("a", nil))
+		waitFor(t, 30*time.Second, "a runs its shard", func() bool { return log.perOwner()["a"] == 1 })
+		// a's terms on shard-000 climb, so that they stand above anything b
+		// saw of its own.
+		for range 3 {
+			require.NoError(t, a.owner.SetShards(nil))
+			waitFor(t, 30*time.Second, "a lets its shard go", func() bool { return log.perOwner()["a"] == 0 })
+			require.NoError(t, a.owner.SetShards(shards[:1]))
+			waitFor(t, 30*time.Second, "a runs its shard again", func() bool { return log.perOwner()["a"] == 1 })
+		}
+		b := startOwner(t, "b", s, shards[1:], log.fn("b", nil))
+		waitFor(t, 30*time.Second, "b runs its shard", func() bool { return log.perOwner()["b"] == 1 })
+		high := int64(0)
+		for _, tm := range log.snapshot() {
+			if tm.shard == shards[0] {
+				high = max(high, tm.number)
+			}
+		}
+		require.Greater(t, high, int64(1))
+		time.Sleep(2 * (s.withDefaults().RenewInterval + s.RetryInterval)) // b lists a's record, which says it saw high
+
+		cut.Blackhole()
+		require.NoError(t, svc.DeleteContainer(s.Container))
+		deleted := time.Now()
+		require.NoError(t, b.owner.SetShards(shards)) // b takes shard-000 into its set: it never saw its terms
+		waitFor(t, 120*time.Second, "b runs shard-000", func() bool { return slices.Contains(log.running()[shards[0]], "b") })
+		cut.Heal()
+		time.Sleep(3 * s.LeaseDuration)
+		log.requireNeverTwice(t)
+		for _, tm := range log.snapshot() {
+			if tm.who == "b" && tm.shard == shards[0] {
+				assert.Greater(t, tm.number, high, "b's first term on shard-000 after the deletion went back")
+				assert.GreaterOrEqual(t, tm.start.Sub(deleted), s.LeaseDuration, "b took shard-000 before a could have stopped it")
+			}
+		}
+		require.ErrorIs(t, b.stop(t), context.Canceled)
+		require.ErrorIs(t, a.stop(t), context.Canceled)
 	})
 }

@@ -630,9 +630,10 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		}
 		floor = o.floorOf(c.name) // as it is now
 	}
-	if c.marked {
+	if c.marked || c.prev == 0 && o.mayHaveMissed() {
 		// Created again (held or not: a claim of it may have failed before
-		// it recorded its term): its term goes above every term any
+		// it recorded its term), or with no term yet after this instance
+		// may have missed a deletion: its term goes above every term any
 		// session said its instance saw on any shard (vanished.go).
 		if fleet := o.fleetSeen.Load(); fleet > floor {
 			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",

@@ -100,6 +100,7 @@ type ShardOwner struct {
 	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
 	seedPending bool                    // and the seeding of the terms it saw is not done yet
+	gapSeen     bool                    // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
 	recreated   map[string]*freshWatch  // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
 	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
 	current     *session
@@ -670,8 +671,12 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		g.releaseLeftovers(g.releases)
 		g.reportTook()
 		o.reportStopped(true)
-		if c := context.Cause(g.stopNow); c != nil && gone(c) {
+		switch c := context.Cause(g.stopNow); {
+		case c == nil:
+		case gone(c):
 			o.sawDeletion("the session's renewal found its blob gone")
+		case errors.Is(c, ErrRenewDeadline), errors.Is(c, ErrLeaseLost):
+			o.sawCutOff()
 		}
 		o.mu.Lock()
 		o.current = nil

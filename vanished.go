@@ -42,11 +42,21 @@ import (
 // whose session was not yet recorded then, or was resumed and had not yet
 // listed the sessions: the limit below.
 //
-// Terms. An instance that sees the deletion (its session's renewal, or a
-// listing, finds its session's blob or the container gone; or its next
-// session finds the container gone, as it creates its blob) also claims
-// nothing with its next session for quietFor from that session's first
-// pass, and at that pass creates the blob of every shard it saw terms on,
+// An instance that sees the deletion (its session's renewal, or a listing,
+// finds its session's blob or the container gone; or its next session finds
+// the container gone, as it creates its blob, or resumes from the lease ID
+// file) also claims nothing with its next session for quietFor from that
+// session's first pass; and so does one whose session ended cut off from
+// storage (its deadline passed, or it was broken as silent: sawCutOff),
+// which could not have seen a deletion meanwhile. So no instance that ran a
+// session before the deletion claims a blob created again, even one it
+// never saw terms on, before the doomed sessions have stopped: whose
+// session lived through the deletion sees it, or was cut off (a simulator
+// found an instance, cut off across a deletion, claim such a blob at once
+// before this rule).
+//
+// Terms. Such an instance, at its next session's first pass, also creates
+// the blob of every shard it saw terms on,
 // seeded with the highest it saw, or raises the seed of one that another
 // instance created to that, on condition (If-Match) of its ETag, unleased as
 // it is; a claimer raises a seed below its own floor too, as it times it.
@@ -69,7 +79,10 @@ import (
 // seenMax), every listing of the sessions, at each pass, raises fleetSeen
 // to the highest any record that reads says, and the claim of a blob created again
 // records a term above fleetSeen as well (claimOne; held or not, as a claim
-// that took it may have died before it recorded its term): above every term
+// that took it may have died before it recorded its term), and so does the
+// first claim of a blob that carries no term yet by an instance that saw a
+// deletion or was cut off (mayHaveMissed: such a blob may have been created
+// again by one that never saw its terms, unmarked): above every term
 // any session's instance published, on that shard or another, for a term
 // jumps but never repeats. The claim follows a listing of the sessions made
 // at the same pass, after the blob stood longer than D: so every session
@@ -85,12 +98,14 @@ import (
 // read, or that no claim reaches (wire.MaxSpreadTerm), is reported, not used.
 //
 // What is not covered: an instance that never saw the fleet before the
-// deletion (a process started after it, or one whose session was not live
-// and listed, as above, while a session of a longer lease duration than it
-// knew began to run shards), or a shard it never saw terms on,
-// and whose blob nobody who did created again, knows nothing of it: it may
-// claim at once, and its terms may start again from what is seeded, or
-// from 1; as for the mutex's blob, that is the limit.
+// deletion (a process started after it, or whose first session had not
+// yet written its record then; or one whose session was not live and
+// listed, as above, while a session of a longer lease duration than it
+// knew began to run shards) knows nothing of
+// it: it may claim a blob created again that it never saw terms on at once,
+// and its terms may start again from what is seeded, or from 1, unless the
+// fleet's highest it learnt covers them; as for the mutex's blob, that is
+// the limit.
 
 // errSessionGone ends a session whose blob a listing found gone, or whose
 // container it did: deleted under it.
@@ -121,11 +136,36 @@ func (o *ShardOwner) sawDeletion(how string) {
 	o.mu.Lock()
 	first := o.deletedFor == 0
 	o.deletedFor = max(o.deletedFor, quiet)
+	o.gapSeen = true
 	o.mu.Unlock()
 	if first {
 		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
 			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", quiet.Round(time.Millisecond))
 	}
+}
+
+// sawCutOff notes that this instance's session ended cut off from storage
+// (its deadline passed, or its lease was broken as silent): a deletion of
+// the container meanwhile would have gone unseen, as its renewals failed on
+// the silence, not on the blob's absence. Its next session begins as after
+// a deletion seen: a quiet, its seeds, and first terms above the fleet's
+// highest (see above). Quietly: the session's end is logged already.
+func (o *ShardOwner) sawCutOff() {
+	quiet := o.quietFor()
+	o.mu.Lock()
+	o.deletedFor = max(o.deletedFor, quiet)
+	o.gapSeen = true
+	o.mu.Unlock()
+}
+
+// mayHaveMissed reports whether this instance saw a deletion, or a session
+// of its ended cut off (sawCutOff): a shard blob with no term yet may then
+// be one created again after a deletion by an instance that never saw its
+// terms, so its first term goes above the fleet's highest (claimOne).
+func (o *ShardOwner) mayHaveMissed() bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gapSeen
 }
 
 // quietFor is how long a session claims nothing after a deletion seen, and
