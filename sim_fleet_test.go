@@ -52,7 +52,7 @@ var defaultShape = simShape{
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
 	retry: 8 * time.Second, shardRetry: 12 * time.Second,
 	shards: 6, sets: [2]int{4, 8},
-	storm: 150 * time.Second, calm: 150 * time.Second,
+	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
 	perStorm: 10,
 	lateMax:  40 * time.Second,
@@ -504,6 +504,12 @@ func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
 
 // malform gives election blob's record a term that does not read.
 func (f *simFleet) malform(blob string) bool {
+	f.mu.Lock()
+	_, pending := f.malformed[blob]
+	f.mu.Unlock()
+	if pending {
+		return false // one malformed record at a time on a blob
+	}
 	st, ok := f.svc.Blob(simContainer, blob)
 	if !ok {
 		return false
@@ -652,7 +658,7 @@ func (f *simFleet) bound(election string) (time.Duration, string) {
 	}
 	d, r := sh.session, sh.shardRetry
 	t := BlobSettings{LeaseDuration: d}.withDefaults().RequestTimeout
-	return 3*d + max(r, d)*5/4 + 3*t + 2*r, "shard: 3 D + 1.25 max(R, D) + 3 T + 2 R"
+	return 4*d + max(r, d)*5/4 + 3*t + 3*r, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R"
 }
 
 // leaseIDDir makes a directory for the fleet's lease ID files.
