@@ -51,7 +51,7 @@ var defaultShape = simShape{
 	nativeLanes: 3, etagLanes: 2, shardLanes: 3,
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
 	retry: 8 * time.Second, shardRetry: 12 * time.Second,
-	shards: 6, sets: [2]int{4, 8},
+	shards: 5, sets: [2]int{3, 6},
 	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
 	perStorm: 10,

@@ -97,7 +97,8 @@ func TestSimulator(t *testing.T) {
 	}
 	parallel := *simParallel
 	if parallel <= 0 {
-		parallel = runtime.GOMAXPROCS(0)
+		// One more than the cores: a bubble waits on itself at times.
+		parallel = runtime.GOMAXPROCS(0) + 1
 	}
 	if *simGC > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(*simGC))
@@ -133,6 +134,9 @@ func TestSimulator(t *testing.T) {
 				res.Wall = time.Since(began)
 				mu.Lock()
 				longest = max(longest, res.Wall)
+				if len(res.Violations) > 0 && len(rp.Failing) == 0 {
+					t.Logf("simulator: first violation found after %v of wall time, in seed %d: %s", time.Since(wall).Round(time.Second), seed, res.Violations[0])
+				}
 				rp.Add(res)
 				mu.Unlock()
 			}
