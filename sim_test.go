@@ -62,6 +62,7 @@ var (
 	simParallel = flag.Int("sim.parallel", 0, "simulator: fleets run at once (0: GOMAXPROCS)")
 	simLog      = flag.Bool("sim.log", false, "simulator: print the library's logs to stderr (for a replay)")
 	simGC       = flag.Int("sim.gc", 400, "simulator: GOGC for the run (0: leave it)")
+	simDump     = flag.String("sim.dump", "", "simulator: print the funcs of the elections whose blob ends so (for a replay)")
 	simPlan     = flag.Bool("sim.plan", false, "simulator: print each fleet's plan of faults (for a replay)")
 )
 
@@ -177,9 +178,9 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
 	if len(res.Violations) > 0 {
 		t.Logf("replay: %s", simReplay(seed))
 	}
-	if os.Getenv("SIMDUMP") != "" {
+	if *simDump != "" {
 		for _, fn := range f.chk.Funcs() {
-			if strings.HasSuffix(fn.Election, os.Getenv("SIMDUMP")) {
+			if strings.HasSuffix(fn.Election, *simDump) {
 				t.Logf("func %s %s term %d %s..%s lease %s exempt %v", fn.Election, fn.Instance, fn.Term, fn.Start.Format("15:04:05.000"), fn.End.Format("15:04:05.000"), fn.LeaseID, fn.Exempt)
 			}
 		}
