@@ -75,7 +75,7 @@ func TestALeaseThatEndsOrLapsesUnderAnActingFunc(t *testing.T) {
 		"broken":    {[]LeaseEvent{{Time: at(5), Blob: "c/b", Op: "break", State: Broken, ID: "a"}}, 6},
 		"taken":     {[]LeaseEvent{leased(5, "c/b", "x", 20)}, 6},
 		"lapsed":    {[]LeaseEvent{leased(16, "c/b", "a", 31)}, 17}, // a renewal that revived it after 15
-		"ended-out": {nil, 16},                                       // returned after the expiry
+		"ended-out": {nil, 16},                                      // returned after the expiry
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := NewChecker()
