@@ -23,6 +23,7 @@ import (
 	"encoding/xml"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"net/netip"
@@ -68,6 +69,9 @@ type Exchange struct {
 	Status int
 	// Err is the error Do returned, or nil.
 	Err error
+	// Fault is the fault injected into the exchange (FaultBlackhole,
+	// FaultFail, ...), or "" for a request forwarded as it came.
+	Fault string
 }
 
 // Transport is an azcore policy.Transporter (it has the method
@@ -90,6 +94,9 @@ type Transport struct {
 	blackholes uint64 // Blackhole calls so far; see heldBack
 	observe    func(Exchange)
 	once       map[string]onceFault // by lease action: see FailNext, LoseNextAnswer
+	rates      Rates                // see SetRates
+	rng        *mrand.Rand          // draws for rates; nil: none
+	lateWG     sync.WaitGroup       // requests held by Rates.Late, on their way
 
 	closeOnce sync.Once
 	closed    chan struct{} // closed by Close
@@ -260,8 +267,10 @@ func (t *Transport) Do(req *http.Request) (*http.Response, error) {
 	case ok && f.status != 0:
 		closeBody(req)
 		resp = errorResponse(req, f.status, f.code)
+		ex.Fault = FaultFail
 	case ok:
 		resp, err = t.do(req, &ex)
+		ex.Fault = FaultLose
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -293,20 +302,25 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 	select {
 	case <-t.closed:
 		closeBody(req)
+		ex.Fault = FaultClosed
 		return nil, urlError(req, net.ErrClosed)
 	default:
 	}
 	switch m {
 	case blackhole:
 		closeBody(req)
+		ex.Fault = FaultBlackhole
 		return nil, t.hold(req)
 	case fail:
 		closeBody(req)
+		ex.Fault = FaultFail
 		return errorResponse(req, status, code), nil
 	case reset:
 		closeBody(req)
+		ex.Fault = FaultReset
 		return nil, resetError(req)
 	case delay:
+		ex.Fault = FaultDelay
 		timer := time.NewTimer(d)
 		defer timer.Stop()
 		select {
@@ -321,27 +335,56 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		// A partition that began during the delay swallows the request.
 		if t.heldBack(epoch) {
 			closeBody(req)
+			ex.Fault = FaultBlackhole
 			return nil, t.hold(req)
 		}
 		ex.Sent = time.Now()
 	}
 
-	var resp *http.Response
-	var err error
-	if t.inner != nil {
-		resp, err = t.inner.Do(req)
-	} else {
-		resp, err = t.client.Do(req)
+	switch kind, d := t.drawRate(); kind {
+	case FaultFail:
+		closeBody(req)
+		ex.Fault = kind
+		t.mu.Lock()
+		status, code := t.rates.FailStatus, t.rates.FailCode
+		t.mu.Unlock()
+		return errorResponse(req, status, code), nil
+	case FaultLate:
+		ex.Fault = kind
+		if err := t.sendLate(req, d); err != nil {
+			return nil, err
+		}
+		return nil, t.hold(req)
+	case FaultLose:
+		ex.Fault = kind
+		resp, err := t.forward(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			err = resetError(req)
+		}
+		return nil, err
 	}
+
+	resp, err := t.forward(req)
 	if t.heldBack(epoch) {
 		if resp != nil {
 			// Nobody will read it: free the connection.
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
 		}
+		ex.Fault = FaultBlackhole
 		return nil, t.hold(req)
 	}
 	return resp, err
+}
+
+// forward sends req to the real transport, or the inner one.
+func (t *Transport) forward(req *http.Request) (*http.Response, error) {
+	if t.inner != nil {
+		return t.inner.Do(req)
+	}
+	return t.client.Do(req)
 }
 
 // heldBack reports whether a response to a request that started when

@@ -1,0 +1,125 @@
+package faults
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// Rates makes a share of the requests misbehave, each request drawn on its
+// own, on top of the mode: they apply to requests that the mode would
+// forward (pass-through, or after a Delay), and a Blackhole, Fail or
+// ResetConnections wins over them. A simulator sets them for a while, then
+// clears them with the zero Rates.
+type Rates struct {
+	// Fail is the share of requests answered, without being sent, with
+	// the synthetic error response of FailStatus and FailCode (as Fail
+	// gives): 503 ServerBusy or 429 TooManyRequests for a throttled
+	// account, 500 InternalError for a failing one.
+	Fail       float64
+	FailStatus int
+	FailCode   string
+	// Lose is the share of requests sent, and applied by the server, whose
+	// answer is replaced by a connection reset: the caller never learns
+	// that its request took effect.
+	Lose float64
+	// Late is the share of requests held in the network: the caller gets
+	// no answer until its context ends (as in a partition), and the
+	// request reaches the server from LateMin to LateMax after it was
+	// sent, whatever happened meanwhile: after the caller gave up, after
+	// requests it sent later, after a Blackhole, even after the caller's
+	// process is gone. Only Close drops the requests still held.
+	Late             float64
+	LateMin, LateMax time.Duration
+}
+
+// The kinds of fault Exchange.Fault names; "" is a request forwarded as it
+// came.
+const (
+	FaultBlackhole = "blackhole" // held by Blackhole
+	FaultFail      = "fail"      // answered by Fail, FailNext or Rates.Fail, not sent
+	FaultReset     = "reset"     // reset by ResetConnections, not sent
+	FaultDelay     = "delay"     // sent after Delay's latency
+	FaultLose      = "lose"      // sent, applied, its answer lost (LoseNextAnswer, Rates.Lose)
+	FaultLate      = "late"      // held, and sent later (Rates.Late)
+	FaultClosed    = "closed"    // refused after Close
+)
+
+// SetRates sets the rates of misbehaving requests for requests that start
+// afterwards, drawing from rng (which the Transport then uses under its own
+// lock, and the caller must not use any more). The zero Rates, or a nil
+// rng, turns them off.
+func (t *Transport) SetRates(r Rates, rng *rand.Rand) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if rng == nil {
+		r = Rates{}
+	}
+	t.rates, t.rng = r, rng
+}
+
+// drawRate decides, under the lock, what Rates do to one request: a fault
+// kind ("" for none) and, for a late one, its delay.
+func (t *Transport) drawRate() (string, time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	r := t.rates
+	if t.rng == nil || r.Fail+r.Lose+r.Late == 0 {
+		return "", 0
+	}
+	x := t.rng.Float64()
+	switch {
+	case x < r.Fail:
+		return FaultFail, 0
+	case x < r.Fail+r.Lose:
+		return FaultLose, 0
+	case x < r.Fail+r.Lose+r.Late:
+		d := r.LateMin
+		if r.LateMax > r.LateMin {
+			d += time.Duration(t.rng.Int64N(int64(r.LateMax - r.LateMin)))
+		}
+		return FaultLate, d
+	}
+	return "", 0
+}
+
+// sendLate sends req's copy d from now, detached from the caller: its body
+// is read now, its context is one the caller cannot end. It returns at
+// once; only Close stops the copy on its way.
+func (t *Transport) sendLate(req *http.Request, d time.Duration) error {
+	var body []byte
+	if req.Body != nil {
+		b, err := io.ReadAll(req.Body)
+		closeBody(req)
+		if err != nil {
+			return urlError(req, err)
+		}
+		body = b
+	}
+	late := req.Clone(context.WithoutCancel(req.Context()))
+	late.Body = io.NopCloser(bytes.NewReader(body))
+	late.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(body)), nil }
+	t.lateWG.Add(1)
+	go func() {
+		defer t.lateWG.Done()
+		timer := time.NewTimer(d)
+		defer timer.Stop()
+		select {
+		case <-t.closed:
+			return
+		case <-timer.C:
+		}
+		if resp, err := t.forward(late); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}()
+	return nil
+}
+
+// WaitLate waits until every request held by Rates.Late has been sent, or
+// dropped by Close.
+func (t *Transport) WaitLate() { t.lateWG.Wait() }

@@ -1,0 +1,131 @@
+package sim
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var t0 = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+func ownsID(id string) func(string) bool { return func(l string) bool { return l == id } }
+
+// leased is the fake's event for a fixed lease under id, until expiry (0:
+// infinite).
+func leased(s float64, blob, id string, expiry float64) LeaseEvent {
+	e := LeaseEvent{Time: at(s), Blob: blob, Op: "acquire", State: Leased, ID: id}
+	if expiry > 0 {
+		e.Expiry = at(expiry)
+	}
+	return e
+}
+
+func rules(c *Checker) []string {
+	vs, _ := c.Violations()
+	out := make([]string, len(vs))
+	for i, v := range vs {
+		out[i] = v.Rule
+	}
+	return out
+}
+
+func TestAHandoverInOrderIsClean(t *testing.T) {
+	c := NewChecker()
+	c.Lease(leased(0, "c/b", "a", 15))
+	fa := c.Start(at(1), "c/b", "A", 1, ownsID("a"))
+	c.Lease(leased(5, "c/b", "a", 20)) // renewed
+	c.End(at(10), fa)
+	c.Lease(LeaseEvent{Time: at(10), Blob: "c/b", Op: "release", State: Available})
+	c.Lease(leased(11, "c/b", "b", 26))
+	fb := c.Start(at(11), "c/b", "B", 2, ownsID("b"))
+	c.End(at(20), fb)
+	if r := rules(c); len(r) != 0 {
+		t.Fatalf("violations %v", r)
+	}
+}
+
+func TestTwoFuncsAtOnceAndATermThatDidNotGrow(t *testing.T) {
+	c := NewChecker()
+	c.Lease(leased(0, "c/b", "a", 15))
+	c.Start(at(1), "c/b", "A", 3, ownsID("a"))
+	c.Start(at(2), "c/b", "B", 3, func(string) bool { return true })
+	got := strings.Join(rules(c), ",")
+	if got != "overlap,term" {
+		t.Fatalf("rules %q, want overlap,term", got)
+	}
+}
+
+func TestAFuncMustStartUnderALeaseOfItsOwn(t *testing.T) {
+	c := NewChecker()
+	c.Lease(leased(0, "c/b", "a", 15))
+	c.Start(at(1), "c/b", "B", 1, ownsID("b"))
+	if got := strings.Join(rules(c), ","); got != "lease" {
+		t.Fatalf("rules %q, want lease", got)
+	}
+}
+
+func TestALeaseThatEndsOrLapsesUnderAnActingFunc(t *testing.T) {
+	for name, tc := range map[string]struct {
+		events []LeaseEvent
+		end    float64
+	}{
+		"released":  {[]LeaseEvent{{Time: at(5), Blob: "c/b", Op: "release", State: Available}}, 6},
+		"broken":    {[]LeaseEvent{{Time: at(5), Blob: "c/b", Op: "break", State: Broken, ID: "a"}}, 6},
+		"taken":     {[]LeaseEvent{leased(5, "c/b", "x", 20)}, 6},
+		"lapsed":    {[]LeaseEvent{leased(16, "c/b", "a", 31)}, 17}, // a renewal that revived it after 15
+		"ended-out": {nil, 16},                                      // returned after the expiry
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := NewChecker()
+			c.Lease(leased(0, "c/b", "a", 15))
+			f := c.Start(at(1), "c/b", "A", 1, ownsID("a"))
+			for _, e := range tc.events {
+				c.Lease(e)
+			}
+			c.End(at(tc.end), f)
+			if got := strings.Join(rules(c), ","); got != "lease" {
+				t.Fatalf("rules %q, want one lease violation", got)
+			}
+		})
+	}
+}
+
+func TestADeletionExemptsTheFuncsOnItsBlobFromTheLeaseRuleOnly(t *testing.T) {
+	c := NewChecker()
+	c.DeleteGrace = 15 * time.Second
+	c.Lease(leased(0, "c/b", "a", 15))
+	c.Lease(leased(0, "c/d", "d", 15))
+	fa := c.Start(at(1), "c/b", "A", 1, ownsID("a"))
+	c.Start(at(1), "c/d", "D", 1, ownsID("d"))
+	c.Lease(LeaseEvent{Time: at(5), Blob: "c/", Op: "delete-container", Admin: true, State: Gone})
+	// Created again and taken while A still acts: no lease violation for
+	// A, but the overlap and the term are judged.
+	c.Lease(LeaseEvent{Time: at(6), Blob: "c/b", Op: "upload", State: Available})
+	c.Lease(leased(6, "c/b", "b", 21))
+	c.Start(at(7), "c/b", "B", 1, ownsID("b"))
+	c.End(at(8), fa)
+	if got := strings.Join(rules(c), ","); got != "overlap,term" {
+		t.Fatalf("rules %q, want overlap,term", got)
+	}
+}
+
+func TestRecovery(t *testing.T) {
+	c := NewChecker()
+	c.Lease(leased(0, "c/b", "a", 15))
+	f := c.Start(at(1), "c/b", "A", 1, ownsID("a"))
+	c.End(at(2), f)
+	if !c.CheckRecovery(at(3), Recovery{Election: "c/b", From: at(2), Bound: time.Second}) {
+		t.Fatal("a func that acted at From counts")
+	}
+	if c.CheckRecovery(at(10), Recovery{Election: "c/b", From: at(5), Bound: 5 * time.Second}) {
+		t.Fatal("no func since From: a violation")
+	}
+	if first, ok := c.FirstActing("c/b", at(1.5)); !ok || !first.Equal(at(1.5)) {
+		t.Fatalf("FirstActing %v %v", first, ok)
+	}
+	if got := strings.Join(rules(c), ","); got != "recovery" {
+		t.Fatalf("rules %q", got)
+	}
+}

@@ -1,0 +1,234 @@
+package sim
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"time"
+)
+
+// Kind is a kind of fault.
+type Kind string
+
+// The faults a plan draws. Lane faults hit one instance's process or its
+// path to storage; the others hit storage itself, or the fleet's set.
+const (
+	// Crash: the lane's process dies: nothing it sends reaches storage
+	// again (but requests already held in the network by Late), nothing is
+	// released; it starts again at Until (with its lease ID file, if it
+	// has one: see Resume).
+	Crash Kind = "crash"
+	// Resume: a crash of a lane that has a lease ID file; it starts again
+	// at Until with that file (a resumed lease ID).
+	Resume Kind = "crash+resume"
+	// Stop: the lane's process stops gracefully (its caller ends Run), and
+	// starts again at Until.
+	Stop Kind = "stop"
+	// Partition: the lane is cut off from storage until Until: requests
+	// and the answers of those in flight are held until their caller
+	// gives up.
+	Partition Kind = "partition"
+	// Slow: every request of the lane waits Delay before it is sent.
+	Slow Kind = "slow"
+	// LoseAnswers: a share Rate of the lane's requests are applied and
+	// their answers lost.
+	LoseAnswers Kind = "lose-answer"
+	// Late: a share Rate of the lane's requests are held in the network
+	// and applied later (up to LateMax), after their caller gave up and
+	// after requests it sent later.
+	Late Kind = "late-apply"
+	// Throttle: a share Rate of the lane's requests get Status (503
+	// ServerBusy or 429 TooManyRequests), not applied.
+	Throttle Kind = "throttle"
+	// Failing: a share Rate of the lane's requests get 500 InternalError,
+	// not applied.
+	Failing Kind = "failing"
+	// DeleteBlob: election Target's blob is deleted, as Azure deletes a
+	// blob: once it is not leased (a delete without the lease ID fails on
+	// a leased blob; the driver tries for a while).
+	DeleteBlob Kind = "delete-blob"
+	// DeleteContainer: the fleet's container is deleted.
+	DeleteContainer Kind = "delete-container"
+	// Malform: election Target's record is made malformed (a term that
+	// does not read); an operator repairs it from Until on, once nobody
+	// holds its lease.
+	Malform Kind = "malform"
+	// SetShards: the shard set changes to Target shards, on one shard lane
+	// after another, from At to Until.
+	SetShards Kind = "set-shards"
+)
+
+// Per-request kinds: what a lane fault with a rate did to one request.
+// The report counts these as injected faults, one per request.
+const (
+	ReqLost      = "answer lost"
+	ReqLate      = "applied late"
+	ReqThrottled = "throttled"
+	ReqFailed    = "failed (500)"
+)
+
+// Fault is one fault of a plan. Times are from the fleet's start.
+type Fault struct {
+	At, Until time.Duration
+	Kind      Kind
+	Lane      int // the lane hit, or -1
+	Target    int // the election (DeleteBlob, Malform), or the new set's size (SetShards)
+	Rate      float64
+	Status    int           // Throttle's status
+	Delay     time.Duration // Slow's latency
+}
+
+func (f Fault) String() string {
+	s := fmt.Sprintf("%7.1fs %-16s", f.At.Seconds(), f.Kind)
+	if f.Lane >= 0 {
+		s += fmt.Sprintf(" lane %d", f.Lane)
+	}
+	switch f.Kind {
+	case DeleteBlob, Malform:
+		s += fmt.Sprintf(" election %d", f.Target)
+	case SetShards:
+		s += fmt.Sprintf(" to %d shards", f.Target)
+	case LoseAnswers, Late, Failing:
+		s += fmt.Sprintf(" rate %.2f", f.Rate)
+	case Throttle:
+		s += fmt.Sprintf(" rate %.2f status %d", f.Rate, f.Status)
+	case Slow:
+		s += fmt.Sprintf(" delay %v", f.Delay)
+	}
+	if f.Until > f.At {
+		s += fmt.Sprintf(" until %.1fs", f.Until.Seconds())
+	}
+	return s
+}
+
+// Stretch is a storm of faults from Start, then a calm from Calm to End:
+// by Calm every fault has ended (lanes restarted, rates off, late
+// requests applied), and the checker expects every election to run again
+// within its bound of Calm.
+type Stretch struct {
+	Start, Calm, End time.Duration
+	Faults           []Fault
+}
+
+// Shape is what a plan is drawn for.
+type Shape struct {
+	Lanes      int   // lanes 0..Lanes-1
+	FileLanes  []int // lanes that have a lease ID file (their crashes are Resume)
+	Elections  int   // elections 0..Elections-1 that DeleteBlob may hit
+	Malformed  int   // elections 0..Malformed-1 that Malform may hit
+	ShardSets  [2]int
+	Storm      time.Duration
+	Calm       time.Duration
+	Length     time.Duration // the fleet's simulated time
+	PerStorm   int           // lane faults per storm, on average
+	LateMax    time.Duration // how late a Late request may be applied
+	StorageOdd float64       // the chance a storm opens with a deletion (blob or container)
+	MalformOdd float64       // the chance a storm has a malformed record
+	SetOdd     float64       // the chance a storm changes the shard set
+}
+
+// laneKinds are the lane faults, by weight.
+var laneKinds = []struct {
+	kind   Kind
+	weight int
+}{
+	{Crash, 3}, {Stop, 2}, {Partition, 3}, {Slow, 2},
+	{LoseAnswers, 3}, {Late, 3}, {Throttle, 3}, {Failing, 2},
+}
+
+// NewPlan draws a fleet's faults from seed: the same seed and shape give
+// the same plan.
+func NewPlan(seed uint64, sh Shape) []Stretch {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	between := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+	}
+	total := 0
+	for _, k := range laneKinds {
+		total += k.weight
+	}
+	var out []Stretch
+	for start := time.Duration(0); start+sh.Storm+sh.Calm <= sh.Length; start += sh.Storm + sh.Calm {
+		st := Stretch{Start: start, Calm: start + sh.Storm, End: start + sh.Storm + sh.Calm}
+		// The first storm begins after a settling minute: the fleet has
+		// started, and every instance has seen the terms.
+		from := start
+		if start == 0 {
+			from = time.Minute
+		}
+		end := st.Calm
+		processes := true
+		if rng.Float64() < sh.StorageOdd {
+			// A deletion opens the storm, and no process dies in it: a
+			// blob deleted, or created again, while no instance that saw
+			// its terms runs restarts its count (the library's stated
+			// limit, renew.go), which is no finding.
+			at := from + between(2*time.Second, 10*time.Second)
+			f := Fault{At: at, Until: at, Kind: DeleteContainer, Lane: -1}
+			if sh.Elections > 0 && rng.IntN(3) > 0 {
+				f.Kind, f.Target = DeleteBlob, rng.IntN(sh.Elections)
+			}
+			st.Faults = append(st.Faults, f)
+			processes = false
+		}
+		if sh.Malformed > 0 && rng.Float64() < sh.MalformOdd {
+			at := between(from, end-sh.Storm/2)
+			st.Faults = append(st.Faults, Fault{At: at, Until: at + between(5*time.Second, 30*time.Second), Kind: Malform, Lane: -1, Target: rng.IntN(sh.Malformed)})
+		}
+		if sh.ShardSets[1] > 0 && rng.Float64() < sh.SetOdd {
+			at := between(from, end-sh.Storm/3)
+			size := sh.ShardSets[0] + rng.IntN(sh.ShardSets[1]-sh.ShardSets[0]+1)
+			st.Faults = append(st.Faults, Fault{At: at, Until: at + between(0, 20*time.Second), Kind: SetShards, Lane: -1, Target: size})
+		}
+		n := sh.PerStorm/2 + rng.IntN(sh.PerStorm+1)
+		for range n {
+			x := rng.IntN(total)
+			var kind Kind
+			for _, k := range laneKinds {
+				if x < k.weight {
+					kind = k.kind
+					break
+				}
+				x -= k.weight
+			}
+			if !processes && (kind == Crash || kind == Stop) {
+				kind = Partition
+			}
+			lane := rng.IntN(sh.Lanes)
+			f := Fault{Kind: kind, Lane: lane}
+			last := end - 5*time.Second
+			if kind == Late {
+				last = end - sh.LateMax - time.Second
+			}
+			f.At = between(from, last-5*time.Second)
+			f.Until = min(last, f.At+between(3*time.Second, 60*time.Second))
+			switch kind {
+			case Crash:
+				if slices.Contains(sh.FileLanes, lane) {
+					f.Kind = Resume
+				}
+			case LoseAnswers:
+				f.Rate = 0.1 + 0.4*rng.Float64()
+			case Late:
+				f.Rate = 0.05 + 0.25*rng.Float64()
+			case Throttle:
+				f.Rate = 0.2 + 0.7*rng.Float64()
+				f.Status = 503
+				if rng.IntN(2) == 0 {
+					f.Status = 429
+				}
+			case Failing:
+				f.Rate = 0.2 + 0.6*rng.Float64()
+			case Slow:
+				f.Delay = between(100*time.Millisecond, 3*time.Second)
+			}
+			st.Faults = append(st.Faults, f)
+		}
+		slices.SortStableFunc(st.Faults, func(a, b Fault) int { return int(a.At - b.At) })
+		out = append(out, st)
+	}
+	return out
+}

@@ -1,0 +1,73 @@
+package sim
+
+import (
+	"reflect"
+	"testing"
+	"time"
+)
+
+var shape = Shape{
+	Lanes: 8, FileLanes: []int{0, 3, 5}, Elections: 7, Malformed: 2, ShardSets: [2]int{3, 6},
+	Storm: 150 * time.Second, Calm: 180 * time.Second, Length: 10 * time.Hour,
+	PerStorm: 10, LateMax: 40 * time.Second, StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
+}
+
+func TestAPlanIsTheSeeds(t *testing.T) {
+	a, b := NewPlan(7, shape), NewPlan(7, shape)
+	if !reflect.DeepEqual(a, b) {
+		t.Fatal("one seed, two plans")
+	}
+	if reflect.DeepEqual(a, NewPlan(8, shape)) {
+		t.Fatal("two seeds, one plan")
+	}
+}
+
+func TestEveryFaultEndsBeforeItsCalm(t *testing.T) {
+	kinds := map[Kind]int{}
+	for seed := range uint64(50) {
+		for _, st := range NewPlan(seed, shape) {
+			if st.Calm-st.Start != shape.Storm || st.End-st.Calm != shape.Calm || st.End > shape.Length {
+				t.Fatalf("stretch %+v", st)
+			}
+			deleted := false
+			for _, f := range st.Faults {
+				kinds[f.Kind]++
+				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm {
+					t.Fatalf("seed %d: %s outside its storm [%v, %v]", seed, f, st.Start, st.Calm)
+				}
+				if f.Kind == Late && f.Until > st.Calm-shape.LateMax {
+					t.Fatalf("seed %d: %s: its late requests may land in the calm", seed, f)
+				}
+				if f.Kind == Malform && f.Target >= shape.Malformed {
+					t.Fatalf("seed %d: %s", seed, f)
+				}
+				if f.Kind == DeleteBlob || f.Kind == DeleteContainer {
+					deleted = true
+				}
+			}
+			for _, f := range st.Faults {
+				if deleted && (f.Kind == Crash || f.Kind == Resume || f.Kind == Stop) {
+					t.Fatalf("seed %d: %s in a storm with a deletion", seed, f)
+				}
+			}
+		}
+	}
+	for _, k := range []Kind{Crash, Resume, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards} {
+		if kinds[k] == 0 {
+			t.Errorf("no %s in 50 plans", k)
+		}
+	}
+}
+
+func TestReportSums(t *testing.T) {
+	var rp Report
+	rp.Add(Result{Seed: 2, Simulated: time.Hour, Faults: map[string]int{"crash": 2}, Requests: 10})
+	rp.Add(Result{Seed: 1, Simulated: time.Hour, Faults: map[string]int{"crash": 1, ReqLost: 5}, Violations: []Violation{{Rule: "term"}}})
+	rp.Wall = time.Minute
+	if rp.FleetHours() != 2 || rp.FaultTotal() != 8 || rp.Violations != 1 || len(rp.Failing) != 1 || rp.Failing[0].Seed != 1 {
+		t.Fatalf("%+v", rp)
+	}
+	if s := rp.String(); s == "" {
+		t.Fatal("no summary")
+	}
+}

@@ -1,0 +1,93 @@
+package sim
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Result is one fleet's run.
+type Result struct {
+	Seed       uint64
+	Simulated  time.Duration // the fleet's virtual time
+	Wall       time.Duration
+	Faults     map[string]int // injected faults by kind: plan faults by Kind, per-request ones by Req*
+	Requests   int            // requests the fleet's instances sent
+	Funcs      int            // func runs
+	Violations []Violation
+	Dropped    int           // violations beyond those kept
+	Recovery   time.Duration // the longest time an election took to run again after a calm began
+}
+
+// Report sums the results of a run of many fleets.
+type Report struct {
+	Fleets     int
+	Simulated  time.Duration
+	Wall       time.Duration // the run's wall time (set by the caller)
+	Faults     map[string]int
+	Requests   int
+	Funcs      int
+	Violations int
+	Recovery   time.Duration
+	Failing    []Result // fleets with a violation, by seed
+}
+
+// Add sums r into the report.
+func (rp *Report) Add(r Result) {
+	rp.Fleets++
+	rp.Simulated += r.Simulated
+	if rp.Faults == nil {
+		rp.Faults = map[string]int{}
+	}
+	for k, n := range r.Faults {
+		rp.Faults[k] += n
+	}
+	rp.Requests += r.Requests
+	rp.Funcs += r.Funcs
+	rp.Recovery = max(rp.Recovery, r.Recovery)
+	if n := len(r.Violations) + r.Dropped; n > 0 {
+		rp.Violations += n
+		rp.Failing = append(rp.Failing, r)
+		slices.SortFunc(rp.Failing, func(a, b Result) int {
+			switch {
+			case a.Seed < b.Seed:
+				return -1
+			case a.Seed > b.Seed:
+				return 1
+			}
+			return 0
+		})
+	}
+}
+
+// FaultTotal is the number of faults injected.
+func (rp *Report) FaultTotal() int {
+	n := 0
+	for _, v := range rp.Faults {
+		n += v
+	}
+	return n
+}
+
+// FleetHours is the simulated fleet-hours.
+func (rp *Report) FleetHours() float64 { return rp.Simulated.Hours() }
+
+// String is the run's summary: reach, faults by kind, violations.
+func (rp *Report) String() string {
+	var b strings.Builder
+	perMin := 0.0
+	if m := rp.Wall.Minutes(); m > 0 {
+		perMin = rp.FleetHours() / m
+	}
+	fmt.Fprintf(&b, "fleets %d, simulated %.1f fleet-hours in %v of wall time (%.1f fleet-hours per wall minute)\n",
+		rp.Fleets, rp.FleetHours(), rp.Wall.Round(time.Second), perMin)
+	fmt.Fprintf(&b, "requests %d, func runs %d, longest recovery after a calm began %v\n", rp.Requests, rp.Funcs, rp.Recovery.Round(time.Millisecond))
+	fmt.Fprintf(&b, "faults injected %d:", rp.FaultTotal())
+	for _, k := range slices.Sorted(maps.Keys(rp.Faults)) {
+		fmt.Fprintf(&b, " %s %d;", k, rp.Faults[k])
+	}
+	fmt.Fprintf(&b, "\nviolations %d\n", rp.Violations)
+	return b.String()
+}

@@ -1,0 +1,409 @@
+package leaderelection
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/sim"
+)
+
+// The fault simulator (issue 31). Fleets of mutex contenders and ShardOwner
+// instances (simShape: what one fleet is) run in one process, each fleet in
+// a synctest bubble of its own on the in-memory Blob service, under
+// virtual time, with faults drawn from the fleet's seed (internal/sim's
+// plan): crashes, graceful stops, partitions, slow storage, lost answers,
+// requests applied late, throttling, failing storage, deleted blobs and
+// containers, malformed records, shard sets changed, lease IDs resumed
+// from a file. internal/sim's checker judges every step: no two funcs of
+// one election at once, terms strictly growing, every func within a lease
+// the fake granted its instance, every election running again within its
+// bound after a storm of faults.
+//
+// The smoke run is part of the suite; the default run is
+//
+//	go test -run 'TestSimulator$' -count=1 -timeout 0 -v . -args -sim.wall=10m
+//
+// and a failing seed's replay is printed with it.
+//
+// Bounds (from the fleet's start of a calm, when every fault has ended:
+// lanes restarted, rates off, late requests applied, records repaired),
+// with D the election's lease duration, R the RetryInterval, T the
+// RequestTimeout:
+//
+//   - a mutex: 2 D + 1.25 max(R, D) + 2 T + R: a lease held by a dead
+//     holder expires (or, for an ETag lease, is broken as silent) within D
+//     of its last renewal, before the calm; a blob created again is taken
+//     once it has stood D; a follower backing off after failures waits up
+//     to 1.25 max(R, D); taking the lease and recording the term are two
+//     requests of at most T each; R for the follower's first try.
+//   - a shard: 3 D + 1.25 max(R, D) + 3 T + 2 R: a dead session's blob
+//     stands silent D, and is listed within R; a quiet after a deletion,
+//     or a shard blob created again, waits the longest D; a session that
+//     starts again (a restarted instance) after backoff; a claim's break,
+//     acquire and record; a listing to see it.
+
+var (
+	simWall     = flag.Duration("sim.wall", 0, "simulator: run fleets for this long (wall time); 0: the smoke run")
+	simSeed     = flag.Uint64("sim.seed", 0, "simulator: replay only the fleet of this seed")
+	simBase     = flag.Uint64("sim.base", 0, "simulator: the run's first seed (0: drawn from the clock)")
+	simFleets   = flag.Int("sim.fleets", 0, "simulator: fleets to run (0: as many as -sim.wall allows; the smoke run's 2)")
+	simHours    = flag.Float64("sim.hours", 1, "simulator: simulated hours per fleet")
+	simParallel = flag.Int("sim.parallel", 0, "simulator: fleets run at once (0: GOMAXPROCS)")
+	simLog      = flag.Bool("sim.log", false, "simulator: print the library's logs to stderr (for a replay)")
+	simGC       = flag.Int("sim.gc", 400, "simulator: GOGC for the run (0: leave it)")
+	simDump     = flag.String("sim.dump", "", "simulator: print the funcs of the elections whose blob ends so (for a replay)")
+	simPlan     = flag.Bool("sim.plan", false, "simulator: print each fleet's plan of faults (for a replay)")
+)
+
+// simReplay is the command that replays seed.
+func simReplay(seed uint64) string {
+	cmd := fmt.Sprintf("go test -run 'TestSimulator$' -count=1 -v . -args -sim.seed=%d", seed)
+	if *simHours != 1 {
+		cmd += fmt.Sprintf(" -sim.hours=%g", *simHours)
+	}
+	return cmd
+}
+
+func TestSimulator(t *testing.T) {
+	shape := defaultShape
+	shape.length = time.Duration(*simHours * float64(time.Hour))
+	wall := time.Now()
+	if *simSeed != 0 {
+		var res sim.Result
+		synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape) })
+		var rp sim.Report
+		rp.Add(res)
+		rp.Wall = time.Since(wall)
+		t.Logf("seed %d:\n%s", *simSeed, rp.String())
+		return
+	}
+	base := *simBase
+	if base == 0 {
+		base = uint64(time.Now().UnixNano()%1e9) * 1000
+	}
+	fleets := *simFleets
+	if fleets == 0 && *simWall == 0 {
+		fleets = 2 // the smoke run
+	}
+	parallel := *simParallel
+	if parallel <= 0 {
+		// One more than the cores: a bubble waits on itself at times.
+		parallel = runtime.GOMAXPROCS(0) + 1
+	}
+	if *simGC > 0 {
+		defer debug.SetGCPercent(debug.SetGCPercent(*simGC))
+	}
+	t.Logf("simulator: seeds from %d, %d at once, %v simulated per fleet", base, parallel, shape.length)
+
+	var (
+		mu      sync.Mutex
+		rp      sim.Report
+		longest time.Duration // the longest fleet's wall time
+		next    atomic.Int64
+		workers sync.WaitGroup
+	)
+	for range parallel {
+		workers.Go(func() {
+			for {
+				i := next.Add(1) - 1
+				if fleets > 0 && i >= int64(fleets) {
+					return
+				}
+				mu.Lock()
+				late := *simWall > 0 && time.Since(wall)+longest > *simWall
+				mu.Unlock()
+				if late {
+					return
+				}
+				seed := base + uint64(i)
+				began := time.Now()
+				var res sim.Result
+				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+					synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, seed, shape) })
+				})
+				res.Wall = time.Since(began)
+				mu.Lock()
+				longest = max(longest, res.Wall)
+				if len(res.Violations) > 0 && len(rp.Failing) == 0 {
+					t.Logf("simulator: first violation found after %v of wall time, in seed %d: %s", time.Since(wall).Round(time.Second), seed, res.Violations[0])
+				}
+				rp.Add(res)
+				mu.Unlock()
+			}
+		})
+	}
+	workers.Wait()
+	rp.Wall = time.Since(wall)
+	t.Logf("simulator: seeds %d to %d\n%s", base, base+uint64(rp.Fleets)-1, rp.String())
+	for _, r := range rp.Failing {
+		t.Errorf("seed %d: %s\n\treplay: %s", r.Seed, r.Violations[0], simReplay(r.Seed))
+	}
+}
+
+// runSimFleet runs the fleet of seed in the bubble t is in, and reports
+// its violations with t.Errorf.
+func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
+	dir, err := leaseIDDir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	f := newSimFleet(seed, shape, dir, *simLog, t)
+	if *simPlan {
+		for _, st := range f.plan {
+			t.Logf("storm %.0fs, calm %.0fs:", st.Start.Seconds(), st.Calm.Seconds())
+			for _, ft := range st.Faults {
+				t.Logf("  %s", ft)
+			}
+		}
+	}
+	f.run()
+	res := sim.Result{Seed: seed, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
+		Funcs: len(f.chk.Funcs()), Recovery: f.recovery}
+	res.Violations, res.Dropped = f.chk.Violations()
+	for _, v := range res.Violations {
+		t.Errorf("seed %d: %s", seed, v)
+	}
+	if len(res.Violations) > 0 {
+		t.Logf("replay: %s", simReplay(seed))
+	}
+	if *simDump != "" {
+		for _, fn := range f.chk.Funcs() {
+			if strings.HasSuffix(fn.Election, *simDump) {
+				t.Logf("func %s %s term %d %s..%s lease %s exempt %v", fn.Election, fn.Instance, fn.Term, fn.Start.Format("15:04:05.000"), fn.End.Format("15:04:05.000"), fn.LeaseID, fn.Exempt)
+			}
+		}
+	}
+	for _, n := range f.notes {
+		t.Logf("seed %d: note: %s", seed, n)
+	}
+	return res
+}
+
+// simAction is one step of a fleet's timeline.
+type simAction struct {
+	at time.Duration
+	do func()
+}
+
+// run plays the fleet's plan on virtual time, then ends every lane.
+func (f *simFleet) run() {
+	var cancel context.CancelFunc
+	f.ctx, cancel = context.WithCancel(context.Background())
+	f.begin = time.Now()
+	var acts []simAction
+	at := func(d time.Duration, do func()) { acts = append(acts, simAction{d, do}) }
+	for _, l := range f.lanes {
+		go l.supervise()
+		at(f.between(0, time.Second), func() { l.cmds <- cmdStart })
+	}
+	down := make([]int, len(f.lanes))
+	id := 0
+	for _, st := range f.plan {
+		for _, ft := range st.Faults {
+			id++
+			id := id
+			var l *simLane
+			if ft.Lane >= 0 {
+				l = f.lanes[ft.Lane]
+			}
+			switch ft.Kind {
+			case sim.Crash, sim.Resume, sim.Stop:
+				cmd := cmdCrash
+				if ft.Kind == sim.Stop {
+					cmd = cmdStop
+				}
+				at(ft.At, func() {
+					down[l.idx]++
+					f.count(string(ft.Kind), 1)
+					l.cmds <- cmd
+				})
+				at(ft.Until, func() {
+					if down[l.idx]--; down[l.idx] == 0 {
+						l.cmds <- cmdStart
+					}
+				})
+			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing:
+				at(ft.At, func() {
+					l.mu.Lock()
+					switch ft.Kind {
+					case sim.Partition:
+						l.cut++
+						f.count(string(ft.Kind), 1)
+					case sim.Slow:
+						l.slow[id] = ft.Delay
+						f.count(string(ft.Kind), 1)
+					default:
+						l.rates[id] = ft // counted request by request
+					}
+					l.applyLocked()
+					l.mu.Unlock()
+				})
+				at(ft.Until, func() {
+					l.mu.Lock()
+					switch ft.Kind {
+					case sim.Partition:
+						l.cut--
+					case sim.Slow:
+						delete(l.slow, id)
+					default:
+						delete(l.rates, id)
+					}
+					l.applyLocked()
+					l.mu.Unlock()
+				})
+			case sim.DeleteBlob:
+				at(ft.At, func() {
+					if !f.deletable() {
+						return
+					}
+					blob := f.electionBlob(ft.Target)
+					f.wg.Go(func() {
+						if f.deleteBlob(blob) {
+							f.count(string(ft.Kind), 1)
+						}
+					})
+				})
+			case sim.DeleteContainer:
+				at(ft.At, func() {
+					if f.deletable() && f.svc.DeleteContainer(simContainer) == nil {
+						f.count(string(ft.Kind), 1)
+					}
+				})
+			case sim.Malform:
+				var blob string
+				at(ft.At, func() {
+					blob = f.electionBlob(ft.Target)
+					if f.malform(blob) {
+						f.count(string(ft.Kind), 1)
+					} else {
+						blob = ""
+					}
+				})
+				at(ft.Until, func() {
+					if blob != "" {
+						f.wg.Add(1)
+						go f.repair(blob)
+					}
+				})
+			case sim.SetShards:
+				set := simShardNames(ft.Target)
+				at(ft.At, func() {
+					f.mu.Lock()
+					f.set = set
+					f.mu.Unlock()
+					f.count(string(ft.Kind), 1)
+				})
+				var shardLanes []*simLane
+				for _, l := range f.lanes {
+					if l.kind == laneShard {
+						shardLanes = append(shardLanes, l)
+					}
+				}
+				for j, l := range shardLanes {
+					at(ft.At+(ft.Until-ft.At)*time.Duration(j)/time.Duration(len(shardLanes)), func() {
+						l.mu.Lock()
+						l.set = set
+						o := l.owner
+						l.mu.Unlock()
+						if o != nil {
+							if err := o.SetShards(set); err != nil {
+								f.note("SetShards: %v", err)
+							}
+						}
+					})
+				}
+			}
+		}
+		calm := st.Calm
+		at(calm, func() { f.expectRecovery(f.begin.Add(calm)) })
+	}
+	slices.SortStableFunc(acts, func(a, b simAction) int { return int(a.at - b.at) })
+	for _, a := range acts {
+		if d := time.Until(f.begin.Add(a.at)); d > 0 {
+			time.Sleep(d)
+		}
+		a.do()
+	}
+	if d := time.Until(f.begin.Add(f.shape.length)); d > 0 {
+		time.Sleep(d)
+	}
+	for _, l := range f.lanes {
+		l.cmds <- cmdFinish
+	}
+	for _, l := range f.lanes {
+		<-l.done
+	}
+	cancel()
+	f.wg.Wait()
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		trs := append(l.spent, l.tr)
+		l.mu.Unlock()
+		for _, tr := range trs {
+			if tr != nil {
+				tr.Close()
+				tr.WaitLate()
+			}
+		}
+	}
+}
+
+// expectRecovery, at the start of a calm, schedules the check that every
+// election of the fleet runs again within its bound.
+func (f *simFleet) expectRecovery(calm time.Time) {
+	f.mu.Lock()
+	elections := []string{simContainer + "/" + simNativeBlob, simContainer + "/" + simETagBlob}
+	for _, b := range f.shardBlobs() {
+		elections = append(elections, simContainer+"/"+b)
+	}
+	f.mu.Unlock()
+	for _, e := range elections {
+		bound, why := f.bound(e)
+		f.wg.Add(1)
+		go func() {
+			defer f.wg.Done()
+			// From the calm, or from an operator's repair of its record if
+			// that came later.
+			from := calm
+			for {
+				f.mu.Lock()
+				if r := f.repaired[e]; r.After(from) {
+					from = r
+				}
+				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
+				f.mu.Unlock()
+				d := time.Until(from.Add(bound))
+				if d <= 0 && !pending {
+					break
+				}
+				select {
+				case <-f.ctx.Done():
+					if pending {
+						f.note("%s: its record, malformed, was never repaired", e)
+					}
+					return
+				case <-time.After(max(d, time.Second)):
+				}
+			}
+			if ok := f.chk.CheckRecovery(time.Now(), sim.Recovery{Election: e, From: from, Bound: bound, Why: why}); ok {
+				if at, ok := f.chk.FirstActing(e, from); ok {
+					f.mu.Lock()
+					f.recovery = max(f.recovery, at.Sub(from))
+					f.mu.Unlock()
+				}
+			}
+		}()
+	}
+}
