@@ -84,18 +84,60 @@ func checkShardNames(names []string) (map[string]bool, error) {
 // releases leases left from failed requests. Shares, handovers and claims
 // are counted within this session's group (view.group), which is every live
 // session while they all agree on the set: view itself is needed only to
-// know which shards are held by a live session.
+// know which shards are held by a live session. It runs as steps, in this
+// order, over what one pass found (pass).
 func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
-	o := g.o
 	if q := g.quiet(); q > 0 {
 		// After a deletion of the container (vanished.go).
 		*wait = min(*wait, q)
 		return nil
 	}
 	g.noteGrowth(view)
+	p := g.tally(view)
+	g.give(p)
+	g.expect(p)
+	g.takeDeaths(p)
+	if g.waitForLive(p, wait) {
+		return nil
+	}
+	if g.shouldList(p) && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
+		if err := g.listNow(p); err != nil {
+			return err
+		}
+	}
+	g.claimOrRest(p, wait)
+	return nil
+}
+
+// pass is what one pass of balance found, and its steps share.
+type pass struct {
+	view     sessionView // every live session
+	mine     sessionView // this session's group
+	n        int         // the set's size
+	digest   string      // and its digest
+	sets     []setID     // the sets this session's group runs (its own, and the one before just after it changed)
+	changing bool        // this instance's set changed just now
+	agree    bool        // every live session that is not leaving runs this set
+	running  string      // the sets the live sessions run (sessionView.sets)
+	// own is what this session holds and claims, target its share,
+	// deficit the difference.
+	own, target, deficit int
+	// short is what the group's other sessions lack of their shares, over
+	// what they hold beyond them, handing what they are handing over,
+	// held what the group holds by their records (and this session's own).
+	short, over, held, handing int
+	rank                       int  // this session's place in its group
+	coming, overdue            bool // shards are on their way to it; and for long
+}
+
+// tally reads the set, stops the shards that left it, and counts the
+// shares of this session's group.
+func (g *shardManager) tally(view sessionView) *pass {
+	o := g.o
+	p := &pass{view: view}
 	o.mu.Lock()
-	n, digest := len(o.set), o.digest
-	sets := []setID{{digest, n}}
+	p.n, p.digest = len(o.set), o.digest
+	p.sets = []setID{{p.digest, p.n}}
 	// Just after this instance's set changed, the sessions whose records
 	// still carry the set it had may be changing theirs too (a deploy
 	// that calls SetShards everywhere at once): their records say so
@@ -105,9 +147,9 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	// would count itself alone with the new set, claim up to all of its
 	// new shards, and hand most of them back. That is less than
 	// LeaseDuration - StopMargin + RetryInterval.
-	changing := time.Since(o.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
-	if changing {
-		sets = append(sets, o.previous)
+	p.changing = time.Since(o.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
+	if p.changing {
+		p.sets = append(p.sets, o.previous)
 	}
 	for name, r := range o.runs {
 		if !o.set[name] && !r.leaving && !r.returned.Load() {
@@ -123,15 +165,15 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			delete(g.cands, name)
 		}
 	}
-	own := len(o.claiming)
+	p.own = len(o.claiming)
 	for _, r := range o.runs {
 		if !r.leaving && !r.returned.Load() {
-			own++
+			p.own++
 		}
 	}
-	mine := view.group(g.s.id, sets...)
-	target := balance.FairShare(n, mine.live, g.s.id)
-	o.target, o.live = target, len(view.live)
+	p.mine = view.group(g.s.id, p.sets...)
+	p.target = balance.FairShare(p.n, p.mine.live, g.s.id)
+	o.target, o.live = p.target, len(view.live)
 	o.mu.Unlock()
 	leavers := 0
 	for id := range view.leave {
@@ -139,101 +181,120 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			leavers++
 		}
 	}
-	agree := len(mine.live) == len(view.live)-leavers
-	running := view.sets(g.s.id, digest)
-	if agree == g.disagree {
-		g.disagree = !agree
+	p.agree = len(p.mine.live) == len(view.live)-leavers
+	p.running = view.sets(g.s.id, p.digest)
+	if p.agree == g.disagree {
+		g.disagree = !p.agree
 		if g.disagree {
 			o.logger.Info("leaderelection: the live sessions disagree on the set of shards; each counts its share among those that have its set",
-				"container", o.settings.Container, "prefix", o.prefix, "shards", n, "agreeing", len(mine.live), "liveSessions", len(view.live))
+				"container", o.settings.Container, "prefix", o.prefix, "shards", p.n, "agreeing", len(p.mine.live), "liveSessions", len(view.live))
 		} else {
 			o.logger.Info("leaderelection: the live sessions agree on the set of shards again", "container", o.settings.Container, "prefix", o.prefix,
-				"shards", n, "liveSessions", len(view.live))
+				"shards", p.n, "liveSessions", len(view.live))
 		}
 	}
-
-	short, over, held, handing := 0, 0, own, 0
+	p.held = p.own
 	g.listers = 0
-	for _, id := range mine.live {
+	for _, id := range p.mine.live {
 		if id != g.s.id {
-			share := balance.FairShare(n, mine.live, id)
+			share := balance.FairShare(p.n, p.mine.live, id)
 			lack := max(0, share-view.owned[id])
-			short += lack
-			over += max(0, view.owned[id]-share)
-			handing += view.handing[id]
-			held += view.owned[id]
+			p.short += lack
+			p.over += max(0, view.owned[id]-share)
+			p.handing += view.handing[id]
+			p.held += view.owned[id]
 			if lack > 0 {
 				g.listers++
 			}
 		}
 	}
-	if !agree && g.foreignFor == running {
+	if !p.agree && g.foreignFor == p.running {
 		// Other groups may hold shards of this set: count those this
 		// session's last listing showed, if the sessions still run the
 		// sets they ran then (else none: see strayAt below).
-		held = min(n, held+g.foreign)
+		p.held = min(p.n, p.held+g.foreign)
 	}
-	if excess := own - target; excess > 0 && short > 0 && !changing {
-		g.handOver(min(excess, short), mine)
+	p.deficit = p.target - p.own
+	return p
+}
+
+// give hands this session's excess over to the sessions of its group below
+// their share, and sends what it must send anyway: the releases a failed
+// request left, and its list of the shards it holds (held.go).
+func (g *shardManager) give(p *pass) {
+	if excess := p.own - p.target; excess > 0 && p.short > 0 && !p.changing {
+		g.handOver(min(excess, p.short), p.mine)
 	}
 	g.retryLeftovers()
 	g.writeHeld()
-	deficit := target - own
-	// A session below its share may be handed shards (see handoff.go),
-	// even by one whose record does not say yet that it holds more than
-	// its share: it reads its notes, for as long as the records keep
-	// changing and a while after (they change as shards move), not for
-	// good if nothing comes; often (every handoffPoll) only while another
-	// session of its group is above its share, or leaving, and once a
-	// second otherwise, while another has reached its share (a giver is
-	// one of those): a listing of the notes costs the account in
-	// proportion to the container on Azurite (8 ms at 10,000 shards,
-	// measured with listprobe), and ten instances claiming at a cold start
-	// read theirs a hundred times a second, then 613 times in a minute
-	// while every session was below its share, with nobody to hand them
-	// anything. While shards are sure
-	// to come to it (another session of its group is above its share,
-	// leaving, or handing shards over: a giver's record counts the shards
-	// it hands over apart, as it asks their funcs to stop), it does not
-	// list the shards: they come to it. (It did, when a giver's record
-	// said it was at its share as soon as it had picked what to hand
-	// over: the joiner of a fleet at 10,000 shards read its notes once a
-	// second, and listed every shard, 4 s of Azurite's one thread, while
-	// 700 were on their way to it.)
-	if sig := view.signature(); sig != g.expectSig {
+}
+
+// expect decides how often this session reads its notes, and whether
+// shards are on their way to it. A session below its share may be handed
+// shards (see handoff.go), even by one whose record does not say yet that
+// it holds more than its share: it reads its notes, for as long as the
+// records keep changing and a while after (they change as shards move),
+// not for good if nothing comes; often (every handoffPoll) only while
+// another session of its group is above its share, or leaving, and once a
+// second otherwise, while another has reached its share (a giver is one of
+// those): a listing of the notes costs the account in proportion to the
+// container on Azurite (8 ms at 10,000 shards, measured with listprobe),
+// and ten instances claiming at a cold start read theirs a hundred times a
+// second, then 613 times in a minute while every session was below its
+// share, with nobody to hand them anything. While shards are sure to come
+// to it (another session of its group is above its share, leaving, or
+// handing shards over: a giver's record counts the shards it hands over
+// apart, as it asks their funcs to stop), it does not list the shards:
+// they come to it. (It did, when a giver's record said it was at its share
+// as soon as it had picked what to hand over: the joiner of a fleet at
+// 10,000 shards read its notes once a second, and listed every shard, 4 s
+// of Azurite's one thread, while 700 were on their way to it.)
+func (g *shardManager) expect(p *pass) {
+	o := g.o
+	if sig := p.view.signature(); sig != g.expectSig {
 		g.expectSig, g.expectSince = sig, time.Now()
 	}
 	recent := time.Since(g.expectSince) < o.settings.RenewInterval+2*o.settings.RetryInterval
-	leaving := view.leaving(g.s.id, sets...)
-	coming := leaving || deficit > 0 && (over > 0 || handing > 0) && recent
+	leaving := p.view.leaving(g.s.id, p.sets...)
+	p.coming = leaving || p.deficit > 0 && (p.over > 0 || p.handing > 0) && recent
 	switch {
-	case coming:
+	case p.coming:
 		g.expecting.Store(expectOften)
-	case deficit > 0 && recent && g.listers < len(mine.live)-1:
+	case p.deficit > 0 && recent && g.listers < len(p.mine.live)-1:
 		g.expecting.Store(expectSeldom)
 	default:
 		g.expecting.Store(expectNothing)
 	}
-	g.group = mine
-	g.setPeers(view.live)
-	rank, _ := slices.BinarySearch(mine.live, g.s.id)
-	if len(view.died) > 0 {
-		// Every survivor is below its share now. Those that must list
-		// (see takeFromDead) do so at once; any other listing waits its
-		// turn, by rank, rather than all at once.
-		g.listNotBefore = time.Now().Add(time.Duration(rank) * g.listTurn())
-		if deficit > 0 {
-			g.takeFromDead(mine, n)
-		}
+	g.group = p.mine
+	g.setPeers(p.view.live)
+	p.rank, _ = slices.BinarySearch(p.mine.live, g.s.id)
+}
+
+// takeDeaths takes in hand the sessions that this pass's listing found
+// dead. Every survivor is below its share now. Those that must list (see
+// takeFromDead) do so at once; any other listing waits its turn, by rank,
+// rather than all at once.
+func (g *shardManager) takeDeaths(p *pass) {
+	if len(p.view.died) == 0 {
+		return
 	}
-	// Claim only once the live sessions have stood one poll: instances
-	// that start at about the same moment then agree on who is alive, and
-	// so on who claims what. (A death needs no such wait: every instance
-	// that sees it sees one session fewer. It is taken in hand above, as
-	// only this listing of the sessions reports it.)
-	if live := strings.Join(mine.live, ","); live != g.liveSig {
+	g.listNotBefore = time.Now().Add(time.Duration(p.rank) * g.listTurn())
+	if p.deficit > 0 {
+		g.takeFromDead(p.mine, p.n)
+	}
+}
+
+// waitForLive reports whether this session, below its share, must wait
+// before it claims, and shortens wait to the end of that wait: it claims
+// only once the live sessions have stood one poll, so that instances that
+// start at about the same moment agree on who is alive, and so on who
+// claims what. (A death needs no such wait: every instance that sees it
+// sees one session fewer. It is taken in hand above, as only this listing
+// of the sessions reports it.)
+func (g *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
+	if live := strings.Join(p.mine.live, ","); live != g.liveSig {
 		grew := false
-		for _, id := range mine.live {
+		for _, id := range p.mine.live {
 			if !strings.Contains(g.liveSig, id) {
 				grew = true
 			}
@@ -243,17 +304,25 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			g.liveSince = time.Now()
 		}
 	}
-	if left := o.settings.RetryInterval - time.Since(g.liveSince); deficit > 0 && left > 0 {
+	if left := g.o.settings.RetryInterval - time.Since(g.liveSince); p.deficit > 0 && left > 0 {
 		*wait = min(*wait, left)
-		return nil
+		return true
 	}
-	sig := view.signature() + digest
+	return false
+}
+
+// shouldList decides whether this pass lists the shards (if its turn and
+// spacing allow: balance), and first, a few shards short, looks for them
+// the cheap way (probeUnlisted).
+func (g *shardManager) shouldList(p *pass) bool {
+	o := g.o
+	sig := p.view.signature() + p.digest
 	if sig != g.viewSig {
 		g.viewSig, g.viewSince, g.settled, g.settleAt = sig, time.Now(), false, time.Time{}
-		o.logger.Debug("leaderelection: the sessions' records changed", "prefix", o.prefix, "shards", n, "share", target, "own", own,
-			"held", held, "group", len(mine.live), "liveSessions", len(view.live), "rank", rank, "changing", changing)
+		o.logger.Debug("leaderelection: the sessions' records changed", "prefix", o.prefix, "shards", p.n, "share", p.target, "own", p.own,
+			"held", p.held, "group", len(p.mine.live), "liveSessions", len(p.view.live), "rank", p.rank, "changing", p.changing)
 	}
-	if held < n {
+	if p.held < p.n {
 		if g.strayAt.IsZero() {
 			d := g.o.strayAfter()
 			g.strayAt = time.Now().Add(d + time.Duration(rand.Int64N(int64(d))))
@@ -265,19 +334,19 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	// session's share otherwise (its record was not yet read, or a set is
 	// changing) hands it nothing. Waiting for them does not hold back a
 	// listing for more than a lease duration.
-	if !coming {
+	if !p.coming {
 		g.comingSince = time.Time{}
 	} else if g.comingSince.IsZero() {
 		g.comingSince = time.Now()
 	}
-	overdue := coming && time.Since(g.comingSince) >= g.waitForHandover() && time.Since(g.lastList) >= g.waitForHandover()
+	p.overdue = p.coming && time.Since(g.comingSince) >= g.waitForHandover() && time.Since(g.lastList) >= g.waitForHandover()
 	list := false
 	switch {
-	case deficit > 0:
+	case p.deficit > 0:
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
 		// mostly taken meanwhile. But not while it idles (see below).
-		list = (len(g.cands) == 0 || g.stale) && !g.idle(running, over) && (!coming || overdue)
+		list = (len(g.cands) == 0 || g.stale) && !g.idle(p.running, p.over) && (!p.coming || p.overdue)
 	case !g.settled && time.Since(g.viewSince) >= o.settings.RenewInterval+o.settings.RetryInterval:
 		// At its share or above, and the records have stood still since
 		// they last changed (a session came or went, or one holds another
@@ -292,16 +361,16 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		// (see listShards), and it reads no notes. (Every instance listed
 		// after every change, to know who held what when one of them
 		// died, until the sessions' lists (held.go) told that.)
-		if held >= n && agree {
+		if p.held >= p.n && p.agree {
 			g.settled = true
 			o.counts.sawAllHeld(time.Now())
 			break
 		}
 		if g.settleAt.IsZero() {
-			g.settleAt = time.Now().Add(time.Duration(rank) * g.listTurn())
+			g.settleAt = time.Now().Add(time.Duration(p.rank) * g.listTurn())
 		}
 		list = !time.Now().Before(g.settleAt)
-	case held < n:
+	case p.held < p.n:
 		// Fewer shards are held than the set has, and it lasts: a session
 		// below its share would have claimed them, so some may be held by
 		// a lease that nobody's record counts (a claim whose record was
@@ -315,52 +384,62 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			g.strayAt = time.Time{}
 		}
 	}
-	if list && deficit > 0 && agree && !g.probed && n-held <= probeMax {
+	if list && p.deficit > 0 && p.agree && !g.probed && p.n-p.held <= probeMax {
 		// A few shards short while the records count nearly every shard:
 		// the sessions' lists tell which shards nobody holds, at a small
 		// part of a listing's cost (see probeUnlisted). Once between
 		// listings: if that leaves this session short, a listing tells.
 		g.probed = true
-		if found, ok := g.probeUnlisted(view); ok && found > 0 {
+		if found, ok := g.probeUnlisted(p.view); ok && found > 0 {
 			list = false
 		}
 	}
-	if list && time.Since(g.lastList) >= g.listSpacing() && !time.Now().Before(g.listNotBefore) {
-		if err := g.listShards(view); err != nil {
-			return err
-		}
-		g.settled = deficit <= 0
-		g.foreign, g.foreignFor = g.heldByOthers(mine), running
-		if changing {
-			g.foreignFor = "" // its group is not yet what it will be
-		}
-		g.idleUntil, g.idleFor = time.Time{}, ""
-		if deficit > 0 && len(g.cands) == 0 && !agree && over == 0 {
-			// Below its share, nothing free, and no session of its group
-			// above its own share to hand it shards: other groups hold the
-			// rest of this set (a rolling update). Listing on at the pace
-			// of a session waiting for a handover would list thousands of
-			// shards every few seconds for as long as they disagree: wait
-			// a lease duration (at most a minute) instead, unless a
-			// session comes, goes or changes its set, which is when shards
-			// of this set are set free. A shard freed otherwise (its func
-			// returned by itself) waits that long at most.
-			g.idleUntil, g.idleFor = g.lastList.Add(max(g.listSpacing(), min(o.settings.LeaseDuration, maxLeaseDuration))), running
-		}
+	return list
+}
+
+// listNow lists the shards, and notes what that tells of the other groups.
+func (g *shardManager) listNow(p *pass) error {
+	if err := g.listShards(p.view); err != nil {
+		return err
 	}
-	if deficit <= 0 {
+	g.settled = p.deficit <= 0
+	g.foreign, g.foreignFor = g.heldByOthers(p.mine), p.running
+	if p.changing {
+		g.foreignFor = "" // its group is not yet what it will be
+	}
+	g.idleUntil, g.idleFor = time.Time{}, ""
+	if p.deficit > 0 && len(g.cands) == 0 && !p.agree && p.over == 0 {
+		// Below its share, nothing free, and no session of its group
+		// above its own share to hand it shards: other groups hold the
+		// rest of this set (a rolling update). Listing on at the pace
+		// of a session waiting for a handover would list thousands of
+		// shards every few seconds for as long as they disagree: wait
+		// a lease duration (at most a minute) instead, unless a
+		// session comes, goes or changes its set, which is when shards
+		// of this set are set free. A shard freed otherwise (its func
+		// returned by itself) waits that long at most.
+		g.idleUntil, g.idleFor = g.lastList.Add(max(g.listSpacing(), min(g.o.settings.LeaseDuration, maxLeaseDuration))), p.running
+	}
+	return nil
+}
+
+// claimOrRest claims toward this session's share, or, at its share, frees
+// the strays only it can tell and says what it took; and shortens wait to
+// its next useful pass.
+func (g *shardManager) claimOrRest(p *pass, wait *time.Duration) {
+	if p.deficit <= 0 {
 		g.probed = false
 		g.freeStrays()
 		if g.reportTook() { // what was handed to it, if that is how it got there
 			g.recordSoon()
 		}
 		clear(g.cands)
-		return nil
+		return
 	}
 	if !g.stale {
-		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, mine)
+		claimed, tried, more := g.claim(min(p.deficit, claimBatch), p.deficit, p.mine)
 		g.took.Add(int64(claimed))
-		if claimed >= deficit {
+		if claimed >= p.deficit {
 			// At its share now: it reads its notes no more, from now,
 			// not from its next pass (a read then was one a session at
 			// its share made).
@@ -368,11 +447,11 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 			g.reportTook()
 			g.recordSoon()
 		}
-		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
+		if claimed < p.deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
 	}
-	if g.stale && !g.idle(running, over) {
+	if g.stale && !g.idle(p.running, p.over) {
 		// Its candidates were mostly taken, or (see claim) a listing
 		// finds what is left sooner: wait for the next listing rather
 		// than fail on the rest, and no longer than until it may be made.
@@ -381,12 +460,11 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		// (it did, at ten times a second, on every instance that a
 		// leaving one handed shards to).
 		next := max(time.Until(g.lastList.Add(g.listSpacing())), time.Until(g.listNotBefore))
-		if coming && !overdue {
+		if p.coming && !p.overdue {
 			next = max(next, time.Until(g.comingSince.Add(g.waitForHandover())), time.Until(g.lastList.Add(g.waitForHandover())))
 		}
 		*wait = min(*wait, max(0, next))
 	}
-	return nil
 }
 
 // noteGrowth times, for each live session, when its record last said it held

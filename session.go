@@ -475,223 +475,278 @@ const deadFor = time.Hour
 // duration, and shortens wait to the moment the next silent session may be
 // broken.
 func (o *ShardOwner) judgeSessions(ctx context.Context, own *session, w *sessionWatch, wait *time.Duration) (sessionView, error) {
+	seen, err := o.listSessions(ctx, own)
+	if err != nil {
+		return sessionView{}, err
+	}
+	j := newJudging(own.id)
+	for _, l := range seen {
+		if !o.readSessionRecord(w, j, l, own.id) || l.name == own.id {
+			continue
+		}
+		if o.judgeLease(ctx, w, j, l, wait) {
+			o.countLive(w, j, l)
+		}
+	}
+	o.learnDeaths(w, j)
+	slices.Sort(j.view.live)
+	return j.view, nil
+}
+
+// judging is what one listing of the sessions is being judged into: the
+// view it gives, and what the watch keeps of it for the next (learnDeaths).
+type judging struct {
+	view       sessionView
+	listed     map[string]bool   // the session IDs listed
+	pending    map[string]bool   // sessions whose lease ended without the end mark, which this pass could not write
+	ignored    map[string]string // see sessionWatch
+	badSeen    map[string]string
+	badLongest map[string]string
+	twinETag   map[string]azcore.ETag
+	twins      []string // live sessions under this instance's identity, seen renewed
+}
+
+func newJudging(own string) *judging {
+	return &judging{
+		view: sessionView{live: []string{own}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{},
+			leave: map[string]bool{}, handing: map[string]int{}, knows: map[string]time.Duration{}},
+		listed: map[string]bool{}, pending: map[string]bool{}, ignored: map[string]string{}, badSeen: map[string]string{},
+		badLongest: map[string]string{}, twinETag: map[string]azcore.ETag{},
+	}
+}
+
+// listSessions lists the sessions, this one's among them (else its blob is
+// gone: errSessionGone), and raises the longest lease duration this
+// instance knows a live session declared.
+func (o *ShardOwner) listSessions(ctx context.Context, own *session) ([]listed, error) {
 	var seen []listed
 	if err := o.list(ctx, wire.SessionsDir, func(l listed) { seen = append(seen, l) }); err != nil {
 		if errors.Is(err, errContainerGone) {
 			o.sawDeletion("a listing of the sessions found the container gone")
-			return sessionView{}, errSessionGone
+			return nil, errSessionGone
 		}
-		return sessionView{}, err
+		return nil, err
 	}
 	if !slices.ContainsFunc(seen, func(l listed) bool { return l.name == own.id }) {
 		// Its blob was written before this session's first pass, and no
 		// leased blob of ours is deleted but with its container.
 		o.sawDeletion("a listing of the sessions did not show this session's blob")
-		return sessionView{}, errSessionGone
+		return nil, errSessionGone
 	}
-	D := o.settings.LeaseDuration
-	longest := D
+	longest := o.settings.LeaseDuration
 	for _, l := range seen {
 		if l.isSession() && l.rec.problem == nil && l.info.State == stateLeased && l.info.DeclaredDuration > longest {
 			longest = l.info.DeclaredDuration
 		}
 	}
 	raiseTo(&o.longestD, int64(longest))
-	view := sessionView{live: []string{own.id}, owned: map[string]int{}, set: map[string]string{}, size: map[string]int{}, ident: map[string]string{}, leave: map[string]bool{}, handing: map[string]int{},
-		knows: map[string]time.Duration{}}
-	listedIDs := map[string]bool{}
-	pending := map[string]bool{} // sessions whose lease ended without the end mark, which this pass could not write
-	ignored := map[string]string{}
-	badSeen := map[string]string{}
-	badLongest := map[string]string{}
-	var twins []string
-	twinETag := map[string]azcore.ETag{}
-	for _, l := range seen {
-		if l.name != own.id && !l.isSession() {
-			// Another owner's blob, or a stray one: not a session, never
-			// counted, broken or collected.
-			if why := w.ignored[l.name]; why == "" {
-				o.logger.Warn("leaderelection: ignoring a blob under the sessions prefix that is not a session",
-					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "role", BlobRole(l.rec.Role))
-			}
-			ignored[l.name] = "not a session"
-			continue
+	return seen, nil
+}
+
+// readSessionRecord reads what a listed blob's record says beyond the
+// lease: whether it is a session at all (false: another owner's blob, or
+// a stray one, never counted, broken or collected), and the highest term
+// its instance saw, which raises the fleet's; what does not read is
+// reported once for each value.
+func (o *ShardOwner) readSessionRecord(w *sessionWatch, j *judging, l listed, own string) bool {
+	if l.name != own && !l.isSession() {
+		if why := w.ignored[l.name]; why == "" {
+			o.logger.Warn("leaderelection: ignoring a blob under the sessions prefix that is not a session",
+				"container", o.settings.Container, "blob", o.sessionBlob(l.name), "role", BlobRole(l.rec.Role))
 		}
-		if p := l.rec.problem; p != nil && l.name != own.id {
-			key := p.Key + "=" + p.Value
-			if w.ignored[l.name] != key {
-				o.logger.Error("leaderelection: a session's record does not read; it is not trusted",
-					"container", p.Container, "blob", p.Blob, "key", p.Key, "value", p.Value, "error", p)
-			}
-			ignored[l.name] = key
-		} else if l.seenBad != "" {
-			if w.badSeen[l.name] != l.seenBad {
-				o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; that value is ignored",
-					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaSeen, "value", l.seenBad, "limit", wire.MaxSpreadTerm)
-			}
-			badSeen[l.name] = l.seenBad
-		} else {
-			raiseTo(&o.fleetSeen, l.seen)
+		j.ignored[l.name] = "not a session"
+		return false
+	}
+	if p := l.rec.problem; p != nil && l.name != own {
+		key := p.Key + "=" + p.Value
+		if w.ignored[l.name] != key {
+			o.logger.Error("leaderelection: a session's record does not read; it is not trusted",
+				"container", p.Container, "blob", p.Blob, "key", p.Key, "value", p.Value, "error", p)
 		}
-		listedIDs[l.name] = true
-		if l.name == own.id {
-			continue
+		j.ignored[l.name] = key
+	} else if l.seenBad != "" {
+		if w.badSeen[l.name] != l.seenBad {
+			o.logger.Warn("leaderelection: a session's record says a highest term seen that does not read, or that no claim reaches; that value is ignored",
+				"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaSeen, "value", l.seenBad, "limit", wire.MaxSpreadTerm)
 		}
-		if _, dead := w.dead[l.name]; dead || l.ended {
-			// Dead for good, whatever its lease shows now (see the top of
-			// this file): it carries the end mark, or did, or its blob went.
-			if dead && !l.ended && l.record && w.revived[l.name] != l.info.ETag {
-				o.logger.Error("leaderelection: a session this instance knows dead shows a record without its end mark: another writer rewrote its blob; it stays dead",
-					"container", o.settings.Container, "blob", o.sessionBlob(l.name), "identity", l.info.Leader.Identity, "etag", l.info.ETag)
-				w.revived[l.name] = l.info.ETag
-			}
+		j.badSeen[l.name] = l.seenBad
+	} else {
+		raiseTo(&o.fleetSeen, l.seen)
+	}
+	j.listed[l.name] = true
+	return true
+}
+
+// judgeLease judges another session by its lease and record: dead for
+// good (marked, or known so), silent long enough to be broken (which it
+// does, on the ETag it timed, then marks it), ended without its mark
+// (which it writes), being started, or alive: it reports whether it is
+// alive, and shortens wait to the moment the next silent one may be broken.
+func (o *ShardOwner) judgeLease(ctx context.Context, w *sessionWatch, j *judging, l listed, wait *time.Duration) bool {
+	if _, dead := w.dead[l.name]; dead || l.ended {
+		// Dead for good, whatever its lease shows now (see the top of
+		// this file): it carries the end mark, or did, or its blob went.
+		if dead && !l.ended && l.record && w.revived[l.name] != l.info.ETag {
+			o.logger.Error("leaderelection: a session this instance knows dead shows a record without its end mark: another writer rewrote its blob; it stays dead",
+				"container", o.settings.Container, "blob", o.sessionBlob(l.name), "identity", l.info.Leader.Identity, "etag", l.info.ETag)
+			w.revived[l.name] = l.info.ETag
+		}
+		delete(w.silence, l.name)
+		w.dead[l.name] = time.Now()
+		o.collect(ctx, w, l, true)
+		return false
+	}
+	switch {
+	case l.info.State == stateLeased && l.info.Kind == ETagLease:
+		delete(w.unleased, l.name)
+		sw := w.silence[l.name]
+		if sw == nil {
+			sw = &silenceWatch{}
+			w.silence[l.name] = sw
+		}
+		due := sw.observe(l.info, o.settings.LeaseDuration)
+		if left := time.Until(due); left > 0 {
+			*wait = min(*wait, left)
+		} else if o.breakSilentSession(ctx, l.name, sw) {
 			delete(w.silence, l.name)
-			w.dead[l.name] = time.Now()
-			o.collect(ctx, w, l, true)
-			continue
+			if o.markEnded(ctx, l) {
+				w.dead[l.name] = time.Now()
+			} else {
+				j.pending[l.name] = true
+			}
+			return false
 		}
-		switch {
-		case l.info.State == stateLeased && l.info.Kind == ETagLease:
-			delete(w.unleased, l.name)
-			sw := w.silence[l.name]
-			if sw == nil {
-				sw = &silenceWatch{}
-				w.silence[l.name] = sw
-			}
-			due := sw.observe(l.info, D)
-			if left := time.Until(due); left > 0 {
-				*wait = min(*wait, left)
-			} else if o.breakSilentSession(ctx, l.name, sw) {
-				delete(w.silence, l.name)
-				if o.markEnded(ctx, l) {
-					w.dead[l.name] = time.Now()
-				} else {
-					pending[l.name] = true
-				}
-				continue
-			}
-		case l.info.Held():
-			// Breaking (an operator's break with a period), or a fixed
-			// lease nobody of ours takes: alive until it ends.
-		case l.record || l.info.State == stateBroken:
-			// Its lease ended after its owner wrote under it (released,
-			// broken), and its record carries no end mark: dead once this
-			// instance, or another, has written it.
-			delete(w.silence, l.name)
-			if !o.markEnded(ctx, l) {
-				pending[l.name] = true
-				continue
-			}
-			w.dead[l.name] = time.Now()
-			o.collect(ctx, w, l, true)
-			continue
-		default:
-			// Created and not leased yet: a session being started (or one
-			// abandoned before it was: collected once it stands that way).
-			o.collect(ctx, w, l, false)
-			continue
+	case l.info.Held():
+		// Breaking (an operator's break with a period), or a fixed
+		// lease nobody of ours takes: alive until it ends.
+	case l.record || l.info.State == stateBroken:
+		// Its lease ended after its owner wrote under it (released,
+		// broken), and its record carries no end mark: dead once this
+		// instance, or another, has written it.
+		delete(w.silence, l.name)
+		if !o.markEnded(ctx, l) {
+			j.pending[l.name] = true
+			return false
 		}
-		if l.record && l.info.Leader.Identity == o.opts.identity {
-			// Another live session under our identity: another instance
-			// configured alike, or this instance's own session left
-			// behind (by a restart), which is never renewed again. Only
-			// one seen renewed (its ETag changed) is a twin.
-			first, ok := w.twinETag[l.name]
-			if !ok {
-				first = l.info.ETag
-			}
-			twinETag[l.name] = first
-			if first != l.info.ETag {
-				twins = append(twins, l.name)
-			}
+		w.dead[l.name] = time.Now()
+		o.collect(ctx, w, l, true)
+		return false
+	default:
+		// Created and not leased yet: a session being started (or one
+		// abandoned before it was: collected once it stands that way).
+		o.collect(ctx, w, l, false)
+		return false
+	}
+	return true
+}
+
+// countLive counts a live session in the view, once it has written its
+// record, and notes a twin: another live session under this instance's
+// identity (another instance configured alike, or this instance's own
+// session left behind by a restart, which is never renewed again: only one
+// seen renewed, its ETag changed, is a twin).
+func (o *ShardOwner) countLive(w *sessionWatch, j *judging, l listed) {
+	if l.record && l.info.Leader.Identity == o.opts.identity {
+		first, ok := w.twinETag[l.name]
+		if !ok {
+			first = l.info.ETag
 		}
-		if l.record {
-			view.live = append(view.live, l.name)
-			view.owned[l.name] = max(l.owned, 0)
-			view.set[l.name], view.size[l.name] = l.set, l.size
-			view.ident[l.name] = l.info.Leader.Identity
-			if l.leaving {
-				view.leave[l.name] = true
-			}
-			if l.handing > 0 {
-				view.handing[l.name] = l.handing
-			}
-			switch {
-			case l.longestBad != "":
-				if w.badLongest[l.name] != l.longestBad {
-					o.logger.Warn("leaderelection: a session's record says a longest lease duration known that does not read; it is taken to know only its own",
-						"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaLongest, "value", l.longestBad)
-				}
-				badLongest[l.name] = l.longestBad
-				view.knows[l.name] = l.info.DeclaredDuration
-			case l.longest > 0:
-				view.knows[l.name] = max(l.longest, l.info.DeclaredDuration)
-			}
+		j.twinETag[l.name] = first
+		if first != l.info.ETag {
+			j.twins = append(j.twins, l.name)
 		}
 	}
-	// A session the last listing showed alive and this one does not show at
-	// all was deleted, which only a dead session's blob is: its owner
-	// released it and deleted it in between.
+	if !l.record {
+		return
+	}
+	v := &j.view
+	v.live = append(v.live, l.name)
+	v.owned[l.name] = max(l.owned, 0)
+	v.set[l.name], v.size[l.name] = l.set, l.size
+	v.ident[l.name] = l.info.Leader.Identity
+	if l.leaving {
+		v.leave[l.name] = true
+	}
+	if l.handing > 0 {
+		v.handing[l.name] = l.handing
+	}
+	switch {
+	case l.longestBad != "":
+		if w.badLongest[l.name] != l.longestBad {
+			o.logger.Warn("leaderelection: a session's record says a longest lease duration known that does not read; it is taken to know only its own",
+				"container", o.settings.Container, "blob", o.sessionBlob(l.name), "key", wire.MetaLongest, "value", l.longestBad)
+		}
+		j.badLongest[l.name] = l.longestBad
+		v.knows[l.name] = l.info.DeclaredDuration
+	case l.longest > 0:
+		v.knows[l.name] = max(l.longest, l.info.DeclaredDuration)
+	}
+}
+
+// learnDeaths keeps what the listing judged for the next: the sessions
+// that died since the last (view.died), what was reported, the twins, and
+// forgets the sessions no longer listed. A session the last listing showed
+// alive and this one does not show at all was deleted, which only a dead
+// session's blob is: its owner released it and deleted it in between.
+func (o *ShardOwner) learnDeaths(w *sessionWatch, j *judging) {
 	now := map[string]bool{}
-	for _, id := range view.live {
+	for _, id := range j.view.live {
 		now[id] = true
 	}
 	for id := range w.live {
 		if now[id] {
 			continue
 		}
-		if !listedIDs[id] {
+		if !j.listed[id] {
 			w.dead[id] = time.Now()
 		}
 		if _, dead := w.dead[id]; dead {
-			view.died = append(view.died, id)
+			j.view.died = append(j.view.died, id)
 		}
 	}
-	for id := range pending {
+	for id := range j.pending {
 		// Not dead yet: reported as died by the pass that marks it.
 		if w.live[id] {
 			now[id] = true
 		}
 	}
 	w.live = now
-	w.ignored = ignored
-	w.badSeen = badSeen
-	w.badLongest = badLongest
-	w.twinETag = twinETag
-	if sig := strings.Join(twins, ","); sig != w.twins {
+	w.ignored = j.ignored
+	w.badSeen = j.badSeen
+	w.badLongest = j.badLongest
+	w.twinETag = j.twinETag
+	if sig := strings.Join(j.twins, ","); sig != w.twins {
 		w.twins = sig
 		if sig != "" {
 			o.logger.Warn("leaderelection: another live session runs under this instance's identity; give each instance an identity of its own (WithIdentity)",
-				"container", o.settings.Container, "prefix", o.prefix, "identity", o.opts.identity, "sessions", twins)
+				"container", o.settings.Container, "prefix", o.prefix, "identity", o.opts.identity, "sessions", j.twins)
 		}
 	}
 	for id := range w.silence {
-		if !listedIDs[id] {
+		if !j.listed[id] {
 			delete(w.silence, id)
 		}
 	}
 	for id := range w.unleased {
-		if !listedIDs[id] {
+		if !j.listed[id] {
 			delete(w.unleased, id)
 		}
 	}
 	for id := range w.revived {
-		if !listedIDs[id] {
+		if !j.listed[id] {
 			delete(w.revived, id)
 		}
 	}
 	for id := range w.leasedDead {
-		if !listedIDs[id] {
+		if !j.listed[id] {
 			delete(w.leasedDead, id)
 		}
 	}
 	for id, at := range w.dead {
-		if time.Since(at) > max(deadFor, 10*D) {
+		if time.Since(at) > max(deadFor, 10*o.settings.LeaseDuration) {
 			delete(w.dead, id)
 		}
 	}
-	slices.Sort(view.live)
-	return view, nil
 }
 
 // breakSilentSession breaks the lease of a session whose ETag stood for the
