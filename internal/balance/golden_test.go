@@ -29,7 +29,7 @@ var (
 // same corpus): same hash, same tie-breaks, same order.
 func TestSameAnswersAsBeforeTheMove(t *testing.T) {
 	t.Parallel()
-	const want = "37e38eaa2fab3ffe7ba72dc2768c84505f990c71f85808795e552b5f14fccb00"
+	const want = "a07edc3282c0c02f59a7f3bde9d74cc84e70df2726a997c861b0aedd3e8fb86a"
 	if got := goldenSum(); got != want {
 		t.Fatalf("the answers changed: sum %s, want %s", got, want)
 	}
@@ -74,7 +74,7 @@ func goldenSum() string {
 	p, to = gAssignSet(nil, nil, nil, func(string) bool { return false }, nil, "")
 	w("ass %q %v;", p, to)
 	w("pl %v %d;", gPlan(nil, nil, 0, "x", 3), gGivers(nil, nil, 0, "x"))
-	for iter := range 400 {
+	for iter := range goldenViews {
 		w("\n#%d ", iter)
 		live := make([]string, r.IntN(13))
 		for i := range live {
@@ -175,3 +175,10 @@ func goldenSum() string {
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
+
+// goldenViews is how many random views goldenSum answers for. The move
+// from the root was shown with 400 (sum
+// 37e38eaa2fab3ffe7ba72dc2768c84505f990c71f85808795e552b5f14fccb00, from
+// the root's own functions at 9940c77); the first 60 of the same draws,
+// summed by the package as it was then, keep the pin at a tenth of the cost.
+const goldenViews = 60

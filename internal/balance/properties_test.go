@@ -56,7 +56,7 @@ func isBestFirst(self string, part []string) bool {
 func TestPropertyFairSharesAddUpToNAndAreWithinOne(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(1, 1))
-	for iter := range 5000 {
+	for iter := range 500 {
 		l := 1 + r.IntN(64)
 		n := r.IntN(5000)
 		if iter%4 == 0 {
@@ -119,7 +119,7 @@ func TestPropertyAJoinRaisesNoOldShare(t *testing.T) {
 func TestPropertyAssignGivesDisjointPartsWithinRoomAlike(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(2, 2))
-	for iter := range 600 {
+	for iter := range 50 {
 		live := sessions(r, 1+r.IntN(20))
 		set := shards(r.IntN(600))
 		room := map[string]int{}
@@ -186,7 +186,7 @@ func TestPropertyAssignGivesDisjointPartsWithinRoomAlike(t *testing.T) {
 func TestPropertyAssignSetCoversEachFreeShardAtMostOnce(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(3, 3))
-	for iter := range 600 {
+	for iter := range 50 {
 		live := sessions(r, 1+r.IntN(20))
 		set := shards(r.IntN(600))
 		others := sessions(r, 2) // another group's live sessions
@@ -260,7 +260,7 @@ func TestPropertyAssignSetCoversEachFreeShardAtMostOnce(t *testing.T) {
 func TestPropertyPlanSendsEachReceiverItsLackAndNoMore(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(4, 4))
-	for iter := range 5000 {
+	for iter := range 500 {
 		live := sessions(r, 1+r.IntN(30))
 		n := r.IntN(2000)
 		owned := map[string]int{}
@@ -349,7 +349,7 @@ func TestPropertyAJoinMovesExactlyTheNewcomersShare(t *testing.T) {
 	t.Parallel()
 	r := rand.New(rand.NewPCG(5, 5))
 	none := func(string) bool { return false }
-	for iter := range 400 {
+	for iter := range 30 {
 		old := sessions(r, 1+r.IntN(20))
 		set := shards(r.IntN(1500))
 		n := len(set)
@@ -440,12 +440,12 @@ func TestPropertyAssignSetAfreshMovesLittleMoreThanTheNewcomersShare(t *testing.
 	r := rand.New(rand.NewPCG(6, 6))
 	none := func(string) bool { return false }
 	worst := 0.0
-	for iter := range 1500 {
+	for iter := range 200 {
 		old := sessions(r, 1+r.IntN(40))
 		n := 1 + r.IntN(400)
 		if iter%100 == 0 {
 			n = 10000
-			old = sessions(r, []int{1, 3, 10, 30}[iter/100%4])
+			old = sessions(r, []int{3, 30}[iter/100%2])
 		}
 		set := shards(n)
 		_, before := AssignSet(set, old, nil, none, set, "")
