@@ -81,6 +81,11 @@ type Config struct {
 	// Azurite.
 	Malformed, Deletes bool
 	MessyEvery         int // default 3
+	// Sequence, if set, is the faults' kinds in order, a process fault's
+	// or the messy world's (which takes the messy cycle's next fault of
+	// its kind: set Malformed or Deletes for those); only their lengths
+	// are drawn, and Kinds, MessyEvery and MaxFaults are not used.
+	Sequence []string
 }
 
 // Timings the checker judges a run by.
@@ -321,14 +326,24 @@ func (h *harness) run(ctx context.Context) (err error) {
 	// n counts faults injected: one skipped for want of a leader does not
 	// count, so that a benchmark gets the trials it asked for.
 	skipped, nMessy := 0, 0
-	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && time.Now().Before(deadline) && ctx.Err() == nil; {
+	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && (h.cfg.Sequence == nil || n < len(h.cfg.Sequence)) &&
+		time.Now().Before(deadline) && ctx.Err() == nil; {
 		// Every draw comes from rng in the same order whatever happens,
 		// so a seed replays the same faults.
 		kind := h.cfg.Kinds[rng.IntN(len(h.cfg.Kinds))]
 		settle := time.Duration(1000+rng.IntN(3000)) * time.Millisecond
 		u := rng.Float64() // how long the fault lasts, within its kind's range
 		var m messyFault
-		if len(messy) > 0 && (n+1)%h.cfg.MessyEvery == 0 {
+		switch {
+		case h.cfg.Sequence != nil:
+			kind, m = h.cfg.Sequence[n], messyFault{}
+			for i := range messy {
+				if f := messy[(nMessy+i)%len(messy)]; f.kind == kind {
+					m = f
+					break
+				}
+			}
+		case len(messy) > 0 && (n+1)%h.cfg.MessyEvery == 0:
 			m = messy[nMessy%len(messy)]
 			kind = m.kind
 		}

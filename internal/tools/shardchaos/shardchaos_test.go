@@ -20,7 +20,8 @@ func TestMain(m *testing.M) {
 
 // Four ShardOwner processes share 40 shards, each behind its own proxy, and
 // are SIGKILLed, frozen past their lease (SIGSTOP), cut off from storage and
-// stopped with SIGTERM, twice each: no shard's func ever runs on two
+// stopped with SIGTERM, once each (the long runs, every fault drawn from a
+// seed, are the shardchaos command's: BENCHMARKS.md): no shard's func ever runs on two
 // instances at once (but a frozen one's, which returns as soon as it thaws),
 // term numbers grow, a cut-off instance stops its funcs before its session
 // can be broken, and after every fault every shard runs again, spread
@@ -58,12 +59,12 @@ func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 		Instances: 4,
 		Seed:      seed,
 		Sequence: []string{FaultKill, FaultSetRolling, FaultFreeze, FaultMalformed, FaultPartition, FaultSetOne,
-			FaultGraceful, FaultKill, FaultPhantom, FaultFreeze, FaultPartition, FaultGraceful, FaultLateAcquire},
+			FaultGraceful, FaultPhantom, FaultLateAcquire},
 		Settle: settle,
 	})
 	require.NoError(t, err)
 	t.Log("\n" + res.Summary())
-	require.Len(t, res.Faults, 13)
+	require.Len(t, res.Faults, 9)
 	assert.Equal(t, 1, res.LateAcquires, "the dead session's blob was leased again under its ID")
 	assert.Empty(t, res.Revived, "a session judged dead ran again")
 	assert.Empty(t, res.UnderMalformed, "a shard's func started on a term that a malformed record hid")
