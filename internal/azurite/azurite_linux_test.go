@@ -19,6 +19,7 @@ const helperEnv = "AZURITE_TEST_HELPER_START_AND_HANG"
 // Azurite, SIGKILLs the child (no deferred Stop can run), and checks that
 // Azurite went with it, thanks to Pdeathsig.
 func TestAzuriteDiesWithItsParent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestHelperStartAndHang$", "-test.count=1")

@@ -89,6 +89,7 @@ func requireClosed(t *testing.T, addr string) {
 }
 
 func TestStartInMemoryAndStop(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	s := start(t, ctx, Options{})
@@ -156,6 +157,7 @@ func TestKeepAliveKeepsAnIdleConnection(t *testing.T) {
 }
 
 func TestRestartKeepsDataWithLocation(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var log bytes.Buffer
@@ -219,6 +221,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 func TestStartOnBusyPortSaysSo(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -261,6 +264,7 @@ func TestEndpointStartsAzurite(t *testing.T) {
 }
 
 func TestInstallIsIdempotentAndConcurrent(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	paths := make([]string, 4)

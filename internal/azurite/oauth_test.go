@@ -39,6 +39,7 @@ func tokenClient(t *testing.T, blobURL string, pool *x509.CertPool, token string
 }
 
 func TestStartWithTLSAndOAuthAcceptsValidTokensOnly(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cert, key, pool, err := SelfSignedCert(t.TempDir())
@@ -73,6 +74,7 @@ func TestStartWithTLSAndOAuthAcceptsValidTokensOnly(t *testing.T) {
 }
 
 func TestOAuthWithoutTLSIsRefused(t *testing.T) {
+	t.Parallel()
 	_, err := Start(context.Background(), Options{OAuth: true})
 	check(t, err != nil && strings.Contains(err.Error(), "OAuth needs TLSCert"), "Start: %v", err)
 }
