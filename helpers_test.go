@@ -88,10 +88,11 @@ func (l *termLog) leaderFunc(who string, body func(ctx context.Context) error) f
 		l.mu.Lock()
 		l.terms = append(l.terms, tm)
 		l.mu.Unlock()
-		l.ch <- tm
 		// A goroutine, not context.AfterFunc: a func that returns as soon
 		// as ctx is done can call AfterFunc's stop before the cancellation
-		// has reached it, and the cancellation would go unrecorded.
+		// has reached it, and the cancellation would go unrecorded. Started
+		// before the term is announced, so that a test told of the term
+		// finds it among the goroutines that run (a leak check).
 		returned := make(chan struct{})
 		watched := make(chan struct{})
 		go func() {
@@ -107,6 +108,7 @@ func (l *termLog) leaderFunc(who string, body func(ctx context.Context) error) f
 			tm.cancelled, tm.cause = time.Now(), context.Cause(ctx)
 			l.mu.Unlock()
 		}()
+		l.ch <- tm
 		defer func() {
 			end := time.Now()
 			close(returned)
