@@ -47,7 +47,7 @@ import (
 // and adopts each shard (adopt): it starts the func under that term, with
 // that ID, at once if the note is one the library wrote for a session the
 // receiver knows live, else once an acquire with that ID, If-Match the
-// ETag, succeeds (see the top of renew.go). A shard that the receiver's
+// ETag, succeeds (see the top of shards.go). A shard that the receiver's
 // listing of the shards shows recorded for it, at a term it did not record
 // itself, is adopted with that acquire too: its note was lost, or is not
 // read yet. If a step fails, the giver releases the shard as before, and
@@ -501,13 +501,13 @@ func (g *shardManager) adoptOne(h handed) {
 	if h.from != "" && !g.s.resumed {
 		// A note of a live session's, in this session's own directory,
 		// written once the lease was handed over: the lease is this
-		// session's, and nobody else can end it (see the top of renew.go).
+		// session's, and nobody else can end it (see the top of shards.go).
 		// Not so for a resumed session, whose previous process may have
 		// adopted the shard, run it and let it go (sessionfile.go).
 	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
 		// The release below may end the lease the giver handed over: a
 		// note naming this term must not start it at once later, while
-		// another claims the freed shard (see the top of renew.go).
+		// another claims the freed shard (see the top of shards.go).
 		g.record(h.name, h.term)
 		o.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {

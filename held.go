@@ -29,7 +29,7 @@ import (
 // one of its own claim's, then its record, each If-Match the ETag the list
 // gives (that of the record the dead session ran the shard under). The list
 // is only a hint: the change fails unless the lease still has that ID,
-// which nobody but the dead session uses (see the top of renew.go), and the
+// which nobody but the dead session uses (see the top of shards.go), and the
 // record is still that one; nothing is broken on its word. So a list that is
 // old, or written by anyone else, takes nothing from anyone; an acquire,
 // If-Match the same ETag, takes one that is free, as any claim may. A session

@@ -49,7 +49,7 @@ import (
 // mark: a record carrying it is never written over by a session (recordTerm
 // refuses, and every renewal is If-Match the ETag its own last write left,
 // which the mark changed), and a process restarted with the file never
-// resumes a marked session (resumeSession). See the top of renew.go.
+// resumes a marked session (resumeSession). See the top of shards.go.
 
 // session is this instance's current session.
 type session struct {
@@ -782,7 +782,7 @@ func (o *ShardOwner) breakSilentSession(ctx context.Context, id string, sw *sile
 // the same ETag, for a lease duration on this instance's clock: dead, or
 // abandoned before it was leased (its creator, if alive, finds it gone and
 // starts another). Deleting it is safe at any time (see the top of
-// renew.go); waiting a lease duration lets the other instances see it dead
+// shards.go); waiting a lease duration lets the other instances see it dead
 // in their listings rather than look it up. One request, best effort. A
 // dead session's blob found leased again (an acquire under its ID that
 // reached the server late, or one by hand) is broken first, If-Match the
