@@ -221,3 +221,91 @@ func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
 		g.o.addLeftover(name, id)
 	}
 }
+
+// ownedCount is how many shards this instance holds and keeps: running, not
+// being given up. A session's record publishes it.
+func (o *ShardOwner) ownedCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.runs {
+		if !r.leaving && !r.returned.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// handingCount is how many shards this instance is handing over: asked to
+// stop for a handover, with a receiver, and not handed on yet (see
+// handOverTo). Its session's record says so, as ownedCount no longer
+// counts them: the receivers then know that shards are on their way.
+func (o *ShardOwner) handingCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.runs {
+		if r.leaving && r.to != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (o *ShardOwner) addLeftover(name, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.leftover[name] = id
+}
+
+// retryLeftovers releases the leases that a failed request may have left
+// with this instance, a few per cycle. A lease that is not ours (any more)
+// counts as released.
+func (g *shardManager) retryLeftovers() {
+	o := g.o
+	o.mu.Lock()
+	left := make(map[string]string, len(o.leftover))
+	for n, id := range o.leftover {
+		if len(left) == releaseAtOnce {
+			break
+		}
+		left[n] = id
+	}
+	o.mu.Unlock()
+	for name, id := range left {
+		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
+			continue
+		}
+		o.mu.Lock()
+		if o.leftover[name] == id {
+			delete(o.leftover, name)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// releaseLeftovers tries once more every leftover lease as the session
+// ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
+// dropped (see manage).
+func (g *shardManager) releaseLeftovers(ctx context.Context) {
+	o := g.o
+	o.mu.Lock()
+	left := o.leftover
+	o.leftover = map[string]string{}
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for name, id := range left {
+		select {
+		case o.release <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-o.release }()
+			_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
+		}()
+	}
+}

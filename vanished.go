@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -332,4 +333,40 @@ func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
 	delete(o.recreated, c.name)
 	o.mu.Unlock()
 	return true
+}
+
+// seeTerm raises the floor of shard name's terms to n (not to the largest
+// number: see termFloor.see).
+func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
+
+// seeTerms is seeTerm for each shard of a listing, under one lock.
+func (o *ShardOwner) seeTerms(terms map[string]int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name, n := range terms {
+		if n > o.floors[name] && n != math.MaxInt64 {
+			o.floors[name] = n
+			if n <= wire.MaxSpreadTerm {
+				raiseTo(&o.seenMax, n)
+				raiseTo(&o.fleetSeen, n)
+			}
+		}
+	}
+}
+
+// raiseTo raises a to v, if lower.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// floorOf is the highest term this instance saw on shard name's blob.
+func (o *ShardOwner) floorOf(name string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.floors[name]
 }
