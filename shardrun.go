@@ -14,6 +14,24 @@ import (
 // How a shard's func runs on the instance that claimed it, and how it
 // stops and releases the shard.
 
+// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
+// of their funcs, the claims in flight, the shards it does not claim again
+// yet, the leases it must release, the shards whose record cannot be built
+// on; and how the runs ended, for the reports and for Run (a shard func's
+// panic, a manager's permanent error). Guarded by ShardOwner.mu.
+type ownership struct {
+	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
+	stoppedSeen int                     // how many of them its last call saw
+	claiming    map[string]bool         // claims in flight
+	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
+	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
+	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
+	mgrErr      error                   // a permanent error that ended a session's manager
+	panicked    any                     // a shard func's panic, to propagate from Run
+	panicSet    bool
+}
+
 // shardRun is one run of a shard's func on this instance.
 type shardRun struct {
 	name    string

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
@@ -245,24 +244,10 @@ type ShardOwner struct {
 	fn       func(ctx context.Context, shard string) error
 	opts     options
 	logger   *slog.Logger
+	running  atomic.Bool // Run is running
 
-	cc        *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
-	ops       *BlobLeaseManager // names the container and the prefix in the errors of the listings and lists
-	reached   atomic.Bool       // the account has answered
-	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
-	longestD  atomic.Int64      // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax   atomic.Int64      // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
-	fleetSeen atomic.Int64      // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
-	running   atomic.Bool
-
-	// The session's lease is kept on connections of its own when the
-	// library builds the transport: a renewal never waits behind claims,
-	// releases and listings for a connection, nor for a new one to be
-	// opened on a busy account (on Azurite, a new connection's first
-	// answer waited up to 4 s while ten instances claimed 10,000 shards,
-	// and every session's first renewal failed). On the caller's
-	// transport or Client, sessionCC is a client on that.
-	sessionCC *blobstore.Client
+	storage     // how it reaches the account (session.go)
+	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (vanished.go)
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -278,30 +263,22 @@ type ShardOwner struct {
 	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
 	release chan struct{} // bounds the releases in flight
 
-	mu          sync.Mutex
-	set         map[string]bool         // the shards to run
-	digest      string                  // set's digest (see balance.SetDigest), which the session's record carries
-	previous    setID                   // the set before the last change (see balance)
-	setAt       time.Time               // when the set last changed
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
-	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
-	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
-	seedPending bool                    // and the seeding of the terms it saw is not done yet
-	gapSeen     bool                    // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch  // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	current     *session
-	target      int
-	live        int
-	mgrErr      error // a permanent error that ended a session's manager
-	panicked    any   // a shard func's panic, to propagate from Run
-	panicSet    bool
+	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
+	membership            // the set of shards, the current session and its share (below)
+	ownership             // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
+}
+
+// membership is what this instance runs and where it stands: the set of
+// shards (and the one before the last change), its session, and its share
+// among the live sessions by the last balance. Guarded by ShardOwner.mu.
+type membership struct {
+	set      map[string]bool // the shards to run
+	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
+	previous setID           // the set before the last change (see balance)
+	setAt    time.Time       // when the set last changed
+	current  *session
+	target   int
+	live     int
 }
 
 // The causes (see [context.Cause]) of a shard func's context when its
@@ -391,23 +368,26 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		return nil, err
 	}
 	own := &ShardOwner{
-		settings:  settings,
-		prefix:    settings.Blob + "/",
-		fn:        fn,
-		opts:      o,
-		logger:    o.logger,
-		cc:        cc,
-		wake:      make(chan struct{}, 1),
-		release:   make(chan struct{}, releaseAtOnce),
-		set:       set,
-		digest:    balance.SetDigest(set),
-		runs:      map[string]*shardRun{},
-		claiming:  map[string]bool{},
-		cooldown:  map[string]time.Time{},
-		leftover:  map[string]string{},
-		floors:    map[string]int64{},
-		recreated: map[string]*freshWatch{},
-		bad:       map[string]*RecordError{},
+		settings:   settings,
+		prefix:     settings.Blob + "/",
+		fn:         fn,
+		opts:       o,
+		logger:     o.logger,
+		storage:    storage{cc: cc},
+		wake:       make(chan struct{}, 1),
+		release:    make(chan struct{}, releaseAtOnce),
+		membership: membership{set: set, digest: balance.SetDigest(set)},
+		ownership: ownership{
+			runs:     map[string]*shardRun{},
+			claiming: map[string]bool{},
+			cooldown: map[string]time.Time{},
+			leftover: map[string]string{},
+			bad:      map[string]*RecordError{},
+		},
+		fleetMemory: fleetMemory{
+			floors:    map[string]int64{},
+			recreated: map[string]*freshWatch{},
+		},
 	}
 	own.sessionCC = scc
 	own.ops = own.managerFor(settings.Blob, uuid.NewString())

@@ -108,6 +108,24 @@ import (
 // fleet's highest it learnt covers them; as for the mutex's blob, that is
 // the limit.
 
+// fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
+// of the deletions of the container it may have missed (see above): what
+// its session's record publishes, what the others' say, the floors of the
+// terms it saw, and the quiet after a deletion. The atomics are its own;
+// the rest is guarded by ShardOwner.mu.
+type fleetMemory struct {
+	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
+	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
+	seenMax     atomic.Int64           // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
+	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
+	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
+	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
+	quietUntil  time.Time              // until when sessions claim nothing after that (vanished.go)
+	seedPending bool                   // and the seeding of the terms it saw is not done yet
+	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
+	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
+}
+
 // errSessionGone ends a session whose blob a listing found gone, or whose
 // container it did: deleted under it.
 var errSessionGone = errors.New("leaderelection: the session's blob is gone: its container was deleted")
