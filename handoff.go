@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -88,6 +89,31 @@ type handed struct {
 type ownTerm struct {
 	name string
 	term int64
+}
+
+// handoffs are a session's handovers (see the top of this file): the
+// shards handed straight to a receiver, and those handed to this session.
+// Touched only by the session's goroutine but its atomics, the channels
+// and the wait groups.
+type handoffs struct {
+	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
+	adoptSlots  chan struct{}                   // adoptions in flight
+	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
+	out         *outbox                         // notes to write
+	pacing      sync.WaitGroup                  // pace, deliver, and what they start
+	watching    sync.WaitGroup                  // watchNotes
+	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
+	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
+}
+
+// ownTerms are the terms a session recorded, or adopted, for itself (it
+// never adopts one twice), and the highest it proposed for each shard
+// (its next claim proposes more). Its claims and adoptions run in
+// parallel: termsMu guards it.
+type ownTerms struct {
+	termsMu sync.Mutex       // guards terms
+	terms   map[ownTerm]bool // the terms this session recorded, or adopted, for itself
+	highest map[string]int64 // by shard, the highest of them, and of the terms its claims proposed
 }
 
 func (o *ShardOwner) handoffPrefix(session string) string {
@@ -349,33 +375,33 @@ func (g *shardManager) adoptOne(h handed) {
 
 // record notes a term this session records, or adopts, for itself: it never
 // adopts a term twice.
-func (g *shardManager) record(name string, term int64) {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	g.terms[ownTerm{name, term}] = true
-	g.highest[name] = max(g.highest[name], term)
+func (t *ownTerms) record(name string, term int64) {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	t.terms[ownTerm{name, term}] = true
+	t.highest[name] = max(t.highest[name], term)
 }
 
 // propose notes a term a claim of this session proposes for shard name
 // (see claimOne): its next claim proposes more.
-func (g *shardManager) propose(name string, term int64) {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	g.highest[name] = max(g.highest[name], term)
+func (t *ownTerms) propose(name string, term int64) {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	t.highest[name] = max(t.highest[name], term)
 }
 
 // proposed is the highest term this session proposed, recorded or adopted
 // for shard name.
-func (g *shardManager) proposed(name string) int64 {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	return g.highest[name]
+func (t *ownTerms) proposed(name string) int64 {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	return t.highest[name]
 }
 
-func (g *shardManager) recorded(name string, term int64) bool {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	return g.terms[ownTerm{name, term}]
+func (t *ownTerms) recorded(name string, term int64) bool {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	return t.terms[ownTerm{name, term}]
 }
 
 // handOverTo marks the runs picked for a handover, and gives each a
@@ -532,12 +558,12 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 }
 
 // setPeers keeps the live sessions of the last listing, for watchNotes.
-func (g *shardManager) setPeers(live []string) {
+func (h *handoffs) setPeers(live []string) {
 	peers := make(map[string]bool, len(live))
 	for _, id := range live {
 		peers[id] = true
 	}
-	g.peers.Store(&peers)
+	h.peers.Store(&peers)
 }
 
 func (g *shardManager) isPeer(id string) bool {

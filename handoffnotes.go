@@ -51,8 +51,8 @@ func (b *outbox) signal() {
 	}
 }
 
-func (g *shardManager) post(session string, h handed) {
-	b := g.out
+func (hs *handoffs) post(session string, h handed) {
+	b := hs.out
 	b.mu.Lock()
 	b.recent[session] = append(b.recent[session], posted{handed: h, at: time.Now()})
 	b.dirty[session] = true

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -59,6 +60,20 @@ func (e heldEntry) derivedID(session string) string {
 	return wire.Held{Name: e.name, Term: e.term, Gen: e.gen}.LeaseID(session)
 }
 
+// heldList is the list of the shards a session holds: when it was last
+// written, what it said, whether a write is in flight, and whether the
+// last one failed; and the lines of the list it writes as it ends. Touched
+// by the session's goroutine but its atomics, and endLines, which endMu
+// guards.
+type heldList struct {
+	heldAt     time.Time
+	heldLast   string
+	heldBusy   atomic.Bool
+	heldFailed atomic.Bool
+	endMu      sync.Mutex
+	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
+}
+
 // heldText is this session's list, as it stands: one line per shard it
 // runs, "name term gen ETag", sorted.
 func (g *shardManager) heldText() string {
@@ -107,10 +122,10 @@ func (g *shardManager) writeHeld() {
 
 // leftBehind notes a shard released as this session leaves, not handed on
 // (see endSession): its line of the list the session writes as it ends.
-func (g *shardManager) leftBehind(r *shardRun) {
-	g.endMu.Lock()
-	defer g.endMu.Unlock()
-	g.endLines = append(g.endLines, heldLine(r))
+func (h *heldList) leftBehind(r *shardRun) {
+	h.endMu.Lock()
+	defer h.endMu.Unlock()
+	h.endLines = append(h.endLines, heldLine(r))
 }
 
 // endHeld hands the session, once its shards have stopped, the list of

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -44,6 +45,29 @@ type candidate struct {
 	// seen in a listing: taken only by the change from oldID, If-Match
 	// etag, never broken (see claimOne).
 	fromList bool
+}
+
+// candidates are the shards a session may claim, and its part of them:
+// free by its last listing (or by the dead sessions' lists, or the probe
+// since), assigned by the rule every instance applies alike (see claim),
+// and how its last claims went. Touched only by the session's goroutine
+// but took, which is atomic.
+type candidates struct {
+	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
+	freeSince map[string]time.Time // since when each was seen free
+	part      []string             // this session's part of them (see balance.Assign), best first
+	partTo    map[string]string    // whom each of them was assigned to, when part was
+	partFor   string               // the live sessions it was assigned among
+	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
+	deathFor  string               // the live sessions deathRoom is for
+	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
+	stale     bool                 // the last claims from them mostly failed: list again
+	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
+	// fromListing: the candidates are a listing's, and owners is that
+	// listing's (with this session's claims and handovers since): parts
+	// are assigned over the whole set (balance.AssignSet).
+	fromListing bool
+	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
 }
 
 // reserve marks shard name as being claimed, unless it runs here, a claim
@@ -482,10 +506,10 @@ func (o *ShardOwner) unclaim(name string) {
 
 // noteOwner records a claim of this session in owners (claims run in
 // parallel).
-func (g *shardManager) noteOwner(name string, h shardHolder) {
-	g.ownersMu.Lock()
-	defer g.ownersMu.Unlock()
-	g.owners[name] = h
+func (l *shardListing) noteOwner(name string, h shardHolder) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	l.owners[name] = h
 }
 
 // createShard creates a shard's blob, empty, if nobody has: a conditional

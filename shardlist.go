@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -22,6 +23,35 @@ type shardHolder struct {
 	session string
 	etag    azcore.ETag
 	term    int64
+}
+
+// shardListing is what a session's last listing of the shards told, and
+// when it lists them again. Touched only by the session's goroutine but
+// owners, which ownersMu guards.
+type shardListing struct {
+	strayAt   time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
+	lastList  time.Time
+	listTook  time.Duration
+	listers   int                      // other live sessions below their share, by their records
+	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
+	lostNow   map[string][]string      // shards a listing found lost, by why (see reportLost)
+
+	// owners is who held each shard by the last listing (and this
+	// session's own claims since): when a session dies, its shards are
+	// claimed from here, without a listing of every shard.
+	owners   map[string]shardHolder
+	ownersAt time.Time  // when the listing owners comes from started
+	ownersMu sync.Mutex // claims and adoptions write owners in parallel
+	// The view of the sessions (who is live, what each holds) settles
+	// after ownership moved; the shards are then listed once, at a random
+	// moment, so that owners is fresh for the next death.
+	viewSig   string
+	viewSince time.Time
+	settleAt  time.Time
+	settled   bool
+	// listNotBefore delays this instance's listing of the shards to its
+	// turn, after a death.
+	listNotBefore time.Time
 }
 
 // takeFromDead makes the candidates the shards that the sessions that just

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/clock"
@@ -35,88 +34,12 @@ type shardManager struct {
 	deadline    func() time.Time // the session's safety deadline
 	fuse        *safetyFuse      // the session's: no shard func starts once it is past
 
-	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
-	freeSince map[string]time.Time // since when each was seen free
-	part      []string             // this session's part of them (see balance.Assign), best first
-	partTo    map[string]string    // whom each of them was assigned to, when part was
-	grewAt    map[string]time.Time // when each live session's record last said it held more (or it was first seen); see noteGrowth
-	lastOwned map[string]int       // what each live session's record said it held, at this pass
-	prevOwned map[string]int       // and at the pass before (see takeFromDead)
-	partFor   string               // the live sessions it was assigned among
-	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
-	deathFor  string               // the live sessions deathRoom is for
-	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
-	liveSig   string               // the live sessions, at the last change
-	liveSince time.Time            // when they last changed
-	stale     bool                 // the last claims from them mostly failed: list again
-	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
-	// fromListing: the candidates are a listing's, and owners is that
-	// listing's (with this session's claims and handovers since): parts
-	// are assigned over the whole set (balance.AssignSet).
-	fromListing bool
-	strayAt     time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
-	lastList    time.Time
-	listTook    time.Duration
-	listers     int                      // other live sessions below their share, by their records
-	anomalies   map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
-
-	// owners is who held each shard by the last listing (and this
-	// session's own claims since): when a session dies, its shards are
-	// claimed from here, without a listing of every shard.
-	owners   map[string]shardHolder
-	ownersAt time.Time  // when the listing owners comes from started
-	ownersMu sync.Mutex // claims and adoptions write owners in parallel
-	// The view of the sessions (who is live, what each holds) settles
-	// after ownership moved; the shards are then listed once, at a random
-	// moment, so that owners is fresh for the next death.
-	viewSig   string
-	viewSince time.Time
-	settleAt  time.Time
-	settled   bool
-	// listNotBefore delays this instance's listing of the shards to its
-	// turn, after a death.
-	listNotBefore time.Time
-	// While the live sessions disagree on the set (see balance.go):
-	// how many shards of this session's set its last listing showed held
-	// by sessions of other groups, and the sets the sessions ran then
-	// (sessionView.sets); and until when a session below its share that
-	// found nothing to claim, while the sets stay as they were then
-	// (idleFor), does not list again.
-	foreign     int
-	foreignFor  string
-	idleUntil   time.Time
-	idleFor     string
-	disagree    bool                // this session's group was not every live session, at the last balance
-	took        atomic.Int64        // shards claimed or adopted since the last report (see reportTook)
-	lostNow     map[string][]string // shards a listing found lost, by why (see reportLost)
-	expectSig   string              // the view's signature when expecting was last judged (see balance)
-	expectSince time.Time           // since when it stands
-	comingSince time.Time           // since when shards are coming to it, below its share (zero: none are)
-	group       sessionView         // this session's group, at the last balance (for leave)
-
-	// Handovers (handoff.go): the shards handed straight to a receiver,
-	// and those handed to this session.
-	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
-	adoptSlots  chan struct{}                   // adoptions in flight
-	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
-	out         *outbox                         // notes to write
-	pacing      sync.WaitGroup                  // pace, deliver, and what they start
-	watching    sync.WaitGroup                  // watchNotes
-	termsMu     sync.Mutex                      // guards terms
-	terms       map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
-	highest     map[string]int64                // by shard, the highest of them, and of the terms its claims proposed
-	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
-	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
-
-	// The list of the shards this session holds (held.go): when it was
-	// last written, what it said, whether a write is in flight, and
-	// whether the last one failed.
-	heldAt     time.Time
-	heldLast   string
-	heldBusy   atomic.Bool
-	heldFailed atomic.Bool
-	endMu      sync.Mutex
-	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
+	candidates   // the free shards, and this session's part of them (shardclaim.go)
+	shardListing // the last listing of the shards, and when to list again (shardlist.go)
+	balancing    // what balance remembers from one pass to the next (balance.go)
+	handoffs     // the shards handed straight on, and to this session (handoff.go)
+	ownTerms     // the terms this session recorded, or adopted, for itself (handoff.go)
+	heldList     // the list of the shards this session holds (held.go)
 }
 
 // manage is a session's func (its term runs it under the session's lease): it
@@ -124,11 +47,15 @@ type shardManager struct {
 // returns once every shard func has returned and its lease is released.
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
-	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{},
-		cands: map[string]candidate{}, freeSince: map[string]time.Time{}, grewAt: map[string]time.Time{}, lastOwned: map[string]int{},
-		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
-		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
-		heldLast: "\x00"} // not a list: the first, even empty, is written
+	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(),
+		shardListing: shardListing{anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{}},
+		candidates:   candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}},
+		balancing:    balancing{grewAt: map[string]time.Time{}, lastOwned: map[string]int{}},
+		fuse:         state.fuse,
+		deadline:     func() time.Time { return state.fuse.current() },
+		handoffs:     handoffs{adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox()},
+		ownTerms:     ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}},
+		heldList:     heldList{heldLast: "\x00"}} // not a list: the first, even empty, is written
 	// The shard funcs' contexts end when the session's lease context does,
 	// and, when the caller ends Run, only once the session has handed on
 	// what it could (leave).
