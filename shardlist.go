@@ -136,123 +136,175 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 // of the set that is free: no blob yet, no lease, or a lease whose session
 // is dead. It also stops the funcs of shards this session holds that the
 // listing shows held by another (which should never happen), and times the
-// leases that name no live holder.
+// leases that name no live holder. It runs as steps, in this order, over
+// what the listing found (shardScan).
 func (g *shardManager) listShards(view sessionView) error {
 	g.reportTook()
+	sc, err := g.readShards()
+	if err != nil {
+		return err
+	}
+	g.judgeShards(sc, view)
+	if err := g.lookUpUnknown(sc); err != nil {
+		return err
+	}
+	g.noteMissing(sc)
+	g.keepScan(sc, view)
+	return nil
+}
+
+// shardScan is what one listing of the shards found, and its steps share.
+type shardScan struct {
+	start   time.Time       // when the listing started
+	set     map[string]bool // the set, as it started
+	entries []listed        // the blobs of the set's shards, and of the others this instance runs
+	strays  bool            // leases with this session's record that it does not hold (see freeStrays)
+	seen    map[string]bool // the shards listed
+	owners  map[string]shardHolder
+	unknown map[string][]listed // by session: the shards of sessions the listing of the sessions did not show
+	cands   []candidate
+	adopt   []handed
+	// anomalies are the leases without a live holder to name, bad the
+	// shards whose record cannot be built on, terms the terms listed.
+	anomalies map[string]unleasedSince
+	bad       map[string]*RecordError
+	terms     map[string]int64
+}
+
+// readShards lists the shards of the set, and those this instance runs.
+func (g *shardManager) readShards() (*shardScan, error) {
 	o := g.o
-	start := time.Now()
+	sc := &shardScan{start: time.Now()}
 	o.mu.Lock()
-	set := make(map[string]bool, len(o.set))
+	sc.set = make(map[string]bool, len(o.set))
 	for n := range o.set {
-		set[n] = true
+		sc.set[n] = true
 	}
 	o.mu.Unlock()
-	var entries []listed
-	strays := false // leases with this session's record that it does not hold (see freeStrays)
 	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
-		if set[l.name] {
-			entries = append(entries, l)
+		if sc.set[l.name] {
+			sc.entries = append(sc.entries, l)
 		} else if o.isRunning(l.name) {
-			entries = append(entries, l)
+			sc.entries = append(sc.entries, l)
 		}
 	}); err != nil {
 		if errors.Is(err, errContainerGone) {
 			// And this session's blob with it (vanished.go).
 			o.sawDeletion("a listing of the shards found the container gone")
-			return errSessionGone
+			return nil, errSessionGone
 		}
-		return err
+		return nil, err
 	}
 	g.lastList = time.Now()
-	g.listTook = g.lastList.Sub(start)
-	owners := make(map[string]shardHolder, len(entries))
+	g.listTook = g.lastList.Sub(sc.start)
+	return sc, nil
+}
+
+// judgeShards judges each shard listed (judgeShard), then acts on what
+// that found: it times the anomalies, raises the floors of the terms,
+// adopts the shards handed to it, and reports the records no term can
+// follow.
+func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
+	o := g.o
+	sc.owners = make(map[string]shardHolder, len(sc.entries))
 	live := map[string]bool{}
 	for _, id := range view.live {
 		live[id] = true
 	}
-	seen := map[string]bool{}
-	unknown := map[string][]listed{}
-	var cands []candidate
-	var adopt []handed
-	anomalies := map[string]unleasedSince{}
-	bad := map[string]*RecordError{}
-	terms := make(map[string]int64, len(entries))
-	for _, l := range entries {
-		seen[l.name] = true
-		g.checkHeld(l, start)
-		if !set[l.name] {
-			continue
-		}
-		if !l.rec.TermBad {
-			terms[l.name] = l.info.Leader.Number
-		}
-		if p := o.shardProblem(l); p != nil {
-			// Not a shard's blob, or a record no term can follow: never
-			// broken, never claimed, reported until it is repaired.
-			bad[l.name] = p
-			continue
-		}
-		if l.info.Held() && l.session != "" {
-			owners[l.name] = shardHolder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
-		}
-		c := listedCandidate(l.name, l.info)
-		switch {
-		case !l.info.Held():
-			cands = append(cands, c)
-		case l.info.State != stateLeased:
-			// Breaking: an operator's break, which ends by itself.
-		case l.session == "" || l.session == g.s.id:
-			// Leased with no record, or with this session's record but
-			// not held by this session: a claim that failed, or one in
-			// flight. Its holder has not started a func for it (that
-			// needs its own record), so a break is safe; wait until its
-			// ETag has stood a lease duration, not to fight a live claim.
-			if l.session == g.s.id && o.holds(l.name) {
-				continue
-			}
-			if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
-				// Recorded for this session by another: handed to it
-				// (handoff.go), its note lost or not read yet. Adopt it
-				// on that condition; if the lease has another ID (the
-				// giver's change failed), it is timed as below.
-				adopt = append(adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
-			}
-			a, ok := g.anomalies[l.name]
-			if !ok || a.etag != l.info.ETag {
-				a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
-			}
-			anomalies[l.name] = a
-			if l.session == g.s.id {
-				strays = true
-			}
-			if time.Since(a.since) >= o.settings.LeaseDuration {
-				c.leased, c.ours = true, l.session == g.s.id
-				cands = append(cands, c)
-			}
-		case live[l.session]:
-			// Held by a live session.
-		default:
-			if _, dead := g.watch.dead[l.session]; dead {
-				c.leased, c.dead = true, true
-				cands = append(cands, c)
-				continue
-			}
-			unknown[l.session] = append(unknown[l.session], l)
-		}
+	sc.seen = map[string]bool{}
+	sc.unknown = map[string][]listed{}
+	sc.anomalies = map[string]unleasedSince{}
+	sc.bad = map[string]*RecordError{}
+	sc.terms = make(map[string]int64, len(sc.entries))
+	for _, l := range sc.entries {
+		g.judgeShard(sc, l, live)
 	}
-	g.anomalies = anomalies
-	if strays {
+	g.anomalies = sc.anomalies
+	if sc.strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
-		g.strayAt = start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+		g.strayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
-	o.seeTerms(terms)
-	g.adopt(adopt)
-	o.noteBadShards(bad)
-	// A session the listing of the sessions did not show: one started since
-	// (its shards are held) or one whose blob is gone (dead). Look it up.
+	o.seeTerms(sc.terms)
+	g.adopt(sc.adopt)
+	o.noteBadShards(sc.bad)
+}
+
+// judgeShard judges one shard listed: held by this session, free, leased
+// by a live session, by a dead one, by one the listing of the sessions did
+// not show, or by no live holder's record.
+func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool) {
+	o := g.o
+	sc.seen[l.name] = true
+	g.checkHeld(l, sc.start)
+	if !sc.set[l.name] {
+		return
+	}
+	if !l.rec.TermBad {
+		sc.terms[l.name] = l.info.Leader.Number
+	}
+	if p := o.shardProblem(l); p != nil {
+		// Not a shard's blob, or a record no term can follow: never
+		// broken, never claimed, reported until it is repaired.
+		sc.bad[l.name] = p
+		return
+	}
+	if l.info.Held() && l.session != "" {
+		sc.owners[l.name] = shardHolder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
+	}
+	c := listedCandidate(l.name, l.info)
+	switch {
+	case !l.info.Held():
+		sc.cands = append(sc.cands, c)
+	case l.info.State != stateLeased:
+		// Breaking: an operator's break, which ends by itself.
+	case l.session == "" || l.session == g.s.id:
+		// Leased with no record, or with this session's record but
+		// not held by this session: a claim that failed, or one in
+		// flight. Its holder has not started a func for it (that
+		// needs its own record), so a break is safe; wait until its
+		// ETag has stood a lease duration, not to fight a live claim.
+		if l.session == g.s.id && o.holds(l.name) {
+			return
+		}
+		if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
+			// Recorded for this session by another: handed to it
+			// (handoff.go), its note lost or not read yet. Adopt it
+			// on that condition; if the lease has another ID (the
+			// giver's change failed), it is timed as below.
+			sc.adopt = append(sc.adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
+		}
+		a, ok := g.anomalies[l.name]
+		if !ok || a.etag != l.info.ETag {
+			a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
+		}
+		sc.anomalies[l.name] = a
+		if l.session == g.s.id {
+			sc.strays = true
+		}
+		if time.Since(a.since) >= o.settings.LeaseDuration {
+			c.leased, c.ours = true, l.session == g.s.id
+			sc.cands = append(sc.cands, c)
+		}
+	case live[l.session]:
+		// Held by a live session.
+	default:
+		if _, dead := g.watch.dead[l.session]; dead {
+			c.leased, c.dead = true, true
+			sc.cands = append(sc.cands, c)
+			return
+		}
+		sc.unknown[l.session] = append(sc.unknown[l.session], l)
+	}
+}
+
+// lookUpUnknown looks up the sessions the shards name that the listing of
+// the sessions did not show: one started since (its shards are held) or
+// one whose blob is gone (dead).
+func (g *shardManager) lookUpUnknown(sc *shardScan) error {
+	o := g.o
 	lookups := 0
-	for id, ls := range unknown {
+	for id, ls := range sc.unknown {
 		if lookups == lookupsPerList {
 			break
 		}
@@ -266,20 +318,27 @@ func (g *shardManager) listShards(view sessionView) error {
 		}
 		if dead {
 			for _, l := range ls {
-				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number, dead: true})
+				sc.cands = append(sc.cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number, dead: true})
 			}
 		}
 	}
-	for name := range set {
-		if !seen[name] {
-			cands = append(cands, candidate{name: name})
+	return nil
+}
+
+// noteMissing takes the shards of the set the listing did not show as
+// free (no blob yet), and stops the runs whose blob it did not show.
+func (g *shardManager) noteMissing(sc *shardScan) {
+	o := g.o
+	for name := range sc.set {
+		if !sc.seen[name] {
+			sc.cands = append(sc.cands, candidate{name: name})
 		}
 	}
 	// Runs the listing did not show at all: their blob is gone.
 	o.mu.Lock()
 	var gone []*shardRun
 	for name, r := range o.runs {
-		if !seen[name] && set[name] && r.claimed.Before(start) {
+		if !sc.seen[name] && sc.set[name] && r.claimed.Before(sc.start) {
 			gone = append(gone, r)
 		}
 	}
@@ -288,25 +347,30 @@ func (g *shardManager) listShards(view sessionView) error {
 		g.lost(r, "its blob is gone")
 	}
 	g.reportLost()
-	g.cands = make(map[string]candidate, len(cands))
-	freeSince := make(map[string]time.Time, len(cands))
-	for _, c := range cands {
+}
+
+// keepScan makes the listing's free shards the candidates, and its owners
+// those to take a dead session's shards from.
+func (g *shardManager) keepScan(sc *shardScan, view sessionView) {
+	o := g.o
+	g.cands = make(map[string]candidate, len(sc.cands))
+	freeSince := make(map[string]time.Time, len(sc.cands))
+	for _, c := range sc.cands {
 		g.cands[c.name] = c
 		if at, ok := g.freeSince[c.name]; ok {
 			freeSince[c.name] = at
 		} else {
-			freeSince[c.name] = start
+			freeSince[c.name] = sc.start
 		}
 	}
 	g.ownersMu.Lock()
-	g.owners = owners
+	g.owners = sc.owners
 	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, start, nil, false, true
+	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, sc.start, nil, false, true
 	g.deathRoom, g.fromDeath = nil, false
-	o.counts.sawListing(start, g.cands, anomalies, bad)
+	o.counts.sawListing(sc.start, g.cands, sc.anomalies, sc.bad)
 	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
-		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
-	return nil
+		"shards", len(sc.entries), "free", len(sc.cands), "liveSessions", len(view.live))
 }
 
 // checkHeld stops the func of a shard this session holds if a listing that
