@@ -97,38 +97,70 @@ func (o *ShardOwner) holds(name string) bool {
 
 // claim claims up to k candidates, claimParallel at a time, toward a
 // deficit of shards. It returns how many it won, how many it tried, and
-// whether shards of dead sessions are left to try.
+// whether shards of dead sessions are left to try. It runs as steps, in
+// this order, over what one round of claims picked (claimRound).
 func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
+	r := g.freeNow()
+	g.assignPart(r, deficit, view)
+	if !g.orderPart(r) {
+		return 0, 0, false
+	}
+	g.freeForLong(r)
+	g.pickUpTo(r, k)
+	return g.claimPicked(r, deficit)
+}
+
+// claimRound is what one round of claims found and picked, and its steps
+// share.
+type claimRound struct {
+	now    time.Time
+	n      int             // the set's size
+	free   []string        // the candidates free to claim now
+	mine   map[string]bool // this session's part of the candidates
+	order  []string        // those to try, in order: the free ones of its part, then others
+	others []string        // the free ones not of its part that are anyone's now
+	picked []candidate     // those it claims
+}
+
+// freeNow is the candidates of the set that are free to claim now: not
+// running here, nor being claimed, with no release left to retry, and past
+// their cooldown.
+func (g *shardManager) freeNow() *claimRound {
 	o := g.o
-	now := time.Now()
+	r := &claimRound{now: time.Now()}
 	o.mu.Lock()
-	n := len(o.set)
-	free := make([]string, 0, len(g.cands))
+	r.n = len(o.set)
+	r.free = make([]string, 0, len(g.cands))
 	for name := range g.cands {
 		_, left := o.leftover[name]
-		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || now.Before(o.cooldown[name]) {
+		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || r.now.Before(o.cooldown[name]) {
 			continue
 		}
-		free = append(free, name)
+		r.free = append(r.free, name)
 	}
 	o.mu.Unlock()
-	// This session's part of the free shards, by the rule every instance
-	// applies alike, computed once per set of candidates and set of live
-	// sessions: from a listing, over the whole set by who holds what
-	// (balance.AssignSet); from the dead sessions' lists or the probe, by
-	// the rooms the records leave (balance.Assign; records change as shards
-	// are claimed, and instances read them at different moments). Then the
-	// shards left free for long, whoever they were assigned to.
-	//
-	// Instances that list at about the same moment compute the same parts
-	// from a listing, whatever claims landed between their listings: each
-	// claim follows the parts, so a shard one listing shows held is one the
-	// others assign to its holder anyway. The rooms the records leave, a
-	// share less the count in each session's record, did not: at a cold
-	// start the records, rewritten as the sessions renew, lagged the
-	// listings by hundreds of claims, and each instance's part came out a
-	// few shards off the others'; a few sessions came up short at the end
-	// and listed every shard again, for 10 to 20 s more.
+	return r
+}
+
+// assignPart computes this session's part of the free shards, by the rule
+// every instance applies alike, once per set of candidates and set of live
+// sessions: from a listing, over the whole set by who holds what
+// (balance.AssignSet); from the dead sessions' lists or the probe, by the
+// rooms the records leave (balance.Assign; records change as shards are
+// claimed, and instances read them at different moments). Then the shards
+// left free for long, whoever they were assigned to (freeForLong).
+//
+// Instances that list at about the same moment compute the same parts from
+// a listing, whatever claims landed between their listings: each claim
+// follows the parts, so a shard one listing shows held is one the others
+// assign to its holder anyway. The rooms the records leave, a share less
+// the count in each session's record, did not: at a cold start the
+// records, rewritten as the sessions renew, lagged the listings by hundreds
+// of claims, and each instance's part came out a few shards off the
+// others'; a few sessions came up short at the end and listed every shard
+// again, for 10 to 20 s more.
+func (g *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
+	o := g.o
 	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
 		o.mu.Lock()
 		set := slices.Sorted(maps.Keys(o.set))
@@ -139,33 +171,38 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			holders[name] = h.session
 		}
 		g.ownersMu.Unlock()
-		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, free, g.s.id)
+		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, r.free, g.s.id)
 		g.partFor = live
 	} else if g.part == nil || live != g.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
-			room[id] = max(0, balance.FairShare(n, view.live, id)-view.owned[id])
-			if r, ok := g.deathRoom[id]; ok && live == g.deathFor {
-				room[id] = r
+			room[id] = max(0, balance.FairShare(r.n, view.live, id)-view.owned[id])
+			if rm, ok := g.deathRoom[id]; ok && live == g.deathFor {
+				room[id] = rm
 			}
 		}
 		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partTo = balance.Assign(free, view.live, room, g.s.id)
+		g.part, g.partTo = balance.Assign(r.free, view.live, room, g.s.id)
 		g.partFor = live
 	}
-	isFree := make(map[string]bool, len(free))
-	for _, name := range free {
+}
+
+// orderPart puts first the free shards of this session's part. It reports
+// false if there are none left and they were a dead session's: the round
+// ends, and the session lists instead.
+func (g *shardManager) orderPart(r *claimRound) bool {
+	isFree := make(map[string]bool, len(r.free))
+	for _, name := range r.free {
 		isFree[name] = true
 	}
-	var order []string
-	mine := make(map[string]bool, len(g.part))
+	r.mine = make(map[string]bool, len(g.part))
 	for _, name := range g.part {
-		mine[name] = true
+		r.mine[name] = true
 		if isFree[name] {
-			order = append(order, name)
+			r.order = append(r.order, name)
 		}
 	}
-	if len(order) == 0 {
+	if len(r.order) == 0 {
 		g.part = nil // spent: assign again at the next claim, from the records then
 		if g.fromDeath {
 			// This session's part of a dead session's shards is claimed
@@ -174,36 +211,40 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
 			g.stale, g.listNotBefore = true, time.Time{}
-			return 0, 0, false
+			return false
 		}
 	}
-	// A shard free for long that another session was assigned, while that
-	// session's record has not said it holds more for as long as a record
-	// takes to be rewritten and read again (its room was overstated, or it
-	// is stuck), is anyone's; so is one assigned to nobody (no room was
-	// left). Not one of a session that claims on: at a cold start, every
-	// shard of the first listing was free for long while each session was
-	// still claiming its part, and those done first took the others'
-	// parts, leaving them short by a few, to be found by listing 10,000
-	// shards again on a busy account: 10 to 15 s more.
+	return true
+}
+
+// freeForLong adds, after this session's part, the free shards that are
+// anyone's now. A shard free for long that another session was assigned,
+// while that session's record has not said it holds more for as long as a
+// record takes to be rewritten and read again (its room was overstated, or
+// it is stuck), is anyone's; so is one assigned to nobody (no room was
+// left). Not one of a session that claims on: at a cold start, every shard
+// of the first listing was free for long while each session was still
+// claiming its part, and those done first took the others' parts, leaving
+// them short by a few, to be found by listing 10,000 shards again on a busy
+// account: 10 to 15 s more.
+func (g *shardManager) freeForLong(r *claimRound) {
 	// However a session's count moves (a func that fails over and over
 	// makes it dip and grow again), a shard free for 4 × that is anyone's.
-	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
+	long := g.o.settings.RenewInterval + 2*g.o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
 	// differ, but not what must be claimed.
-	var others []string
-	for _, name := range free {
-		if mine[name] {
+	for _, name := range r.free {
+		if r.mine[name] {
 			continue
 		}
-		free := now.Sub(g.freeSince[name])
-		stuck := free >= long && (now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
-		if stuck || len(order) == 0 && g.cands[name].dead {
-			others = append(others, name)
+		free := r.now.Sub(g.freeSince[name])
+		stuck := free >= long && (r.now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
+		if stuck || len(r.order) == 0 && g.cands[name].dead {
+			r.others = append(r.others, name)
 		}
 	}
-	slices.SortFunc(others, func(a, b string) int {
+	slices.SortFunc(r.others, func(a, b string) int {
 		sa, sb := balance.Rendezvous(g.s.id, a), balance.Rendezvous(g.s.id, b)
 		switch {
 		case sa > sb:
@@ -213,12 +254,16 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 		return 0
 	})
-	order = append(order, others...)
+	r.order = append(r.order, r.others...)
+}
 
-	var picked []candidate
+// pickUpTo picks up to k of them, in order, that no claim has reserved
+// meanwhile, and reserves them.
+func (g *shardManager) pickUpTo(r *claimRound, k int) {
+	o := g.o
 	o.mu.Lock()
-	for _, name := range order {
-		if len(picked) == k {
+	for _, name := range r.order {
+		if len(r.picked) == k {
 			break
 		}
 		if o.claiming[name] {
@@ -226,17 +271,24 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 		delete(o.cooldown, name)
 		o.claiming[name] = true
-		picked = append(picked, g.cands[name])
+		r.picked = append(r.picked, g.cands[name])
 		delete(g.cands, name)
 	}
 	o.mu.Unlock()
-	if len(picked) > 0 && len(g.part) > 0 {
-		taken := make(map[string]bool, len(picked))
-		for _, c := range picked {
+	if len(r.picked) > 0 && len(g.part) > 0 {
+		taken := make(map[string]bool, len(r.picked))
+		for _, c := range r.picked {
 			taken[c.name] = true
 		}
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
+}
+
+// claimPicked claims the shards picked, claimParallel at a time, and
+// judges from how that went whether to list again.
+func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
+	o := g.o
+	picked := r.picked
 	got := make([]bool, len(picked))
 	why := make([]string, len(picked)) // why each claim that failed did
 	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = g.claimOne(picked[i]) })
@@ -258,14 +310,14 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
 	g.stale = 2*livingWins < living
-	for _, name := range free {
+	for _, name := range r.free {
 		if c, ok := g.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
 	}
 	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins, "tried", len(picked),
-		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free), "failed", tally(why))
+		"deficit", deficit, "part", len(r.mine), "freeForLong", len(r.others), "free", len(r.free), "failed", tally(why))
 	return wins, len(picked), more
 }
 
@@ -321,28 +373,10 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // session, which must not refuse it as its own.
 func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := g.o
-	floor := o.floorOf(c.name)
-	if (floor > 0 && !c.exists) || c.recreated {
-		// Gone, though this instance saw terms on it, or created again by
-		// an instance that did: not taken before it has stood. The seed
-		// stays this instance's floor: a fleet's highest moves on, and
-		// each raise would start the wait again.
-		if !g.stoodRecreated(c, floor) {
-			o.unclaim(c.name)
-			return false, "settling"
-		}
-		floor = o.floorOf(c.name) // as it is now
-	}
-	if c.marked || c.prev == 0 && o.mayHaveMissed() {
-		// Created again (held or not: a claim of it may have failed before
-		// it recorded its term), or with no term yet after this instance
-		// may have missed a deletion: its term goes above every term any
-		// session said its instance saw on any shard (vanished.go).
-		if fleet := o.fleetSeen.Load(); fleet > floor {
-			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
-				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
-			floor = fleet
-		}
+	floor, ok := g.claimFloor(c)
+	if !ok {
+		o.unclaim(c.name)
+		return false, "settling"
 	}
 	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
@@ -370,6 +404,69 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			return done(outcome(err, "claimed"), false)
 		}
 	}
+	if ok, why, release := g.takeLease(c, lm, id, etag); !ok {
+		return done(why, release)
+	}
+	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	g.record(c.name, number) // before the write: its answer may be lost
+	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
+	if err != nil {
+		return done(outcome(err, "claimed"), true)
+	}
+	o.seeTerm(c.name, t.Number)
+	switch {
+	case c.oldID != "" && !c.dead:
+		o.counts.claim(c.name, "resumed")
+	case c.leased:
+		o.counts.claim(c.name, "taken")
+	default:
+		o.counts.claim(c.name, "claimed")
+	}
+	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
+	if !g.start(c.name, lm, t, g.gen, newETag) {
+		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
+	}
+	return true, ""
+}
+
+// claimFloor is the term a claim of c must go above: the highest this
+// instance saw on its blob, or the fleet's highest (below). It reports
+// false if c is not to be taken yet (stoodRecreated).
+func (g *shardManager) claimFloor(c candidate) (int64, bool) {
+	o := g.o
+	floor := o.floorOf(c.name)
+	if (floor > 0 && !c.exists) || c.recreated {
+		// Gone, though this instance saw terms on it, or created again by
+		// an instance that did: not taken before it has stood. The seed
+		// stays this instance's floor: a fleet's highest moves on, and
+		// each raise would start the wait again.
+		if !g.stoodRecreated(c, floor) {
+			return 0, false
+		}
+		floor = o.floorOf(c.name) // as it is now
+	}
+	if c.marked || c.prev == 0 && o.mayHaveMissed() {
+		// Created again (held or not: a claim of it may have failed before
+		// it recorded its term), or with no term yet after this instance
+		// may have missed a deletion: its term goes above every term any
+		// session said its instance saw on any shard (vanished.go).
+		if fleet := o.fleetSeen.Load(); fleet > floor {
+			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
+				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
+			floor = fleet
+		}
+	}
+	return floor, true
+}
+
+// takeLease takes c's lease with this claim's ID (lm's, id), on condition
+// that the blob's ETag is still etag: by a change from the ID its session
+// derived, a break and an acquire, or an acquire. It reports whether it
+// did; if not, the claim's outcome, and whether the lease may be this
+// claim's all the same (its answer lost), to be given back.
+func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
+	o := g.o
+	ctx := g.ctx
 	changed := false
 	if c.oldID != "" && c.leased {
 		// Taken back from this session's previous process, or from a dead
@@ -395,13 +492,13 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			// finds it. A change whose answer was lost may have given the
 			// lease this claim's ID: give it back.
 			if errors.Is(err, ErrTransient) {
-				return done(outcome(err, "taken"), true)
+				return false, outcome(err, "taken"), true
 			}
 			if why := g.listAgrees(c, lm); why != "" {
-				return done(why, false)
+				return false, why, false
 			}
 			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-				return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
+				return false, outcome(err, "taken"), errors.Is(err, ErrTransient)
 			}
 			changed = true
 		}
@@ -415,37 +512,18 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
 		case noLease:
 		case etagChanged:
-			return done("held", false)
+			return false, "held", false
 		default:
-			return done("transient", false)
+			return false, "transient", false
 		}
 	}
 	if !changed {
 		if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
 			// An acquire whose answer was lost may hold the lease: give it back.
-			return done(outcome(err, "claimed"), errors.Is(err, ErrTransient))
+			return false, outcome(err, "claimed"), errors.Is(err, ErrTransient)
 		}
 	}
-	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number) // before the write: its answer may be lost
-	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
-	if err != nil {
-		return done(outcome(err, "claimed"), true)
-	}
-	o.seeTerm(c.name, t.Number)
-	switch {
-	case c.oldID != "" && !c.dead:
-		o.counts.claim(c.name, "resumed")
-	case c.leased:
-		o.counts.claim(c.name, "taken")
-	default:
-		o.counts.claim(c.name, "claimed")
-	}
-	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	if !g.start(c.name, lm, t, g.gen, newETag) {
-		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
-	}
-	return true, ""
+	return true, "", false
 }
 
 // listAgrees reads the blob of a shard that a session's list names, before
