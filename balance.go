@@ -79,6 +79,33 @@ func checkShardNames(names []string) (map[string]bool, error) {
 	return set, nil
 }
 
+// balancing is what balance remembers from one pass to the next: how the
+// live sessions' counts moved, when they last changed, what the other
+// groups hold and whether to idle meanwhile, and what it expects to be
+// handed. Touched only by the session's goroutine.
+type balancing struct {
+	grewAt    map[string]time.Time // when each live session's record last said it held more (or it was first seen); see noteGrowth
+	lastOwned map[string]int       // what each live session's record said it held, at this pass
+	prevOwned map[string]int       // and at the pass before (see takeFromDead)
+	liveSig   string               // the live sessions, at the last change
+	liveSince time.Time            // when they last changed
+	// While the live sessions disagree on the set (see balance.go):
+	// how many shards of this session's set its last listing showed held
+	// by sessions of other groups, and the sets the sessions ran then
+	// (sessionView.sets); and until when a session below its share that
+	// found nothing to claim, while the sets stay as they were then
+	// (idleFor), does not list again.
+	foreign     int
+	foreignFor  string
+	idleUntil   time.Time
+	idleFor     string
+	disagree    bool        // this session's group was not every live session, at the last balance
+	expectSig   string      // the view's signature when expecting was last judged (see balance)
+	expectSince time.Time   // since when it stands
+	comingSince time.Time   // since when shards are coming to it, below its share (zero: none are)
+	group       sessionView // this session's group, at the last balance (for leave)
+}
+
 // balance moves this session toward its share: it stops removed shards,
 // hands over the excess, claims free shards while below its share, and
 // releases leases left from failed requests. Shares, handovers and claims
@@ -470,20 +497,20 @@ func (g *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 // noteGrowth times, for each live session, when its record last said it held
 // more shards than at the last pass (a session first seen counts as grown
 // then): one whose count stands still is no longer claiming (see claim).
-func (g *shardManager) noteGrowth(view sessionView) {
+func (b *balancing) noteGrowth(view sessionView) {
 	now := time.Now()
-	g.prevOwned = maps.Clone(g.lastOwned)
+	b.prevOwned = maps.Clone(b.lastOwned)
 	for _, id := range view.live {
-		if n, ok := g.lastOwned[id]; !ok || view.owned[id] > n {
-			g.grewAt[id] = now
+		if n, ok := b.lastOwned[id]; !ok || view.owned[id] > n {
+			b.grewAt[id] = now
 		}
-		g.lastOwned[id] = view.owned[id]
+		b.lastOwned[id] = view.owned[id]
 	}
-	if len(g.lastOwned) > len(view.live) {
-		for id := range g.lastOwned {
+	if len(b.lastOwned) > len(view.live) {
+		for id := range b.lastOwned {
 			if !slices.Contains(view.live, id) {
-				delete(g.lastOwned, id)
-				delete(g.grewAt, id)
+				delete(b.lastOwned, id)
+				delete(b.grewAt, id)
 			}
 		}
 	}
@@ -494,8 +521,8 @@ func (g *shardManager) noteGrowth(view sessionView) {
 // groups hold the rest of its set (see balance), and the sessions still run
 // the sets they ran then (sets) with none of its group above its share
 // (over).
-func (g *shardManager) idle(sets string, over int) bool {
-	return g.idleFor == sets && over == 0 && time.Now().Before(g.idleUntil)
+func (b *balancing) idle(sets string, over int) bool {
+	return b.idleFor == sets && over == 0 && time.Now().Before(b.idleUntil)
 }
 
 // heldByOthers counts the shards of the set that the last listing showed

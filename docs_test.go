@@ -41,6 +41,7 @@ var citedPaths = []string{
 	"examples/leaderctl",
 	"go.work",
 	"handoff.go",
+	"handoffnotes.go",
 	"health.go",
 	"held.go",
 	"internal/azurite",
@@ -66,6 +67,7 @@ var citedPaths = []string{
 	"internal/tools/tamper",
 	"internal/wire",
 	"lease.go",
+	"leaseterm.go",
 	"metrics.go",
 	"mutex.go",
 	"mutex_test.go",
@@ -77,9 +79,14 @@ var citedPaths = []string{
 	"resume.go",
 	"session.go",
 	"sessionfile.go",
+	"sessionjudge.go",
 	"settings.go",
 	"shardclaim.go",
+	"shardinspect.go",
+	"shardlist.go",
 	"shardlog.go",
+	"shardmanager.go",
+	"shardmetrics.go",
 	"shardrun.go",
 	"shards.go",
 	"shutdown_bench_test.go",
@@ -508,7 +515,7 @@ func TestDocsListEveryInstrumentWithItsUnit(t *testing.T) {
 	section, _, _ = strings.Cut(section, "\n## ")
 	create := regexp.MustCompile(`meter\.\w+\("(leaderelection\.[a-z_.]+)"(.*)`)
 	found := 0
-	for _, file := range []string{"metrics.go", "shards.go"} {
+	for _, file := range []string{"metrics.go", "shardmetrics.go"} {
 		src, err := os.ReadFile(file)
 		require.NoError(t, err)
 		for _, m := range create.FindAllStringSubmatch(string(src), -1) {

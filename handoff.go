@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -47,7 +48,7 @@ import (
 // and adopts each shard (adopt): it starts the func under that term, with
 // that ID, at once if the note is one the library wrote for a session the
 // receiver knows live, else once an acquire with that ID, If-Match the
-// ETag, succeeds (see the top of renew.go). A shard that the receiver's
+// ETag, succeeds (see the top of shards.go). A shard that the receiver's
 // listing of the shards shows recorded for it, at a term it did not record
 // itself, is adopted with that acquire too: its note was lost, or is not
 // read yet. If a step fails, the giver releases the shard as before, and
@@ -88,6 +89,31 @@ type handed struct {
 type ownTerm struct {
 	name string
 	term int64
+}
+
+// handoffs are a session's handovers (see the top of this file): the
+// shards handed straight to a receiver, and those handed to this session.
+// Touched only by the session's goroutine but its atomics, the channels
+// and the wait groups.
+type handoffs struct {
+	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
+	adoptSlots  chan struct{}                   // adoptions in flight
+	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
+	out         *outbox                         // notes to write
+	pacing      sync.WaitGroup                  // pace, deliver, and what they start
+	watching    sync.WaitGroup                  // watchNotes
+	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
+	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
+}
+
+// ownTerms are the terms a session recorded, or adopted, for itself (it
+// never adopts one twice), and the highest it proposed for each shard
+// (its next claim proposes more). Its claims and adoptions run in
+// parallel: termsMu guards it.
+type ownTerms struct {
+	termsMu sync.Mutex       // guards terms
+	terms   map[ownTerm]bool // the terms this session recorded, or adopted, for itself
+	highest map[string]int64 // by shard, the highest of them, and of the terms its claims proposed
 }
 
 func (o *ShardOwner) handoffPrefix(session string) string {
@@ -188,185 +214,6 @@ func (g *shardManager) warm(ctx context.Context) {
 	atOnce(warmConns, warmConns, func(int) {
 		_, _ = b.Properties(ctx, blobstore.Call{Timeout: g.o.settings.claimTimeout()})
 	})
-}
-
-// outbox keeps the shards handed on, by receiver, for noteKeep: each note
-// (one per giver and receiver) is rewritten with them as more are handed.
-type outbox struct {
-	mu      sync.Mutex
-	recent  map[string][]posted // by receiver
-	dirty   map[string]bool     // receivers whose note must be rewritten
-	writing map[string]bool     // receivers whose note is being written: one write at a time, in order
-	ready   chan struct{}       // signalled when a receiver's note becomes dirty, or its write ends
-	closed  chan struct{}       // closed once no more are posted
-}
-
-// posted is a shard handed on, and when.
-type posted struct {
-	handed
-	at time.Time
-}
-
-// noteKeep is how long a shard handed on stays in its receiver's note: a
-// receiver that expects shards reads its notes every handoffPoll; one that
-// did not read it by then finds the shard by listing (its record names the
-// receiver).
-const noteKeep = 10 * time.Second
-
-func newOutbox() *outbox {
-	return &outbox{recent: map[string][]posted{}, dirty: map[string]bool{}, writing: map[string]bool{},
-		ready: make(chan struct{}, 1), closed: make(chan struct{})}
-}
-
-func (b *outbox) signal() {
-	select {
-	case b.ready <- struct{}{}:
-	default:
-	}
-}
-
-func (g *shardManager) post(session string, h handed) {
-	b := g.out
-	b.mu.Lock()
-	b.recent[session] = append(b.recent[session], posted{handed: h, at: time.Now()})
-	b.dirty[session] = true
-	b.mu.Unlock()
-	b.signal()
-}
-
-// deliver writes the notes, until the outbox is closed and its last notes
-// written, or ctx ends. A receiver's note is rewritten at most every
-// handoffBatch, and with at most one write in flight, so that writes land
-// in order; the receivers' notes are written independently (notesParallel
-// in flight): a note whose request is slow (a new connection on a busy
-// account) holds up only the shards it names.
-func (g *shardManager) deliver(ctx context.Context) {
-	defer g.pacing.Done()
-	b := g.out
-	var writing sync.WaitGroup
-	defer writing.Wait()
-	slots := make(chan struct{}, notesParallel)
-	closed := false
-	for {
-		if !closed {
-			select {
-			case <-b.ready:
-			case <-b.closed:
-				closed = true
-			case <-ctx.Done():
-				return
-			}
-		}
-		if !closed {
-			select {
-			case <-time.After(handoffBatch):
-			case <-b.closed:
-				closed = true
-			case <-ctx.Done():
-				return
-			}
-		}
-		more := g.flush(ctx, &writing, slots)
-		if closed {
-			if !more {
-				return
-			}
-			// A write in flight left its note dirty: write it once
-			// that one has ended.
-			select {
-			case <-b.ready:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}
-}
-
-// flush starts rewriting the dirty notes whose previous write has ended,
-// each once one of slots is free. It reports whether any note is left to
-// write (dirty, or being written).
-func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
-	b := g.out
-	b.mu.Lock()
-	now := time.Now()
-	batch := map[string][]handed{}
-	for session := range b.dirty {
-		if b.writing[session] {
-			continue
-		}
-		kept := slices.DeleteFunc(b.recent[session], func(p posted) bool { return now.Sub(p.at) > noteKeep })
-		b.recent[session] = kept
-		hs := make([]handed, len(kept))
-		for i, p := range kept {
-			hs[i] = p.handed
-		}
-		batch[session] = hs
-		delete(b.dirty, session)
-		b.writing[session] = true
-	}
-	b.mu.Unlock()
-	for session, hs := range batch {
-		name := g.o.noteName(session, g.s.id)
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-			return false
-		}
-		writing.Add(1)
-		go func() {
-			defer writing.Done()
-			defer func() { <-slots }()
-			if err := g.o.writeNotes(ctx, name, hs); err != nil {
-				g.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
-			}
-			b.mu.Lock()
-			delete(b.writing, session)
-			b.mu.Unlock()
-			b.signal()
-		}()
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.dirty) > 0 || len(b.writing) > 0
-}
-
-// noteName is the note a giver session writes to a receiver session (its
-// first part: see writeNotes).
-func (o *ShardOwner) noteName(receiver, giver string) string {
-	return wire.NoteName(o.prefix, receiver, giver)
-}
-
-// writeNotes writes the note for the shards handed to a receiver: in as few
-// parts as their size allows (wire.NoteParts: name, then name.1, name.2...).
-// A part left from a longer note before names shards handed earlier: the
-// receiver skips a term it has adopted already.
-func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) error {
-	var errs []error
-	entries := make([]wire.Handed, len(hs))
-	for i, h := range hs {
-		entries[i] = wire.Handed{Name: h.name, Term: h.term, ETag: string(h.etag)}
-	}
-	for i, part := range wire.NoteParts(entries) {
-		if err := o.writeNote(ctx, wire.NotePart(name, i), part); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	return errors.Join(errs...)
-}
-
-func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
-	_, err := o.cc.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
-	return err
-}
-
-// parseNote reads a note's entries (wire.ParseNote): one that does not read
-// is skipped.
-func parseNote(entries string) []handed {
-	var hs []handed
-	for _, h := range wire.ParseNote(entries) {
-		hs = append(hs, handed{name: h.Name, term: h.Term, etag: azcore.ETag(h.ETag)})
-	}
-	return hs
 }
 
 // watchNotes lists this session's notes every handoffPoll while it expects
@@ -501,13 +348,13 @@ func (g *shardManager) adoptOne(h handed) {
 	if h.from != "" && !g.s.resumed {
 		// A note of a live session's, in this session's own directory,
 		// written once the lease was handed over: the lease is this
-		// session's, and nobody else can end it (see the top of renew.go).
+		// session's, and nobody else can end it (see the top of shards.go).
 		// Not so for a resumed session, whose previous process may have
 		// adopted the shard, run it and let it go (sessionfile.go).
 	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
 		// The release below may end the lease the giver handed over: a
 		// note naming this term must not start it at once later, while
-		// another claims the freed shard (see the top of renew.go).
+		// another claims the freed shard (see the top of shards.go).
 		g.record(h.name, h.term)
 		o.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {
@@ -528,33 +375,33 @@ func (g *shardManager) adoptOne(h handed) {
 
 // record notes a term this session records, or adopts, for itself: it never
 // adopts a term twice.
-func (g *shardManager) record(name string, term int64) {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	g.terms[ownTerm{name, term}] = true
-	g.highest[name] = max(g.highest[name], term)
+func (t *ownTerms) record(name string, term int64) {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	t.terms[ownTerm{name, term}] = true
+	t.highest[name] = max(t.highest[name], term)
 }
 
 // propose notes a term a claim of this session proposes for shard name
 // (see claimOne): its next claim proposes more.
-func (g *shardManager) propose(name string, term int64) {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	g.highest[name] = max(g.highest[name], term)
+func (t *ownTerms) propose(name string, term int64) {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	t.highest[name] = max(t.highest[name], term)
 }
 
 // proposed is the highest term this session proposed, recorded or adopted
 // for shard name.
-func (g *shardManager) proposed(name string) int64 {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	return g.highest[name]
+func (t *ownTerms) proposed(name string) int64 {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	return t.highest[name]
 }
 
-func (g *shardManager) recorded(name string, term int64) bool {
-	g.termsMu.Lock()
-	defer g.termsMu.Unlock()
-	return g.terms[ownTerm{name, term}]
+func (t *ownTerms) recorded(name string, term int64) bool {
+	t.termsMu.Lock()
+	defer t.termsMu.Unlock()
+	return t.terms[ownTerm{name, term}]
 }
 
 // handOverTo marks the runs picked for a handover, and gives each a
@@ -711,12 +558,12 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 }
 
 // setPeers keeps the live sessions of the last listing, for watchNotes.
-func (g *shardManager) setPeers(live []string) {
+func (h *handoffs) setPeers(live []string) {
 	peers := make(map[string]bool, len(live))
 	for _, id := range live {
 		peers[id] = true
 	}
-	g.peers.Store(&peers)
+	h.peers.Store(&peers)
 }
 
 func (g *shardManager) isPeer(id string) bool {

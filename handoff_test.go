@@ -267,7 +267,7 @@ func TestASessionThatTakesItsShareSaysSoAtOnce(t *testing.T) {
 // check made before the reservation could miss a mark made between the
 // two, and start the shard at once while its lease is being released).
 func TestAnAdoptionAsksWhetherTheTermIsItsOwnAsItReserves(t *testing.T) {
-	o := &ShardOwner{runs: map[string]*shardRun{}, claiming: map[string]bool{}}
+	o := &ShardOwner{ownership: ownership{runs: map[string]*shardRun{}, claiming: map[string]bool{}}}
 	asked := false
 	ok := o.reserve("shard-1", func() bool {
 		asked = true

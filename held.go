@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -29,7 +30,7 @@ import (
 // one of its own claim's, then its record, each If-Match the ETag the list
 // gives (that of the record the dead session ran the shard under). The list
 // is only a hint: the change fails unless the lease still has that ID,
-// which nobody but the dead session uses (see the top of renew.go), and the
+// which nobody but the dead session uses (see the top of shards.go), and the
 // record is still that one; nothing is broken on its word. So a list that is
 // old, or written by anyone else, takes nothing from anyone; an acquire,
 // If-Match the same ETag, takes one that is free, as any claim may. A session
@@ -57,6 +58,20 @@ type heldEntry struct {
 // derivedID is the lease ID the holder session derived for the entry.
 func (e heldEntry) derivedID(session string) string {
 	return wire.Held{Name: e.name, Term: e.term, Gen: e.gen}.LeaseID(session)
+}
+
+// heldList is the list of the shards a session holds: when it was last
+// written, what it said, whether a write is in flight, and whether the
+// last one failed; and the lines of the list it writes as it ends. Touched
+// by the session's goroutine but its atomics, and endLines, which endMu
+// guards.
+type heldList struct {
+	heldAt     time.Time
+	heldLast   string
+	heldBusy   atomic.Bool
+	heldFailed atomic.Bool
+	endMu      sync.Mutex
+	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
 }
 
 // heldText is this session's list, as it stands: one line per shard it
@@ -107,10 +122,10 @@ func (g *shardManager) writeHeld() {
 
 // leftBehind notes a shard released as this session leaves, not handed on
 // (see endSession): its line of the list the session writes as it ends.
-func (g *shardManager) leftBehind(r *shardRun) {
-	g.endMu.Lock()
-	defer g.endMu.Unlock()
-	g.endLines = append(g.endLines, heldLine(r))
+func (h *heldList) leftBehind(r *shardRun) {
+	h.endMu.Lock()
+	defer h.endMu.Unlock()
+	h.endLines = append(h.endLines, heldLine(r))
 }
 
 // endHeld hands the session, once its shards have stopped, the list of

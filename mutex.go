@@ -170,88 +170,33 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	s := m.lease.settings
 	m.logger.Info("leaderelection: contending for leadership", "container", s.Container, "blob", s.Blob,
 		"identity", m.opts.identity, "lease", m.lease.Kind(), "leaseDuration", s.LeaseDuration)
-	backoff := s.RetryInterval
-	// Backing off longer than a native lease lasts gains nothing; a long
-	// ETag lease would have followers notice a recovery only after hours.
-	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
-	var failing failureLog
-	// look is whether to read the lease's state before trying to acquire
-	// it. Followers poll with a cheap read while someone leads (which also
-	// tells them who), so they make one request per RetryInterval either
-	// way. After a transient failure they acquire directly: an acquire whose
-	// answer was lost may have succeeded, and repeating it with the same
-	// lease ID claims it.
-	// With a priority, it looks first: a lease just handed to another
-	// contender is left to it (see deferTo).
-	look := m.opts.prioritySet
-	// standAside is set when this instance was deposed (its lease lost,
-	// broken, or its func stalled): it lets the lease go free once without
-	// taking it, so a follower takes over rather than the deposed leader
-	// winning the race again.
-	standAside := false
-	// mayHold is set while an acquire's outcome is unknown: it may have
-	// taken the lease with its answer lost, until an answer says whose the
-	// lease is. Leaving then, we give the lease back, so that followers
-	// need not wait out a whole lease (an ETag lease's may be hours); once,
-	// within RequestTimeout of ctx's end, and quietly: the lease is
-	// probably not ours.
-	mayHold := false
+	c := &contention{
+		backoff: s.RetryInterval,
+		// Backing off longer than a native lease lasts gains nothing; a long
+		// ETag lease would have followers notice a recovery only after hours.
+		maxBackoff: max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration)),
+		// With a priority, it looks first: a lease just handed to another
+		// contender is left to it (see deferTo).
+		look: m.opts.prioritySet,
+	}
 	defer func() {
-		if !mayHold && m.candidate.lease == "" && m.twinMark.lease == "" {
+		if !c.mayHold && m.candidate.lease == "" && m.twinMark.lease == "" {
 			return
 		}
 		end, cancel := m.term.endWindow(ctx)
 		defer cancel()
-		if mayHold {
+		if c.mayHold {
 			m.term.releaseQuietly(end, false)
 		}
 		m.withdraw(end, &m.candidate) // not to be handed a lease it will not take
 		m.withdraw(end, &m.twinMark)
 	}()
-	wait := time.Duration(0)
-	for clock.Sleep(ctx, wait) {
-		wait = clock.Jitter(s.RetryInterval)
+	for clock.Sleep(ctx, c.wait) {
+		c.wait = clock.Jitter(s.RetryInterval)
 		handedTo := "" // whom the last look showed the free lease handed to
-		if look {
-			info, err := m.lease.Inspect(ctx)
-			var problem *RecordError
-			if err == nil {
-				m.observe(info)
-				problem = m.lease.recordProblem(info)
-				m.term.noteRecord(problem)
-				m.stand(ctx, info, &wait)
-				m.markTwin(ctx, m.twin.seen && info.Held() && info.Leader.Identity == m.opts.identity, &wait)
-				handedTo = info.HandedTo
-			}
-			silent := err == nil && m.breakIfSilent(ctx, info, &wait)
-			if err == nil && info.Held() && !silent {
-				failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
-				backoff = s.RetryInterval
-				m.term.metrics.attempt("held")
-				if info.Leader.Identity != m.opts.identity {
-					standAside = false // someone else took over: done standing aside
-				}
-				continue
-			}
-			if err == nil && !silent && !info.Held() {
-				if left := m.lease.seedFresh(ctx, info); left > 0 {
-					wait = min(wait, left)
-					continue
-				}
-				if left, ok := m.deferTo(info); ok {
-					wait = min(wait, left)
-					continue
-				}
-			}
-			if err == nil && !silent && problem.blocks() {
-				// A term cannot be recorded over this record: poll it
-				// until it is repaired, rather than take the lease and
-				// give it back at every turn.
-				continue
-			}
-			if err == nil && standAside && !silent {
-				standAside = false
-				wait = clock.Behind(s.RetryInterval)
+		if c.look {
+			var again bool
+			if handedTo, again = m.look(ctx, c); again {
 				continue
 			}
 		}
@@ -260,57 +205,145 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 			// unanswered, and leave a lease to give back that nobody took.
 			break
 		}
-		g, err := m.lease.Acquire(ctx)
-		m.term.metrics.attempt(outcome(err, "acquired"))
-		look = true
-		// A request that never left this host (no connection) took
-		// nothing, and leaves what an earlier one may have taken as it was.
-		if !errors.Is(err, ErrTransient) || !unsent(err) {
-			mayHold = errors.Is(err, ErrTransient)
-		}
-		switch {
-		case err == nil:
-			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
-			backoff = s.RetryInterval
-			// Its candidacy, if it stood, lapses by itself: a delete now
-			// would delay the func, and one at the end stretch the
-			// shutdown's bound.
-			m.candidate.lease, m.twinMark.lease = "", ""
-			m.passedOver = handedTo
-			if ctx.Err() != nil {
-				end, cancel := m.term.endWindow(ctx) // won just as the caller gave up
-				m.term.releaseQuietly(end, true)
-				cancel()
-				break
-			}
-			m.handTo.Store(nil)
-			reason, err := m.term.run(ctx, g, m.fn)
-			if err != nil {
-				return err
-			}
-			standAside = reason == ReasonLeaseLost || reason == ReasonStalled || reason == ReasonDeadline
-			// Followers retry within one RetryInterval; waiting a little
-			// longer lets one of them take over, rather than this instance,
-			// whose func just ended (perhaps failing), winning again.
-			wait = clock.Behind(s.RetryInterval)
-		case ctx.Err() != nil:
-			// The acquire may have succeeded on the server with its answer
-			// cut off: mayHold gives the lease back on the way out.
-		case errors.Is(err, ErrLeaseHeld):
-			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
-			m.logger.Debug("leaderelection: lease held by another instance", "container", s.Container, "blob", s.Blob)
-			backoff = s.RetryInterval
-		case errors.Is(err, ErrPermanent):
-			m.logger.Error("leaderelection: giving up: storage refused the lease request", "container", s.Container, "blob", s.Blob, "error", err)
+		if err := m.acquireAndLead(ctx, c, handedTo); err != nil {
 			return err
-		default:
-			failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
-			look = false
-			wait = clock.Jitter(backoff)
-			backoff = min(2*backoff, maxBackoff)
 		}
 	}
 	return ctx.Err()
+}
+
+// contention is what RunTaskWhenMutexAcquired keeps from one turn of its
+// loop to the next, and its steps (look, acquireAndLead) share.
+type contention struct {
+	backoff, maxBackoff time.Duration
+	failing             failureLog
+	// look is whether to read the lease's state before trying to acquire
+	// it. Followers poll with a cheap read while someone leads (which also
+	// tells them who), so they make one request per RetryInterval either
+	// way. After a transient failure they acquire directly: an acquire whose
+	// answer was lost may have succeeded, and repeating it with the same
+	// lease ID claims it.
+	look bool
+	// standAside is set when this instance was deposed (its lease lost,
+	// broken, or its func stalled): it lets the lease go free once without
+	// taking it, so a follower takes over rather than the deposed leader
+	// winning the race again.
+	standAside bool
+	// mayHold is set while an acquire's outcome is unknown: it may have
+	// taken the lease with its answer lost, until an answer says whose the
+	// lease is. Leaving then, we give the lease back, so that followers
+	// need not wait out a whole lease (an ETag lease's may be hours); once,
+	// within RequestTimeout of ctx's end, and quietly: the lease is
+	// probably not ours.
+	mayHold bool
+	wait    time.Duration // until the next turn
+}
+
+// look reads the lease's state before an acquire, and acts on it: it
+// notes who leads, stands as a candidate, breaks a silent lease, and
+// defers to a contender the lease was handed to. It returns whom the free
+// lease was handed to, and whether to skip the acquire this turn.
+func (m *BlobDistributedMutex) look(ctx context.Context, c *contention) (handedTo string, again bool) {
+	s := m.lease.settings
+	info, err := m.lease.Inspect(ctx)
+	var problem *RecordError
+	if err == nil {
+		m.observe(info)
+		problem = m.lease.recordProblem(info)
+		m.term.noteRecord(problem)
+		m.stand(ctx, info, &c.wait)
+		m.markTwin(ctx, m.twin.seen && info.Held() && info.Leader.Identity == m.opts.identity, &c.wait)
+		handedTo = info.HandedTo
+	}
+	silent := err == nil && m.breakIfSilent(ctx, info, &c.wait)
+	if err == nil && info.Held() && !silent {
+		c.failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
+		c.backoff = s.RetryInterval
+		m.term.metrics.attempt("held")
+		if info.Leader.Identity != m.opts.identity {
+			c.standAside = false // someone else took over: done standing aside
+		}
+		return handedTo, true
+	}
+	if err == nil && !silent && !info.Held() {
+		if left := m.lease.seedFresh(ctx, info); left > 0 {
+			c.wait = min(c.wait, left)
+			return handedTo, true
+		}
+		if left, ok := m.deferTo(info); ok {
+			c.wait = min(c.wait, left)
+			return handedTo, true
+		}
+	}
+	if err == nil && !silent && problem.blocks() {
+		// A term cannot be recorded over this record: poll it
+		// until it is repaired, rather than take the lease and
+		// give it back at every turn.
+		return handedTo, true
+	}
+	if err == nil && c.standAside && !silent {
+		c.standAside = false
+		c.wait = clock.Behind(s.RetryInterval)
+		return handedTo, true
+	}
+	return handedTo, false
+}
+
+// acquireAndLead tries to acquire the lease, and runs the term if it
+// did. It returns an error only when the run is over: storage refused us
+// for good, or the term's run failed.
+func (m *BlobDistributedMutex) acquireAndLead(ctx context.Context, c *contention, handedTo string) error {
+	s := m.lease.settings
+	g, err := m.lease.Acquire(ctx)
+	m.term.metrics.attempt(outcome(err, "acquired"))
+	c.look = true
+	// A request that never left this host (no connection) took
+	// nothing, and leaves what an earlier one may have taken as it was.
+	if !errors.Is(err, ErrTransient) || !unsent(err) {
+		c.mayHold = errors.Is(err, ErrTransient)
+	}
+	switch {
+	case err == nil:
+		c.failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
+		c.backoff = s.RetryInterval
+		// Its candidacy, if it stood, lapses by itself: a delete now
+		// would delay the func, and one at the end stretch the
+		// shutdown's bound.
+		m.candidate.lease, m.twinMark.lease = "", ""
+		m.passedOver = handedTo
+		if ctx.Err() != nil {
+			end, cancel := m.term.endWindow(ctx) // won just as the caller gave up
+			m.term.releaseQuietly(end, true)
+			cancel()
+			break
+		}
+		m.handTo.Store(nil)
+		reason, err := m.term.run(ctx, g, m.fn)
+		if err != nil {
+			return err
+		}
+		c.standAside = reason == ReasonLeaseLost || reason == ReasonStalled || reason == ReasonDeadline
+		// Followers retry within one RetryInterval; waiting a little
+		// longer lets one of them take over, rather than this instance,
+		// whose func just ended (perhaps failing), winning again.
+		c.wait = clock.Behind(s.RetryInterval)
+	case ctx.Err() != nil:
+		// The acquire may have succeeded on the server with its answer
+		// cut off: mayHold gives the lease back on the way out.
+	case errors.Is(err, ErrLeaseHeld):
+		c.failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
+		m.logger.Debug("leaderelection: lease held by another instance", "container", s.Container, "blob", s.Blob)
+		c.backoff = s.RetryInterval
+	case errors.Is(err, ErrPermanent):
+		m.logger.Error("leaderelection: giving up: storage refused the lease request", "container", s.Container, "blob", s.Blob, "error", err)
+		return err
+	default:
+		c.failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
+		c.look = false
+		c.wait = clock.Jitter(c.backoff)
+		c.backoff = min(2*c.backoff, c.maxBackoff)
+	}
+	return nil
 }
 
 // observe reports, once a term, a leader this follower has not seen before.

@@ -5,10 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"math"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -49,322 +47,27 @@ type candidate struct {
 	fromList bool
 }
 
-// shardHolder is who held a shard, by a listing.
-type shardHolder struct {
-	session string
-	etag    azcore.ETag
-	term    int64
-}
-
-// takeFromDead makes the candidates the shards that the sessions that just
-// died held, by their lists (held.go), with no listing of every shard: each
-// to be taken by a change of its lease's ID from the one the dead session
-// derived, If-Match the ETag of that session's record (see claimOne). If a list cannot
-// be read, it lists at once instead, out of turn; so it does, once its part
-// of the dead sessions' shards is claimed, if it is still short (see claim):
-// a shard a dead session claimed after it last wrote its list is found that
-// way.
-func (g *shardManager) takeFromDead(view sessionView, n int) {
-	o := g.o
-	dead := map[string]bool{}
-	found := map[string]candidate{}
-	for _, id := range view.died {
-		dead[id] = true
-		entries, err := o.readHeld(g.ctx, id)
-		if err != nil {
-			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
-			g.stale, g.listNotBefore = true, time.Time{}
-			return
-		}
-		for _, e := range entries {
-			found[e.name] = candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID(id), fromList: true}
-		}
-	}
-	// The lists only: every survivor reads the same ones, and so assigns
-	// the same candidates alike. (What its last listing showed the dead
-	// sessions holding may be older, and differ from one survivor to
-	// another: their parts then overlapped, and most came up short.)
-	g.ownersMu.Lock()
-	for name, h := range g.owners {
-		if dead[h.session] {
-			delete(g.owners, name)
-		}
-	}
-	g.ownersMu.Unlock()
-	// Each survivor's room is its share less what it holds, by the
-	// others' records and its own count. The records, its own among them,
-	// stood still before the death, and are rewritten as the survivors
-	// claim, each read at its own moment: a survivor that saw the death a
-	// pass later than another may read that one's record after its claims.
-	// So each counts what the records said at the pass before, where that
-	// is less. The survivors then usually assign the dead sessions' shards
-	// alike, in disjoint parts that cover them all. Where their rooms
-	// differ, claims are conditional, and a survivor left short lists.
-	g.deathFor = strings.Join(view.live, ",")
-	g.deathRoom = make(map[string]int, len(view.live))
-	for _, id := range view.live {
-		holds := view.owned[id]
-		if before, ok := g.prevOwned[id]; ok {
-			holds = min(holds, before)
-		}
-		if id == g.s.id {
-			holds = o.ownedCount()
-		}
-		g.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
-	}
-	now := time.Now()
-	var freed []string
-	o.mu.Lock()
-	for name, c := range found {
-		if !o.set[name] {
-			continue
-		}
-		freed = append(freed, name)
-		g.cands[name] = c
-		// Free from now: a time left from the last listing, long ago,
-		// when the shard was free before the dead session took it, made
-		// it anyone's at once, and the survivors done with their parts
-		// took the others', left them short and listing (16 s, five at
-		// once, on a busy account).
-		g.freeSince[name] = now
-	}
-	o.mu.Unlock()
-	o.counts.sawFree(freed)
-	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath, g.probed, g.fromListing = false, nil, true, false, false
-}
-
-// listShards lists the shards and keeps, as candidates to claim, every shard
-// of the set that is free: no blob yet, no lease, or a lease whose session
-// is dead. It also stops the funcs of shards this session holds that the
-// listing shows held by another (which should never happen), and times the
-// leases that name no live holder.
-func (g *shardManager) listShards(view sessionView) error {
-	g.reportTook()
-	o := g.o
-	start := time.Now()
-	o.mu.Lock()
-	set := make(map[string]bool, len(o.set))
-	for n := range o.set {
-		set[n] = true
-	}
-	o.mu.Unlock()
-	var entries []listed
-	strays := false // leases with this session's record that it does not hold (see freeStrays)
-	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
-		if set[l.name] {
-			entries = append(entries, l)
-		} else if o.isRunning(l.name) {
-			entries = append(entries, l)
-		}
-	}); err != nil {
-		if errors.Is(err, errContainerGone) {
-			// And this session's blob with it (vanished.go).
-			o.sawDeletion("a listing of the shards found the container gone")
-			return errSessionGone
-		}
-		return err
-	}
-	g.lastList = time.Now()
-	g.listTook = g.lastList.Sub(start)
-	owners := make(map[string]shardHolder, len(entries))
-	live := map[string]bool{}
-	for _, id := range view.live {
-		live[id] = true
-	}
-	seen := map[string]bool{}
-	unknown := map[string][]listed{}
-	var cands []candidate
-	var adopt []handed
-	anomalies := map[string]unleasedSince{}
-	bad := map[string]*RecordError{}
-	terms := make(map[string]int64, len(entries))
-	for _, l := range entries {
-		seen[l.name] = true
-		g.checkHeld(l, start)
-		if !set[l.name] {
-			continue
-		}
-		if !l.rec.TermBad {
-			terms[l.name] = l.info.Leader.Number
-		}
-		if p := o.shardProblem(l); p != nil {
-			// Not a shard's blob, or a record no term can follow: never
-			// broken, never claimed, reported until it is repaired.
-			bad[l.name] = p
-			continue
-		}
-		if l.info.Held() && l.session != "" {
-			owners[l.name] = shardHolder{session: l.session, etag: l.info.ETag, term: l.info.Leader.Number}
-		}
-		c := listedCandidate(l.name, l.info)
-		switch {
-		case !l.info.Held():
-			cands = append(cands, c)
-		case l.info.State != stateLeased:
-			// Breaking: an operator's break, which ends by itself.
-		case l.session == "" || l.session == g.s.id:
-			// Leased with no record, or with this session's record but
-			// not held by this session: a claim that failed, or one in
-			// flight. Its holder has not started a func for it (that
-			// needs its own record), so a break is safe; wait until its
-			// ETag has stood a lease duration, not to fight a live claim.
-			if l.session == g.s.id && o.holds(l.name) {
-				continue
-			}
-			if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
-				// Recorded for this session by another: handed to it
-				// (handoff.go), its note lost or not read yet. Adopt it
-				// on that condition; if the lease has another ID (the
-				// giver's change failed), it is timed as below.
-				adopt = append(adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
-			}
-			a, ok := g.anomalies[l.name]
-			if !ok || a.etag != l.info.ETag {
-				a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
-			}
-			anomalies[l.name] = a
-			if l.session == g.s.id {
-				strays = true
-			}
-			if time.Since(a.since) >= o.settings.LeaseDuration {
-				c.leased, c.ours = true, l.session == g.s.id
-				cands = append(cands, c)
-			}
-		case live[l.session]:
-			// Held by a live session.
-		default:
-			if _, dead := g.watch.dead[l.session]; dead {
-				c.leased, c.dead = true, true
-				cands = append(cands, c)
-				continue
-			}
-			unknown[l.session] = append(unknown[l.session], l)
-		}
-	}
-	g.anomalies = anomalies
-	if strays {
-		// Look again once they have stood a lease duration (see
-		// freeStrays), not at the next look for strays, minutes away.
-		g.strayAt = start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
-	}
-	o.seeTerms(terms)
-	g.adopt(adopt)
-	o.noteBadShards(bad)
-	// A session the listing of the sessions did not show: one started since
-	// (its shards are held) or one whose blob is gone (dead). Look it up.
-	lookups := 0
-	for id, ls := range unknown {
-		if lookups == lookupsPerList {
-			break
-		}
-		lookups++
-		dead, err := o.sessionState(g.ctx, g.watch, id)
-		if err != nil {
-			if errors.Is(err, ErrPermanent) {
-				return err
-			}
-			continue
-		}
-		if dead {
-			for _, l := range ls {
-				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, leased: true, prev: l.info.Leader.Number, dead: true})
-			}
-		}
-	}
-	for name := range set {
-		if !seen[name] {
-			cands = append(cands, candidate{name: name})
-		}
-	}
-	// Runs the listing did not show at all: their blob is gone.
-	o.mu.Lock()
-	var gone []*shardRun
-	for name, r := range o.runs {
-		if !seen[name] && set[name] && r.claimed.Before(start) {
-			gone = append(gone, r)
-		}
-	}
-	o.mu.Unlock()
-	for _, r := range gone {
-		g.lost(r, "its blob is gone")
-	}
-	g.reportLost()
-	g.cands = make(map[string]candidate, len(cands))
-	freeSince := make(map[string]time.Time, len(cands))
-	for _, c := range cands {
-		g.cands[c.name] = c
-		if at, ok := g.freeSince[c.name]; ok {
-			freeSince[c.name] = at
-		} else {
-			freeSince[c.name] = start
-		}
-	}
-	g.ownersMu.Lock()
-	g.owners = owners
-	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, start, nil, false, true
-	g.deathRoom, g.fromDeath = nil, false
-	o.counts.sawListing(start, g.cands, anomalies, bad)
-	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
-		"shards", len(entries), "free", len(cands), "liveSessions", len(view.live))
-	return nil
-}
-
-// checkHeld stops the func of a shard this session holds if a listing that
-// started after the claim shows the shard unleased or written by another:
-// only the lease's holder can write the blob.
-func (g *shardManager) checkHeld(l listed, start time.Time) {
-	o := g.o
-	o.mu.Lock()
-	r := o.runs[l.name]
-	o.mu.Unlock()
-	if r == nil || r.returned.Load() || !r.claimed.Before(start) {
-		return
-	}
-	switch {
-	case !l.info.Held():
-		g.lost(r, "its lease was broken or released")
-	case l.info.ETag != r.etag:
-		g.lost(r, "another instance wrote its record")
-	}
-}
-
-// lost stops now the func of a shard that a listing shows is no longer
-// this instance's; reportLost logs them, one line for each cause.
-func (g *shardManager) lost(r *shardRun, why string) {
-	if r.returned.Load() {
-		return
-	}
-	o := g.o
-	err := &StorageError{Op: "list shards", Container: o.settings.Container, Blob: o.shardBlob(r.name),
-		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
-	o.logger.Debug("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now",
-		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
-	if g.lostNow == nil {
-		g.lostNow = map[string][]string{}
-	}
-	g.lostNow[why] = append(g.lostNow[why], r.name)
-	r.ts.stopNow(&leaseLostError{err: err})
-}
-
-// reportLost logs the shards a listing found lost, at Error: one line for
-// each cause, with how many and the first few.
-func (g *shardManager) reportLost() {
-	for why, names := range g.lostNow {
-		slices.Sort(names)
-		o := g.o
-		o.logger.Error("leaderelection: shards this instance ran are no longer its own; their funcs are told to stop now (were their leases broken by hand?)",
-			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
-	}
-	g.lostNow = nil
-}
-
-// isRunning reports whether this instance runs name's func.
-func (o *ShardOwner) isRunning(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[name] != nil
+// candidates are the shards a session may claim, and its part of them:
+// free by its last listing (or by the dead sessions' lists, or the probe
+// since), assigned by the rule every instance applies alike (see claim),
+// and how its last claims went. Touched only by the session's goroutine
+// but took, which is atomic.
+type candidates struct {
+	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
+	freeSince map[string]time.Time // since when each was seen free
+	part      []string             // this session's part of them (see balance.Assign), best first
+	partTo    map[string]string    // whom each of them was assigned to, when part was
+	partFor   string               // the live sessions it was assigned among
+	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
+	deathFor  string               // the live sessions deathRoom is for
+	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
+	stale     bool                 // the last claims from them mostly failed: list again
+	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
+	// fromListing: the candidates are a listing's, and owners is that
+	// listing's (with this session's claims and handovers since): parts
+	// are assigned over the whole set (balance.AssignSet).
+	fromListing bool
+	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
 }
 
 // reserve marks shard name as being claimed, unless it runs here, a claim
@@ -394,38 +97,70 @@ func (o *ShardOwner) holds(name string) bool {
 
 // claim claims up to k candidates, claimParallel at a time, toward a
 // deficit of shards. It returns how many it won, how many it tried, and
-// whether shards of dead sessions are left to try.
+// whether shards of dead sessions are left to try. It runs as steps, in
+// this order, over what one round of claims picked (claimRound).
 func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
+	r := g.freeNow()
+	g.assignPart(r, deficit, view)
+	if !g.orderPart(r) {
+		return 0, 0, false
+	}
+	g.freeForLong(r)
+	g.pickUpTo(r, k)
+	return g.claimPicked(r, deficit)
+}
+
+// claimRound is what one round of claims found and picked, and its steps
+// share.
+type claimRound struct {
+	now    time.Time
+	n      int             // the set's size
+	free   []string        // the candidates free to claim now
+	mine   map[string]bool // this session's part of the candidates
+	order  []string        // those to try, in order: the free ones of its part, then others
+	others []string        // the free ones not of its part that are anyone's now
+	picked []candidate     // those it claims
+}
+
+// freeNow is the candidates of the set that are free to claim now: not
+// running here, nor being claimed, with no release left to retry, and past
+// their cooldown.
+func (g *shardManager) freeNow() *claimRound {
 	o := g.o
-	now := time.Now()
+	r := &claimRound{now: time.Now()}
 	o.mu.Lock()
-	n := len(o.set)
-	free := make([]string, 0, len(g.cands))
+	r.n = len(o.set)
+	r.free = make([]string, 0, len(g.cands))
 	for name := range g.cands {
 		_, left := o.leftover[name]
-		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || now.Before(o.cooldown[name]) {
+		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || r.now.Before(o.cooldown[name]) {
 			continue
 		}
-		free = append(free, name)
+		r.free = append(r.free, name)
 	}
 	o.mu.Unlock()
-	// This session's part of the free shards, by the rule every instance
-	// applies alike, computed once per set of candidates and set of live
-	// sessions: from a listing, over the whole set by who holds what
-	// (balance.AssignSet); from the dead sessions' lists or the probe, by
-	// the rooms the records leave (balance.Assign; records change as shards
-	// are claimed, and instances read them at different moments). Then the
-	// shards left free for long, whoever they were assigned to.
-	//
-	// Instances that list at about the same moment compute the same parts
-	// from a listing, whatever claims landed between their listings: each
-	// claim follows the parts, so a shard one listing shows held is one the
-	// others assign to its holder anyway. The rooms the records leave, a
-	// share less the count in each session's record, did not: at a cold
-	// start the records, rewritten as the sessions renew, lagged the
-	// listings by hundreds of claims, and each instance's part came out a
-	// few shards off the others'; a few sessions came up short at the end
-	// and listed every shard again, for 10 to 20 s more.
+	return r
+}
+
+// assignPart computes this session's part of the free shards, by the rule
+// every instance applies alike, once per set of candidates and set of live
+// sessions: from a listing, over the whole set by who holds what
+// (balance.AssignSet); from the dead sessions' lists or the probe, by the
+// rooms the records leave (balance.Assign; records change as shards are
+// claimed, and instances read them at different moments). Then the shards
+// left free for long, whoever they were assigned to (freeForLong).
+//
+// Instances that list at about the same moment compute the same parts from
+// a listing, whatever claims landed between their listings: each claim
+// follows the parts, so a shard one listing shows held is one the others
+// assign to its holder anyway. The rooms the records leave, a share less
+// the count in each session's record, did not: at a cold start the
+// records, rewritten as the sessions renew, lagged the listings by hundreds
+// of claims, and each instance's part came out a few shards off the
+// others'; a few sessions came up short at the end and listed every shard
+// again, for 10 to 20 s more.
+func (g *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
+	o := g.o
 	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
 		o.mu.Lock()
 		set := slices.Sorted(maps.Keys(o.set))
@@ -436,33 +171,38 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			holders[name] = h.session
 		}
 		g.ownersMu.Unlock()
-		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, free, g.s.id)
+		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, r.free, g.s.id)
 		g.partFor = live
 	} else if g.part == nil || live != g.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
-			room[id] = max(0, balance.FairShare(n, view.live, id)-view.owned[id])
-			if r, ok := g.deathRoom[id]; ok && live == g.deathFor {
-				room[id] = r
+			room[id] = max(0, balance.FairShare(r.n, view.live, id)-view.owned[id])
+			if rm, ok := g.deathRoom[id]; ok && live == g.deathFor {
+				room[id] = rm
 			}
 		}
 		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partTo = balance.Assign(free, view.live, room, g.s.id)
+		g.part, g.partTo = balance.Assign(r.free, view.live, room, g.s.id)
 		g.partFor = live
 	}
-	isFree := make(map[string]bool, len(free))
-	for _, name := range free {
+}
+
+// orderPart puts first the free shards of this session's part. It reports
+// false if there are none left and they were a dead session's: the round
+// ends, and the session lists instead.
+func (g *shardManager) orderPart(r *claimRound) bool {
+	isFree := make(map[string]bool, len(r.free))
+	for _, name := range r.free {
 		isFree[name] = true
 	}
-	var order []string
-	mine := make(map[string]bool, len(g.part))
+	r.mine = make(map[string]bool, len(g.part))
 	for _, name := range g.part {
-		mine[name] = true
+		r.mine[name] = true
 		if isFree[name] {
-			order = append(order, name)
+			r.order = append(r.order, name)
 		}
 	}
-	if len(order) == 0 {
+	if len(r.order) == 0 {
 		g.part = nil // spent: assign again at the next claim, from the records then
 		if g.fromDeath {
 			// This session's part of a dead session's shards is claimed
@@ -471,36 +211,40 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
 			g.stale, g.listNotBefore = true, time.Time{}
-			return 0, 0, false
+			return false
 		}
 	}
-	// A shard free for long that another session was assigned, while that
-	// session's record has not said it holds more for as long as a record
-	// takes to be rewritten and read again (its room was overstated, or it
-	// is stuck), is anyone's; so is one assigned to nobody (no room was
-	// left). Not one of a session that claims on: at a cold start, every
-	// shard of the first listing was free for long while each session was
-	// still claiming its part, and those done first took the others'
-	// parts, leaving them short by a few, to be found by listing 10,000
-	// shards again on a busy account: 10 to 15 s more.
+	return true
+}
+
+// freeForLong adds, after this session's part, the free shards that are
+// anyone's now. A shard free for long that another session was assigned,
+// while that session's record has not said it holds more for as long as a
+// record takes to be rewritten and read again (its room was overstated, or
+// it is stuck), is anyone's; so is one assigned to nobody (no room was
+// left). Not one of a session that claims on: at a cold start, every shard
+// of the first listing was free for long while each session was still
+// claiming its part, and those done first took the others' parts, leaving
+// them short by a few, to be found by listing 10,000 shards again on a busy
+// account: 10 to 15 s more.
+func (g *shardManager) freeForLong(r *claimRound) {
 	// However a session's count moves (a func that fails over and over
 	// makes it dip and grow again), a shard free for 4 × that is anyone's.
-	long := o.settings.RenewInterval + 2*o.settings.RetryInterval
+	long := g.o.settings.RenewInterval + 2*g.o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
 	// differ, but not what must be claimed.
-	var others []string
-	for _, name := range free {
-		if mine[name] {
+	for _, name := range r.free {
+		if r.mine[name] {
 			continue
 		}
-		free := now.Sub(g.freeSince[name])
-		stuck := free >= long && (now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
-		if stuck || len(order) == 0 && g.cands[name].dead {
-			others = append(others, name)
+		free := r.now.Sub(g.freeSince[name])
+		stuck := free >= long && (r.now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
+		if stuck || len(r.order) == 0 && g.cands[name].dead {
+			r.others = append(r.others, name)
 		}
 	}
-	slices.SortFunc(others, func(a, b string) int {
+	slices.SortFunc(r.others, func(a, b string) int {
 		sa, sb := balance.Rendezvous(g.s.id, a), balance.Rendezvous(g.s.id, b)
 		switch {
 		case sa > sb:
@@ -510,12 +254,16 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 		return 0
 	})
-	order = append(order, others...)
+	r.order = append(r.order, r.others...)
+}
 
-	var picked []candidate
+// pickUpTo picks up to k of them, in order, that no claim has reserved
+// meanwhile, and reserves them.
+func (g *shardManager) pickUpTo(r *claimRound, k int) {
+	o := g.o
 	o.mu.Lock()
-	for _, name := range order {
-		if len(picked) == k {
+	for _, name := range r.order {
+		if len(r.picked) == k {
 			break
 		}
 		if o.claiming[name] {
@@ -523,17 +271,24 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 		}
 		delete(o.cooldown, name)
 		o.claiming[name] = true
-		picked = append(picked, g.cands[name])
+		r.picked = append(r.picked, g.cands[name])
 		delete(g.cands, name)
 	}
 	o.mu.Unlock()
-	if len(picked) > 0 && len(g.part) > 0 {
-		taken := make(map[string]bool, len(picked))
-		for _, c := range picked {
+	if len(r.picked) > 0 && len(g.part) > 0 {
+		taken := make(map[string]bool, len(r.picked))
+		for _, c := range r.picked {
 			taken[c.name] = true
 		}
 		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
 	}
+}
+
+// claimPicked claims the shards picked, claimParallel at a time, and
+// judges from how that went whether to list again.
+func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
+	o := g.o
+	picked := r.picked
 	got := make([]bool, len(picked))
 	why := make([]string, len(picked)) // why each claim that failed did
 	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = g.claimOne(picked[i]) })
@@ -555,14 +310,14 @@ func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, 
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
 	g.stale = 2*livingWins < living
-	for _, name := range free {
+	for _, name := range r.free {
 		if c, ok := g.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
 	}
 	o.logger.Debug("leaderelection: claimed shards", "prefix", o.prefix, "won", wins, "tried", len(picked),
-		"deficit", deficit, "part", len(mine), "freeForLong", len(others), "free", len(free), "failed", tally(why))
+		"deficit", deficit, "part", len(r.mine), "freeForLong", len(r.others), "free", len(r.free), "failed", tally(why))
 	return wins, len(picked), more
 }
 
@@ -618,28 +373,10 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // session, which must not refuse it as its own.
 func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := g.o
-	floor := o.floorOf(c.name)
-	if (floor > 0 && !c.exists) || c.recreated {
-		// Gone, though this instance saw terms on it, or created again by
-		// an instance that did: not taken before it has stood. The seed
-		// stays this instance's floor: a fleet's highest moves on, and
-		// each raise would start the wait again.
-		if !g.stoodRecreated(c, floor) {
-			o.unclaim(c.name)
-			return false, "settling"
-		}
-		floor = o.floorOf(c.name) // as it is now
-	}
-	if c.marked || c.prev == 0 && o.mayHaveMissed() {
-		// Created again (held or not: a claim of it may have failed before
-		// it recorded its term), or with no term yet after this instance
-		// may have missed a deletion: its term goes above every term any
-		// session said its instance saw on any shard (vanished.go).
-		if fleet := o.fleetSeen.Load(); fleet > floor {
-			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
-				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
-			floor = fleet
-		}
+	floor, ok := g.claimFloor(c)
+	if !ok {
+		o.unclaim(c.name)
+		return false, "settling"
 	}
 	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
 	if !ok {
@@ -667,6 +404,69 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			return done(outcome(err, "claimed"), false)
 		}
 	}
+	if ok, why, release := g.takeLease(c, lm, id, etag); !ok {
+		return done(why, release)
+	}
+	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
+	g.record(c.name, number) // before the write: its answer may be lost
+	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
+	if err != nil {
+		return done(outcome(err, "claimed"), true)
+	}
+	o.seeTerm(c.name, t.Number)
+	switch {
+	case c.oldID != "" && !c.dead:
+		o.counts.claim(c.name, "resumed")
+	case c.leased:
+		o.counts.claim(c.name, "taken")
+	default:
+		o.counts.claim(c.name, "claimed")
+	}
+	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
+	if !g.start(c.name, lm, t, g.gen, newETag) {
+		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
+	}
+	return true, ""
+}
+
+// claimFloor is the term a claim of c must go above: the highest this
+// instance saw on its blob, or the fleet's highest (below). It reports
+// false if c is not to be taken yet (stoodRecreated).
+func (g *shardManager) claimFloor(c candidate) (int64, bool) {
+	o := g.o
+	floor := o.floorOf(c.name)
+	if (floor > 0 && !c.exists) || c.recreated {
+		// Gone, though this instance saw terms on it, or created again by
+		// an instance that did: not taken before it has stood. The seed
+		// stays this instance's floor: a fleet's highest moves on, and
+		// each raise would start the wait again.
+		if !g.stoodRecreated(c, floor) {
+			return 0, false
+		}
+		floor = o.floorOf(c.name) // as it is now
+	}
+	if c.marked || c.prev == 0 && o.mayHaveMissed() {
+		// Created again (held or not: a claim of it may have failed before
+		// it recorded its term), or with no term yet after this instance
+		// may have missed a deletion: its term goes above every term any
+		// session said its instance saw on any shard (vanished.go).
+		if fleet := o.fleetSeen.Load(); fleet > floor {
+			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
+				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
+			floor = fleet
+		}
+	}
+	return floor, true
+}
+
+// takeLease takes c's lease with this claim's ID (lm's, id), on condition
+// that the blob's ETag is still etag: by a change from the ID its session
+// derived, a break and an acquire, or an acquire. It reports whether it
+// did; if not, the claim's outcome, and whether the lease may be this
+// claim's all the same (its answer lost), to be given back.
+func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
+	o := g.o
+	ctx := g.ctx
 	changed := false
 	if c.oldID != "" && c.leased {
 		// Taken back from this session's previous process, or from a dead
@@ -692,13 +492,13 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			// finds it. A change whose answer was lost may have given the
 			// lease this claim's ID: give it back.
 			if errors.Is(err, ErrTransient) {
-				return done(outcome(err, "taken"), true)
+				return false, outcome(err, "taken"), true
 			}
 			if why := g.listAgrees(c, lm); why != "" {
-				return done(why, false)
+				return false, why, false
 			}
 			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-				return done(outcome(err, "taken"), errors.Is(err, ErrTransient))
+				return false, outcome(err, "taken"), errors.Is(err, ErrTransient)
 			}
 			changed = true
 		}
@@ -712,37 +512,18 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
 		case noLease:
 		case etagChanged:
-			return done("held", false)
+			return false, "held", false
 		default:
-			return done("transient", false)
+			return false, "transient", false
 		}
 	}
 	if !changed {
 		if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
 			// An acquire whose answer was lost may hold the lease: give it back.
-			return done(outcome(err, "claimed"), errors.Is(err, ErrTransient))
+			return false, outcome(err, "claimed"), errors.Is(err, ErrTransient)
 		}
 	}
-	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number) // before the write: its answer may be lost
-	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
-	if err != nil {
-		return done(outcome(err, "claimed"), true)
-	}
-	o.seeTerm(c.name, t.Number)
-	switch {
-	case c.oldID != "" && !c.dead:
-		o.counts.claim(c.name, "resumed")
-	case c.leased:
-		o.counts.claim(c.name, "taken")
-	default:
-		o.counts.claim(c.name, "claimed")
-	}
-	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	if !g.start(c.name, lm, t, g.gen, newETag) {
-		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
-	}
-	return true, ""
+	return true, "", false
 }
 
 // listAgrees reads the blob of a shard that a session's list names, before
@@ -794,104 +575,6 @@ func (g *shardManager) freeStrays() {
 	}
 }
 
-// shardProblem is what keeps a shard's blob, as listed, from being claimed or
-// broken by this owner: nil if nothing. A fixed (native) lease is never a
-// shard's, and followers never break one; another role's blob is another
-// owner's; and a term number that does not read, or cannot grow, is not
-// continued (a fencing token never repeats or goes down).
-func (o *ShardOwner) shardProblem(l listed) *RecordError {
-	blob := o.shardBlob(l.name)
-	switch {
-	case l.rec.Role != "" && l.rec.Role != wire.RoleShard:
-		return foreignRole(o.settings.Container, blob, BlobRole(l.rec.Role), RoleShard)
-	case l.info.Held() && l.info.Kind == NativeLease:
-		return &RecordError{Container: o.settings.Container, Blob: blob, Key: "x-ms-lease-duration", Value: string(l.info.Duration),
-			Rule: "is a fixed (native) lease, which no shard holds: another owner's (a mutex's?), never broken"}
-	case l.rec.TermBad:
-		return l.rec.problem
-	case l.info.Leader.Number == math.MaxInt64 && !(l.info.Held() && l.session != ""):
-		return termCannotGrow(o.settings.Container, blob, l.info.Leader.Number)
-	}
-	return nil
-}
-
-// noteBadShards replaces the shards found unclaimable by the last listing,
-// logging each at Error once for each value, and those repaired since.
-func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
-	o.mu.Lock()
-	old := o.bad
-	o.bad = bad
-	o.mu.Unlock()
-	for name, p := range bad {
-		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {
-			o.logBadShard(name, p)
-		}
-	}
-	for name := range old {
-		if _, ok := bad[name]; !ok {
-			o.logReadsAgain(name)
-		}
-	}
-}
-
-// sawShard notes what one read of a shard's blob (not a listing) tells of
-// its record: p, the problem no term can follow, or nil. Each is reported
-// as noteBadShards reports a listing's: a problem once for each value, a
-// repair once.
-func (o *ShardOwner) sawShard(name string, p *RecordError) {
-	o.mu.Lock()
-	old, was := o.bad[name]
-	if p != nil {
-		o.bad[name] = p
-	} else {
-		delete(o.bad, name)
-	}
-	o.mu.Unlock()
-	switch {
-	case p != nil && (!was || old.Key != p.Key || old.Value != p.Value):
-		o.logBadShard(name, p)
-	case p == nil && was:
-		o.logReadsAgain(name)
-	}
-}
-
-func (o *ShardOwner) logReadsAgain(name string) {
-	o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
-		"container", o.settings.Container, "shard", name)
-}
-
-// noteBadShard adds one shard found unclaimable outside a listing.
-func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
-	o.mu.Lock()
-	o.bad[name] = p
-	o.mu.Unlock()
-	o.logBadShard(name, p)
-}
-
-func (o *ShardOwner) logBadShard(name string, p *RecordError) {
-	o.logger.Error("leaderelection: a shard cannot run: its blob's record cannot be built on; repair it (leaderctl repair)",
-		"container", p.Container, "blob", p.Blob, "shard", name, "key", p.Key, "value", p.Value, "error", p)
-}
-
-// seeTerm raises the floor of shard name's terms to n (not to the largest
-// number: see termFloor.see).
-func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
-
-// seeTerms is seeTerm for each shard of a listing, under one lock.
-func (o *ShardOwner) seeTerms(terms map[string]int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for name, n := range terms {
-		if n > o.floors[name] && n != math.MaxInt64 {
-			o.floors[name] = n
-			if n <= wire.MaxSpreadTerm {
-				raiseTo(&o.seenMax, n)
-				raiseTo(&o.fleetSeen, n)
-			}
-		}
-	}
-}
-
 // unclaim ends a claim of shard name that starts no func.
 func (o *ShardOwner) unclaim(name string) {
 	o.mu.Lock()
@@ -899,29 +582,12 @@ func (o *ShardOwner) unclaim(name string) {
 	o.mu.Unlock()
 }
 
-// raiseTo raises a to v, if lower.
-func raiseTo(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
-}
-
-// floorOf is the highest term this instance saw on shard name's blob.
-func (o *ShardOwner) floorOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.floors[name]
-}
-
 // noteOwner records a claim of this session in owners (claims run in
 // parallel).
-func (g *shardManager) noteOwner(name string, h shardHolder) {
-	g.ownersMu.Lock()
-	defer g.ownersMu.Unlock()
-	g.owners[name] = h
+func (l *shardListing) noteOwner(name string, h shardHolder) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	l.owners[name] = h
 }
 
 // createShard creates a shard's blob, empty, if nobody has: a conditional
@@ -973,62 +639,4 @@ func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager,
 		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
 	}
 	return written, nil
-}
-
-func (o *ShardOwner) addLeftover(name, id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.leftover[name] = id
-}
-
-// retryLeftovers releases the leases that a failed request may have left
-// with this instance, a few per cycle. A lease that is not ours (any more)
-// counts as released.
-func (g *shardManager) retryLeftovers() {
-	o := g.o
-	o.mu.Lock()
-	left := make(map[string]string, len(o.leftover))
-	for n, id := range o.leftover {
-		if len(left) == releaseAtOnce {
-			break
-		}
-		left[n] = id
-	}
-	o.mu.Unlock()
-	for name, id := range left {
-		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
-			continue
-		}
-		o.mu.Lock()
-		if o.leftover[name] == id {
-			delete(o.leftover, name)
-		}
-		o.mu.Unlock()
-	}
-}
-
-// releaseLeftovers tries once more every leftover lease as the session
-// ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
-// dropped (see manage).
-func (g *shardManager) releaseLeftovers(ctx context.Context) {
-	o := g.o
-	o.mu.Lock()
-	left := o.leftover
-	o.leftover = map[string]string{}
-	o.mu.Unlock()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	for name, id := range left {
-		select {
-		case o.release <- struct{}{}:
-		case <-ctx.Done():
-			return
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-o.release }()
-			_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
-		}()
-	}
 }

@@ -84,11 +84,11 @@ func (g *shardManager) recordSoon() {
 }
 
 // stopped counts a shard's run that ended, by why; under o.mu.
-func (o *ShardOwner) stoppedRun(reason StopReason) {
-	if o.stopped == nil {
-		o.stopped = map[StopReason]int{}
+func (w *ownership) stoppedRun(reason StopReason) {
+	if w.stopped == nil {
+		w.stopped = map[StopReason]int{}
 	}
-	o.stopped[reason]++
+	w.stopped[reason]++
 }
 
 // reportSlow warns of the shards asked to leave (a handover, a removal)

@@ -14,6 +14,24 @@ import (
 // How a shard's func runs on the instance that claimed it, and how it
 // stops and releases the shard.
 
+// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
+// of their funcs, the claims in flight, the shards it does not claim again
+// yet, the leases it must release, the shards whose record cannot be built
+// on; and how the runs ended, for the reports and for Run (a shard func's
+// panic, a manager's permanent error). Guarded by ShardOwner.mu.
+type ownership struct {
+	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
+	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
+	stoppedSeen int                     // how many of them its last call saw
+	claiming    map[string]bool         // claims in flight
+	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
+	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
+	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
+	mgrErr      error                   // a permanent error that ended a session's manager
+	panicked    any                     // a shard func's panic, to propagate from Run
+	panicSet    bool
+}
+
 // shardRun is one run of a shard's func on this instance.
 type shardRun struct {
 	name    string
@@ -219,5 +237,93 @@ func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
 	}
 	if err := lm.Release(g.releases); err != nil {
 		g.o.addLeftover(name, id)
+	}
+}
+
+// ownedCount is how many shards this instance holds and keeps: running, not
+// being given up. A session's record publishes it.
+func (o *ShardOwner) ownedCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.runs {
+		if !r.leaving && !r.returned.Load() {
+			n++
+		}
+	}
+	return n
+}
+
+// handingCount is how many shards this instance is handing over: asked to
+// stop for a handover, with a receiver, and not handed on yet (see
+// handOverTo). Its session's record says so, as ownedCount no longer
+// counts them: the receivers then know that shards are on their way.
+func (o *ShardOwner) handingCount() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	n := 0
+	for _, r := range o.runs {
+		if r.leaving && r.to != nil {
+			n++
+		}
+	}
+	return n
+}
+
+func (o *ShardOwner) addLeftover(name, id string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.leftover[name] = id
+}
+
+// retryLeftovers releases the leases that a failed request may have left
+// with this instance, a few per cycle. A lease that is not ours (any more)
+// counts as released.
+func (g *shardManager) retryLeftovers() {
+	o := g.o
+	o.mu.Lock()
+	left := make(map[string]string, len(o.leftover))
+	for n, id := range o.leftover {
+		if len(left) == releaseAtOnce {
+			break
+		}
+		left[n] = id
+	}
+	o.mu.Unlock()
+	for name, id := range left {
+		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
+			continue
+		}
+		o.mu.Lock()
+		if o.leftover[name] == id {
+			delete(o.leftover, name)
+		}
+		o.mu.Unlock()
+	}
+}
+
+// releaseLeftovers tries once more every leftover lease as the session
+// ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
+// dropped (see manage).
+func (g *shardManager) releaseLeftovers(ctx context.Context) {
+	o := g.o
+	o.mu.Lock()
+	left := o.leftover
+	o.leftover = map[string]string{}
+	o.mu.Unlock()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for name, id := range left {
+		select {
+		case o.release <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-o.release }()
+			_ = o.managerFor(o.shardBlob(name), id).Release(ctx)
+		}()
 	}
 }

@@ -5,22 +5,214 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
+
+// Why no two funcs of one shard ever act at once, and why a shard's term
+// fences: the shard protocol's safety argument. It builds on the term's, at
+// the top of renew.go (the safety deadline and the two-stage stop, the
+// fencing term, ETag leases and the followers' rule, the blobs' roles), which
+// points back here; each part of the protocol is told again at the top of
+// its own file (session.go, balance.go, held.go, handoff.go, sessionfile.go,
+// vanished.go).
+//
+// Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
+// shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
+// whatever its duration D, and its shard funcs run under contexts derived
+// from its own: each shard's lease context ends no later than the session's,
+// at S + D - StopMargin for the send time S of the session's last confirmed
+// write, so the rule at the top of renew.go covers every shard with the
+// session's one fuse. A shard's lease is infinite and never renewed: it passes
+// to another instance only by a release, sent after its func has returned, or
+// by a break (or a change of its ID, below), which a claimer makes only when
+// the shard's record names a session that is dead.
+// Dead means: its record carries the end mark, whatever its lease shows,
+// or its blob is gone (deleted only once unleased, or with its container:
+// see below); and no instance acts on a session's death before it has seen
+// one of the two. The mark is written as the session ends: by its owner,
+// under its lease, after every shard func returned, just before it
+// releases it; or, once the lease has ended without it (broken, or released
+// with the owner's mark lost), by whoever finds it so, with no lease ID and
+// If-Match the ETag it saw, so that it lands only on a blob nobody leases
+// whose record is still that one (session.go; markEnded, sessionjudge.go). A
+// live session's lease is broken only by the followers' rule (renew.go): on an
+// ETag first seen at R, after its write was processed, after S; at R + D or
+// later, after the owner stopped every shard func. A dead session stays dead,
+// as its death is
+// written: a lease's end leaves no trace on the server, and an acquire that
+// reaches it late (one by hand; or the session's own first, sent by its
+// starter before it died, but that one is If-Match the new blob's ETag,
+// which the session's first record write changed, so it takes only a blob
+// that carries no record) takes a broken lease again under the session's
+// ID, so a lease alone cannot say a session is over. Nobody removes a mark:
+// no session writes its record over one (recordTerm refuses; every renewal
+// is If-Match the ETag its own last write left, which the mark changed, and
+// a renewal that finds the mark takes its lease for lost), and a process
+// restarted with the lease ID file never resumes a session that carries
+// one (below). A session whose lease was broken by hand, and leased again
+// by hand under its ID before anyone marked it, is not dead, and may be
+// resumed: that is safe, as nobody has acted on its death. A dead session's
+// blob found leased again, for a lease duration, is broken, as nothing runs
+// under it, and collected; one seen rewritten without its mark (only
+// another writer can) stays dead to whoever knew it dead, and is reported.
+// Its owner starts a new session, with a new ID and a new blob; a session's
+// blob is never created twice. So a shard of a live,
+// unmarked session is never free. A session that a listing did not show is
+// not dead: a session writes its record before it claims any shard, so a
+// shard that names it names a session that existed; missing from the
+// sessions, listed first (the listing of the shards that follows is no
+// snapshot with it), it is a new one, unless a lookup finds its blob gone,
+// or marked (or unleased after its record was written, and marks it). The break, the acquire and the
+// shard's record write that make a claim are each conditional (If-Match) on
+// the ETag the listing showed (or a read of the one blob showed: a session a
+// few shards short reads the others' lists, then each shard that none names,
+// probeUnlisted, and claims only those that read free, as from a listing;
+// the lists decide only which blobs it reads): a claim made meanwhile has written its
+// record, and so changed the ETag, before its func started, and then the
+// break fails and that claim stands; a claim that has not written yet has
+// not started its func, and its write fails on the broken lease. A dead
+// session's shards named in its list of what it held (held.go) are claimed
+// without a listing: by a change of the lease's ID from the one that
+// session derived for it (wire.ClaimLeaseID, HandoffLeaseID) to the claim's own,
+// then the record, each If-Match the ETag the list gives, that of the
+// record the dead session ran the shard under. Nobody but that session uses
+// an ID derived for it (a giver hands it a shard under one only once the
+// giver's func has returned and the record names it), so the change
+// succeeds only on a lease that session still held, whose func is not
+// running now that it is dead; and only if its record is still that one, not
+// a handover's it wrote after (whose term the claim would repeat). The list
+// is not read from the shard's blob, so nothing is ever broken on its word:
+// a list that is old, or not ours, takes nothing from anyone. A shard it
+// names whose lease is not that session's may still be free (released by a
+// session that left, whose last list names what it released): an acquire,
+// If-Match the same ETag, takes it as a claim takes any free shard, once a
+// read of the blob has shown that ETag and the list's term (its next term
+// follows the list's: a list that says another term than the blob, at the
+// blob's ETag, was rewritten by another writer, and is reported and not
+// trusted; listAgrees). Likewise a shard lease that
+// no live holder's record names (no record, or the record of the very
+// session that looks at it and does not hold it: a claim that failed
+// half-way) may be broken at any time; a claimer waits until its ETag
+// has stood for D, not to fight a claim in flight, and so does the session
+// that record names, which breaks it then even at its share, as nobody else
+// can tell that it holds nothing (freeStrays). Every claim proposes a
+// lease ID of its own (derived from its session, the session's term, the
+// shard and the term it records, and a session never proposes a term twice
+// for a shard: wire.ClaimLeaseID): a release whose answer was lost may reach the
+// server later, and must not end a later claim of the same shard by the
+// same session. The shares, and the groups of sessions that agree on the set of
+// shards (balance.go), decide only who tries to claim what: whether a shard
+// is free is judged against every live session, whatever set it runs, and
+// every claim is conditional as above, so nothing here depends on them. Nor
+// on the term a claim records (the listed number + 1, or more: record.go),
+// only on the ETag. What sessions add to the limits at the top of renew.go: a
+// shard's lease broken by hand is not noticed by its holder, which has no
+// renewal of it to fail, until it next lists the shards, which a settled fleet
+// seldom does: never break one by hand (leaderctl refuses to).
+//
+// A container deleted under the fleet takes every blob in it, leased or
+// not: the one way a live session's blob, or a held shard's, goes (a delete
+// needs the lease ID). The sessions that ran then renew no more (a
+// session's blob is never created twice) and stop by their fuses, at S + D
+// - StopMargin for writes sent before the deletion. A shard blob that an
+// instance saw terms on and finds gone, or created again (marked so, and
+// carrying no term's record), it takes only once that blob's ETag has stood
+// unchanged, as it watched it, for longer than the longest D any session it
+// listed declared: that blob was created after the deletion, so every
+// session that ran the shard before has stopped by then, noticed or not;
+// a doomed session's own claims wait so too. An instance that sees the
+// deletion also claims nothing with its next session for as long, and
+// seeds meanwhile each shard of its set it saw terms on with the highest it
+// saw, or raises another's seed to it; and the first claim of a blob
+// created again records a term above the highest that every session's
+// record, listed at each pass, says its instance saw on any shard. So the
+// first term after continues from the highest any of them saw
+// (vanished.go). A process that never saw the
+// fleet before the deletion, or a shard an instance never saw terms on,
+// knows nothing of it, as for the mutex's blob: that is the limit.
+//
+// A shard handed straight on (handoff.go: a join, a rebalance, a session
+// leaving as its caller ends Run) is never free on the way. Its giver, once
+// the shard's func has returned and while the lease is still its own,
+// writes the shard's record naming the receiver's session and the next
+// term, under its lease and If-Match the ETag its own record left, then
+// changes the lease's ID to one derived from the receiver's session, the
+// shard and that term. From that write on, the record names a live session
+// other than the giver's, so no claimer breaks the lease, and the giver
+// acts on it no more: it sends the change, or, if that fails, a release
+// with its own ID, which frees the shard like any other. Only once the
+// change is confirmed does the giver write the receiver a note, in the
+// receiver's own directory: from then on the lease has an ID only the
+// receiver uses, and nobody else can end it (the record names a live
+// session; an acquire finds it held), so a receiver that reads such a note,
+// written (so its listing says) by the library for a session it knows
+// live, starts the func at once, unless it may have ended that lease
+// itself: the release that follows an adoption whose acquire failed, or a
+// break of a shard recorded for it that it did not hold, marks the term as
+// its own first (below), and it never adopts such a term (it asks whether a
+// term is its own as it reserves the shard, under one lock: a failed
+// adoption gives up its reservation only once it has marked the term, and
+// releases the lease after that; see reserve).
+// Any other way it learns of a shard recorded
+// for it (its listing of the shards; a note it cannot vouch for), it starts
+// the func only once an acquire with the derived ID, If-Match the ETag of
+// that record, has succeeded: the record is then still the one the giver
+// wrote after its func returned, and nobody has claimed the shard since (a
+// claim writes its record, changing the ETag, before its func starts). A
+// session never adopts a term it recorded, or adopted, itself, so each term
+// runs once, however often it reads a note that names it (a giver keeps
+// one note per receiver, rewritten as it hands more on, each shard in it
+// for a while after). The mark of a session that is leaving only says who
+// looks where and when. A leaving session's shard funcs run until each is
+// handed on, under its session's fuse as ever.
+//
+// A ShardOwner's session resumed after a restart (WithLeaseIDFile,
+// sessionfile.go) rests on the same lock (resuming after a restart, at the top
+// of renew.go): the process that holds the file knows that every process that
+// ran the session before it is dead, and so are all the shard funcs they ran.
+// The file names the session before the
+// session's blob is created and is emptied before its release is sent, so
+// a session it names never had a release sent; a stop by the caller sends
+// nothing at all, and leaves the session's lease and its shards' as they
+// are. The new process writes the session's record under its lease ID,
+// If-Match the ETag it read; a follower breaks a silent session only
+// If-Match the ETag it timed, so exactly one of the two succeeds: the
+// session lives on, with the deadline (renew.go) from that write, or it is
+// dead, its shards are free, and the new process starts a new session. A
+// session
+// whose record carries the end mark is dead whatever its lease shows, and is
+// never resumed: the process reads the mark and starts a new session, or,
+// if the mark was written after its read, the term's write over it is
+// refused; and a session whose container is gone was deleted under the
+// fleet, which the process then waits out as any instance that saw it. A resumed
+// session first takes back, before it claims or adopts anything, the shards
+// its list names (held.go), as a survivor takes a dead session's from its
+// list: a change of the lease's ID from the one the list implies, which
+// only the dead process used, then the next term recorded. It then lists
+// the shards, and takes back each other one whose record names it as a
+// claimer takes a dead session's: break, acquire with an ID of its own, record the next term,
+// each If-Match the ETag listed, so that whatever the dead process left in
+// flight (a release, a transfer, a claim's write) fails on the new ID or on
+// the ETag, and the term still fences. Where the lease still has the ID the
+// record implies (the dead process's claim, or the transfer to it), a change
+// of that ID to one of its own, If-Match the same ETag, does what the break
+// and the acquire do; its new ID derives from the session's new term, which
+// no earlier process of the session used. Each term that listing shows is
+// marked as the session's own, so it is never adopted, and a resumed
+// session adopts a handed shard only by the acquire If-Match (never at
+// once from a note): the dead process may have adopted that term, run it and
+// let it go, and the acquire fails if anyone wrote the record since. A term
+// handed to the session after that listing was handed after the dead
+// process died, so it never ran it.
 
 // ShardOwner runs a func for each shard of a set (one per tenant, partition,
 // queue...) on exactly one live instance at a time, and spreads the shards
@@ -52,24 +244,10 @@ type ShardOwner struct {
 	fn       func(ctx context.Context, shard string) error
 	opts     options
 	logger   *slog.Logger
+	running  atomic.Bool // Run is running
 
-	cc        *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
-	ops       *BlobLeaseManager // names the container and the prefix in the errors of the listings and lists
-	reached   atomic.Bool       // the account has answered
-	hadRecord atomic.Bool       // a session of this instance has written its record (so the container existed)
-	longestD  atomic.Int64      // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax   atomic.Int64      // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
-	fleetSeen atomic.Int64      // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
-	running   atomic.Bool
-
-	// The session's lease is kept on connections of its own when the
-	// library builds the transport: a renewal never waits behind claims,
-	// releases and listings for a connection, nor for a new one to be
-	// opened on a busy account (on Azurite, a new connection's first
-	// answer waited up to 4 s while ten instances claimed 10,000 shards,
-	// and every session's first renewal failed). On the caller's
-	// transport or Client, sessionCC is a client on that.
-	sessionCC *blobstore.Client
+	storage     // how it reaches the account (session.go)
+	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (vanished.go)
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -85,30 +263,22 @@ type ShardOwner struct {
 	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
 	release chan struct{} // bounds the releases in flight
 
-	mu          sync.Mutex
-	set         map[string]bool         // the shards to run
-	digest      string                  // set's digest (see balance.SetDigest), which the session's record carries
-	previous    setID                   // the set before the last change (see balance)
-	setAt       time.Time               // when the set last changed
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	floors      map[string]int64        // shard -> the highest term this instance saw on its blob (see termFloor)
-	deletedFor  time.Duration           // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
-	quietUntil  time.Time               // until when sessions claim nothing after that (vanished.go)
-	seedPending bool                    // and the seeding of the terms it saw is not done yet
-	gapSeen     bool                    // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch  // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	current     *session
-	target      int
-	live        int
-	mgrErr      error // a permanent error that ended a session's manager
-	panicked    any   // a shard func's panic, to propagate from Run
-	panicSet    bool
+	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
+	membership            // the set of shards, the current session and its share (below)
+	ownership             // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
+}
+
+// membership is what this instance runs and where it stands: the set of
+// shards (and the one before the last change), its session, and its share
+// among the live sessions by the last balance. Guarded by ShardOwner.mu.
+type membership struct {
+	set      map[string]bool // the shards to run
+	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
+	previous setID           // the set before the last change (see balance)
+	setAt    time.Time       // when the set last changed
+	current  *session
+	target   int
+	live     int
 }
 
 // The causes (see [context.Cause]) of a shard func's context when its
@@ -198,23 +368,26 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		return nil, err
 	}
 	own := &ShardOwner{
-		settings:  settings,
-		prefix:    settings.Blob + "/",
-		fn:        fn,
-		opts:      o,
-		logger:    o.logger,
-		cc:        cc,
-		wake:      make(chan struct{}, 1),
-		release:   make(chan struct{}, releaseAtOnce),
-		set:       set,
-		digest:    balance.SetDigest(set),
-		runs:      map[string]*shardRun{},
-		claiming:  map[string]bool{},
-		cooldown:  map[string]time.Time{},
-		leftover:  map[string]string{},
-		floors:    map[string]int64{},
-		recreated: map[string]*freshWatch{},
-		bad:       map[string]*RecordError{},
+		settings:   settings,
+		prefix:     settings.Blob + "/",
+		fn:         fn,
+		opts:       o,
+		logger:     o.logger,
+		storage:    storage{cc: cc},
+		wake:       make(chan struct{}, 1),
+		release:    make(chan struct{}, releaseAtOnce),
+		membership: membership{set: set, digest: balance.SetDigest(set)},
+		ownership: ownership{
+			runs:     map[string]*shardRun{},
+			claiming: map[string]bool{},
+			cooldown: map[string]time.Time{},
+			leftover: map[string]string{},
+			bad:      map[string]*RecordError{},
+		},
+		fleetMemory: fleetMemory{
+			floors:    map[string]int64{},
+			recreated: map[string]*freshWatch{},
+		},
 	}
 	own.sessionCC = scc
 	own.ops = own.managerFor(settings.Blob, uuid.NewString())
@@ -304,44 +477,6 @@ func (o *ShardOwner) setSummary() (digest string, size int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.digest, len(o.set)
-}
-
-// ownedCount is how many shards this instance holds and keeps: running, not
-// being given up. A session's record publishes it.
-func (o *ShardOwner) ownedCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if !r.leaving && !r.returned.Load() {
-			n++
-		}
-	}
-	return n
-}
-
-// handingCount is how many shards this instance is handing over: asked to
-// stop for a handover, with a receiver, and not handed on yet (see
-// handOverTo). Its session's record says so, as ownedCount no longer
-// counts them: the receivers then know that shards are on their way.
-func (o *ShardOwner) handingCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if r.leaving && r.to != nil {
-			n++
-		}
-	}
-	return n
-}
-
-// closeIdle closes the idle pooled connections of the transports the
-// library built (none for the caller's), and so their goroutines: Run does
-// when it returns, and Inspect when Run is not running.
-func (o *ShardOwner) closeIdle() {
-	o.cc.CloseIdleConnections()
-	o.sessionCC.CloseIdleConnections()
 }
 
 func (o *ShardOwner) poke() {
@@ -503,565 +638,4 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		}
 	}
 	return ctx.Err()
-}
-
-// shardManager is one session's loop: it balances, claims, hands over, and runs
-// the shards. Its fields are touched only by the session's goroutine.
-type shardManager struct {
-	o         *ShardOwner
-	s         *session
-	ctx       context.Context // the session func's context: please stop, or stop now
-	shardsCtx context.Context // parent of every shard func's own context
-	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup  // shard runs, until their release is done
-	funcs     sync.WaitGroup  // shard funcs, until they return
-	// releases bounds every release of a shard's lease: derived from
-	// stopNow, and ended RequestTimeout after the last shard func returned
-	// as the session ends (see manage). endReleases ends it.
-	releases    context.Context
-	endReleases context.CancelFunc
-	watch       *sessionWatch
-	begun       bool             // mayRun said yes: the session runs shards (see begin)
-	toldBehind  bool             // mayRun said why not, once
-	deadline    func() time.Time // the session's safety deadline
-	fuse        *safetyFuse      // the session's: no shard func starts once it is past
-
-	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
-	freeSince map[string]time.Time // since when each was seen free
-	part      []string             // this session's part of them (see balance.Assign), best first
-	partTo    map[string]string    // whom each of them was assigned to, when part was
-	grewAt    map[string]time.Time // when each live session's record last said it held more (or it was first seen); see noteGrowth
-	lastOwned map[string]int       // what each live session's record said it held, at this pass
-	prevOwned map[string]int       // and at the pass before (see takeFromDead)
-	partFor   string               // the live sessions it was assigned among
-	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
-	deathFor  string               // the live sessions deathRoom is for
-	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
-	liveSig   string               // the live sessions, at the last change
-	liveSince time.Time            // when they last changed
-	stale     bool                 // the last claims from them mostly failed: list again
-	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
-	// fromListing: the candidates are a listing's, and owners is that
-	// listing's (with this session's claims and handovers since): parts
-	// are assigned over the whole set (balance.AssignSet).
-	fromListing bool
-	strayAt     time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
-	lastList    time.Time
-	listTook    time.Duration
-	listers     int                      // other live sessions below their share, by their records
-	anomalies   map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
-
-	// owners is who held each shard by the last listing (and this
-	// session's own claims since): when a session dies, its shards are
-	// claimed from here, without a listing of every shard.
-	owners   map[string]shardHolder
-	ownersAt time.Time  // when the listing owners comes from started
-	ownersMu sync.Mutex // claims and adoptions write owners in parallel
-	// The view of the sessions (who is live, what each holds) settles
-	// after ownership moved; the shards are then listed once, at a random
-	// moment, so that owners is fresh for the next death.
-	viewSig   string
-	viewSince time.Time
-	settleAt  time.Time
-	settled   bool
-	// listNotBefore delays this instance's listing of the shards to its
-	// turn, after a death.
-	listNotBefore time.Time
-	// While the live sessions disagree on the set (see balance.go):
-	// how many shards of this session's set its last listing showed held
-	// by sessions of other groups, and the sets the sessions ran then
-	// (sessionView.sets); and until when a session below its share that
-	// found nothing to claim, while the sets stay as they were then
-	// (idleFor), does not list again.
-	foreign     int
-	foreignFor  string
-	idleUntil   time.Time
-	idleFor     string
-	disagree    bool                // this session's group was not every live session, at the last balance
-	took        atomic.Int64        // shards claimed or adopted since the last report (see reportTook)
-	lostNow     map[string][]string // shards a listing found lost, by why (see reportLost)
-	expectSig   string              // the view's signature when expecting was last judged (see balance)
-	expectSince time.Time           // since when it stands
-	comingSince time.Time           // since when shards are coming to it, below its share (zero: none are)
-	group       sessionView         // this session's group, at the last balance (for leave)
-
-	// Handovers (handoff.go): the shards handed straight to a receiver,
-	// and those handed to this session.
-	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
-	adoptSlots  chan struct{}                   // adoptions in flight
-	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
-	out         *outbox                         // notes to write
-	pacing      sync.WaitGroup                  // pace, deliver, and what they start
-	watching    sync.WaitGroup                  // watchNotes
-	termsMu     sync.Mutex                      // guards terms
-	terms       map[ownTerm]bool                // the terms this session recorded, or adopted, for itself
-	highest     map[string]int64                // by shard, the highest of them, and of the terms its claims proposed
-	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
-	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
-
-	// The list of the shards this session holds (held.go): when it was
-	// last written, what it said, whether a write is in flight, and
-	// whether the last one failed.
-	heldAt     time.Time
-	heldLast   string
-	heldBusy   atomic.Bool
-	heldFailed atomic.Bool
-	endMu      sync.Mutex
-	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
-}
-
-// manage is a session's func (its term runs it under the session's lease): it
-// runs the shards until the session's context ends, then stops them all and
-// returns once every shard func has returned and its lease is released.
-func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
-	state, _ := ctx.Value(termKey{}).(*termState)
-	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(), anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{},
-		cands: map[string]candidate{}, freeSince: map[string]time.Time{}, grewAt: map[string]time.Time{}, lastOwned: map[string]int{},
-		fuse: state.fuse, deadline: func() time.Time { return state.fuse.current() },
-		adoptSlots: make(chan struct{}, adoptParallel), out: newOutbox(), terms: map[ownTerm]bool{}, highest: map[string]int64{},
-		heldLast: "\x00"} // not a list: the first, even empty, is written
-	// The shard funcs' contexts end when the session's lease context does,
-	// and, when the caller ends Run, only once the session has handed on
-	// what it could (leave).
-	shardsCtx, stopShards := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer context.AfterFunc(g.stopNow, func() { stopShards(context.Cause(g.stopNow)) })()
-	g.shardsCtx = shardsCtx
-	if t, ok := TermFromContext(ctx); ok {
-		g.gen = t.Number
-	}
-	g.releases, g.endReleases = context.WithCancel(g.stopNow)
-	defer g.endReleases()
-	o.mu.Lock()
-	o.current = s
-	o.mu.Unlock()
-	defer func() {
-		cause := context.Cause(ctx)
-		switch {
-		case err != nil:
-			cause = err
-		case o.panicking():
-			cause = errShardPanicked
-		case cause == nil:
-			cause = context.Canceled
-		}
-		// With a lease ID file, the caller's cancel keeps the session and
-		// its shards for the next process (sessionfile.go): nothing is
-		// handed on, and no shard is released.
-		g.s.keep.Store(g.s.term.hooks.ending != nil && err == nil && !o.panicking() && g.stopNow.Err() == nil)
-		if err == nil && !o.panicking() && g.stopNow.Err() == nil && !g.s.keep.Load() {
-			g.leave()
-		}
-		stopShards(cause)
-		g.watching.Wait() // adopts no more
-		// Once every shard func has returned, the releases have one
-		// RequestTimeout in all, whatever the number of shards: those of
-		// the shards just stopped, then the leftovers. A release not sent
-		// in time only leaves a lease that the session's end frees (its
-		// shards are claimed once it is dead), or, for a leftover that no
-		// record of ours names, that a claimer breaks after a lease
-		// duration. The session's own release follows, in a window of its
-		// own (the term's end: termrun.go, endWindow).
-		g.funcs.Wait()
-		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
-		defer cut.Stop()
-		g.runs.Wait()
-		g.endHeld()
-		close(g.out.closed) // every transfer has posted its note
-		g.pacing.Wait()
-		g.releaseLeftovers(g.releases)
-		g.reportTook()
-		o.reportStopped(true)
-		switch c := context.Cause(g.stopNow); {
-		case c == nil:
-		case gone(c):
-			o.sawDeletion("the session's renewal found its blob gone")
-		case errors.Is(c, ErrRenewDeadline), errors.Is(c, ErrLeaseLost):
-			o.sawCutOff()
-		}
-		o.mu.Lock()
-		o.current = nil
-		if err != nil && !errors.Is(err, errSessionGone) {
-			o.mgrErr = err
-		}
-		p, panicked := o.panicked, o.panicSet
-		o.panicked, o.panicSet = nil, false
-		o.mu.Unlock()
-		if panicked {
-			panic(p)
-		}
-	}()
-	o.reached.Store(true)
-	o.hadRecord.Store(true)
-	g.pacing.Add(1)
-	go g.deliver(g.releases)
-	g.pacing.Add(1)
-	go g.warm(g.releases)
-	return g.loop()
-}
-
-// begin starts what a session does once it may run shards (mayRun): a
-// resumed session first takes back the shards its previous process held
-// (takeBack), before it claims or adopts anything; then it reads the notes
-// of the shards handed to it.
-func (g *shardManager) begin() {
-	g.begun = true
-	if g.s.resumed {
-		g.takeBack()
-	}
-	g.watching.Add(1)
-	go g.watchNotes()
-}
-
-// mayRun reports whether this session may run shards yet: once every other
-// live session's record says that its instance knows a lease duration at
-// least as long as this session's (wire.MetaLongest: the longest any session it
-// listed declared). Until then this session claims, adopts and takes back
-// nothing. A deletion of the container makes every instance that saw it
-// wait for the longest lease duration it knows before it claims a shard
-// blob created again (vanished.go): every instance live when this session
-// began to run shards knows this session's, so none claims one before this
-// session's shard funcs have stopped. Sessions of one lease duration never
-// wait: each knows its own. A record of an older version, which does not
-// say, is not waited for.
-func (g *shardManager) mayRun(view sessionView) bool {
-	D := g.o.settings.LeaseDuration
-	var behind []string
-	for _, id := range view.live {
-		if k, ok := view.knows[id]; ok && id != g.s.id && k < D {
-			behind = append(behind, id)
-		}
-	}
-	if len(behind) == 0 {
-		return true
-	}
-	if !g.toldBehind {
-		g.toldBehind = true
-		g.o.logger.Info("leaderelection: this session's lease duration is longer than other live sessions' instances know of; it runs no shard until their records say they know it",
-			"container", g.o.settings.Container, "prefix", g.o.prefix, "leaseDuration", D, "sessions", behind)
-	}
-	return false
-}
-
-func (o *ShardOwner) panicking() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.panicSet
-}
-
-func (g *shardManager) loop() error {
-	o, s := g.o, g.o.settings
-	var failing failureLog
-	backoff := s.RetryInterval
-	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
-	wait := time.Duration(0)
-	for o.pause(g.ctx, wait) && !o.panicking() {
-		wait = clock.Jitter(s.RetryInterval)
-		view, err := o.judgeSessions(g.ctx, g.s, g.watch, &wait)
-		if err == nil && !g.begun && g.mayRun(view) {
-			g.begin()
-		}
-		if err == nil && g.begun {
-			err = g.balance(view, &wait)
-		}
-		o.reportSlow()
-		o.reportStopped(false)
-		switch {
-		case err == nil:
-			failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
-			backoff = s.RetryInterval
-		case g.ctx.Err() != nil:
-			return nil
-		case errors.Is(err, errSessionGone):
-			o.logger.Warn("leaderelection: this session's blob is gone with its container; ending the session", "container", s.Container, "prefix", o.prefix,
-				"session", g.s.id)
-			return err
-		case errors.Is(err, ErrPermanent):
-			o.logger.Error("leaderelection: giving up: storage refused a request", "container", s.Container, "prefix", o.prefix, "error", err)
-			return err
-		default:
-			failing.failed(o.logger, "leaderelection: cannot list the sessions or shards; retrying with backoff", "container", s.Container, "prefix", o.prefix, "error", err)
-			wait = clock.Jitter(backoff)
-			backoff = min(2*backoff, maxBackoff)
-		}
-	}
-	return nil
-}
-
-// Healthy reports nil while this instance's session and shard funcs are
-// healthy, and an error saying why otherwise: a shard func still running
-// StopMargin after its lease context was cancelled (the shard may have
-// passed to another instance), the session's renewals failing for longer
-// than (LeaseDuration - StopMargin)/2, or shards of the set that its last
-// listing found it cannot run because their blob's record cannot be built on
-// (a [*RecordError]: a term number that does not read or cannot grow, a blob
-// of another role, a native lease). It makes no network call.
-func (o *ShardOwner) Healthy() error {
-	o.mu.Lock()
-	var bad *RecordError
-	for _, e := range o.bad {
-		if bad == nil || e.Blob < bad.Blob {
-			bad = e
-		}
-	}
-	nBad := len(o.bad)
-	sess := o.current
-	runs := make([]*shardRun, 0, len(o.runs))
-	for _, r := range o.runs {
-		runs = append(runs, r)
-	}
-	o.mu.Unlock()
-	for _, r := range runs {
-		if err := r.runner.healthy(); err != nil {
-			return fmt.Errorf("leaderelection: shard %q: %w", r.name, err)
-		}
-	}
-	if sess != nil {
-		if err := sess.term.healthy(); err != nil {
-			return fmt.Errorf("leaderelection: session %s: %w", sess.id, err)
-		}
-	}
-	if nBad > 0 {
-		return fmt.Errorf("leaderelection: %d shard(s) of the set cannot run until their blob's record is repaired (leaderctl repair), the first: %w", nBad, bad)
-	}
-	return nil
-}
-
-// HealthHandler serves [ShardOwner.Healthy] over HTTP, for a Kubernetes
-// liveness probe: 200 "ok", or 503 with the reason.
-func (o *ShardOwner) HealthHandler() http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if err := o.Healthy(); err != nil {
-			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, err)
-			return
-		}
-		fmt.Fprintln(w, "ok")
-	})
-}
-
-// ShardsInfo is what one listing under a ShardOwner's prefix shows.
-type ShardsInfo struct {
-	Sessions []SessionInfo // sorted by ID
-	Shards   []ShardInfo   // every shard blob, sorted by name (also shards no longer in anyone's set)
-}
-
-// SessionInfo describes a session as the listing shows it.
-type SessionInfo struct {
-	ID string
-	// Live: its lease is held and it has written its record, which carries
-	// no end mark, so it counts for the fair shares (a silent one counts
-	// until it is broken).
-	Live             bool
-	Identity         string
-	Since            time.Time
-	Owned            int           // how many shards it held at its last write, by its own count
-	DeclaredDuration time.Duration // the lease duration it declared
-	ETag             azcore.ETag
-	LastModified     time.Time
-	// ShardSet identifies the set of shards it runs (a digest of the
-	// names), "" if its record does not say (an older version). Sessions
-	// with the same ShardSet share that set's shards among them (see
-	// [ShardOwner.SetShards]).
-	ShardSet string
-	SetSize  int // how many shards that set has (0 if its record does not say)
-}
-
-// ShardInfo describes a shard as the listing shows it.
-type ShardInfo struct {
-	Name string
-	// Held: its lease is held. Held by Session if that session is live;
-	// a shard held by a dead session is free to take.
-	Held    bool
-	Session string
-	Term    Term // its last record (its LeaseID is not readable and stays empty)
-}
-
-// Inspect lists the sessions and the shards: who is alive, and who holds
-// what. Read access is enough; it holds nothing. Two or more requests (the
-// sessions, then the shards 1,000 a page), not one snapshot: a shard may
-// name a session that started after the sessions were listed. Unless Run is
-// running (which does it when it returns), it closes the idle connections of
-// the library's transport before it returns: no goroutine outlives it.
-func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
-	defer func() {
-		if !o.running.Load() {
-			o.closeIdle()
-		}
-	}()
-	var info ShardsInfo
-	err := o.list(ctx, wire.SessionsDir, func(l listed) {
-		info.Sessions = append(info.Sessions, SessionInfo{
-			ID: l.name, Live: l.info.State == stateLeased && l.record && !l.ended, Identity: l.info.Leader.Identity,
-			Since: l.info.Leader.Since, Owned: max(l.owned, 0), ShardSet: l.set, SetSize: max(l.size, 0), DeclaredDuration: l.info.DeclaredDuration,
-			ETag: l.info.ETag, LastModified: l.info.LastModified,
-		})
-	})
-	if errors.Is(err, errContainerGone) {
-		return info, nil // nothing there
-	}
-	if err != nil {
-		return ShardsInfo{}, err
-	}
-	err = o.list(ctx, wire.ShardsDir, func(l listed) {
-		info.Shards = append(info.Shards, ShardInfo{Name: l.name, Held: l.info.Held(), Session: l.session, Term: l.info.Leader})
-	})
-	if err != nil && !errors.Is(err, errContainerGone) {
-		return ShardsInfo{}, err
-	}
-	return info, nil
-}
-
-// shardCounters are the metrics of ownership as a whole (see
-// [WithMeterProvider]), with the attributes leaderelection.container and
-// leaderelection.blob (the shards' prefix):
-//
-//	leaderelection.shards.owned        gauge     shards this instance holds and keeps: their func runs, not being given up
-//	leaderelection.shards.target       gauge     this instance's fair share
-//	leaderelection.sessions.live       gauge     live sessions, this one's included
-//	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
-//	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started, or the records counted every shard
-//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|resumed: taken back by a resumed session|held: lost the race|transient|permanent)
-//	leaderelection.shards.handovers    counter   shards handed over to balance the load
-//
-// The shards' terms are counted and timed by leaderelection.transitions and
-// leaderelection.term.stop_margin, without the shard's name: with thousands
-// of shards, a name per series would swamp a metrics backend. Events carry
-// the name. The session's renewals are timed by leaderelection.renew.duration
-// and leaderelection.renew.age, with the sessions' prefix as the blob.
-type shardCounters struct {
-	m         *metrics
-	owned     metric.Int64ObservableGauge
-	target    metric.Int64ObservableGauge
-	live      metric.Int64ObservableGauge
-	unowned   metric.Int64ObservableGauge
-	listAge   metric.Float64ObservableGauge
-	claims    metric.Int64Counter
-	handovers metric.Int64Counter
-	seen      *ownerless
-}
-
-// ownerless is the shards that no live session holds, as this instance last
-// saw them: by its last listing of the shards, the shards of its set with no
-// blob, no lease, a lease whose session is dead, a lease with no live
-// holder's record (a claim that failed half-way), or a record no term can
-// follow (see shardProblem); and, since that listing, less the shards it
-// claimed or lost the race for, plus the shards that sessions it saw die
-// held. Claims by other instances since are not seen until the next listing,
-// or until the sessions' records, standing still once ownership has settled,
-// count every shard of the set: then none is ownerless (sawAllHeld). Hence
-// listed: the count is as old as that. A shard stuck in it for longer than a
-// few RetryIntervals is a shard nobody runs.
-type ownerless struct {
-	mu     sync.Mutex
-	names  map[string]bool
-	listed time.Time // when the last listing started, or the records last counted every shard; zero before either
-}
-
-func newShardCounters(m *metrics) shardCounters {
-	c := shardCounters{m: m, seen: &ownerless{names: map[string]bool{}}}
-	c.owned, _ = m.meter.Int64ObservableGauge("leaderelection.shards.owned",
-		metric.WithDescription("Shards this instance holds and keeps: their func runs, and they are not being handed over or removed."))
-	c.target, _ = m.meter.Int64ObservableGauge("leaderelection.shards.target", metric.WithDescription("This instance's fair share of the shards."))
-	c.live, _ = m.meter.Int64ObservableGauge("leaderelection.sessions.live", metric.WithDescription("Live sessions, this instance's included."))
-	c.unowned, _ = m.meter.Int64ObservableGauge("leaderelection.shards.unowned",
-		metric.WithDescription("Shards of this instance's set that no live session holds, by its last listing of the shards "+
-			"(see leaderelection.shards.listing.age) and its own claims since; 0 once the sessions' records, settled, count every shard."))
-	c.listAge, _ = m.meter.Float64ObservableGauge("leaderelection.shards.listing.age", metric.WithUnit("s"),
-		metric.WithDescription("Time since this instance's last listing of the shards started, or since the sessions' records, settled, "+
-			"counted every shard: the age of leaderelection.shards.unowned."))
-	c.claims, _ = m.meter.Int64Counter("leaderelection.shards.claims", metric.WithDescription("Shard claims, by outcome."))
-	c.handovers, _ = m.meter.Int64Counter("leaderelection.shards.handovers", metric.WithDescription("Shards handed over to balance the load."))
-	return c
-}
-
-// observe registers the gauges for one Run, the sessions' renew.age among
-// them; the returned func unregisters them.
-func (c shardCounters) observe(o *ShardOwner) func() {
-	reg, err := c.m.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		owned := int64(o.ownedCount())
-		o.mu.Lock()
-		target, live := int64(o.target), int64(o.live)
-		unowned, listed := c.seen.count(o.set)
-		o.mu.Unlock()
-		ob.ObserveInt64(c.owned, owned, metric.WithAttributeSet(c.m.attrs))
-		ob.ObserveInt64(c.target, target, metric.WithAttributeSet(c.m.attrs))
-		ob.ObserveInt64(c.live, live, metric.WithAttributeSet(c.m.attrs))
-		if !listed.IsZero() {
-			ob.ObserveInt64(c.unowned, int64(unowned), metric.WithAttributeSet(c.m.attrs))
-			ob.ObserveFloat64(c.listAge, time.Since(listed).Seconds(), metric.WithAttributeSet(c.m.attrs))
-		}
-		return nil
-	}, c.owned, c.target, c.live, c.unowned, c.listAge)
-	if err != nil {
-		return o.sessionMetrics.observeRenewal()
-	}
-	unobserveSession := o.sessionMetrics.observeRenewal()
-	return func() {
-		_ = reg.Unregister()
-		unobserveSession()
-	}
-}
-
-// sawListing replaces the ownerless shards with a listing's, started at
-// start: its candidates (free, of dead sessions, never recorded and broken
-// once stood a lease duration), the leases with no live holder's record
-// standing shorter, and the shards with a bad record.
-func (c shardCounters) sawListing(start time.Time, cands map[string]candidate, anomalies map[string]unleasedSince, bad map[string]*RecordError) {
-	names := make(map[string]bool, len(cands)+len(anomalies)+len(bad))
-	for n := range cands {
-		names[n] = true
-	}
-	for n := range anomalies {
-		names[n] = true
-	}
-	for n := range bad {
-		names[n] = true
-	}
-	c.seen.mu.Lock()
-	defer c.seen.mu.Unlock()
-	c.seen.names, c.seen.listed = names, start
-}
-
-// sawAllHeld empties the ownerless shards as of now, without a listing: the
-// records of the sessions of this instance's group count every shard of its
-// set, and have stood still since they last changed (see balance).
-func (c shardCounters) sawAllHeld(now time.Time) {
-	c.seen.mu.Lock()
-	defer c.seen.mu.Unlock()
-	c.seen.names, c.seen.listed = map[string]bool{}, now
-}
-
-// sawFree adds shards found free without a listing: a dead session's.
-func (c shardCounters) sawFree(names []string) {
-	c.seen.mu.Lock()
-	defer c.seen.mu.Unlock()
-	for _, n := range names {
-		c.seen.names[n] = true
-	}
-}
-
-// count is how many of the ownerless shards are in set, and when the
-// listing they come from started. Called with o.mu held (set is o.set).
-func (s *ownerless) count(set map[string]bool) (int, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for name := range s.names {
-		if set[name] {
-			n++
-		}
-	}
-	return n, s.listed
-}
-
-// claim counts a claim of shard name; one this instance won, or lost to
-// another claimer, is no longer ownerless.
-func (c shardCounters) claim(name, outcome string) {
-	c.claims.Add(context.Background(), 1, c.m.with(attribute.String("outcome", outcome)))
-	if outcome == "claimed" || outcome == "taken" || outcome == "held" {
-		c.seen.mu.Lock()
-		delete(c.seen.names, name)
-		c.seen.mu.Unlock()
-	}
 }

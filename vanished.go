@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"errors"
+	"math"
 	"sync/atomic"
 	"time"
 
@@ -106,6 +107,24 @@ import (
 // and its terms may start again from what is seeded, or from 1, unless the
 // fleet's highest it learnt covers them; as for the mutex's blob, that is
 // the limit.
+
+// fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
+// of the deletions of the container it may have missed (see above): what
+// its session's record publishes, what the others' say, the floors of the
+// terms it saw, and the quiet after a deletion. The atomics are its own;
+// the rest is guarded by ShardOwner.mu.
+type fleetMemory struct {
+	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
+	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
+	seenMax     atomic.Int64           // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
+	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
+	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
+	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
+	quietUntil  time.Time              // until when sessions claim nothing after that (vanished.go)
+	seedPending bool                   // and the seeding of the terms it saw is not done yet
+	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
+	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
+}
 
 // errSessionGone ends a session whose blob a listing found gone, or whose
 // container it did: deleted under it.
@@ -332,4 +351,40 @@ func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
 	delete(o.recreated, c.name)
 	o.mu.Unlock()
 	return true
+}
+
+// seeTerm raises the floor of shard name's terms to n (not to the largest
+// number: see termFloor.see).
+func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
+
+// seeTerms is seeTerm for each shard of a listing, under one lock.
+func (o *ShardOwner) seeTerms(terms map[string]int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name, n := range terms {
+		if n > o.floors[name] && n != math.MaxInt64 {
+			o.floors[name] = n
+			if n <= wire.MaxSpreadTerm {
+				raiseTo(&o.seenMax, n)
+				raiseTo(&o.fleetSeen, n)
+			}
+		}
+	}
+}
+
+// raiseTo raises a to v, if lower.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}
+
+// floorOf is the highest term this instance saw on shard name's blob.
+func (o *ShardOwner) floorOf(name string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.floors[name]
 }

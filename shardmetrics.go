@@ -1,0 +1,167 @@
+package leaderelection
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// The metrics of ownership as a whole (shardCounters), and the shards that no
+// live session holds, as this instance last saw them (ownerless).
+
+// shardCounters are the metrics of ownership as a whole (see
+// [WithMeterProvider]), with the attributes leaderelection.container and
+// leaderelection.blob (the shards' prefix):
+//
+//	leaderelection.shards.owned        gauge     shards this instance holds and keeps: their func runs, not being given up
+//	leaderelection.shards.target       gauge     this instance's fair share
+//	leaderelection.sessions.live       gauge     live sessions, this one's included
+//	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
+//	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started, or the records counted every shard
+//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|resumed: taken back by a resumed session|held: lost the race|transient|permanent)
+//	leaderelection.shards.handovers    counter   shards handed over to balance the load
+//
+// The shards' terms are counted and timed by leaderelection.transitions and
+// leaderelection.term.stop_margin, without the shard's name: with thousands
+// of shards, a name per series would swamp a metrics backend. Events carry
+// the name. The session's renewals are timed by leaderelection.renew.duration
+// and leaderelection.renew.age, with the sessions' prefix as the blob.
+type shardCounters struct {
+	m         *metrics
+	owned     metric.Int64ObservableGauge
+	target    metric.Int64ObservableGauge
+	live      metric.Int64ObservableGauge
+	unowned   metric.Int64ObservableGauge
+	listAge   metric.Float64ObservableGauge
+	claims    metric.Int64Counter
+	handovers metric.Int64Counter
+	seen      *ownerless
+}
+
+// ownerless is the shards that no live session holds, as this instance last
+// saw them: by its last listing of the shards, the shards of its set with no
+// blob, no lease, a lease whose session is dead, a lease with no live
+// holder's record (a claim that failed half-way), or a record no term can
+// follow (see shardProblem); and, since that listing, less the shards it
+// claimed or lost the race for, plus the shards that sessions it saw die
+// held. Claims by other instances since are not seen until the next listing,
+// or until the sessions' records, standing still once ownership has settled,
+// count every shard of the set: then none is ownerless (sawAllHeld). Hence
+// listed: the count is as old as that. A shard stuck in it for longer than a
+// few RetryIntervals is a shard nobody runs.
+type ownerless struct {
+	mu     sync.Mutex
+	names  map[string]bool
+	listed time.Time // when the last listing started, or the records last counted every shard; zero before either
+}
+
+func newShardCounters(m *metrics) shardCounters {
+	c := shardCounters{m: m, seen: &ownerless{names: map[string]bool{}}}
+	c.owned, _ = m.meter.Int64ObservableGauge("leaderelection.shards.owned",
+		metric.WithDescription("Shards this instance holds and keeps: their func runs, and they are not being handed over or removed."))
+	c.target, _ = m.meter.Int64ObservableGauge("leaderelection.shards.target", metric.WithDescription("This instance's fair share of the shards."))
+	c.live, _ = m.meter.Int64ObservableGauge("leaderelection.sessions.live", metric.WithDescription("Live sessions, this instance's included."))
+	c.unowned, _ = m.meter.Int64ObservableGauge("leaderelection.shards.unowned",
+		metric.WithDescription("Shards of this instance's set that no live session holds, by its last listing of the shards "+
+			"(see leaderelection.shards.listing.age) and its own claims since; 0 once the sessions' records, settled, count every shard."))
+	c.listAge, _ = m.meter.Float64ObservableGauge("leaderelection.shards.listing.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since this instance's last listing of the shards started, or since the sessions' records, settled, "+
+			"counted every shard: the age of leaderelection.shards.unowned."))
+	c.claims, _ = m.meter.Int64Counter("leaderelection.shards.claims", metric.WithDescription("Shard claims, by outcome."))
+	c.handovers, _ = m.meter.Int64Counter("leaderelection.shards.handovers", metric.WithDescription("Shards handed over to balance the load."))
+	return c
+}
+
+// observe registers the gauges for one Run, the sessions' renew.age among
+// them; the returned func unregisters them.
+func (c shardCounters) observe(o *ShardOwner) func() {
+	reg, err := c.m.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
+		owned := int64(o.ownedCount())
+		o.mu.Lock()
+		target, live := int64(o.target), int64(o.live)
+		unowned, listed := c.seen.count(o.set)
+		o.mu.Unlock()
+		ob.ObserveInt64(c.owned, owned, metric.WithAttributeSet(c.m.attrs))
+		ob.ObserveInt64(c.target, target, metric.WithAttributeSet(c.m.attrs))
+		ob.ObserveInt64(c.live, live, metric.WithAttributeSet(c.m.attrs))
+		if !listed.IsZero() {
+			ob.ObserveInt64(c.unowned, int64(unowned), metric.WithAttributeSet(c.m.attrs))
+			ob.ObserveFloat64(c.listAge, time.Since(listed).Seconds(), metric.WithAttributeSet(c.m.attrs))
+		}
+		return nil
+	}, c.owned, c.target, c.live, c.unowned, c.listAge)
+	if err != nil {
+		return o.sessionMetrics.observeRenewal()
+	}
+	unobserveSession := o.sessionMetrics.observeRenewal()
+	return func() {
+		_ = reg.Unregister()
+		unobserveSession()
+	}
+}
+
+// sawListing replaces the ownerless shards with a listing's, started at
+// start: its candidates (free, of dead sessions, never recorded and broken
+// once stood a lease duration), the leases with no live holder's record
+// standing shorter, and the shards with a bad record.
+func (c shardCounters) sawListing(start time.Time, cands map[string]candidate, anomalies map[string]unleasedSince, bad map[string]*RecordError) {
+	names := make(map[string]bool, len(cands)+len(anomalies)+len(bad))
+	for n := range cands {
+		names[n] = true
+	}
+	for n := range anomalies {
+		names[n] = true
+	}
+	for n := range bad {
+		names[n] = true
+	}
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	c.seen.names, c.seen.listed = names, start
+}
+
+// sawAllHeld empties the ownerless shards as of now, without a listing: the
+// records of the sessions of this instance's group count every shard of its
+// set, and have stood still since they last changed (see balance).
+func (c shardCounters) sawAllHeld(now time.Time) {
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	c.seen.names, c.seen.listed = map[string]bool{}, now
+}
+
+// sawFree adds shards found free without a listing: a dead session's.
+func (c shardCounters) sawFree(names []string) {
+	c.seen.mu.Lock()
+	defer c.seen.mu.Unlock()
+	for _, n := range names {
+		c.seen.names[n] = true
+	}
+}
+
+// count is how many of the ownerless shards are in set, and when the
+// listing they come from started. Called with o.mu held (set is o.set).
+func (s *ownerless) count(set map[string]bool) (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for name := range s.names {
+		if set[name] {
+			n++
+		}
+	}
+	return n, s.listed
+}
+
+// claim counts a claim of shard name; one this instance won, or lost to
+// another claimer, is no longer ownerless.
+func (c shardCounters) claim(name, outcome string) {
+	c.claims.Add(context.Background(), 1, c.m.with(attribute.String("outcome", outcome)))
+	if outcome == "claimed" || outcome == "taken" || outcome == "held" {
+		c.seen.mu.Lock()
+		delete(c.seen.names, name)
+		c.seen.mu.Unlock()
+	}
+}
