@@ -99,7 +99,9 @@ const (
 	rootListPage = 30 * time.Second
 )
 
-// callWithin is the root's lease.go:callWithin, as it is today.
+// callWithin is the root's lease.go:callWithin as it was before the root
+// called this package (5c563f6): each call site below is written as it was
+// then, and sends what the package sends now.
 func callWithin(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
 	ctx = policy.WithRetryOptions(ctx, policy.RetryOptions{MaxRetries: -1})
 	return context.WithTimeout(ctx, d)
@@ -213,7 +215,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"handoff.go:writeNote, prefer.go:keepBlob (upload)", nil,
+	{"handoffnotes.go:writeNote, prefer.go:keepBlob (upload)", nil,
 		func(ctx context.Context, cc *container.Client, _ azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -368,7 +370,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"lease.go:properties (Inspect, recordTerm, writtenSince), sessionfile.go:resumeSession", leased,
+	{"lease.go:inspect (Inspect), leaseterm.go:recordTerm, etaglease.go:writtenSince, sessionfile.go:resumeSession", leased,
 		func(ctx context.Context, cc *container.Client, _ azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -404,7 +406,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"lease.go:recordTerm, lease.go:endTerm, etaglease.go:renewByWrite", leased,
+	{"leaseterm.go:recordTerm, leaseterm.go:endTerm, etaglease.go:renewByWrite", leased,
 		func(ctx context.Context, cc *container.Client, etag azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -436,7 +438,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"lease.go:RepairRecord, recreated.go:writeUnleased", created,
+	{"leaseterm.go:RepairRecord, recreated.go:writeUnleased", created,
 		func(ctx context.Context, cc *container.Client, etag azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -482,7 +484,7 @@ var sites = []site{
 			return cl.Blob(blobName).Delete(ctx, DeleteOptions{})
 		}},
 
-	{"session.go:collect, handoff.go:watchNotes (delete)", created,
+	{"sessionjudge.go:collect, handoff.go:watchNotes (delete)", created,
 		func(ctx context.Context, cc *container.Client, etag azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
