@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/require"
 )
 
@@ -22,15 +21,7 @@ const (
 )
 
 func shardSettings(t testing.TB) BlobSettings {
-	return asShardSettings(testSettings(t))
-}
-
-// memoryShardSettings are shardSettings on svc, an in-memory Blob service.
-func memoryShardSettings(t testing.TB, svc *memblob.Service) BlobSettings {
-	return asShardSettings(memorySettings(t, svc))
-}
-
-func asShardSettings(s BlobSettings) BlobSettings {
+	s := testSettings(t)
 	s.LeaseDuration, s.StopMargin, s.RetryInterval = shardTestLease, shardTestMargin, shardTestRetry
 	return s
 }
