@@ -115,8 +115,12 @@ type balancing struct {
 // order, over what one pass found (pass).
 func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	if q := g.quiet(); q > 0 {
-		// After a deletion of the container (vanished.go).
+		// After a deletion of the container, or a session ended cut off
+		// (vanished.go): it claims nothing, but reads its notes and
+		// adopts the shards handed to it, as the others see it below
+		// its share.
 		*wait = min(*wait, q)
+		g.expect(g.tally(view))
 		return nil
 	}
 	g.noteGrowth(view)

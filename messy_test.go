@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"math"
 	"slices"
@@ -593,6 +594,42 @@ func TestAShardCreatedAgainByOneThatNeverSawItsTermsGoesOnAboveThem(t *testing.T
 				assert.GreaterOrEqual(t, tm.start.Sub(deleted), s.LeaseDuration, "b took shard-000 before a could have stopped it")
 			}
 		}
+		require.ErrorIs(t, b.stop(t), context.Canceled)
+		require.ErrorIs(t, a.stop(t), context.Canceled)
+	})
+}
+
+// An instance whose session ended cut off from storage claims no free
+// shard with its next session for a quiet (a deletion of the container
+// may have gone unseen: vanished.go), but it adopts at once the shards
+// the others hand it: they see it below its share as soon as it records
+// its session, and without adoption those shards would run nowhere until
+// the quiet ends (42 s here, at a 30 s lease: a review measured it).
+func TestACutOffInstanceTakesTheShardsHandedToItDuringItsQuiet(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		s := shardSettings(t)
+		s.LeaseDuration, s.StopMargin = 30*time.Second, 3*time.Second
+		shards := shardNames(8)
+		log := &shardLog{}
+		sa, cut := withTransport(t, s)
+		var logs syncBuffer
+		a := startOwner(t, "a", sa, shards, log.fn("a", nil),
+			WithLogger(slog.New(slog.NewTextHandler(io.MultiWriter(&logs, tWriter{t}), nil)).With("contender", "a")))
+		b := startOwner(t, "b", s, shards, log.fn("b", nil))
+		waitFor(t, 10*s.LeaseDuration, "balanced", func() bool { return balanced(log, len(shards), "a", "b") })
+		cut.Blackhole()
+		waitFor(t, 10*s.LeaseDuration, "b runs every shard", func() bool {
+			return log.perOwner()["b"] == len(shards) && log.perOwner()["a"] == 0
+		})
+		require.Contains(t, logs.String(), "ended cut off from storage", "a's session ended cut off")
+		cut.Heal()
+		healed := time.Now()
+		waitFor(t, 10*s.LeaseDuration, "balanced again", func() bool { return balanced(log, len(shards), "a", "b") })
+		back := time.Since(healed)
+		assert.Less(t, back, s.LeaseDuration/4, "a took its share only after its quiet (%v)", a.owner.quietFor())
+		t.Logf("a had its share back %v after the cut healed; its quiet is %v", back, a.owner.quietFor())
+		log.requireNeverTwice(t)
 		require.ErrorIs(t, b.stop(t), context.Canceled)
 		require.ErrorIs(t, a.stop(t), context.Canceled)
 	})

@@ -54,7 +54,13 @@ import (
 // never saw terms on, before the doomed sessions have stopped: whose
 // session lived through the deletion sees it, or was cut off (a simulator
 // found an instance, cut off across a deletion, claim such a blob at once
-// before this rule).
+// before this rule). It still adopts, during its quiet, the shards handed
+// to it (handoff.go): a note is written only once its giver has changed the
+// lease of the blob as it is now, which it held, after its func returned;
+// and its hold came from a claim of that blob that waited so too, or from
+// an adoption of the same kind. A doomed giver cannot write one: its lease
+// was on the blob deleted. So the others, which see it below its share and
+// hand it shards, do not leave them idle for the quiet.
 //
 // Terms. Such an instance, at its next session's first pass, also creates
 // the blob of every shard it saw terms on,
@@ -168,13 +174,15 @@ func (o *ShardOwner) sawDeletion(how string) {
 // the container meanwhile would have gone unseen, as its renewals failed on
 // the silence, not on the blob's absence. Its next session begins as after
 // a deletion seen: a quiet, its seeds, and first terms above the fleet's
-// highest (see above). Quietly: the session's end is logged already.
+// highest (see above).
 func (o *ShardOwner) sawCutOff() {
 	quiet := o.quietFor()
 	o.mu.Lock()
 	o.deletedFor = max(o.deletedFor, quiet)
 	o.gapSeen = true
 	o.mu.Unlock()
+	o.logger.Warn("leaderelection: this instance's session ended cut off from storage, where a deletion of the container goes unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
+		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
 }
 
 // mayHaveMissed reports whether this instance saw a deletion, or a session
