@@ -12,9 +12,9 @@ import (
 )
 
 // Every instance runs the same program. Each tenant's job runs on exactly
-// one instance at a time, and the tenants spread evenly over the instances,
-// a fair share each. SIGTERM or SIGINT hands this instance's tenants straight
-// on to the others.
+// one instance at a time, and the tenants spread evenly over the instances:
+// no instance runs more than one above another. SIGTERM or SIGINT hands
+// this instance's tenants straight on to the others.
 func ExampleShardOwner() {
 	settings := leaderelection.BlobSettings{
 		ConnectionString: os.Getenv("AZURE_STORAGE_CONNECTION_STRING"),

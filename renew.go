@@ -60,7 +60,7 @@ import (
 // across its deadline cannot run its cancellation until it thaws; a leader
 // func that ignores its context keeps running; and an operator's break with
 // a period shorter than the lease duration shortens the lease on the server
-// (see SafeBreakPeriod). Neither can be fixed from inside the process;
+// (see SafeBreakPeriod). None of these can be fixed from inside the process;
 // fencing tokens (the term) let downstream systems reject such a leader's
 // writes.
 //

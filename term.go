@@ -15,7 +15,7 @@ type Term struct {
 	// Number is the fencing token: strictly greater than every earlier
 	// term's on the same blob, across all instances, restarts and lease
 	// breaks, and across the blob's deletion while an instance that saw its
-	// terms runs (see the README on what survives the loss of the blob). A
+	// terms runs (see docs/guarantees.md on what survives the loss of the blob). A
 	// downstream system that
 	// remembers the highest number it has seen, and rejects writes carrying
 	// a lower one, cannot be written to by a leader that was superseded.
