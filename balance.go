@@ -118,9 +118,11 @@ func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 		// After a deletion of the container, or a session ended cut off
 		// (vanished.go): it claims nothing, but reads its notes and
 		// adopts the shards handed to it, as the others see it below
-		// its share.
+		// its share; and keeps its list of them, and its releases.
 		*wait = min(*wait, q)
 		g.expect(g.tally(view))
+		g.retryLeftovers()
+		g.writeHeld()
 		return nil
 	}
 	g.noteGrowth(view)

@@ -622,7 +622,7 @@ func TestACutOffInstanceTakesTheShardsHandedToItDuringItsQuiet(t *testing.T) {
 		waitFor(t, 10*s.LeaseDuration, "b runs every shard", func() bool {
 			return log.perOwner()["b"] == len(shards) && log.perOwner()["a"] == 0
 		})
-		require.Contains(t, logs.String(), "ended cut off from storage", "a's session ended cut off")
+		require.Contains(t, logs.String(), "session ended by its deadline or a lost lease", "a's session ended cut off")
 		cut.Heal()
 		healed := time.Now()
 		waitFor(t, 10*s.LeaseDuration, "balanced again", func() bool { return balanced(log, len(shards), "a", "b") })

@@ -55,12 +55,17 @@ import (
 // session lived through the deletion sees it, or was cut off (a simulator
 // found an instance, cut off across a deletion, claim such a blob at once
 // before this rule). It still adopts, during its quiet, the shards handed
-// to it (handoff.go): a note is written only once its giver has changed the
-// lease of the blob as it is now, which it held, after its func returned;
-// and its hold came from a claim of that blob that waited so too, or from
-// an adoption of the same kind. A doomed giver cannot write one: its lease
-// was on the blob deleted. So the others, which see it below its share and
-// hand it shards, do not leave them idle for the quiet.
+// to it (handoff.go), which is not a claim: a note is written only once its
+// giver's func on the shard has returned, and the giver has rewritten the
+// record, and changed the lease, of the blob as it is now. So the giver ran
+// the shard on that blob, after it was created, and stopped before the
+// note: a doomed session that still runs the shard ran it beside the giver
+// already (an early claim, which only the limits below allow), and the
+// quiet would not stop it. And a doomed session hands nothing on: a
+// handover follows a listing of the sessions that shows its giver's own
+// blob (give), or a confirmed renewal (leave). So the others, which see it
+// below its share and hand it shards, do not leave them idle for the
+// quiet.
 //
 // Terms. Such an instance, at its next session's first pass, also creates
 // the blob of every shard it saw terms on,
@@ -181,7 +186,7 @@ func (o *ShardOwner) sawCutOff() {
 	o.deletedFor = max(o.deletedFor, quiet)
 	o.gapSeen = true
 	o.mu.Unlock()
-	o.logger.Warn("leaderelection: this instance's session ended cut off from storage, where a deletion of the container goes unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
+	o.logger.Warn("leaderelection: this instance's session ended by its deadline or a lost lease, when a deletion of the container may go unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
 		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
 }
 
