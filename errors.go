@@ -2,8 +2,6 @@ package leaderelection
 
 import (
 	"errors"
-	"fmt"
-	"strings"
 
 	"github.com/blobelect/leaderelection/internal/blobstore"
 )
@@ -60,20 +58,7 @@ type StorageError struct {
 }
 
 func (e *StorageError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "leaderelection: %s on %s/%s: ", e.Op, e.Container, e.Blob)
-	switch {
-	case e.StatusCode != 0 && e.ErrorCode != "":
-		fmt.Fprintf(&b, "%d %s", e.StatusCode, e.ErrorCode)
-	case e.StatusCode != 0:
-		fmt.Fprintf(&b, "HTTP %d", e.StatusCode)
-	case e.ErrorCode != "":
-		b.WriteString(e.ErrorCode)
-	default:
-		b.WriteString(e.detail)
-	}
-	fmt.Fprintf(&b, " (%v)", e.kind)
-	return b.String()
+	return blobstore.Describe("leaderelection", e.Op, e.Container, e.Blob, e.StatusCode, e.ErrorCode, e.detail, e.kind)
 }
 
 // Unwrap returns the SDK's error.

@@ -94,19 +94,27 @@ type Error struct {
 // detail, and the kind, e.g.
 // "blobstore: acquire lease on c/b: 409 LeaseAlreadyPresent (held)".
 func (e *Error) Error() string {
+	return Describe("blobstore", e.Op, e.Container, e.Blob, e.Status, e.Code, e.Detail, e.Kind)
+}
+
+// Describe is the text of a failed request, as [Error] and the root's
+// StorageError print it: "<pkg>: <op> on <container>/<blob>: " then the
+// status and code, or the detail when no answer says it, then the kind in
+// parentheses.
+func Describe(pkg, op, container, blob string, status int, code, detail string, kind any) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "blobstore: %s on %s/%s: ", e.Op, e.Container, e.Blob)
+	fmt.Fprintf(&b, "%s: %s on %s/%s: ", pkg, op, container, blob)
 	switch {
-	case e.Status != 0 && e.Code != "":
-		fmt.Fprintf(&b, "%d %s", e.Status, e.Code)
-	case e.Status != 0:
-		fmt.Fprintf(&b, "HTTP %d", e.Status)
-	case e.Code != "":
-		b.WriteString(e.Code)
+	case status != 0 && code != "":
+		fmt.Fprintf(&b, "%d %s", status, code)
+	case status != 0:
+		fmt.Fprintf(&b, "HTTP %d", status)
+	case code != "":
+		b.WriteString(code)
 	default:
-		b.WriteString(e.Detail)
+		b.WriteString(detail)
 	}
-	fmt.Fprintf(&b, " (%v)", e.Kind)
+	fmt.Fprintf(&b, " (%v)", kind)
 	return b.String()
 }
 

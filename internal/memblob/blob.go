@@ -46,6 +46,22 @@ func (b *blobState) report(c *call) {
 	}
 }
 
+// locate finds the call's container and blob (nil if there is none), its
+// lease brought to the call's time. A missing container fails the call
+// with 404 ContainerNotFound, and locate reports false.
+func (s *Service) locate(c *call) (*containerState, *blobState, bool) {
+	cs := s.containers[c.container]
+	if cs == nil {
+		c.fail(http.StatusNotFound, "ContainerNotFound")
+		return nil, nil, false
+	}
+	b := cs.blobs[c.blob]
+	if b != nil {
+		b.lease.at(c.now)
+	}
+	return cs, b, true
+}
+
 // httpTime formats t as HTTP dates are: RFC 1123 in GMT, to the second.
 func httpTime(t time.Time) string {
 	return t.UTC().Format(http.TimeFormat)
@@ -161,14 +177,9 @@ func (s *Service) upload(c *call) {
 		c.op = OpUnsupported
 		return
 	}
-	cs := s.containers[c.container]
-	if cs == nil {
-		c.fail(http.StatusNotFound, "ContainerNotFound")
+	cs, old, ok := s.locate(c)
+	if !ok {
 		return
-	}
-	old := cs.blobs[c.blob]
-	if old != nil {
-		old.lease.at(c.now)
 	}
 	defer func() {
 		cs.blobs[c.blob].report(c)
@@ -223,14 +234,9 @@ func (s *Service) upload(c *call) {
 // read serves Get Blob Properties (HEAD) and Get Blob (GET): the blob's
 // properties, metadata and lease as headers, and for GET its content.
 func (s *Service) read(c *call) {
-	cs := s.containers[c.container]
-	if cs == nil {
-		c.fail(http.StatusNotFound, "ContainerNotFound")
+	_, b, ok := s.locate(c)
+	if !ok {
 		return
-	}
-	b := cs.blobs[c.blob]
-	if b != nil {
-		b.lease.at(c.now)
 	}
 	defer b.report(c)
 	if !checkReadConditions(c, b) {
@@ -312,14 +318,9 @@ func (s *Service) setMetadata(c *call) {
 
 // deleteBlob serves Delete Blob.
 func (s *Service) deleteBlob(c *call) {
-	cs := s.containers[c.container]
-	if cs == nil {
-		c.fail(http.StatusNotFound, "ContainerNotFound")
+	cs, b, ok := s.locate(c)
+	if !ok {
 		return
-	}
-	b := cs.blobs[c.blob]
-	if b != nil {
-		b.lease.at(c.now)
 	}
 	if !checkWriteConditions(c, b) {
 		b.report(c)

@@ -351,14 +351,9 @@ func minTime(a, b time.Time) time.Time {
 
 // leaseOp serves the five lease actions on a blob (PUT ?comp=lease).
 func (s *Service) leaseOp(c *call) {
-	cs := s.containers[c.container]
-	if cs == nil {
-		c.fail(http.StatusNotFound, "ContainerNotFound")
+	_, b, ok := s.locate(c)
+	if !ok {
 		return
-	}
-	b := cs.blobs[c.blob]
-	if b != nil {
-		b.lease.at(c.now)
 	}
 	if !checkWriteConditions(c, b) {
 		b.report(c)
