@@ -395,17 +395,7 @@ func TestMetricsAreRecorded(t *testing.T) {
 		log.next(t, 10*time.Second)
 		time.Sleep(1200 * time.Millisecond) // two renewals
 
-		collect := func() map[string]metricdata.Aggregation {
-			var rm metricdata.ResourceMetrics
-			require.NoError(t, reader.Collect(context.Background(), &rm))
-			out := map[string]metricdata.Aggregation{}
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					out[m.Name] = m.Data
-				}
-			}
-			return out
-		}
+		collect := func() map[string]metricdata.Aggregation { return collectMetrics(t, reader) }
 		got := collect()
 		gauge := got["leaderelection.is_leader"].(metricdata.Gauge[int64])
 		require.Len(t, gauge.DataPoints, 1)
@@ -570,4 +560,17 @@ func TestFollowerDoesNotReportARecordItSawWhileTheLeaseWasFree(t *testing.T) {
 	m.observe(LeaseInfo{Exists: true, State: lease.StateTypeLeased, Leader: Term{Number: 5, Identity: "new"}, ETag: "e5"})
 	require.Len(t, got, 1)
 	assert.Equal(t, "new", got[0].Term.Identity)
+}
+
+// collectMetrics reads every instrument reader holds, by name.
+func collectMetrics(t testing.TB, reader *sdkmetric.ManualReader) map[string]metricdata.Aggregation {
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	out := map[string]metricdata.Aggregation{}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			out[m.Name] = m.Data
+		}
+	}
+	return out
 }

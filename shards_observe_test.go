@@ -164,17 +164,7 @@ func TestShardEventsAndMetrics(t *testing.T) {
 		waitFor(t, 10*time.Second, "3 shards run", func() bool { return balanced(log, 3, "a") })
 		time.Sleep(s.withDefaults().RenewInterval + time.Second) // a renewal of the session
 
-		collect := func() map[string]metricdata.Aggregation {
-			var rm metricdata.ResourceMetrics
-			require.NoError(t, reader.Collect(context.Background(), &rm))
-			out := map[string]metricdata.Aggregation{}
-			for _, sm := range rm.ScopeMetrics {
-				for _, m := range sm.Metrics {
-					out[m.Name] = m.Data
-				}
-			}
-			return out
-		}
+		collect := func() map[string]metricdata.Aggregation { return collectMetrics(t, reader) }
 		got := collect()
 		for name, want := range map[string]int64{"leaderelection.shards.owned": 3, "leaderelection.shards.target": 3, "leaderelection.sessions.live": 1} {
 			g := got[name].(metricdata.Gauge[int64])
