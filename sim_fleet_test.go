@@ -1,14 +1,20 @@
 package leaderelection
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
+	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -89,8 +95,10 @@ type simFleet struct {
 	ctx   context.Context // ends with the fleet
 	wg    sync.WaitGroup  // the fleet's own goroutines (operators, checks)
 
+	trace *simTracer // -sim.trace: every step of the fleet, to a file; nil: none
+
 	mu        sync.Mutex
-	rng       *rand.Rand
+	rng       *rand.Rand           // the timeline's draws (one goroutine, in virtual-time order)
 	set       []string             // the shard set the fleet converges to
 	faults    map[string]int       // injected, by kind
 	requests  int                  // sent by the instances
@@ -98,6 +106,19 @@ type simFleet struct {
 	malformed map[string]string    // election -> the malformed term it was given
 	recovery  time.Duration        // the longest recovery measured
 	notes     []string             // what the driver saw go wrong that is not the library's
+	names     map[string]*simLane  // an incarnation's name -> its lane
+	// The fault model's bookkeeping (see deletable): elections deleted and
+	// not run since, when; who last ran each election; what the plan held
+	// back to stay within the library's promise.
+	pending map[string]time.Time
+	lastRun map[string]simRun
+	held    map[string]int
+}
+
+// simRun is who started an election's last func, and when.
+type simRun struct {
+	lane, inc int
+	at        time.Time
 }
 
 type simLane struct {
@@ -109,7 +130,9 @@ type simLane struct {
 	done chan struct{} // the supervisor returned
 
 	mu       sync.Mutex
+	rng      *rand.Rand // the lane's draws (its transports' rates), from the seed and the lane
 	inc      int
+	name     string            // the current incarnation's, its identity
 	tr       *faults.Transport // the current incarnation's
 	spent    []*faults.Transport
 	cut      int                   // partitions in force
@@ -118,6 +141,24 @@ type simLane struct {
 	set      []string
 	owner    *ShardOwner
 	sessions map[string]string // shard -> the session that started its run (events)
+	// The process, as the fault model sees it: down is how many planned
+	// crashes and stops hold it down; alive from the start command to the
+	// crash or stop; starting while a start waits for the plan's leave
+	// (startLane).
+	down     int
+	alive    bool
+	starting bool
+	born     time.Time
+	// What the current incarnation has seen of the fleet: seenAt, when it
+	// first did (a mutex contender: its first read of its blob; a
+	// ShardOwner: its first listing of the sessions once its session's
+	// record is stored); readAt, a mutex contender's last read of its
+	// blob; published, the highest term a ShardOwner's session record said
+	// it saw on any shard (wire.MetaSeen).
+	seenAt    time.Time
+	readAt    time.Time
+	recorded  bool
+	published int64
 }
 
 type laneCmd int
@@ -129,10 +170,15 @@ const (
 	cmdFinish
 )
 
-func (f *simFleet) float() float64 {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.rng.Float64()
+// rngFor is a source drawn from the seed and parts alone: draws that do
+// not depend on what other goroutines drew first.
+func (f *simFleet) rngFor(parts ...string) *rand.Rand {
+	h := fnv.New64a()
+	for _, p := range parts {
+		h.Write([]byte(p))
+		h.Write([]byte{0})
+	}
+	return rand.New(rand.NewPCG(f.seed, h.Sum64()))
 }
 
 func (f *simFleet) between(lo, hi time.Duration) time.Duration {
@@ -176,6 +222,10 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		faults:    map[string]int{},
 		repaired:  map[string]time.Time{},
 		malformed: map[string]string{},
+		names:     map[string]*simLane{},
+		pending:   map[string]time.Time{},
+		lastRun:   map[string]simRun{},
+		held:      map[string]int{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
 	f.svc = memblob.New(memblob.WithObserver(f.observe))
@@ -183,7 +233,8 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 	add := func(kind laneKind, n int) {
 		for i := range n {
 			l := &simLane{f: f, idx: len(f.lanes), kind: kind, cmds: make(chan laneCmd, 16), done: make(chan struct{}),
-				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, set: f.set}
+				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, set: f.set,
+				rng: f.rngFor("lane", strconv.Itoa(len(f.lanes)))}
 			if i == 0 {
 				files = append(files, l.idx)
 				l.file = filepath.Join(dir, fmt.Sprintf("lane%d.id", l.idx))
@@ -224,6 +275,75 @@ func (f *simFleet) observe(e memblob.Event) {
 			ev.State, ev.ID = sim.Gone, ""
 		}
 		f.chk.Lease(ev)
+		if e.OK() && !e.Admin && (e.Op == memblob.OpSetMetadata || e.Op == memblob.OpUpload) {
+			f.stored(e)
+		}
+	}
+	if f.trace != nil && e.Blob != "" && !strings.Contains(e.Blob, "/"+wire.HeldDir) {
+		term, who, _ := simRecord(e.Metadata)
+		f.trace.printf(e.Time, "fake %s %s/%s: %d %s lease %s %s term %s %s", e.Op, e.Container, e.Blob, e.Status, e.ErrorCode,
+			e.LeaseState, e.Lease, term, who)
+	}
+}
+
+// simRecord reads a stored record: its term, whom it names (identity and,
+// for a shard, session), and whether it carries an end mark.
+func simRecord(md map[string]string) (term, holder string, ended bool) {
+	var identity, session string
+	for k, v := range md {
+		switch strings.ToLower(k) {
+		case wire.MetaTerm:
+			term = v
+		case wire.MetaIdentity:
+			identity = v
+		case wire.MetaSession:
+			session = v
+		case wire.MetaEnded:
+			ended = v != ""
+		}
+	}
+	if identity == "" && session == "" {
+		return term, "", ended
+	}
+	return term, identity + " " + session, ended
+}
+
+// stored is what the driver reads in a record the fake stored, under the
+// fake's lock: an election's term record, for the checker's rule
+// "record"; a session's record, for what its instance has seen of the
+// fleet (the fault model, see deletable).
+func (f *simFleet) stored(e memblob.Event) {
+	term, holder, ended := simRecord(e.Metadata)
+	n, err := strconv.ParseInt(term, 10, 64)
+	if err != nil || n <= 0 {
+		return
+	}
+	switch {
+	case e.Blob == simNativeBlob || e.Blob == simETagBlob || strings.HasPrefix(e.Blob, simPrefix+"/"+wire.ShardsDir):
+		if holder != "" && !ended {
+			f.chk.Record(e.Time, e.Container+"/"+e.Blob, n, holder)
+		}
+	case strings.HasPrefix(e.Blob, simPrefix+"/"+wire.SessionsDir) && !ended:
+		identity, seen := "", int64(0)
+		for k, v := range e.Metadata {
+			switch strings.ToLower(k) {
+			case wire.MetaIdentity:
+				identity = v
+			case wire.MetaSeen:
+				seen, _ = strconv.ParseInt(v, 10, 64)
+			}
+		}
+		f.mu.Lock()
+		l := f.names[identity]
+		f.mu.Unlock()
+		if l != nil {
+			l.mu.Lock()
+			if l.name == identity {
+				l.recorded = true
+				l.published = max(l.published, seen)
+			}
+			l.mu.Unlock()
+		}
 	}
 }
 
@@ -264,8 +384,25 @@ func (f *simFleet) settings(blob string, d time.Duration, tr *faults.Transport) 
 }
 
 // onExchange counts an instance's requests, and the faults injected into
-// them one request at a time.
-func (f *simFleet) onExchange(ex faults.Exchange) {
+// them one request at a time, and notes what incarnation inc of lane l has
+// seen of the fleet (see simLane).
+func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
+	if ex.Status == http.StatusOK {
+		l.mu.Lock()
+		if l.inc == inc && l.alive {
+			switch {
+			case l.kind != laneShard && ex.Method == http.MethodHead:
+				l.readAt = ex.Done
+				if l.seenAt.IsZero() {
+					l.seenAt = ex.Done
+				}
+			case l.kind == laneShard && l.recorded && l.seenAt.IsZero() && ex.Method == http.MethodGet &&
+				strings.Contains(ex.URL, "prefix="+url.QueryEscape(simPrefix+"/"+wire.SessionsDir)):
+				l.seenAt = ex.Done
+			}
+		}
+		l.mu.Unlock()
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.requests++
@@ -332,10 +469,13 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	defer close(ran)
 	f := l.f
 	tr := faults.Over(f.svc)
-	tr.Observe(f.onExchange)
 	l.mu.Lock()
 	l.inc++
+	inc := l.inc
+	tr.Observe(func(ex faults.Exchange) { f.onExchange(l, inc, ex) })
 	name := fmt.Sprintf("lane%d.%d", l.idx, l.inc)
+	l.name = name
+	l.seenAt, l.readAt, l.recorded, l.published = time.Time{}, time.Time{}, false, 0
 	if l.tr != nil {
 		l.spent = append(l.spent, l.tr)
 	}
@@ -343,6 +483,11 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	l.applyLocked()
 	set := slices.Clone(l.set)
 	l.mu.Unlock()
+	f.mu.Lock()
+	f.names[name] = l
+	f.mu.Unlock()
+	f.trace.printf(time.Now(), "%s starts", name)
+	defer f.trace.printf(time.Now(), "%s returned", name)
 	opts := []Option{WithIdentity(name), bubbleClock(), WithLogger(f.logger(name))}
 	if l.file != "" {
 		opts = append(opts, WithLeaseIDFile(l.file))
@@ -356,10 +501,15 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		}
 		s := f.settings(blob, d, tr)
 		election := simContainer + "/" + blob
+		if f.trace != nil {
+			opts = append(opts, WithEvents(func(e Event) {
+				f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
+			}))
+		}
 		var m *BlobDistributedMutex
 		m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
 			id := m.LeaseManager().LeaseID()
-			return f.act(ctx, election, name, s.withDefaults().StopMargin, func(lease string) bool { return lease == id })
+			return f.act(ctx, l, election, name, s.withDefaults().StopMargin, func(lease string) bool { return lease == id })
 		}, opts...)
 		if err != nil {
 			f.note("%s: %v", name, err)
@@ -370,6 +520,9 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		s := f.settings(simPrefix, f.shape.session, tr)
 		s.RetryInterval = f.shape.shardRetry
 		opts = append(opts, WithEvents(func(e Event) {
+			if f.trace != nil {
+				f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
+			}
 			if e.Kind == StartedLeading && e.Shard != "" {
 				l.mu.Lock()
 				l.sessions[e.Shard] = e.Session
@@ -381,7 +534,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 			session := l.sessions[shard]
 			l.mu.Unlock()
 			term, _ := TermFromContext(ctx)
-			return f.act(ctx, simContainer+"/"+wire.ShardBlob(simPrefix+"/", shard), name, s.withDefaults().StopMargin, func(lease string) bool {
+			return f.act(ctx, l, simContainer+"/"+wire.ShardBlob(simPrefix+"/", shard), name, s.withDefaults().StopMargin, func(lease string) bool {
 				if lease == wire.HandoffLeaseID(session, shard, term.Number) {
 					return true
 				}
@@ -425,16 +578,29 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 // by itself), then winds down: at once, or for a while, watching
 // LeaseContext, and stopping within 9/10 of StopMargin once it ends, as
 // the contract asks.
-func (f *simFleet) act(ctx context.Context, election, instance string, margin time.Duration, owns func(string) bool) error {
+func (f *simFleet) act(ctx context.Context, l *simLane, election, instance string, margin time.Duration, owns func(string) bool) error {
 	term, ok := TermFromContext(ctx)
 	if !ok {
 		f.note("%s: a func without a term", instance)
 	}
-	id := f.chk.Start(time.Now(), election, instance, term.Number, owns)
+	now := time.Now()
+	id := f.chk.Start(now, election, instance, term.Number, owns)
 	defer func() { f.chk.End(time.Now(), id) }()
+	l.mu.Lock()
+	inc := l.inc
+	l.mu.Unlock()
+	f.mu.Lock()
+	delete(f.pending, election)
+	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now}
+	f.mu.Unlock()
+	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)
+	// The func's own draws, from the seed and who it is: the same func
+	// draws the same whatever else ran first.
+	rng := f.rngFor("act", election, instance, strconv.FormatInt(term.Number, 10))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
 	var life <-chan time.Time
-	if f.float() < 0.15 {
-		life = time.After(f.between(5*time.Second, 5*time.Minute))
+	if rng.Float64() < 0.15 {
+		life = time.After(between(5*time.Second, 5*time.Minute))
 	}
 	select {
 	case <-ctx.Done():
@@ -442,13 +608,13 @@ func (f *simFleet) act(ctx context.Context, election, instance string, margin ti
 		return nil
 	}
 	wind := time.Duration(0)
-	if f.float() < 0.5 {
-		wind = f.between(0, 3*f.shape.native)
+	if rng.Float64() < 0.5 {
+		wind = between(0, 3*f.shape.native)
 	}
 	select {
 	case <-time.After(wind):
 	case <-LeaseContext(ctx).Done():
-		time.Sleep(f.between(0, margin*9/10))
+		time.Sleep(between(0, margin*9/10))
 	}
 	return ctx.Err()
 }
@@ -486,10 +652,7 @@ func (l *simLane) applyLocked() {
 			}
 		}
 	}
-	l.f.mu.Lock()
-	rng := rand.New(rand.NewPCG(l.f.rng.Uint64(), l.f.rng.Uint64()))
-	l.f.mu.Unlock()
-	l.tr.SetRates(r, rng)
+	l.tr.SetRates(r, rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64())))
 }
 
 func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
@@ -583,43 +746,283 @@ func (f *simFleet) repair(blob string) {
 	}
 }
 
-// deletable reports whether a deletion now stays within the library's
-// promise. A blob created again first by an instance that never saw its
-// terms restarts its count, and is taken at once, while the leader that
-// missed the deletion may still act: the library's stated limit
-// (renew.go). So no deletion while a record made malformed is not yet
-// repaired (an instance started since has seen no term on it), nor while
-// a shard that ran is out of some instance's set (an instance seeds, after
-// a deletion, only the shards of its set; one that joins the set later
-// creates its blob afresh).
-func (f *simFleet) deletable() bool {
-	f.mu.Lock()
-	set := slices.Clone(f.set)
-	pending := len(f.malformed) > 0
-	f.mu.Unlock()
-	if pending {
+// The fault model around deletions. A blob or the container deleted under
+// a running fleet is within the library's promise but for what its
+// argument names as not covered (renew.go: "What cannot be kept: a blob
+// deleted while no instance that saw its terms runs, or created again
+// first by one that never saw them"; vanished.go's "What is not covered":
+// an instance that never saw the fleet before the deletion, a process
+// started after it or whose first session had not yet written its record
+// then; recreated.go, the same for a mutex's blob). The plan stays out of
+// exactly those, and nothing more:
+//
+//   - a deletion happens only while every live process of the elections
+//     it hits has seen the fleet (a mutex contender has read its blob; a
+//     ShardOwner's session has stored its record and listed the
+//     sessions), no record made malformed awaits its repair (nobody has
+//     seen a term on it), none was repaired within 2 R (a contender may
+//     not have read it yet), and each election it hits that ever ran has
+//     a live witness of its last term (see witness);
+//   - from a deletion until each election it hit runs again (pending), no
+//     new process of that election's kind starts (its start waits), and
+//     the last live witness of a pending election is not crashed or
+//     stopped (the fault is held back); for a ShardOwner, only the shards
+//     of a set count (a shard out of every set is claimed by nobody), and
+//     a shard still pending comes back into a set only while every live
+//     ShardOwner saw the fleet before its deletion (else it is left out).
+//
+// A deletion's storm may crash and stop processes like any other.
+
+// witness reports whether l's current process is a witness of election
+// e's last term: for a mutex, the contender that ran it or one that read
+// the blob after it began (every contender reads it each R); for a shard,
+// the process that ran it or one whose session's record published a
+// highest term seen at least as high (its instance's seenMax, which a
+// claimer of a blob created again goes above: vanished.go). Under f.mu.
+func (f *simFleet) witness(l *simLane, e string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.alive || l.kind != f.kindOf(e) {
 		return false
+	}
+	run, ran := f.lastRun[e]
+	if ran && run.lane == l.idx && run.inc == l.inc {
+		return true
+	}
+	if l.kind != laneShard {
+		return !l.readAt.IsZero() && (!ran || l.readAt.After(run.at))
+	}
+	return l.recorded && l.published >= f.chk.MaxTerm(e)
+}
+
+// kindOf is the kind of lane that runs election e.
+func (f *simFleet) kindOf(e string) laneKind {
+	switch {
+	case strings.HasSuffix(e, "/"+simNativeBlob):
+		return laneNative
+	case strings.HasSuffix(e, "/"+simETagBlob):
+		return laneETag
+	}
+	return laneShard
+}
+
+// inSets reports whether shard election e is in the set of the fleet or of
+// a ShardOwner (mutexes always are). Under f.mu.
+func (f *simFleet) inSets(e string) bool {
+	if f.kindOf(e) != laneShard {
+		return true
+	}
+	shard := path.Base(e)
+	if slices.Contains(f.set, shard) {
+		return true
 	}
 	for _, l := range f.lanes {
 		l.mu.Lock()
-		same := l.kind != laneShard || slices.Equal(l.set, set)
+		in := slices.Contains(l.set, shard)
 		l.mu.Unlock()
-		if !same {
-			return false
+		if in {
+			return true
 		}
 	}
-	for _, fn := range f.chk.Funcs() {
-		shard, ok := strings.CutPrefix(fn.Election, simContainer+"/"+simPrefix+"/"+wire.ShardsDir)
-		if ok && !slices.Contains(set, strings.TrimPrefix(shard, "/")) {
+	return false
+}
+
+// ran is every election a func ran on, as "container/blob".
+func (f *simFleet) ran() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.lastRun))
+}
+
+// deletable reports whether a deletion of the elections targets (each ran
+// before) stays within the promise now (see above), and if so marks them
+// pending: the caller deletes them at once.
+func (f *simFleet) deletable(targets []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	why := ""
+	switch {
+	case len(f.malformed) > 0:
+		why = "a malformed record awaits its repair"
+	case len(f.pending) > 0:
+		why = "an election deleted before has not run since"
+	}
+	for _, r := range f.repaired {
+		if time.Since(r) < 2*f.shape.retry {
+			why = "a record was repaired less than 2 R ago"
+		}
+	}
+	kinds := map[laneKind]bool{}
+	for _, e := range targets {
+		kinds[f.kindOf(e)] = true
+	}
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting)
+		l.mu.Unlock()
+		if unseen && why == "" {
+			why = "a live process has not seen the fleet yet"
+		}
+	}
+	for _, e := range targets {
+		if _, ran := f.lastRun[e]; ran && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
+			why = "no live process is a witness of " + e + "'s last term"
+		}
+	}
+	if why != "" {
+		f.held["delete: "+why]++
+		return false
+	}
+	now := time.Now()
+	for _, e := range targets {
+		if _, ran := f.lastRun[e]; ran {
+			f.pending[e] = now
+		}
+	}
+	return true
+}
+
+// mayStart reports whether a new process of l's kind may start now: no
+// election of that kind, in a set, is pending. Under f.mu.
+func (f *simFleet) mayStart(l *simLane) bool {
+	for e := range f.pending {
+		if f.kindOf(e) == l.kind && f.inSets(e) {
 			return false
 		}
 	}
 	return true
 }
 
+// mayKill reports whether l's process may be crashed or stopped now: it is
+// not the last live witness of a pending election. Under f.mu.
+func (f *simFleet) mayKill(l *simLane) bool {
+	for e := range f.pending {
+		if !f.witness(l, e) {
+			continue
+		}
+		others := false
+		for _, o := range f.lanes {
+			if o != l && f.witness(o, e) {
+				others = true
+			}
+		}
+		if !others {
+			return false
+		}
+	}
+	return true
+}
+
+// keepOut is set without the pending shards that may not come back into a
+// set now: while a live ShardOwner did not see the fleet before a shard's
+// deletion (see above). Under f.mu.
+func (f *simFleet) keepOut(set []string) []string {
+	return slices.DeleteFunc(slices.Clone(set), func(shard string) bool {
+		e := simContainer + "/" + wire.ShardBlob(simPrefix+"/", shard)
+		at, pending := f.pending[e]
+		if !pending || f.inSets(e) {
+			return false
+		}
+		for _, l := range f.lanes {
+			l.mu.Lock()
+			fresh := l.kind == laneShard && l.alive && (l.seenAt.IsZero() || !l.seenAt.Before(at))
+			l.mu.Unlock()
+			if fresh {
+				f.held["set: a pending shard kept out"]++
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// kill crashes or stops l's process (cmd), unless the fault model holds
+// it back; it reports whether it did.
+func (f *simFleet) kill(l *simLane, cmd laneCmd, kind sim.Kind) bool {
+	f.mu.Lock()
+	ok := f.mayKill(l)
+	if !ok {
+		f.held[string(kind)+": the last witness of a pending election"]++
+	}
+	f.mu.Unlock()
+	if !ok {
+		return false
+	}
+	l.mu.Lock()
+	l.down++
+	wasAlive := l.alive
+	l.alive = false
+	l.mu.Unlock()
+	if wasAlive {
+		f.count(string(kind), 1)
+	}
+	f.trace.printf(time.Now(), "lane%d: %s", l.idx, kind)
+	l.cmds <- cmd
+	return true
+}
+
+// revive ends one planned fault holding l down, and starts it again once
+// none does, as soon as the fault model lets it (mayStart).
+func (f *simFleet) revive(l *simLane) {
+	l.mu.Lock()
+	l.down--
+	start := l.down == 0 && !l.alive && !l.starting
+	if start {
+		l.starting = true
+	}
+	l.mu.Unlock()
+	if start {
+		f.startLane(l)
+	}
+}
+
+// startLane starts l's next process, at once or once the fault model lets
+// it (checking every second, until the fleet ends).
+func (f *simFleet) startLane(l *simLane) {
+	try := func() bool {
+		f.mu.Lock()
+		ok := f.mayStart(l)
+		f.mu.Unlock()
+		if !ok {
+			return false
+		}
+		l.mu.Lock()
+		start := l.down == 0 && !l.alive
+		if start {
+			l.alive, l.born = true, time.Now()
+		}
+		l.starting = false
+		l.mu.Unlock()
+		if start {
+			f.trace.printf(time.Now(), "lane%d: start", l.idx)
+			l.cmds <- cmdStart
+		}
+		return true
+	}
+	if try() {
+		return
+	}
+	f.mu.Lock()
+	f.held["start: an election of its kind is pending"]++
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		for {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if try() {
+				return
+			}
+		}
+	})
+}
+
 // deleteBlob deletes blob as a request without its lease ID does, which
 // Azure refuses while the blob is leased: it tries every second, for 20 s
-// at most, and reports whether it deleted it.
+// at most, each time only if the fault model lets it (deletable), and
+// reports whether it deleted it.
 func (f *simFleet) deleteBlob(blob string) bool {
 	cc, err := container.NewClientFromConnectionString(memblob.ConnectionString, simContainer,
 		&container.ClientOptions{ClientOptions: f.svc.ClientOptions()})
@@ -627,11 +1030,19 @@ func (f *simFleet) deleteBlob(blob string) bool {
 		f.note("delete: %v", err)
 		return false
 	}
+	election := simContainer + "/" + blob
 	for range 20 {
-		if _, err := cc.NewBlobClient(blob).Delete(f.ctx, nil); err == nil {
-			return true
-		} else if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
-			return false
+		if st, ok := f.svc.Blob(simContainer, blob); ok && st.LeaseState != "leased" && st.LeaseState != "breaking" && f.deletable([]string{election}) {
+			_, err := cc.NewBlobClient(blob).Delete(f.ctx, nil)
+			if err == nil {
+				return true
+			}
+			f.mu.Lock()
+			delete(f.pending, election) // not deleted after all
+			f.mu.Unlock()
+			if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+				return false
+			}
 		}
 		select {
 		case <-f.ctx.Done():
@@ -668,4 +1079,23 @@ func leaseIDDir() (string, error) {
 		base = "/dev/shm"
 	}
 	return os.MkdirTemp(base, "leaderelection-sim-")
+}
+
+// simTracer writes a fleet's steps, one line each, for a replay
+// (-sim.trace): the plan's actions, the instances' starts and events, the
+// funcs, every request the fake applied or refused (but on held lists).
+type simTracer struct {
+	mu sync.Mutex
+	w  *bufio.Writer
+}
+
+// printf writes a line stamped with at (the bubble's clock, which starts
+// at midnight); a nil tracer writes nothing.
+func (tr *simTracer) printf(at time.Time, format string, args ...any) {
+	if tr == nil {
+		return
+	}
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	fmt.Fprintf(tr.w, "%s %s\n", at.Format("15:04:05.000"), fmt.Sprintf(format, args...))
 }

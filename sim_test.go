@@ -1,8 +1,10 @@
 package leaderelection
 
 import (
+	"bufio"
 	"context"
 	"flag"
+	"maps"
 	"fmt"
 	"os"
 	"runtime"
@@ -12,9 +14,11 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/cryptotest"
 	"testing/synctest"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/sim"
 )
 
@@ -62,8 +66,10 @@ var (
 	simParallel = flag.Int("sim.parallel", 0, "simulator: fleets run at once (0: GOMAXPROCS)")
 	simLog      = flag.Bool("sim.log", false, "simulator: print the library's logs to stderr (for a replay)")
 	simGC       = flag.Int("sim.gc", 400, "simulator: GOGC for the run (0: leave it)")
-	simDump     = flag.String("sim.dump", "", "simulator: print the funcs of the elections whose blob ends so (for a replay)")
+	simDump     = flag.String("sim.dump", "", "simulator: print the funcs of the elections whose blob's name holds this (for a replay)")
 	simPlan     = flag.Bool("sim.plan", false, "simulator: print each fleet's plan of faults (for a replay)")
+	simRepeat   = flag.Int("sim.repeat", 1, "simulator: with -sim.seed, replay the fleet this many times and count those with a violation")
+	simTrace    = flag.String("sim.trace", "", "simulator: with -sim.seed, write every step of the fleet to this file (for a replay)")
 )
 
 // simReplay is the command that replays seed.
@@ -80,12 +86,36 @@ func TestSimulator(t *testing.T) {
 	shape.length = time.Duration(*simHours * float64(time.Hour))
 	wall := time.Now()
 	if *simSeed != 0 {
-		var res sim.Result
-		synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape) })
+		// A replay: the library's random draws (lease and session IDs,
+		// jittered waits) come from the seed too, so that only the
+		// scheduler's order of goroutines varies from one replay to the
+		// next (see BENCHMARKS.md's "Simulator").
+		cryptotest.SetGlobalRandom(t, *simSeed)
+		defer clock.Seed(*simSeed)()
 		var rp sim.Report
-		rp.Add(res)
+		rules := map[string]int{}
+		for i := range max(1, *simRepeat) {
+			var res sim.Result
+			began := time.Now()
+			synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape) })
+			res.Wall = time.Since(began)
+			rp.Add(res)
+			seen := map[string]bool{}
+			for _, v := range res.Violations {
+				seen[v.Rule] = true
+			}
+			for r := range seen {
+				rules[r]++
+			}
+			if *simRepeat > 1 {
+				t.Logf("replay %d: %d violations", i+1, len(res.Violations))
+			}
+		}
 		rp.Wall = time.Since(wall)
 		t.Logf("seed %d:\n%s", *simSeed, rp.String())
+		if *simRepeat > 1 {
+			t.Logf("seed %d: %d of %d replays had a violation (by rule: %v)", *simSeed, len(rp.Failing), rp.Fleets, rules)
+		}
 		return
 	}
 	base := *simBase
@@ -160,6 +190,17 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
 	}
 	defer os.RemoveAll(dir)
 	f := newSimFleet(seed, shape, dir, *simLog, t)
+	if *simTrace != "" && *simSeed != 0 {
+		file, err := os.Create(*simTrace)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.trace = &simTracer{w: bufio.NewWriter(file)}
+		defer func() {
+			f.trace.w.Flush()
+			file.Close()
+		}()
+	}
 	if *simPlan {
 		for _, st := range f.plan {
 			t.Logf("storm %.0fs, calm %.0fs:", st.Start.Seconds(), st.Calm.Seconds())
@@ -170,7 +211,7 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
 	}
 	f.run()
 	res := sim.Result{Seed: seed, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
-		Funcs: len(f.chk.Funcs()), Recovery: f.recovery}
+		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held)}
 	res.Violations, res.Dropped = f.chk.Violations()
 	for _, v := range res.Violations {
 		t.Errorf("seed %d: %s", seed, v)
@@ -180,13 +221,18 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
 	}
 	if *simDump != "" {
 		for _, fn := range f.chk.Funcs() {
-			if strings.HasSuffix(fn.Election, *simDump) {
+			if strings.Contains(fn.Election, *simDump) {
 				t.Logf("func %s %s term %d %s..%s lease %s exempt %v", fn.Election, fn.Instance, fn.Term, fn.Start.Format("15:04:05.000"), fn.End.Format("15:04:05.000"), fn.LeaseID, fn.Exempt)
 			}
 		}
 	}
 	for _, n := range f.notes {
 		t.Logf("seed %d: note: %s", seed, n)
+	}
+	if *simSeed != 0 {
+		for _, why := range slices.Sorted(maps.Keys(f.held)) {
+			t.Logf("seed %d: held back by the fault model: %s: %d", seed, why, f.held[why])
+		}
 	}
 	return res
 }
@@ -206,9 +252,9 @@ func (f *simFleet) run() {
 	at := func(d time.Duration, do func()) { acts = append(acts, simAction{d, do}) }
 	for _, l := range f.lanes {
 		go l.supervise()
-		at(f.between(0, time.Second), func() { l.cmds <- cmdStart })
+		l.starting = true
+		at(f.between(0, time.Second), func() { f.startLane(l) })
 	}
-	down := make([]int, len(f.lanes))
 	id := 0
 	for _, st := range f.plan {
 		for _, ft := range st.Faults {
@@ -224,18 +270,16 @@ func (f *simFleet) run() {
 				if ft.Kind == sim.Stop {
 					cmd = cmdStop
 				}
-				at(ft.At, func() {
-					down[l.idx]++
-					f.count(string(ft.Kind), 1)
-					l.cmds <- cmd
-				})
+				killed := false
+				at(ft.At, func() { killed = f.kill(l, cmd, ft.Kind) })
 				at(ft.Until, func() {
-					if down[l.idx]--; down[l.idx] == 0 {
-						l.cmds <- cmdStart
+					if killed {
+						f.revive(l)
 					}
 				})
 			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing:
 				at(ft.At, func() {
+					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
 					l.mu.Lock()
 					switch ft.Kind {
 					case sim.Partition:
@@ -251,6 +295,7 @@ func (f *simFleet) run() {
 					l.mu.Unlock()
 				})
 				at(ft.Until, func() {
+					f.trace.printf(time.Now(), "lane%d: %s ends", l.idx, ft.Kind)
 					l.mu.Lock()
 					switch ft.Kind {
 					case sim.Partition:
@@ -265,21 +310,30 @@ func (f *simFleet) run() {
 				})
 			case sim.DeleteBlob:
 				at(ft.At, func() {
-					if !f.deletable() {
+					blob := f.electionBlob(ft.Target)
+					if !slices.Contains(f.ran(), simContainer+"/"+blob) {
 						return
 					}
-					blob := f.electionBlob(ft.Target)
 					f.wg.Go(func() {
 						if f.deleteBlob(blob) {
 							f.count(string(ft.Kind), 1)
+							f.trace.printf(time.Now(), "deleted %s", blob)
 						}
 					})
 				})
 			case sim.DeleteContainer:
 				at(ft.At, func() {
-					if f.deletable() && f.svc.DeleteContainer(simContainer) == nil {
-						f.count(string(ft.Kind), 1)
+					if !f.deletable(f.ran()) {
+						return
 					}
+					if f.svc.DeleteContainer(simContainer) == nil {
+						f.count(string(ft.Kind), 1)
+						f.trace.printf(time.Now(), "deleted the container")
+						return
+					}
+					f.mu.Lock()
+					clear(f.pending)
+					f.mu.Unlock()
 				})
 			case sim.Malform:
 				var blob string
@@ -287,6 +341,7 @@ func (f *simFleet) run() {
 					blob = f.electionBlob(ft.Target)
 					if f.malform(blob) {
 						f.count(string(ft.Kind), 1)
+						f.trace.printf(time.Now(), "malformed %s", blob)
 					} else {
 						blob = ""
 					}
@@ -298,12 +353,15 @@ func (f *simFleet) run() {
 					}
 				})
 			case sim.SetShards:
-				set := simShardNames(ft.Target)
+				planned := simShardNames(ft.Target)
+				var set []string
 				at(ft.At, func() {
 					f.mu.Lock()
+					set = f.keepOut(planned)
 					f.set = set
 					f.mu.Unlock()
 					f.count(string(ft.Kind), 1)
+					f.trace.printf(time.Now(), "set %v", set)
 				})
 				var shardLanes []*simLane
 				for _, l := range f.lanes {
