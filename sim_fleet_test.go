@@ -95,7 +95,7 @@ type simFleet struct {
 	ctx   context.Context // ends with the fleet
 	wg    sync.WaitGroup  // the fleet's own goroutines (operators, checks)
 
-	trace *simTracer // -sim.trace: every step of the fleet, to a file; nil: none
+	trace *simTracer // every step of the fleet, kept for a trace file (see simTracer)
 
 	mu        sync.Mutex
 	rng       *rand.Rand           // the timeline's draws (one goroutine, in virtual-time order)
@@ -226,6 +226,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		pending:   map[string]time.Time{},
 		lastRun:   map[string]simRun{},
 		held:      map[string]int{},
+		trace:     &simTracer{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
 	f.svc = memblob.New(memblob.WithObserver(f.observe))
@@ -279,10 +280,8 @@ func (f *simFleet) observe(e memblob.Event) {
 			f.stored(e)
 		}
 	}
-	if f.trace != nil && e.Blob != "" && !strings.Contains(e.Blob, "/"+wire.HeldDir) {
-		term, who, _ := simRecord(e.Metadata)
-		f.trace.printf(e.Time, "fake %s %s/%s: %d %s lease %s %s term %s %s", e.Op, e.Container, e.Blob, e.Status, e.ErrorCode,
-			e.LeaseState, e.Lease, term, who)
+	if e.Op != memblob.OpList && (e.Op != memblob.OpGetProperties || e.Status != http.StatusOK) {
+		f.trace.fake(e)
 	}
 }
 
@@ -501,11 +500,9 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		}
 		s := f.settings(blob, d, tr)
 		election := simContainer + "/" + blob
-		if f.trace != nil {
-			opts = append(opts, WithEvents(func(e Event) {
-				f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
-			}))
-		}
+		opts = append(opts, WithEvents(func(e Event) {
+			f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
+		}))
 		var m *BlobDistributedMutex
 		m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
 			id := m.LeaseManager().LeaseID()
@@ -520,9 +517,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		s := f.settings(simPrefix, f.shape.session, tr)
 		s.RetryInterval = f.shape.shardRetry
 		opts = append(opts, WithEvents(func(e Event) {
-			if f.trace != nil {
-				f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
-			}
+			f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
 			if e.Kind == StartedLeading && e.Shard != "" {
 				l.mu.Lock()
 				l.sessions[e.Shard] = e.Session
@@ -1081,21 +1076,74 @@ func leaseIDDir() (string, error) {
 	return os.MkdirTemp(base, "leaderelection-sim-")
 }
 
-// simTracer writes a fleet's steps, one line each, for a replay
-// (-sim.trace): the plan's actions, the instances' starts and events, the
-// funcs, every request the fake applied or refused (but on held lists).
+// simTracer keeps a fleet's steps, for a trace file written when the
+// fleet breaks a rule, or for a replay (-sim.trace): the plan's actions,
+// the instances' starts and events, the funcs, and every request the fake
+// applied or refused but listings and successful reads. It keeps the
+// fake's events as they came (formatting them only for the file), so
+// that every fleet of a run can keep one: a failure found in a run of
+// many fleets is rarely met again in a replay.
 type simTracer struct {
-	mu sync.Mutex
-	w  *bufio.Writer
+	mu      sync.Mutex
+	entries []simEntry
 }
 
-// printf writes a line stamped with at (the bubble's clock, which starts
-// at midnight); a nil tracer writes nothing.
+type simEntry struct {
+	at   time.Time
+	text string
+	ev   memblob.Event // when text is ""
+}
+
+// printf keeps a line stamped with at (the bubble's clock, which starts
+// at midnight).
 func (tr *simTracer) printf(at time.Time, format string, args ...any) {
+	if tr == nil {
+		return
+	}
+	text := fmt.Sprintf(format, args...)
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	tr.entries = append(tr.entries, simEntry{at: at, text: text})
+}
+
+// fake keeps an event of the fake's.
+func (tr *simTracer) fake(e memblob.Event) {
 	if tr == nil {
 		return
 	}
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	fmt.Fprintf(tr.w, "%s %s\n", at.Format("15:04:05.000"), fmt.Sprintf(format, args...))
+	tr.entries = append(tr.entries, simEntry{at: e.Time, ev: e})
+}
+
+// write writes the steps kept to the file at path.
+func (tr *simTracer) write(path string) error {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	file, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	w := bufio.NewWriter(file)
+	for _, en := range tr.entries {
+		text := en.text
+		if text == "" {
+			e := en.ev
+			term, who, ended := simRecord(e.Metadata)
+			text = fmt.Sprintf("fake %s %s/%s: %d %s lease %s %s etag %s", e.Op, e.Container, e.Blob, e.Status, e.ErrorCode,
+				e.LeaseState, e.Lease, e.ETag)
+			if e.LeaseID != "" || e.ProposedLeaseID != "" {
+				text += fmt.Sprintf(" (asked with %s proposing %s)", e.LeaseID, e.ProposedLeaseID)
+			}
+			if term != "" {
+				text += fmt.Sprintf(" record term %s for %q ended %v", term, who, ended)
+			}
+		}
+		fmt.Fprintf(w, "%s %s\n", en.at.Format("15:04:05.000"), text)
+	}
+	if err := w.Flush(); err != nil {
+		file.Close()
+		return err
+	}
+	return file.Close()
 }

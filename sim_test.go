@@ -1,12 +1,12 @@
 package leaderelection
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"maps"
 	"os"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"slices"
@@ -70,6 +70,7 @@ var (
 	simPlan     = flag.Bool("sim.plan", false, "simulator: print each fleet's plan of faults (for a replay)")
 	simRepeat   = flag.Int("sim.repeat", 1, "simulator: with -sim.seed, replay the fleet this many times and count those with a violation")
 	simTrace    = flag.String("sim.trace", "", "simulator: with -sim.seed, write every step of the fleet to this file (for a replay)")
+	simSeeded   = flag.Bool("sim.seeded", true, "simulator: with -sim.seed, draw the library's IDs and jittered waits from the seed too")
 )
 
 // simReplay is the command that replays seed.
@@ -90,15 +91,24 @@ func TestSimulator(t *testing.T) {
 		// jittered waits) come from the seed too, so that only the
 		// scheduler's order of goroutines varies from one replay to the
 		// next (see BENCHMARKS.md's "Simulator").
-		cryptotest.SetGlobalRandom(t, *simSeed)
-		defer clock.Seed(*simSeed)()
+		if *simSeeded {
+			cryptotest.SetGlobalRandom(t, *simSeed)
+			defer clock.Seed(*simSeed)()
+		}
 		var rp sim.Report
 		rules := map[string]int{}
 		for i := range max(1, *simRepeat) {
 			var res sim.Result
 			began := time.Now()
-			synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape) })
+			trace := *simTrace
+			if trace != "" && *simRepeat > 1 {
+				trace = fmt.Sprintf("%s.%d", trace, i+1)
+			}
+			synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape, trace) })
 			res.Wall = time.Since(began)
+			if trace != "" && len(res.Violations) == 0 && *simRepeat > 1 {
+				os.Remove(trace) // keep the traces of the replays that failed
+			}
 			rp.Add(res)
 			seen := map[string]bool{}
 			for _, v := range res.Violations {
@@ -160,7 +170,7 @@ func TestSimulator(t *testing.T) {
 				began := time.Now()
 				var res sim.Result
 				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
-					synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, seed, shape) })
+					synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, seed, shape, "") })
 				})
 				res.Wall = time.Since(began)
 				mu.Lock()
@@ -182,25 +192,15 @@ func TestSimulator(t *testing.T) {
 }
 
 // runSimFleet runs the fleet of seed in the bubble t is in, and reports
-// its violations with t.Errorf.
-func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
+// its violations with t.Errorf; it writes its steps to the file trace, if
+// not "".
+func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Result {
 	dir, err := leaseIDDir()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(dir)
 	f := newSimFleet(seed, shape, dir, *simLog, t)
-	if *simTrace != "" && *simSeed != 0 {
-		file, err := os.Create(*simTrace)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f.trace = &simTracer{w: bufio.NewWriter(file)}
-		defer func() {
-			f.trace.w.Flush()
-			file.Close()
-		}()
-	}
 	if *simPlan {
 		for _, st := range f.plan {
 			t.Logf("storm %.0fs, calm %.0fs:", st.Start.Seconds(), st.Calm.Seconds())
@@ -213,6 +213,16 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape) sim.Result {
 	res := sim.Result{Seed: seed, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
 		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held)}
 	res.Violations, res.Dropped = f.chk.Violations()
+	if trace == "" && len(res.Violations) > 0 {
+		trace = filepath.Join(os.TempDir(), fmt.Sprintf("leaderelection-sim-%d.trace", seed))
+	}
+	if trace != "" {
+		if err := f.trace.write(trace); err != nil {
+			t.Errorf("trace: %v", err)
+		} else if len(res.Violations) > 0 {
+			t.Logf("seed %d: its steps are in %s", seed, trace)
+		}
+	}
 	for _, v := range res.Violations {
 		t.Errorf("seed %d: %s", seed, v)
 	}
