@@ -70,6 +70,7 @@ var (
 	simPlan     = flag.Bool("sim.plan", false, "simulator: print each fleet's plan of faults (for a replay)")
 	simRepeat   = flag.Int("sim.repeat", 1, "simulator: with -sim.seed, replay the fleet this many times and count those with a violation")
 	simTrace    = flag.String("sim.trace", "", "simulator: with -sim.seed, write every step of the fleet to this file (for a replay)")
+	simFirst    = flag.Bool("sim.first", false, "simulator: end the run once a fleet has broken a rule (to time how long finding it takes)")
 	simSeeded   = flag.Bool("sim.seeded", true, "simulator: with -sim.seed, draw the library's IDs and jittered waits from the seed too")
 )
 
@@ -161,7 +162,7 @@ func TestSimulator(t *testing.T) {
 					return
 				}
 				mu.Lock()
-				late := *simWall > 0 && time.Since(wall)+longest > *simWall
+				late := *simWall > 0 && time.Since(wall)+longest > *simWall || *simFirst && len(rp.Failing) > 0
 				mu.Unlock()
 				if late {
 					return
