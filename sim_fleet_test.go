@@ -377,10 +377,39 @@ func (f *simFleet) shardBlobs() []string {
 
 func (f *simFleet) logger(name string) *slog.Logger {
 	if !f.log {
-		return slog.New(slog.DiscardHandler)
+		return slog.New(simLogs{tr: f.trace, name: name})
 	}
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("sim", name)
 }
+
+// simLogs keeps an instance's logs, at every level, in the fleet's trace:
+// a fleet-hour logs a thousand lines or so, kept as records and formatted
+// only if a trace file is written.
+type simLogs struct {
+	tr    *simTracer
+	name  string
+	attrs []slog.Attr
+}
+
+func (h simLogs) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h simLogs) Handle(_ context.Context, r slog.Record) error {
+	r = r.Clone()
+	if len(h.attrs) > 0 {
+		r.AddAttrs(h.attrs...)
+	}
+	h.tr.mu.Lock()
+	defer h.tr.mu.Unlock()
+	h.tr.entries = append(h.tr.entries, simEntry{at: r.Time, log: &r, text: h.name})
+	return nil
+}
+
+func (h simLogs) WithAttrs(as []slog.Attr) slog.Handler {
+	h.attrs = append(slices.Clip(h.attrs), as...)
+	return h
+}
+
+func (h simLogs) WithGroup(string) slog.Handler { return h }
 
 // settings are an instance's on transport tr.
 func (f *simFleet) settings(blob string, d time.Duration, tr *faults.Transport) BlobSettings {
@@ -1121,6 +1150,7 @@ type simEntry struct {
 	at   time.Time
 	text string
 	ev   memblob.Event // when text is ""
+	log  *slog.Record  // a log of instance text's, when not nil
 }
 
 // printf keeps a line stamped with at (the bubble's clock, which starts
@@ -1156,7 +1186,15 @@ func (tr *simTracer) write(path string) error {
 	w := bufio.NewWriter(file)
 	for _, en := range tr.entries {
 		text := en.text
-		if text == "" {
+		if en.log != nil {
+			var b strings.Builder
+			fmt.Fprintf(&b, "%s log %s %s", text, en.log.Level, en.log.Message)
+			en.log.Attrs(func(a slog.Attr) bool {
+				fmt.Fprintf(&b, " %s=%v", a.Key, a.Value)
+				return true
+			})
+			text = b.String()
+		} else if text == "" {
 			e := en.ev
 			term, who, ended := simRecord(e.Metadata)
 			text = fmt.Sprintf("fake %s %s/%s: %d %s lease %s %s etag %s", e.Op, e.Container, e.Blob, e.Status, e.ErrorCode,
