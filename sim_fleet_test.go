@@ -125,6 +125,7 @@ type simFleet struct {
 	pending map[string]time.Time
 	lastRun map[string]simRun
 	held    map[string]int
+	termed  map[string]bool // shard elections whose blob carries a term's record
 }
 
 // simRun is who started an election's last func, and when.
@@ -171,6 +172,10 @@ type simLane struct {
 	readAt    time.Time
 	recorded  bool
 	published int64
+	// sawShard: the shards whose terms a ShardOwner's current process saw:
+	// it ran one, read its blob, or listed the shards while it carried a
+	// term (its floor for it is then above 0).
+	sawShard map[string]bool
 }
 
 type laneCmd int
@@ -238,6 +243,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		pending:   map[string]time.Time{},
 		lastRun:   map[string]simRun{},
 		held:      map[string]int{},
+		termed:    map[string]bool{},
 		trace:     &simTracer{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
@@ -334,6 +340,9 @@ func (f *simFleet) stored(e memblob.Event) {
 		if holder != "" && !ended {
 			f.chk.Record(e.Time, e.Container+"/"+e.Blob, n, holder)
 		}
+		f.mu.Lock()
+		f.termed[e.Container+"/"+e.Blob] = true
+		f.mu.Unlock()
 	case strings.HasPrefix(e.Blob, simPrefix+"/"+wire.SessionsDir) && !ended:
 		identity, seen := "", int64(0)
 		for k, v := range e.Metadata {
@@ -437,9 +446,32 @@ func (f *simFleet) settings(blob string, d time.Duration, tr *faults.Transport) 
 // them one request at a time, and notes what incarnation inc of lane l has
 // seen of the fleet (see simLane).
 func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
+	var saw []string
+	if ex.Status == http.StatusOK && l.kind == laneShard {
+		shards := simContainer + "/" + simPrefix + "/" + wire.ShardsDir
+		switch {
+		case ex.Method == http.MethodGet && strings.Contains(ex.URL, "prefix="+url.QueryEscape(simPrefix+"/"+wire.ShardsDir)):
+			f.mu.Lock()
+			saw = slices.Collect(maps.Keys(f.termed))
+			f.mu.Unlock()
+		case ex.Method == http.MethodHead && strings.Contains(ex.URL, "/"+shards):
+			e := ex.URL[strings.Index(ex.URL, "/"+shards)+1:]
+			if i := strings.IndexAny(e, "?"); i >= 0 {
+				e = e[:i]
+			}
+			f.mu.Lock()
+			if f.termed[e] {
+				saw = []string{e}
+			}
+			f.mu.Unlock()
+		}
+	}
 	if ex.Status == http.StatusOK {
 		l.mu.Lock()
 		if l.inc == inc && l.alive {
+			for _, e := range saw {
+				l.sawShard[e] = true
+			}
 			switch {
 			case l.kind != laneShard && ex.Method == http.MethodHead:
 				l.readAt = ex.Done
@@ -525,7 +557,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	tr.Observe(func(ex faults.Exchange) { f.onExchange(l, inc, ex) })
 	name := fmt.Sprintf("lane%d.%d", l.idx, l.inc)
 	l.name = name
-	l.seenAt, l.readAt, l.recorded, l.published = time.Time{}, time.Time{}, false, 0
+	l.seenAt, l.readAt, l.recorded, l.published, l.sawShard = time.Time{}, time.Time{}, false, 0, map[string]bool{}
 	if l.tr != nil {
 		l.spent = append(l.spent, l.tr)
 	}
@@ -635,6 +667,9 @@ func (f *simFleet) act(ctx context.Context, l *simLane, election, instance strin
 	defer func() { f.chk.End(time.Now(), id) }()
 	l.mu.Lock()
 	inc := l.inc
+	if l.sawShard != nil {
+		l.sawShard[election] = true
+	}
 	l.mu.Unlock()
 	f.mu.Lock()
 	delete(f.pending, election)
@@ -816,7 +851,12 @@ func (f *simFleet) repair(blob string) {
 //     stopped (the fault is held back); for a ShardOwner, only the shards
 //     of a set count (a shard out of every set is claimed by nobody), and
 //     a shard still pending comes back into a set only while every live
-//     ShardOwner saw the fleet before its deletion (else it is left out).
+//     ShardOwner saw the fleet before its deletion (else it is left out);
+//   - a shard's blob is deleted alone only while every live ShardOwner saw
+//     its terms (ran it, read it, or listed the shards while it carried
+//     one): nobody sees such a deletion, and one that never saw its terms
+//     creates it again unmarked and records 1 (renew.go: "created again
+//     first by one that never saw them").
 //
 // A deletion's storm may crash and stop processes like any other.
 
@@ -914,6 +954,19 @@ func (f *simFleet) deletable(targets []string) bool {
 	for _, e := range targets {
 		if _, ran := f.lastRun[e]; ran && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
 			why = "no live process is a witness of " + e + "'s last term"
+		}
+	}
+	if len(targets) == 1 && f.kindOf(targets[0]) == laneShard && why == "" {
+		// A shard's blob deleted alone: no session sees that (no quiet,
+		// no seeds from those that did not see it gone), and one that
+		// never saw its terms would create it again unmarked, from 1.
+		for _, l := range f.lanes {
+			l.mu.Lock()
+			unseen := l.alive && l.kind == laneShard && !l.sawShard[targets[0]]
+			l.mu.Unlock()
+			if unseen {
+				why = "a live process never saw the shard's terms"
+			}
 		}
 	}
 	if why != "" {
@@ -1115,8 +1168,9 @@ func (f *simFleet) bound(election string) (time.Duration, string) {
 		return 2*d + max(r, d)*5/4 + 2*t + r, "ETag mutex: 2 D + 1.25 max(R, D) + 2 T + R"
 	}
 	d, r := sh.session, sh.shardRetry
-	t := BlobSettings{LeaseDuration: d}.withDefaults().RequestTimeout
-	return 4*d + max(r, d)*5/4 + 3*t + 3*r, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R"
+	def := BlobSettings{LeaseDuration: d}.withDefaults()
+	t, ri := def.RequestTimeout, def.RenewInterval
+	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r), "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R)"
 }
 
 // withHandoffPoll sets how often a ShardOwner that expects shards reads

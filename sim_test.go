@@ -55,13 +55,20 @@ import (
 //     once it has stood D; a follower backing off after failures waits up
 //     to 1.25 max(R, D); taking the lease and recording the term are two
 //     requests of at most T each; R for the follower's first try.
-//   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R: a session cut off across
-//     the calm's start ends by its deadline, and a dead session's blob
-//     stands silent D before it is broken; a quiet after a deletion (or a
-//     session ended cut off) waits the longest D, and a shard blob created
-//     again stands as long; a session that starts again (a restarted
-//     instance) after backoff; a claim's break, acquire and record; a
-//     listing each to see the death, the blob, and the claim's turn.
+//   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R), RI the
+//     RenewInterval: a session cut off across the calm's start ends by its
+//     deadline, and a dead session's blob stands silent D before it is
+//     broken; a quiet after a deletion (or a session ended cut off) waits
+//     the longest D, and a shard blob created again stands as long; a
+//     session that starts again (a restarted instance) after backoff; a
+//     claim's break, acquire and record; a listing each to see the death,
+//     the blob, and the claim's turn; and a free shard of another
+//     session's part that this session leaves unclaimed is anyone's once
+//     free four times RI + 2 R (docs/shardowner.md: "A free shard of
+//     another session's part becomes anyone's once it has been free for
+//     RenewInterval + 2 × RetryInterval and that session's record has
+//     stopped counting more shards for as long, or once it has been free
+//     four times as long").
 
 var (
 	simWall     = flag.Duration("sim.wall", 0, "simulator: run fleets for this long (wall time); 0: the smoke run")
