@@ -131,7 +131,11 @@ func TestSimulator(t *testing.T) {
 			if trace != "" && *simRepeat > 1 {
 				trace = fmt.Sprintf("%s.%d", trace, i+1)
 			}
-			synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape, trace) })
+			// A subtest each: a replay that breaks a rule fails its own
+			// (synctest.Test ends the test it runs in), not the loop.
+			t.Run(fmt.Sprintf("replay=%d", i+1), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape, trace) })
+			})
 			res.Wall = time.Since(began)
 			if trace != "" && len(res.Violations) == 0 && *simRepeat > 1 {
 				os.Remove(trace) // keep the traces of the replays that failed
