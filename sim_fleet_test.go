@@ -123,7 +123,11 @@ type simFleet struct {
 	// not run since, when; who last ran each election; what the plan held
 	// back to stay within the library's promise.
 	pending map[string]time.Time
-	lastRun map[string]simRun
+	// witnesses are, for each pending election, the processes (lane and
+	// incarnation) that were witnesses of its last term at its deletion:
+	// a read after the deletion sees no term of before.
+	witnesses map[string]map[[2]int]bool
+	lastRun   map[string]simRun
 	held    map[string]int
 	termed  map[string]bool // shard elections whose blob carries a term's record
 }
@@ -161,6 +165,7 @@ type simLane struct {
 	down     int
 	alive    bool
 	starting bool
+	booting  bool // its start is sent, its process not begun yet (the last may still wind down)
 	born     time.Time
 	// What the current incarnation has seen of the fleet: seenAt, when it
 	// first did (a mutex contender: its first read of its blob; a
@@ -241,6 +246,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		malformed: map[string]string{},
 		names:     map[string]*simLane{},
 		pending:   map[string]time.Time{},
+		witnesses: map[string]map[[2]int]bool{},
 		lastRun:   map[string]simRun{},
 		held:      map[string]int{},
 		termed:    map[string]bool{},
@@ -558,6 +564,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	name := fmt.Sprintf("lane%d.%d", l.idx, l.inc)
 	l.name = name
 	l.seenAt, l.readAt, l.recorded, l.published, l.sawShard = time.Time{}, time.Time{}, false, 0, map[string]bool{}
+	l.booting = false
 	if l.tr != nil {
 		l.spent = append(l.spent, l.tr)
 	}
@@ -673,6 +680,7 @@ func (f *simFleet) act(ctx context.Context, l *simLane, election, instance strin
 	l.mu.Unlock()
 	f.mu.Lock()
 	delete(f.pending, election)
+	delete(f.witnesses, election)
 	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now}
 	f.mu.Unlock()
 	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)
@@ -945,7 +953,7 @@ func (f *simFleet) deletable(targets []string) bool {
 	}
 	for _, l := range f.lanes {
 		l.mu.Lock()
-		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting)
+		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting)
 		l.mu.Unlock()
 		if unseen && why == "" {
 			why = "a live process has not seen the fleet yet"
@@ -977,6 +985,15 @@ func (f *simFleet) deletable(targets []string) bool {
 	for _, e := range targets {
 		if _, ran := f.lastRun[e]; ran {
 			f.pending[e] = now
+			ws := map[[2]int]bool{}
+			for _, l := range f.lanes {
+				if f.witness(l, e) {
+					l.mu.Lock()
+					ws[[2]int{l.idx, l.inc}] = true
+					l.mu.Unlock()
+				}
+			}
+			f.witnesses[e] = ws
 		}
 	}
 	return true
@@ -996,17 +1013,17 @@ func (f *simFleet) mayStart(l *simLane) bool {
 // mayKill reports whether l's process may be crashed or stopped now: it is
 // not the last live witness of a pending election. Under f.mu.
 func (f *simFleet) mayKill(l *simLane) bool {
+	alive := func(o *simLane, ws map[[2]int]bool) bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.alive && ws[[2]int{o.idx, o.inc}]
+	}
 	for e := range f.pending {
-		if !f.witness(l, e) {
+		ws := f.witnesses[e]
+		if !alive(l, ws) {
 			continue
 		}
-		others := false
-		for _, o := range f.lanes {
-			if o != l && f.witness(o, e) {
-				others = true
-			}
-		}
-		if !others {
+		if !slices.ContainsFunc(f.lanes, func(o *simLane) bool { return o != l && alive(o, ws) }) {
 			return false
 		}
 	}
@@ -1089,7 +1106,7 @@ func (f *simFleet) startLane(l *simLane) {
 		l.mu.Lock()
 		start := l.down == 0 && !l.alive
 		if start {
-			l.alive, l.born = true, time.Now()
+			l.alive, l.born, l.booting = true, time.Now(), true
 		}
 		l.starting = false
 		l.mu.Unlock()
@@ -1139,6 +1156,7 @@ func (f *simFleet) deleteBlob(blob string) bool {
 			}
 			f.mu.Lock()
 			delete(f.pending, election) // not deleted after all
+			delete(f.witnesses, election)
 			f.mu.Unlock()
 			if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 				return false

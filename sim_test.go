@@ -381,6 +381,7 @@ func (f *simFleet) run() {
 					}
 					f.mu.Lock()
 					clear(f.pending)
+					clear(f.witnesses)
 					f.mu.Unlock()
 				})
 			case sim.Malform:
