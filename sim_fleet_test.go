@@ -128,8 +128,8 @@ type simFleet struct {
 	// a read after the deletion sees no term of before.
 	witnesses map[string]map[[2]int]bool
 	lastRun   map[string]simRun
-	held    map[string]int
-	termed  map[string]bool // shard elections whose blob carries a term's record
+	held      map[string]int
+	termed    map[string]bool // shard elections whose blob carries a term's record
 }
 
 // simRun is who started an election's last func, and when.
