@@ -41,6 +41,7 @@ type simShape struct {
 	native, etag, session              time.Duration // lease durations
 	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners'
 	notesPoll                          time.Duration // how often a ShardOwner that expects shards reads its notes (0: the library's)
+	strayAfter                         time.Duration // how long before a ShardOwner at its share looks for a stray lease (0: the library's)
 
 	shards      int    // the first set's size
 	sets        [2]int // the sizes SetShards draws from
@@ -58,11 +59,15 @@ type simShape struct {
 // while it expects shards (the library's 100 ms, through a seam): the
 // listings of notes and of sessions were most of a fleet's time, and no
 // timing of the argument, nor any bound, rests on how often a receiver
-// reads its notes.
+// reads its notes. A ShardOwner at its share looks for a stray lease (a
+// claim that died between its acquire and its record) after 1 to 2
+// minutes, not the library's 5 to 10 (the existing seam): a fleet's hour
+// would otherwise hold few, and each would hold its shard for longer than
+// a storm and its calm.
 var defaultShape = simShape{
 	nativeLanes: 3, etagLanes: 2, shardLanes: 3,
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
-	retry: 16 * time.Second, shardRetry: 20 * time.Second, notesPoll: 300 * time.Millisecond,
+	retry: 16 * time.Second, shardRetry: 20 * time.Second, notesPoll: 300 * time.Millisecond, strayAfter: time.Minute,
 	shards: 5, sets: [2]int{3, 6},
 	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
@@ -576,7 +581,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	f.names[name] = l
 	f.mu.Unlock()
 	f.trace.printf(time.Now(), "%s starts", name)
-	defer f.trace.printf(time.Now(), "%s returned", name)
+	defer func() { f.trace.printf(time.Now(), "%s returned", name) }()
 	opts := []Option{WithIdentity(name), bubbleClock(), WithLogger(f.logger(name))}
 	if l.file != "" {
 		opts = append(opts, WithLeaseIDFile(l.file))
@@ -606,7 +611,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	case laneShard:
 		s := f.settings(simPrefix, f.shape.session, tr)
 		s.RetryInterval = f.shape.shardRetry
-		opts = append(opts, withHandoffPoll(f.shape.notesPoll))
+		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter))
 		opts = append(opts, WithEvents(func(e Event) {
 			f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
 			if e.Kind == StartedLeading && e.Shard != "" {
@@ -1188,7 +1193,11 @@ func (f *simFleet) bound(election string) (time.Duration, string) {
 	d, r := sh.session, sh.shardRetry
 	def := BlobSettings{LeaseDuration: d}.withDefaults()
 	t, ri := def.RequestTimeout, def.RenewInterval
-	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r), "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R)"
+	stray := 2*sh.strayAfter + d + r
+	if sh.strayAfter == 0 {
+		stray = 20*time.Minute + d + r
+	}
+	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
 }
 
 // withHandoffPoll sets how often a ShardOwner that expects shards reads

@@ -55,7 +55,8 @@ import (
 //     once it has stood D; a follower backing off after failures waits up
 //     to 1.25 max(R, D); taking the lease and recording the term are two
 //     requests of at most T each; R for the follower's first try.
-//   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R), RI the
+//   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D
+//     + R, RI the
 //     RenewInterval: a session cut off across the calm's start ends by its
 //     deadline, and a dead session's blob stands silent D before it is
 //     broken; a quiet after a deletion (or a session ended cut off) waits
@@ -68,7 +69,11 @@ import (
 //     another session's part becomes anyone's once it has been free for
 //     RenewInterval + 2 × RetryInterval and that session's record has
 //     stopped counting more shards for as long, or once it has been free
-//     four times as long").
+//     four times as long"); and a stray lease (a claim that died between
+//     its acquire and its record) is freed by the session its record
+//     names once it looks for strays, S to 2 S after fewer shards than
+//     the set are held (balance.go's strayAfter, S; the simulator's 1
+//     minute), and the lease has stood D; a listing to claim it.
 
 var (
 	simWall     = flag.Duration("sim.wall", 0, "simulator: run fleets for this long (wall time); 0: the smoke run")
