@@ -116,6 +116,15 @@ type ownTerms struct {
 	highest map[string]int64 // by shard, the highest of them, and of the terms its claims proposed
 }
 
+// handoffPoll is how often a session that expects shards reads its notes
+// (a test may make it longer: see seams).
+func (o *ShardOwner) handoffPoll() time.Duration {
+	if p := o.opts.seams.handoffPoll; p > 0 {
+		return p
+	}
+	return handoffPoll
+}
+
 func (o *ShardOwner) handoffPrefix(session string) string {
 	return wire.NotePrefix(o.prefix, session)
 }
@@ -235,7 +244,7 @@ func (g *shardManager) watchNotes() {
 	seen := map[string]azcore.ETag{}
 	var stale []staleNote // notes of givers no longer live, to delete
 	var lastDelete time.Time
-	t := time.NewTicker(handoffPoll)
+	t := time.NewTicker(o.handoffPoll())
 	defer t.Stop()
 	ticks := 0
 	for {
@@ -499,7 +508,7 @@ func (g *shardManager) leave() {
 	case <-ctx.Done():
 		return
 	}
-	if !clock.Sleep(ctx, s.RetryInterval+2*handoffPoll) {
+	if !clock.Sleep(ctx, s.RetryInterval+2*o.handoffPoll()) {
 		return
 	}
 	// Each other session gets as many: the counts in their records may be

@@ -29,12 +29,14 @@ type options struct {
 
 // seams are what a test may replace, as client-go's election takes a clock:
 // the clock that counts a suspended host's time (a testing/synctest bubble
-// fakes time.Now, not the host's boot clock), and how long a ShardOwner
-// waits before it looks for strays (balance.go). Zero values are the real
-// ones.
+// fakes time.Now, not the host's boot clock), how long a ShardOwner waits
+// before it looks for strays (balance.go), and how often it reads its notes
+// while it expects shards (handoff.go; the simulator reads them less often,
+// to run more fleets in its time). Zero values are the real ones.
 type seams struct {
-	boot       clock.Boot
-	strayAfter time.Duration
+	boot        clock.Boot
+	strayAfter  time.Duration
+	handoffPoll time.Duration
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

@@ -11,6 +11,8 @@ package clock
 import (
 	"context"
 	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -36,13 +38,40 @@ func Monotonic() Boot {
 // Jitter returns a duration drawn uniformly from [3/4 d, d]: a fleet started
 // together drifts apart, and no wait exceeds d.
 func Jitter(d time.Duration) time.Duration {
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+	return d - time.Duration(draw(int64(d)/4+1))
 }
 
 // Behind returns a duration drawn uniformly from [d, 5/4 d]: long enough
 // that a follower retrying every d at most gets there first.
 func Behind(d time.Duration) time.Duration {
-	return d + time.Duration(rand.Int64N(int64(d)/4+1))
+	return d + time.Duration(draw(int64(d)/4+1))
+}
+
+// seeded is the source Jitter and Behind draw from when a test has set one
+// (Seed); nil: math/rand/v2's global source.
+var seeded atomic.Pointer[lockedRand]
+
+type lockedRand struct {
+	mu sync.Mutex
+	r  *rand.Rand
+}
+
+func draw(n int64) int64 {
+	if s := seeded.Load(); s != nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.r.Int64N(n)
+	}
+	return rand.Int64N(n)
+}
+
+// Seed makes Jitter and Behind draw from a source seeded with seed, for the
+// whole process, until the returned func puts the global source back: a
+// simulator's replay of one seed then draws the same waits in the same
+// order (the order is still the scheduler's). Not for parallel use.
+func Seed(seed uint64) (restore func()) {
+	seeded.Store(&lockedRand{r: rand.New(rand.NewPCG(seed, seed^0x6a177e4))})
+	return func() { seeded.Store(nil) }
 }
 
 // Sleep waits for d or until ctx is done, and reports whether it slept the

@@ -41,3 +41,24 @@ func TestTheBootClockCounts(t *testing.T) {
 		assert.Equal(t, 15*time.Second, b(), "a bubble's boot clock follows its time")
 	})
 }
+
+func TestSeedRepeatsTheWaits(t *testing.T) {
+	draws := func() []time.Duration {
+		restore := Seed(42)
+		defer restore()
+		var out []time.Duration
+		for range 5 {
+			out = append(out, Jitter(time.Second), Behind(time.Second))
+		}
+		return out
+	}
+	a, b := draws(), draws()
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("draw %d: %v then %v under the same seed", i, a[i], b[i])
+		}
+	}
+	if seeded.Load() != nil {
+		t.Fatal("the global source was not put back")
+	}
+}

@@ -40,7 +40,7 @@ func (b *blobState) report(c *call) {
 		c.result = blobResult{}
 		return
 	}
-	c.result = blobResult{etag: b.etag, leaseState: b.lease.state, leaseExpiry: b.lease.until()}
+	c.result = blobResult{etag: b.etag, leaseState: b.lease.state, leaseExpiry: b.lease.until(), metadata: b.metadata}
 	if b.lease.state != stateAvailable {
 		c.result.leaseID = b.lease.id
 	}

@@ -68,6 +68,11 @@ type Event struct {
 	// break period. It is zero for an infinite lease and when the blob is
 	// not locked.
 	LeaseExpiry time.Time
+	// Metadata is the blob's metadata after the request (nil for a
+	// container, or when there is no blob), as stored: the observer must
+	// not change it. The service never changes a stored map in place, it
+	// replaces it, so an event's map stays as it was.
+	Metadata map[string]string
 }
 
 // OK reports whether the request succeeded (a 2xx status), or is an admin
@@ -99,4 +104,5 @@ func (r blobResult) fill(e *Event) {
 	e.LeaseState = lease.StateType(r.leaseState)
 	e.Lease = r.leaseID
 	e.LeaseExpiry = r.leaseExpiry
+	e.Metadata = r.metadata
 }

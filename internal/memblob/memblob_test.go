@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -266,11 +267,14 @@ func TestObserver(t *testing.T) {
 	}
 }
 
+// eventsEqual compares events but for their metadata (see
+// TestObserverSeesTheMetadata).
 func eventsEqual(a, b Event) bool {
 	ta, tb := a.Time, b.Time
 	ea, eb := a.LeaseExpiry, b.LeaseExpiry
 	a.Time, b.Time, a.LeaseExpiry, b.LeaseExpiry = time.Time{}, time.Time{}, time.Time{}, time.Time{}
-	return a == b && ta.Equal(tb) && ea.Equal(eb)
+	a.Metadata, b.Metadata = nil, nil
+	return reflect.DeepEqual(a, b) && ta.Equal(tb) && ea.Equal(eb)
 }
 
 // TestAdmin: the admin methods read and change state without HTTP and
@@ -571,5 +575,32 @@ func BenchmarkList1000(b *testing.B) {
 		if len(p.Segment.BlobItems) != 1000 {
 			b.Fatalf("%d blobs", len(p.Segment.BlobItems))
 		}
+	}
+}
+
+// TestObserverSeesTheMetadata: an event carries the blob's metadata after
+// the request, and an event's map stays as it was when a later request
+// replaces the metadata.
+func TestObserverSeesTheMetadata(t *testing.T) {
+	var events []Event
+	f := newFixture(t, WithObserver(func(e Event) { events = append(events, e) }))
+	f.put(t, "b")
+	bc := f.cc.NewBlobClient("b")
+	_, err := bc.SetMetadata(f.ctx, map[string]*string{"term": to.Ptr("1")}, nil)
+	noErr(t, err, "set metadata")
+	first := events[len(events)-1]
+	_, err = bc.SetMetadata(f.ctx, map[string]*string{"term": to.Ptr("2")}, nil)
+	noErr(t, err, "set metadata")
+	second := events[len(events)-1]
+	if first.Op != OpSetMetadata || first.Metadata["term"] != "1" {
+		t.Errorf("first event: %s %v, want set-metadata with term 1", first.Op, first.Metadata)
+	}
+	if second.Metadata["term"] != "2" {
+		t.Errorf("second event: %v, want term 2", second.Metadata)
+	}
+	_, err = f.cc.Delete(f.ctx, nil)
+	noErr(t, err, "delete container")
+	if e := events[len(events)-1]; e.Metadata != nil {
+		t.Errorf("a container's event carries metadata: %v", e.Metadata)
 	}
 }

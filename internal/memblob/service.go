@@ -181,6 +181,7 @@ type blobResult struct {
 	leaseState  string
 	leaseID     string
 	leaseExpiry time.Time
+	metadata    map[string]string // the blob's, shared: never changed in place, only replaced
 }
 
 // lowerHeaders indexes h by lower-case name. The SDK sets most of its

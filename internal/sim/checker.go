@@ -93,8 +93,13 @@ func (v Violation) String() string {
 //     broken, changed, expired) for as long as the func acts; a lease
 //     ended by a deletion of the blob or its container exempts the func
 //     (the library cannot prevent that end, and its fuse stops the func).
+//   - record: each term record the fake stores on an election's blob (a
+//     record that names a holder and carries no end mark) names a term
+//     above every term recorded there before, or the very term last
+//     recorded, for the same holder (a renewal): a term's number never
+//     goes to two holders, even one that never ran (see Record).
 //   - recovery: each election the driver expects to run has a func acting
-//     within its bound of a moment the driver names (see ExpectRunning).
+//     within its bound of a moment the driver names (see CheckRecovery).
 type Checker struct {
 	mu         sync.Mutex
 	elections  map[string]*election
@@ -120,6 +125,8 @@ type election struct {
 	// lastActive is when a func of the election last acted: now, if one
 	// acts (see active), else the end of the last one.
 	lastActive time.Time
+	recTerm    int64  // the highest term recorded on its blob
+	recBy      string // for whom
 }
 
 // NewChecker returns an empty checker that keeps the first 100
@@ -247,6 +254,25 @@ func (c *Checker) gone(e *election, ev LeaseEvent) {
 	}
 	e.deleted = ev.Time
 	e.lease = LeaseEvent{Time: ev.Time, Blob: e.lease.Blob, State: Gone}
+}
+
+// Record records that the fake stored, at t, a term record on election's
+// blob: term number for holder (who the record names: its identity, and
+// for a shard the session), and judges it (the rule "record"). The driver
+// calls it for records that name a holder and carry no end mark: seeds,
+// end marks and repairs name no new term.
+func (c *Checker) Record(t time.Time, election string, term int64, holder string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.election(election)
+	switch {
+	case term > e.recTerm:
+		e.recTerm, e.recBy = term, holder
+	case term == e.recTerm && holder == e.recBy:
+	default:
+		c.violate(t, "record", "%s: term %d recorded for %s, not above term %d recorded for %s",
+			election, term, holder, e.recTerm, e.recBy)
+	}
 }
 
 // Acting reports whether a func of election acts now.

@@ -129,3 +129,22 @@ func TestRecovery(t *testing.T) {
 		t.Fatalf("rules %q", got)
 	}
 }
+
+func TestARecordedTermNeverGoesToTwoHolders(t *testing.T) {
+	c := NewChecker()
+	c.Record(at(1), "c/s", 1, "a")
+	c.Record(at(5), "c/s", 1, "a") // a renewal of the same term
+	c.Record(at(9), "c/s", 2, "b") // a handover's record, for b
+	if got := rules(c); len(got) != 0 {
+		t.Fatalf("violations %v in clean records", got)
+	}
+	c.Record(at(12), "c/s", 2, "c") // the same number, for another holder
+	c.Record(at(13), "c/s", 1, "a") // and a number gone back
+	if got := rules(c); strings.Join(got, ",") != "record,record" {
+		t.Fatalf("violations %v, want two of the rule record", got)
+	}
+	vs, _ := c.Violations()
+	if !strings.Contains(vs[0].Text, "term 2 recorded for c, not above term 2 recorded for b") {
+		t.Errorf("text %q", vs[0].Text)
+	}
+}

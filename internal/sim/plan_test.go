@@ -22,14 +22,15 @@ func TestAPlanIsTheSeeds(t *testing.T) {
 	}
 }
 
-func TestEveryFaultEndsBeforeItsCalm(t *testing.T) {
+func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 	kinds := map[Kind]int{}
+	both := 0
 	for seed := range uint64(50) {
 		for _, st := range NewPlan(seed, shape) {
 			if st.Calm-st.Start != shape.Storm || st.End-st.Calm != shape.Calm || st.End > shape.Length {
 				t.Fatalf("stretch %+v", st)
 			}
-			deleted := false
+			deleted, killed := false, false
 			for _, f := range st.Faults {
 				kinds[f.Kind]++
 				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm {
@@ -44,13 +45,17 @@ func TestEveryFaultEndsBeforeItsCalm(t *testing.T) {
 				if f.Kind == DeleteBlob || f.Kind == DeleteContainer {
 					deleted = true
 				}
-			}
-			for _, f := range st.Faults {
-				if deleted && (f.Kind == Crash || f.Kind == Resume || f.Kind == Stop) {
-					t.Fatalf("seed %d: %s in a storm with a deletion", seed, f)
+				if f.Kind == Crash || f.Kind == Resume || f.Kind == Stop {
+					killed = true
 				}
 			}
+			if deleted && killed {
+				both++
+			}
 		}
+	}
+	if both == 0 {
+		t.Error("no storm in 50 plans both deletes and kills a process (the driver decides what stays within the promise)")
 	}
 	for _, k := range []Kind{Crash, Resume, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards} {
 		if kinds[k] == 0 {

@@ -19,6 +19,9 @@ type Result struct {
 	Violations []Violation
 	Dropped    int           // violations beyond those kept
 	Recovery   time.Duration // the longest time an election took to run again after a calm began
+	// Held counts what the driver held back to stay within the library's
+	// promise (a deletion, a crash, a start...), by why.
+	Held map[string]int
 }
 
 // Report sums the results of a run of many fleets.
@@ -31,6 +34,7 @@ type Report struct {
 	Funcs      int
 	Violations int
 	Recovery   time.Duration
+	Held       map[string]int
 	Failing    []Result // fleets with a violation, by seed
 }
 
@@ -43,6 +47,12 @@ func (rp *Report) Add(r Result) {
 	}
 	for k, n := range r.Faults {
 		rp.Faults[k] += n
+	}
+	if len(r.Held) > 0 && rp.Held == nil {
+		rp.Held = map[string]int{}
+	}
+	for k, n := range r.Held {
+		rp.Held[k] += n
 	}
 	rp.Requests += r.Requests
 	rp.Funcs += r.Funcs
@@ -87,6 +97,12 @@ func (rp *Report) String() string {
 	fmt.Fprintf(&b, "faults injected %d:", rp.FaultTotal())
 	for _, k := range slices.Sorted(maps.Keys(rp.Faults)) {
 		fmt.Fprintf(&b, " %s %d;", k, rp.Faults[k])
+	}
+	if len(rp.Held) > 0 {
+		fmt.Fprintf(&b, "\nheld back by the fault model:")
+		for _, k := range slices.Sorted(maps.Keys(rp.Held)) {
+			fmt.Fprintf(&b, " %s %d;", k, rp.Held[k])
+		}
 	}
 	fmt.Fprintf(&b, "\nviolations %d\n", rp.Violations)
 	return b.String()
