@@ -634,3 +634,59 @@ func TestACutOffInstanceTakesTheShardsHandedToItDuringItsQuiet(t *testing.T) {
 		require.ErrorIs(t, a.stop(t), context.Canceled)
 	})
 }
+
+// A leader that missed its blob's deletion, whose reads fail but whose
+// acquire gets through, raises the seed of the blob created again to its
+// own term as it gives the lease back unsettled; the contender that
+// created it again then records above that term, not the same number (a
+// simulator's finding: without the raise, b recorded 2 again).
+func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		ctx := context.Background()
+		manager := func() *BlobLeaseManager {
+			lm, err := NewBlobLeaseManager(s)
+			require.NoError(t, err)
+			lm.settle = 2 * s.RetryInterval // as the mutex's
+			t.Cleanup(lm.CloseIdleConnections)
+			return lm
+		}
+		a, b := manager(), manager()
+		term := func(lm *BlobLeaseManager, id string) (Term, error) {
+			_, err := lm.Acquire(ctx)
+			require.NoError(t, err)
+			defer func() { require.NoError(t, lm.Release(ctx)) }()
+			return lm.RecordTerm(ctx, id)
+		}
+		t1, err := term(b, "b")
+		require.NoError(t, err)
+		t2, err := term(a, "a")
+		require.NoError(t, err)
+		require.Equal(t, []int64{1, 2}, []int64{t1.Number, t2.Number})
+
+		newRawBlob(t, s).breakAndDelete(s.Blob)
+		// b, which saw only term 1, creates the blob again, seeded 1.
+		_, err = term(b, "b")
+		require.ErrorIs(t, err, errNotSettled)
+		info, err := b.Inspect(ctx)
+		require.NoError(t, err)
+		require.False(t, info.Recreated.IsZero())
+		require.Equal(t, int64(1), info.Leader.Number)
+
+		// a takes the lease at once, with no read before.
+		_, err = term(a, "a")
+		require.ErrorIs(t, err, errNotSettled)
+		info, err = b.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, int64(2), info.Leader.Number, "a raised the seed to its term as it gave the blob back")
+		assert.False(t, info.Recreated.IsZero(), "still marked created again")
+
+		wait := b.seedFresh(ctx, info)
+		require.Positive(t, wait)
+		time.Sleep(wait)
+		t3, err := term(b, "b")
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), t3.Number, "above every term the fleet ran")
+	})
+}

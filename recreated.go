@@ -15,14 +15,19 @@ import (
 // floor, which may be lower than another instance's: the leader's, which
 // has not noticed the deletion yet, or one that saw a later term. So a blob
 // whose seed says it was created again is not taken at once: every
-// contender that reads it raises the seed to its own floor, if higher (a
-// write on condition that its ETag is unchanged, which a blob nobody leases
-// accepts without a lease ID), and records a term on it only once it has
-// watched its ETag stand unchanged for settleFor: by then the leader has
+// contender that reads it, or takes its lease, raises the seed to its own
+// floor, if higher (a write on condition that its ETag is unchanged, which
+// a blob nobody leases accepts without a lease ID, and one whose lease it
+// took under that lease: raiseHeld), and records a term on it only once it
+// has watched its ETag stand unchanged for settleFor: by then the leader has
 // noticed (its next renewal fails, within RenewInterval + RequestTimeout),
 // stopped (StopMargin) and read it, and so has every instance polling it
 // (RetryInterval). Each raise changes the ETag, and only raises it, so the
-// seed ends at the fleet's highest floor, and the next term above it. Any
+// seed ends at the fleet's highest floor, and the next term above it. The
+// wait is a time: a leader whose requests all fail for longer (cut off from
+// storage) is, for this, one that does not run (renew.go's "What cannot be
+// kept"); one whose reads fail but whose acquire gets through raises the
+// seed all the same (raiseHeld). Any
 // other blob that carries no term's record (a first start, a repaired
 // record) is raised the same way when a contender reads it, but not waited
 // for.
@@ -73,15 +78,10 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 	if m.settle <= 0 || !isFresh(info) || info.Role != "" && info.Role != m.role {
 		return 0
 	}
-	if floor := m.floor.get(); floor > info.Leader.Number {
-		md := wire.EndedMetadata(string(m.role), floor, time.Now())
-		if !info.Recreated.IsZero() {
-			md = wire.CreateMetadata(string(m.role), floor, time.Now())
-		}
+	if md := m.raisedSeed(info.Leader.Number, !info.Recreated.IsZero()); md != nil {
 		_, err := m.writeSeed(ctx, info.ETag, md)
 		if err == nil {
-			m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
-				"container", m.container, "blob", m.blob, "was", info.Leader.Number, "term", floor)
+			m.logRaise(info.Leader.Number)
 			return max(m.settings.RetryInterval/4, 100*time.Millisecond) // read it again: a new ETag to watch
 		}
 		// Written meanwhile (a raise, or a holder), or refused: the next
@@ -91,6 +91,52 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 			"error", err)
 	}
 	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
+}
+
+// raisedSeed is the seed that raises a blob without a term's record,
+// numbered number, to this manager's floor (marked created again if the
+// blob is): nil if the floor is not higher.
+func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool) map[string]*string {
+	floor := m.floor.get()
+	switch {
+	case floor <= number:
+		return nil
+	case recreated:
+		return wire.CreateMetadata(string(m.role), floor, time.Now())
+	}
+	return wire.EndedMetadata(string(m.role), floor, time.Now())
+}
+
+func (m *BlobLeaseManager) logRaise(was int64) {
+	m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
+		"container", m.container, "blob", m.blob, "was", was, "term", m.floor.get())
+}
+
+// raiseHeld is seedFresh's raise by a contender that took a fresh blob's
+// lease without reading it first (the mutex's loop acquires a blob it
+// read nothing of, or saw free, at once) and must give it back unsettled
+// (errNotSettled): the same raise, written under the lease it holds, on
+// condition that the ETag is still etag. Without it a leader that missed
+// the deletion, whose reads keep failing but whose acquire gets through,
+// gives the blob back with its seed still below its own term, and a
+// contender that watched that seed stand records that term's number again
+// (a simulator's finding). Best effort: a failure leaves the blob as it
+// was, and the next read raises it.
+func (m *BlobLeaseManager) raiseHeld(ctx context.Context, prev record, etag azcore.ETag) {
+	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero())
+	if md == nil {
+		return
+	}
+	ctx, cancel := m.call(ctx)
+	defer cancel()
+	_, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "raise term", Lost: lostCodes},
+		Metadata: md, LeaseID: m.LeaseID(), IfMatch: etag})
+	if err != nil {
+		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
+			"error", m.wrap(err))
+		return
+	}
+	m.logRaise(prev.Term.Number)
 }
 
 // writeSeed writes md, a record that carries no term (a seed), on the blob
