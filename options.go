@@ -32,11 +32,16 @@ type options struct {
 // fakes time.Now, not the host's boot clock), how long a ShardOwner waits
 // before it looks for strays (balance.go), and how often it reads its notes
 // while it expects shards (handoff.go; the simulator reads them less often,
-// to run more fleets in its time). Zero values are the real ones.
+// to run more fleets in its time), and a wait before the lock every claim
+// and adoption of a shard is reserved under (reserve: the simulator draws
+// one, so that what a caller decided before the lock meets what others did
+// meanwhile, as on a slow or busy host; a decision that must be made under
+// the lock then shows it). Zero values are the real ones.
 type seams struct {
-	boot        clock.Boot
-	strayAfter  time.Duration
-	handoffPoll time.Duration
+	boot          clock.Boot
+	strayAfter    time.Duration
+	handoffPoll   time.Duration
+	beforeReserve func()
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

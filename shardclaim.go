@@ -77,6 +77,9 @@ type candidates struct {
 // something (a term as its own: adoptOne) before it unmarks the shard has
 // noted it for skip to see.
 func (o *ShardOwner) reserve(name string, skip func() bool) bool {
+	if o.opts.seams.beforeReserve != nil {
+		o.opts.seams.beforeReserve()
+	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.runs[name] != nil || o.claiming[name] || skip != nil && skip() {

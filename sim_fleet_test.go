@@ -42,6 +42,7 @@ type simShape struct {
 	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners'
 	notesPoll                          time.Duration // how often a ShardOwner that expects shards reads its notes (0: the library's)
 	strayAfter                         time.Duration // how long before a ShardOwner at its share looks for a stray lease (0: the library's)
+	reserveWait                        time.Duration // the most a ShardOwner waits before it reserves a shard (see withReserveWaits)
 
 	shards      int    // the first set's size
 	sets        [2]int // the sizes SetShards draws from
@@ -63,12 +64,16 @@ type simShape struct {
 // claim that died between its acquire and its record) after 1 to 2
 // minutes, not the library's 5 to 10 (the existing seam): a fleet's hour
 // would otherwise hold few, and each would hold its shard for longer than
-// a storm and its calm.
+// a storm and its calm. Before each reservation of a shard (a claim's, an
+// adoption's) a ShardOwner waits up to 500 ms, drawn from the seed (the
+// seam beforeReserve), as a busy host might: what its caller decided
+// before the lock then meets what the others did meanwhile.
 var defaultShape = simShape{
 	nativeLanes: 3, etagLanes: 2, shardLanes: 3,
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
 	retry: 16 * time.Second, shardRetry: 20 * time.Second, notesPoll: 300 * time.Millisecond, strayAfter: time.Minute,
-	shards: 5, sets: [2]int{3, 6},
+	reserveWait: 500 * time.Millisecond,
+	shards:      5, sets: [2]int{3, 6},
 	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
 	perStorm: 10,
@@ -611,7 +616,8 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	case laneShard:
 		s := f.settings(simPrefix, f.shape.session, tr)
 		s.RetryInterval = f.shape.shardRetry
-		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter))
+		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
+			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait))
 		opts = append(opts, WithEvents(func(e Event) {
 			f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
 			if e.Kind == StartedLeading && e.Shard != "" {
@@ -1204,6 +1210,23 @@ func (f *simFleet) bound(election string) (time.Duration, string) {
 // its notes (0: the library's handoffPoll).
 func withHandoffPoll(d time.Duration) Option {
 	return func(o *options) { o.seams.handoffPoll = d }
+}
+
+// withReserveWaits makes a ShardOwner wait, before each reservation of a
+// shard, a time drawn from rng up to most (0: no wait).
+func withReserveWaits(rng *rand.Rand, most time.Duration) Option {
+	var mu sync.Mutex
+	return func(o *options) {
+		if most <= 0 {
+			return
+		}
+		o.seams.beforeReserve = func() {
+			mu.Lock()
+			d := time.Duration(rng.Int64N(int64(most) + 1))
+			mu.Unlock()
+			time.Sleep(d)
+		}
+	}
 }
 
 // leaseIDDir makes a directory for the fleet's lease ID files.
