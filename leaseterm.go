@@ -51,7 +51,9 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
 	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(!prev.Recreated.IsZero())) {
-		m.raiseHeld(ctx, prev, props.ETag)
+		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
+			return Term{}, Grant{}, err
+		}
 		return Term{}, Grant{}, errNotSettled
 	}
 	floor := m.floor.get()

@@ -24,10 +24,13 @@ import (
 // stopped (StopMargin) and read it, and so has every instance polling it
 // (RetryInterval). Each raise changes the ETag, and only raises it, so the
 // seed ends at the fleet's highest floor, and the next term above it. The
-// wait is a time: a leader whose requests all fail for longer (cut off from
-// storage) is, for this, one that does not run (renew.go's "What cannot be
-// kept"); one whose reads fail but whose acquire gets through raises the
-// seed all the same (raiseHeld). Any
+// wait is a time: a leader that gets no raise onto the blob before it is
+// over (its requests failing, or cut off from storage; one whose renewals
+// only fail transiently runs on to its deadline meanwhile) is, for this,
+// one that does not run (renew.go's "What cannot be kept"). One that takes
+// its lease without reading it first (the mutex's loop, after a failed
+// read or acquire) raises it under that lease before it gives it back
+// (raiseHeld), if that read and write get through. Any
 // other blob that carries no term's record (a first start, a repaired
 // record) is raised the same way when a contender reads it, but not waited
 // for.
@@ -113,30 +116,39 @@ func (m *BlobLeaseManager) logRaise(was int64) {
 }
 
 // raiseHeld is seedFresh's raise by a contender that took a fresh blob's
-// lease without reading it first (the mutex's loop acquires a blob it
-// read nothing of, or saw free, at once) and must give it back unsettled
-// (errNotSettled): the same raise, written under the lease it holds, on
-// condition that the ETag is still etag. Without it a leader that missed
-// the deletion, whose reads keep failing but whose acquire gets through,
-// gives the blob back with its seed still below its own term, and a
-// contender that watched that seed stand records that term's number again
-// (a simulator's finding). Best effort: a failure leaves the blob as it
-// was, and the next read raises it.
-func (m *BlobLeaseManager) raiseHeld(ctx context.Context, prev record, etag azcore.ETag) {
+// lease without reading it first (the mutex's loop acquires at once a blob
+// it saw free, or after a failed read or acquire) and must give it back
+// unsettled (errNotSettled): the same raise, written under the lease it
+// holds, on condition that the ETag is still etag. Without it a leader that
+// missed the deletion, whose reads keep failing but whose acquire gets
+// through, gives the blob back with its seed still below its own term, and
+// a contender that watched that seed stand records that term's number
+// again (a simulator's finding). A failure is returned, transient if it
+// may be: recordTerm's caller reads again and retries under the lease (a
+// raise that landed reads as raised), until the lease's deadline.
+func (m *BlobLeaseManager) raiseHeld(ctx context.Context, prev record, etag azcore.ETag) error {
 	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero())
 	if md == nil {
-		return
+		return nil
 	}
 	ctx, cancel := m.call(ctx)
 	defer cancel()
 	_, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "raise term", Lost: lostCodes},
 		Metadata: md, LeaseID: m.LeaseID(), IfMatch: etag})
+	if blobstore.HasCode(err, blobstore.ConditionNotMet) {
+		// Only the lease holder writes the blob: our own earlier raise,
+		// answered too late. Read again.
+		err = &StorageError{Op: "raise term", Container: m.container, Blob: m.blob,
+			StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
+	}
 	if err != nil {
-		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
-			"error", m.wrap(err))
-		return
+		err = m.wrap(err)
+		m.logger.Warn("leaderelection: could not raise the term on a blob created again, under its lease; reading it again", "container", m.container, "blob", m.blob,
+			"error", err)
+		return err
 	}
 	m.logRaise(prev.Term.Number)
+	return nil
 }
 
 // writeSeed writes md, a record that carries no term (a seed), on the blob

@@ -79,8 +79,9 @@ import (
 // the record (record.go). What cannot be kept: a blob deleted while no
 // instance that saw its terms runs, or created again first by one that never
 // saw them; and, as the wait for a blob created again is a time, a deletion
-// whose only witnesses of the last term cannot reach the blob (a read or an
-// acquire) until the wait is over (recreated.go).
+// whose only witnesses of the last term get no raise onto the blob created
+// again (a read and a conditional write, or an acquire, a read and a write
+// under the lease) before its creator's wait is over (recreated.go).
 //
 // An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
 // infinite blob lease, which the server never expires: the followers do,
