@@ -549,7 +549,7 @@ func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 // is the storage package's, for the caller to wrap.
 func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) {
 	etag, err := m.blobClient.Create(ctx, blobstore.WriteOptions{Call: blobstore.Call{Op: "create lease blob"},
-		Metadata: wire.CreateMetadata(string(m.role), m.floor.get(), time.Now())})
+		Metadata: wire.CreateMetadata(string(m.role), m.floor.seed(), time.Now())})
 	switch {
 	case err == nil:
 		// A mutex's blob is created once for a fleet; a session's, at

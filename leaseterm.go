@@ -68,6 +68,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	}
 	id := m.LeaseID()
 	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
+	m.floor.propose(n)         // the server may store it, answered or not
 	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	sent, bootSent := time.Now(), m.boot()

@@ -2,17 +2,22 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -688,5 +693,86 @@ func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testi
 		t3, err := term(b, "b")
 		require.NoError(t, err)
 		assert.Equal(t, int64(3), t3.Number, "above every term the fleet ran")
+	})
+}
+
+// loseMetadataAnswers forwards requests to inner, and loses the answer of
+// the next metadata write once armed: the server stores it, its sender
+// never learns so.
+type loseMetadataAnswers struct {
+	inner interface {
+		Do(*http.Request) (*http.Response, error)
+	}
+	armed atomic.Bool
+}
+
+func (l *loseMetadataAnswers) Do(req *http.Request) (*http.Response, error) {
+	resp, err := l.inner.Do(req)
+	if err == nil && req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata" && l.armed.CompareAndSwap(true, false) {
+		resp.Body.Close()
+		return nil, errors.New("connection reset by peer")
+	}
+	return resp, err
+}
+
+// A term recorded whose answer was lost, then its blob deleted: its
+// proposer seeds or raises the blob created again with that term's
+// number, so the next holder records above it, not the same number (a
+// simulator's finding: a record of term 12 whose answer was lost, the
+// blob deleted, and 12 recorded again for another holder).
+func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		s := testSettings(t)
+		ctx := context.Background()
+		lose := &loseMetadataAnswers{inner: svc}
+		manager := func(s BlobSettings) *BlobLeaseManager {
+			lm, err := NewBlobLeaseManager(s)
+			require.NoError(t, err)
+			lm.settle = 2 * s.RetryInterval // as the mutex's
+			t.Cleanup(lm.CloseIdleConnections)
+			return lm
+		}
+		as := s
+		as.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: lose}}
+		a, b, look := manager(as), manager(s), manager(s) // look: an operator's reads
+		_, err := b.Acquire(ctx)
+		require.NoError(t, err)
+		_, err = b.RecordTerm(ctx, "b")
+		require.NoError(t, err)
+		require.NoError(t, b.Release(ctx))
+
+		_, err = a.Acquire(ctx)
+		require.NoError(t, err)
+		lose.armed.Store(true)
+		_, err = a.RecordTerm(ctx, "a")
+		require.Error(t, err, "the answer was lost")
+		info, err := look.Inspect(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), info.Leader.Number, "stored all the same")
+		require.Equal(t, "a", info.Leader.Identity)
+
+		newRawBlob(t, s).breakAndDelete(s.Blob)
+		// b, which saw only term 1, creates the blob again, seeded 1; a
+		// reads it and raises the seed to the term it proposed.
+		_, err = b.Acquire(ctx)
+		require.NoError(t, err)
+		_, err = b.RecordTerm(ctx, "b")
+		require.ErrorIs(t, err, errNotSettled)
+		require.NoError(t, b.Release(ctx))
+		info, err = look.Inspect(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(1), info.Leader.Number)
+		a.seedFresh(ctx, info)
+
+		info, err = b.Inspect(ctx)
+		require.NoError(t, err)
+		require.Equal(t, int64(2), info.Leader.Number, "raised to the term a proposed")
+		time.Sleep(b.seedFresh(ctx, info))
+		_, err = b.Acquire(ctx)
+		require.NoError(t, err)
+		t3, err := b.RecordTerm(ctx, "b")
+		require.NoError(t, err)
+		assert.Equal(t, int64(3), t3.Number, "above the term recorded unanswered")
 	})
 }

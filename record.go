@@ -129,23 +129,28 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 
 // termFloor is the highest term number an instance has seen on one blob:
 // while it runs, no term it records there goes below it, even if the blob,
-// or its container, is deleted and created again.
-type termFloor struct{ n atomic.Int64 }
+// or its container, is deleted and created again. It also keeps the highest
+// this instance proposed there (a record it sent, whose answer it may never
+// have had: the server may have stored it), which a blob created again is
+// seeded and raised with (seed), so that such a record's number does not go
+// to another holder either.
+type termFloor struct{ n, proposed atomic.Int64 }
 
 // see raises the floor to n. The largest number is not taken as a floor:
 // no term can follow it, so it is reported as a record that cannot be built
 // on, and once repaired (lowered, by an operator who chose to) the fleet
 // goes on from the repaired number without a restart.
 func (f *termFloor) see(n int64) {
-	if n == math.MaxInt64 {
-		return
-	}
-	for {
-		cur := f.n.Load()
-		if n <= cur || f.n.CompareAndSwap(cur, n) {
-			return
-		}
+	if n != math.MaxInt64 {
+		raiseTo(&f.n, n)
 	}
 }
 
+// propose notes n as a term this instance sent a record of.
+func (f *termFloor) propose(n int64) { raiseTo(&f.proposed, n) }
+
 func (f *termFloor) get() int64 { return f.n.Load() }
+
+// seed is what a blob created again is seeded, or raised, with: the floor,
+// or a term proposed above it.
+func (f *termFloor) seed() int64 { return max(f.n.Load(), f.proposed.Load()) }

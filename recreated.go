@@ -100,7 +100,7 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 // numbered number, to this manager's floor (marked created again if the
 // blob is): nil if the floor is not higher.
 func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool) map[string]*string {
-	floor := m.floor.get()
+	floor := m.floor.seed()
 	switch {
 	case floor <= number:
 		return nil
@@ -112,7 +112,7 @@ func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool) map[string]*
 
 func (m *BlobLeaseManager) logRaise(was int64) {
 	m.logger.Warn("leaderelection: raised the term on the blob to the highest this instance saw there (the blob was created again, or its record rewritten)",
-		"container", m.container, "blob", m.blob, "was", was, "term", m.floor.get())
+		"container", m.container, "blob", m.blob, "was", was, "term", m.floor.seed())
 }
 
 // raiseHeld is seedFresh's raise by a contender that took a fresh blob's

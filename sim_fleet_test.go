@@ -138,8 +138,18 @@ type simFleet struct {
 	// a read after the deletion sees no term of before.
 	witnesses map[string]map[[2]int]bool
 	lastRun   map[string]simRun
-	held      map[string]int
-	termed    map[string]bool // shard elections whose blob carries a term's record
+	// lastRecord is, for each mutex, who recorded its highest term, and
+	// when first: a term recorded whose func never ran (its answer lost)
+	// is a term all the same (see witness).
+	lastRecord map[string]simRecorded
+	held       map[string]int
+	termed     map[string]bool // shard elections whose blob carries a term's record
+}
+
+// simRecorded is a mutex's highest term recorded: by whom, when first.
+type simRecorded struct {
+	simRun
+	term int64
 }
 
 // simRun is who started an election's last func, and when.
@@ -248,19 +258,20 @@ func simShardNames(n int) []string {
 func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{ Logf(string, ...any) }) *simFleet {
 	f := &simFleet{
 		t: t, seed: seed, shape: shape, log: log, dir: dir,
-		chk:       sim.NewChecker(),
-		rng:       rand.New(rand.NewPCG(seed, 0x5eed)),
-		set:       simShardNames(shape.shards),
-		faults:    map[string]int{},
-		repaired:  map[string]time.Time{},
-		malformed: map[string]string{},
-		names:     map[string]*simLane{},
-		pending:   map[string]time.Time{},
-		witnesses: map[string]map[[2]int]bool{},
-		lastRun:   map[string]simRun{},
-		held:      map[string]int{},
-		termed:    map[string]bool{},
-		trace:     &simTracer{},
+		chk:        sim.NewChecker(),
+		rng:        rand.New(rand.NewPCG(seed, 0x5eed)),
+		set:        simShardNames(shape.shards),
+		faults:     map[string]int{},
+		repaired:   map[string]time.Time{},
+		malformed:  map[string]string{},
+		names:      map[string]*simLane{},
+		pending:    map[string]time.Time{},
+		witnesses:  map[string]map[[2]int]bool{},
+		lastRun:    map[string]simRun{},
+		lastRecord: map[string]simRecorded{},
+		held:       map[string]int{},
+		termed:     map[string]bool{},
+		trace:      &simTracer{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
 	f.svc = memblob.New(memblob.WithObserver(f.observe))
@@ -353,11 +364,16 @@ func (f *simFleet) stored(e memblob.Event) {
 	}
 	switch {
 	case e.Blob == simNativeBlob || e.Blob == simETagBlob || strings.HasPrefix(e.Blob, simPrefix+"/"+wire.ShardsDir):
+		election := e.Container + "/" + e.Blob
 		if holder != "" && !ended {
-			f.chk.Record(e.Time, e.Container+"/"+e.Blob, n, holder)
+			f.chk.Record(e.Time, election, n, holder)
 		}
 		f.mu.Lock()
-		f.termed[e.Container+"/"+e.Blob] = true
+		f.termed[election] = true
+		var idx, inc int
+		if _, err := fmt.Sscanf(holder, "lane%d.%d", &idx, &inc); err == nil && !ended && f.kindOf(election) != laneShard && n > f.lastRecord[election].term {
+			f.lastRecord[election] = simRecorded{simRun{lane: idx, inc: inc, at: e.Time}, n}
+		}
 		f.mu.Unlock()
 	case strings.HasPrefix(e.Blob, simPrefix+"/"+wire.SessionsDir) && !ended:
 		identity, seen := "", int64(0)
@@ -881,7 +897,10 @@ func (f *simFleet) repair(blob string) {
 
 // witness reports whether l's current process is a witness of election
 // e's last term: for a mutex, the contender that ran it or one that read
-// the blob after it began (every contender reads it each R); for a shard,
+// the blob after it began (every contender reads it each R), or, if a
+// term was recorded since whose func never ran (its answer lost), the
+// contender that recorded it (it seeds and raises a blob created again
+// with the term it proposed) or one that read the blob since; for a shard,
 // the process that ran it or one whose session's record published a
 // highest term seen at least as high (its instance's seenMax, which a
 // claimer of a blob created again goes above: vanished.go). Under f.mu.
@@ -892,6 +911,9 @@ func (f *simFleet) witness(l *simLane, e string) bool {
 		return false
 	}
 	run, ran := f.lastRun[e]
+	if rec, ok := f.lastRecord[e]; ok && l.kind != laneShard && (!ran || rec.at.After(run.at)) {
+		run, ran = rec.simRun, true // a term recorded since, that never ran
+	}
 	if ran && run.lane == l.idx && run.inc == l.inc {
 		return true
 	}
@@ -971,7 +993,7 @@ func (f *simFleet) deletable(targets []string) bool {
 		}
 	}
 	for _, e := range targets {
-		if _, ran := f.lastRun[e]; ran && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
+		if f.termedOnce(e) && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
 			why = "no live process is a witness of " + e + "'s last term"
 		}
 	}
@@ -994,7 +1016,7 @@ func (f *simFleet) deletable(targets []string) bool {
 	}
 	now := time.Now()
 	for _, e := range targets {
-		if _, ran := f.lastRun[e]; ran {
+		if f.termedOnce(e) {
 			f.pending[e] = now
 			ws := map[[2]int]bool{}
 			for _, l := range f.lanes {
@@ -1008,6 +1030,14 @@ func (f *simFleet) deletable(targets []string) bool {
 		}
 	}
 	return true
+}
+
+// termedOnce reports whether a func ran on election e, or a mutex's term
+// was recorded there. Under f.mu.
+func (f *simFleet) termedOnce(e string) bool {
+	_, ran := f.lastRun[e]
+	_, recorded := f.lastRecord[e]
+	return ran || recorded
 }
 
 // mayStart reports whether a new process of l's kind may start now: no

@@ -335,12 +335,15 @@ func (c *Checker) Funcs() []Func {
 	return out
 }
 
-// MaxTerm is the highest term a func of election ran under (0: none).
+// MaxTerm is the highest term of election the fleet saw (0: none): the
+// highest a func ran under, or that a record on its blob named, whether
+// its func ran or not (a term recorded, whose answer was lost, then made
+// malformed, has a holder that saw it).
 func (c *Checker) MaxTerm(election string) int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if e := c.elections[election]; e != nil {
-		return e.maxTerm
+		return max(e.maxTerm, e.recTerm)
 	}
 	return 0
 }

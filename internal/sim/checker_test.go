@@ -148,3 +148,18 @@ func TestARecordedTermNeverGoesToTwoHolders(t *testing.T) {
 		t.Errorf("text %q", vs[0].Text)
 	}
 }
+
+// An operator repairs a malformed record above every term the fleet saw:
+// one recorded whose func never ran counts too (a simulator's run repaired
+// to the highest term run, 7, below a recorded 8 whose answer was lost, and
+// the next holder recorded 8 again).
+func TestMaxTermCountsATermRecordedThatNeverRan(t *testing.T) {
+	c := NewChecker()
+	own := func(string) bool { return true }
+	c.Lease(LeaseEvent{Time: at(0), Blob: "c/m", State: Leased, ID: "x", Expiry: at(100)})
+	c.End(at(2), c.Start(at(1), "c/m", "a", 7, own))
+	c.Record(at(3), "c/m", 8, "b")
+	if got := c.MaxTerm("c/m"); got != 8 {
+		t.Fatalf("MaxTerm %d, want 8", got)
+	}
+}
