@@ -154,3 +154,13 @@ func (f *termFloor) get() int64 { return f.n.Load() }
 // seed is what a blob created again is seeded, or raised, with: the floor,
 // or a term proposed above it.
 func (f *termFloor) seed() int64 { return max(f.n.Load(), f.proposed.Load()) }
+
+// raiseTo raises a to v, if lower.
+func raiseTo(a *atomic.Int64, v int64) {
+	for {
+		cur := a.Load()
+		if v <= cur || a.CompareAndSwap(cur, v) {
+			return
+		}
+	}
+}

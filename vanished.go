@@ -385,16 +385,6 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	}
 }
 
-// raiseTo raises a to v, if lower.
-func raiseTo(a *atomic.Int64, v int64) {
-	for {
-		cur := a.Load()
-		if v <= cur || a.CompareAndSwap(cur, v) {
-			return
-		}
-	}
-}
-
 // floorOf is the highest term this instance saw on shard name's blob.
 func (o *ShardOwner) floorOf(name string) int64 {
 	o.mu.Lock()
