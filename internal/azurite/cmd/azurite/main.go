@@ -15,7 +15,7 @@
 // stdout, copies Azurite's log to stderr, and stops Azurite on SIGINT or
 // SIGTERM. To point the tests at it:
 //
-//	LEADERELECTION_AZURITE_URL=http://127.0.0.1:N/devstoreaccount1 go test -race -count=1 -timeout 30m work
+//	LEADERELECTION_AZURITE_URL=http://127.0.0.1:N/devstoreaccount1 go test -race -count=1 -p 4 -timeout 30m work
 package main
 
 import (
