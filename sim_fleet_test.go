@@ -1216,15 +1216,25 @@ func (f *simFleet) deleteBlob(blob string) bool {
 // sim_test.go's doc of the bounds).
 func (f *simFleet) bound(election string) (time.Duration, string) {
 	r, sh := f.shape.retry, f.shape
+	f.mu.Lock()
+	_, pending := f.pending[election]
+	f.mu.Unlock()
+	mutex := func(kind string, d time.Duration) (time.Duration, string) {
+		s := BlobSettings{LeaseDuration: d, RetryInterval: r}.withDefaults()
+		b, why := 2*d+max(r, d)*5/4+2*s.RequestTimeout+r, kind+" mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+		if pending {
+			// Deleted, and not run since: the blob created again stands
+			// its settle time (recreated.go) as a contender watched it,
+			// from the calm at the latest.
+			b, why = b+s.RenewInterval+s.RequestTimeout+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
+		}
+		return b, why
+	}
 	switch {
 	case strings.HasSuffix(election, "/"+simNativeBlob):
-		d := sh.native
-		t := BlobSettings{LeaseDuration: d}.withDefaults().RequestTimeout
-		return 2*d + max(r, d)*5/4 + 2*t + r, "native mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+		return mutex("native", sh.native)
 	case strings.HasSuffix(election, "/"+simETagBlob):
-		d := sh.etag
-		t := BlobSettings{LeaseDuration: d}.withDefaults().RequestTimeout
-		return 2*d + max(r, d)*5/4 + 2*t + r, "ETag mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+		return mutex("ETag", sh.etag)
 	}
 	d, r := sh.session, sh.shardRetry
 	def := BlobSettings{LeaseDuration: d}.withDefaults()

@@ -51,10 +51,14 @@ import (
 //
 //   - a mutex: 2 D + 1.25 max(R, D) + 2 T + R: a lease held by a dead
 //     holder expires (or, for an ETag lease, is broken as silent) within D
-//     of its last renewal, before the calm; a blob created again is taken
-//     once it has stood D; a follower backing off after failures waits up
-//     to 1.25 max(R, D); taking the lease and recording the term are two
-//     requests of at most T each; R for the follower's first try.
+//     of its last renewal, before the calm, and a lease taken in the storm
+//     whose holder could not record or release it stands D more; a
+//     follower backing off after failures waits up to 1.25 max(R, D);
+//     taking the lease and recording the term are two requests of at most
+//     T each; R for the follower's first try. If the election was deleted
+//     and has not run since, its blob created again must also stand
+//     RI + T + SM + 2 R (recreated.go's settleFor, SM the StopMargin) as a
+//     contender watched it, which may begin only with the calm.
 //   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D
 //     + R, RI the
 //     RenewInterval: a session cut off across the calm's start ends by its
