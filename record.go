@@ -134,6 +134,11 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // have had: the server may have stored it), which a blob created again is
 // seeded and raised with (seed), so that such a record's number does not go
 // to another holder either.
+//
+// proposed is never above the floor + 1 (a record proposes the next term
+// above the floor). NextTerm, and the alarm at a term on the blob below the
+// floor, use the floor alone: a write that was not stored neither skips a
+// number nor raises a false alarm.
 type termFloor struct{ n, proposed atomic.Int64 }
 
 // see raises the floor to n. The largest number is not taken as a floor:

@@ -70,8 +70,8 @@ import (
 // blob's number and the highest it has seen there itself; a blob created
 // again is seeded with that (or with a higher term the instance sent a
 // record of, whose answer it may never have had), raised by every instance
-// that saw more, and taken only once the leader that missed the deletion
-// has stopped and read it (recreated.go). A shard's blob is not watched by every instance, so
+// that saw, or sent a record of, more, and taken only once the leader that
+// missed the deletion has stopped and read it (recreated.go). A shard's blob is not watched by every instance, so
 // whoever takes one created again records a term above every term any
 // session's record says its instance saw on any shard, too (vanished.go).
 // So a blob or container deleted under a running fleet does not restart

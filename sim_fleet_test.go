@@ -141,21 +141,17 @@ type simFleet struct {
 	// lastRecord is, for each mutex, who recorded its highest term, and
 	// when first: a term recorded whose func never ran (its answer lost)
 	// is a term all the same (see witness).
-	lastRecord map[string]simRecorded
+	lastRecord map[string]simRun
 	held       map[string]int
 	termed     map[string]bool // shard elections whose blob carries a term's record
 }
 
-// simRecorded is a mutex's highest term recorded: by whom, when first.
-type simRecorded struct {
-	simRun
-	term int64
-}
-
-// simRun is who started an election's last func, and when.
+// simRun is who started an election's last func (or recorded its highest
+// term), when, and its term.
 type simRun struct {
 	lane, inc int
 	at        time.Time
+	term      int64
 }
 
 type simLane struct {
@@ -268,7 +264,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		pending:    map[string]time.Time{},
 		witnesses:  map[string]map[[2]int]bool{},
 		lastRun:    map[string]simRun{},
-		lastRecord: map[string]simRecorded{},
+		lastRecord: map[string]simRun{},
 		held:       map[string]int{},
 		termed:     map[string]bool{},
 		trace:      &simTracer{},
@@ -372,7 +368,7 @@ func (f *simFleet) stored(e memblob.Event) {
 		f.termed[election] = true
 		var idx, inc int
 		if _, err := fmt.Sscanf(holder, "lane%d.%d", &idx, &inc); err == nil && !ended && f.kindOf(election) != laneShard && n > f.lastRecord[election].term {
-			f.lastRecord[election] = simRecorded{simRun{lane: idx, inc: inc, at: e.Time}, n}
+			f.lastRecord[election] = simRun{lane: idx, inc: inc, at: e.Time, term: n}
 		}
 		f.mu.Unlock()
 	case strings.HasPrefix(e.Blob, simPrefix+"/"+wire.SessionsDir) && !ended:
@@ -506,7 +502,7 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			}
 			switch {
 			case l.kind != laneShard && ex.Method == http.MethodHead:
-				l.readAt = ex.Done
+				l.readAt = ex.Sent // it saw what was stored before it was sent
 				if l.seenAt.IsZero() {
 					l.seenAt = ex.Done
 				}
@@ -708,7 +704,7 @@ func (f *simFleet) act(ctx context.Context, l *simLane, election, instance strin
 	f.mu.Lock()
 	delete(f.pending, election)
 	delete(f.witnesses, election)
-	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now}
+	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now, term: term.Number}
 	f.mu.Unlock()
 	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)
 	// The func's own draws, from the seed and who it is: the same func
@@ -902,8 +898,10 @@ func (f *simFleet) repair(blob string) {
 // contender that recorded it (it seeds and raises a blob created again
 // with the term it proposed) or one that read the blob since; for a shard,
 // the process that ran it or one whose session's record published a
-// highest term seen at least as high (its instance's seenMax, which a
-// claimer of a blob created again goes above: vanished.go). Under f.mu.
+// highest term seen at least as high as any run or recorded there (its
+// instance's seenMax, which a claimer of a blob created again goes above;
+// a record whose answer was lost, that nobody read, is vanished.go's
+// stated limit). Under f.mu.
 func (f *simFleet) witness(l *simLane, e string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -911,8 +909,8 @@ func (f *simFleet) witness(l *simLane, e string) bool {
 		return false
 	}
 	run, ran := f.lastRun[e]
-	if rec, ok := f.lastRecord[e]; ok && l.kind != laneShard && (!ran || rec.at.After(run.at)) {
-		run, ran = rec.simRun, true // a term recorded since, that never ran
+	if rec, ok := f.lastRecord[e]; ok && l.kind != laneShard && (!ran || rec.term > run.term) {
+		run, ran = rec, true // a term recorded since, that never ran
 	}
 	if ran && run.lane == l.idx && run.inc == l.inc {
 		return true

@@ -117,7 +117,12 @@ import (
 // it: it may claim a blob created again that it never saw terms on at once,
 // and its terms may start again from what is seeded, or from 1, unless the
 // fleet's highest it learnt covers them; as for the mutex's blob, that is
-// the limit.
+// the limit. Nor is a shard's term recorded by a claim or a handover whose
+// answer was lost, until another instance has read it: its writer does not
+// count it as seen (a mutex's contender does: termFloor.propose), so after
+// a deletion that number may be recorded again, for another holder. No
+// func ran under it (a func starts only once its record is confirmed), so
+// nothing downstream was fenced with it.
 
 // fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
 // of the deletions of the container it may have missed (see above): what
