@@ -172,6 +172,7 @@ type simLane struct {
 	slow     map[int]time.Duration // by fault id
 	rates    map[int]sim.Fault     // by fault id
 	set      []string
+	setAt    time.Time // when set last changed
 	owner    *ShardOwner
 	sessions map[string]string // shard -> the session that started its run (events)
 	// The process, as the fault model sees it: down is how many planned
@@ -475,6 +476,7 @@ func (f *simFleet) settings(blob string, d time.Duration, tr *faults.Transport) 
 // seen of the fleet (see simLane).
 func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 	var saw []string
+	listing := false
 	if ex.Status == http.StatusOK && l.kind == laneShard {
 		shards := simContainer + "/" + simPrefix + "/" + wire.ShardsDir
 		switch {
@@ -482,6 +484,7 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			f.mu.Lock()
 			saw = slices.Collect(maps.Keys(f.termed))
 			f.mu.Unlock()
+			listing = true
 		case ex.Method == http.MethodHead && strings.Contains(ex.URL, "/"+shards):
 			e := ex.URL[strings.Index(ex.URL, "/"+shards)+1:]
 			if i := strings.IndexAny(e, "?"); i >= 0 {
@@ -498,6 +501,11 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 		l.mu.Lock()
 		if l.inc == inc && l.alive {
 			for _, e := range saw {
+				// A listing keeps the terms of the shards of its set only
+				// (readShards), as the set stood when it was sent.
+				if listing && (!slices.Contains(l.set, path.Base(e)) || l.setAt.After(ex.Sent)) {
+					continue
+				}
 				l.sawShard[e] = true
 			}
 			switch {

@@ -430,7 +430,7 @@ func (f *simFleet) run() {
 				for j, l := range shardLanes {
 					at(ft.At+(ft.Until-ft.At)*time.Duration(j)/time.Duration(len(shardLanes)), func() {
 						l.mu.Lock()
-						l.set = set
+						l.set, l.setAt = set, time.Now()
 						o := l.owner
 						l.mu.Unlock()
 						if o != nil {
