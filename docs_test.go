@@ -99,6 +99,7 @@ var citedPaths = []string{
 	"shutdown_bench_test.go",
 	"silence.go",
 	"sim_test.go",
+	"sim_fleet_test.go",
 	"term.go",
 	"termrun.go",
 	"termstate.go",
