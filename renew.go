@@ -71,9 +71,10 @@ import (
 // again is seeded with that (or with a higher term the instance sent a
 // record of, whose answer it may never have had), raised by every instance
 // that saw, or sent a record of, more, and taken only once the leader that
-// missed the deletion has stopped and read it (recreated.go). A shard's blob is not watched by every instance, so
-// whoever takes one created again records a term above every term any
-// session's record says its instance saw on any shard, too (vanished.go).
+// missed the deletion has stopped and read it (recreated.go). A shard's
+// blob is not watched by every instance, so whoever takes one created again
+// records a term above every term any session's record says its instance
+// saw on any shard, too (vanished.go).
 // So a blob or container deleted under a running fleet does not restart
 // the count. A number that does not read, or cannot grow,
 // is never continued: no func runs on that blob until an operator repairs
