@@ -1,0 +1,404 @@
+package leaderelection
+
+import (
+	"maps"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
+	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/blobelect/leaderelection/internal/sim"
+	"github.com/blobelect/leaderelection/internal/wire"
+)
+
+// The simulator's fault model (see sim_test.go): what the driver holds
+// back around deletions, the kills and starts it allows, and the bounds
+// within which every election must run again after a storm.
+
+// The fault model around deletions. A blob or the container deleted under
+// a running fleet is within the library's promise but for what its
+// argument names as not covered (renew.go: "What cannot be kept: a blob
+// deleted while no instance that saw its terms runs, or created again
+// first by one that never saw them"; vanished.go's "What is not covered":
+// an instance that never saw the fleet before the deletion, a process
+// started after it or whose first session had not yet written its record
+// then; recreated.go, the same for a mutex's blob). The plan stays out of
+// exactly those, and nothing more:
+//
+//   - a deletion happens only while every live process of the elections
+//     it hits has seen the fleet (a mutex contender has read its blob; a
+//     ShardOwner's session has stored its record and listed the
+//     sessions), no record made malformed awaits its repair (nobody has
+//     seen a term on it), none was repaired within 2 R (a contender may
+//     not have read it yet), and each election it hits that ever ran has
+//     a live witness of its last term (see witness);
+//   - from a deletion until each election it hit runs again (pending), no
+//     new process of that election's kind starts (its start waits), and
+//     the last live witness of a pending election is not crashed or
+//     stopped (the fault is held back); for a ShardOwner, only the shards
+//     of a set count (a shard out of every set is claimed by nobody), and
+//     a shard still pending comes back into a set only while every live
+//     ShardOwner saw the fleet before its deletion (else it is left out);
+//   - a shard's blob is deleted alone only while every live ShardOwner saw
+//     its terms (ran it, read it, or listed the shards while it carried
+//     one): nobody sees such a deletion, and one that never saw its terms
+//     creates it again unmarked and records 1 (renew.go: "created again
+//     first by one that never saw them").
+//
+// A deletion's storm may crash and stop processes like any other.
+
+// witness reports whether l's current process is a witness of election
+// e's last term: for a mutex, the contender that ran it or one that read
+// the blob after it began (every contender reads it each R), or, if a
+// term was recorded since whose func never ran (its answer lost), the
+// contender that recorded it (it seeds and raises a blob created again
+// with the term it proposed) or one that read the blob since; for a shard,
+// the process that ran it or one whose session's record published a
+// highest term seen at least as high as any run or recorded there (its
+// instance's seenMax, which a claimer of a blob created again goes above;
+// a record whose answer was lost, that nobody read, is vanished.go's
+// stated limit). Under f.mu.
+func (f *simFleet) witness(l *simLane, e string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.alive || l.kind != f.kindOf(e) {
+		return false
+	}
+	run, ran := f.lastRun[e]
+	if rec, ok := f.lastRecord[e]; ok && l.kind != laneShard && (!ran || rec.term > run.term) {
+		run, ran = rec, true // a term recorded since, that never ran
+	}
+	if ran && run.lane == l.idx && run.inc == l.inc {
+		return true
+	}
+	if l.kind != laneShard {
+		return !l.readAt.IsZero() && (!ran || l.readAt.After(run.at))
+	}
+	return l.recorded && l.published >= f.chk.MaxTerm(e)
+}
+
+// kindOf is the kind of lane that runs election e.
+func (f *simFleet) kindOf(e string) laneKind {
+	switch {
+	case strings.HasSuffix(e, "/"+simNativeBlob):
+		return laneNative
+	case strings.HasSuffix(e, "/"+simETagBlob):
+		return laneETag
+	}
+	return laneShard
+}
+
+// inSets reports whether shard election e is in the set of the fleet or of
+// a ShardOwner (mutexes always are). Under f.mu.
+func (f *simFleet) inSets(e string) bool {
+	if f.kindOf(e) != laneShard {
+		return true
+	}
+	shard := path.Base(e)
+	if slices.Contains(f.set, shard) {
+		return true
+	}
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		in := slices.Contains(l.set, shard)
+		l.mu.Unlock()
+		if in {
+			return true
+		}
+	}
+	return false
+}
+
+// ran is every election a func ran on, as "container/blob".
+func (f *simFleet) ran() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Sorted(maps.Keys(f.lastRun))
+}
+
+// deletable reports whether a deletion of the elections targets (each ran
+// before) stays within the promise now (see above), and if so marks them
+// pending: the caller deletes them at once.
+func (f *simFleet) deletable(targets []string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	why := ""
+	switch {
+	case len(f.malformed) > 0:
+		why = "a malformed record awaits its repair"
+	case len(f.pending) > 0:
+		why = "an election deleted before has not run since"
+	}
+	for _, r := range f.repaired {
+		if time.Since(r) < 2*f.shape.retry {
+			why = "a record was repaired less than 2 R ago"
+		}
+	}
+	kinds := map[laneKind]bool{}
+	for _, e := range targets {
+		kinds[f.kindOf(e)] = true
+	}
+	for _, l := range f.lanes {
+		l.mu.Lock()
+		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting)
+		l.mu.Unlock()
+		if unseen && why == "" {
+			why = "a live process has not seen the fleet yet"
+		}
+	}
+	for _, e := range targets {
+		if f.termedOnce(e) && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
+			why = "no live process is a witness of " + e + "'s last term"
+		}
+	}
+	if len(targets) == 1 && f.kindOf(targets[0]) == laneShard && why == "" {
+		// A shard's blob deleted alone: no session sees that (no quiet,
+		// no seeds from those that did not see it gone), and one that
+		// never saw its terms would create it again unmarked, from 1.
+		for _, l := range f.lanes {
+			l.mu.Lock()
+			unseen := l.alive && l.kind == laneShard && !l.sawShard[targets[0]]
+			l.mu.Unlock()
+			if unseen {
+				why = "a live process never saw the shard's terms"
+			}
+		}
+	}
+	if why != "" {
+		f.held["delete: "+why]++
+		return false
+	}
+	now := time.Now()
+	for _, e := range targets {
+		if f.termedOnce(e) {
+			f.pending[e] = now
+			ws := map[[2]int]bool{}
+			for _, l := range f.lanes {
+				if f.witness(l, e) {
+					l.mu.Lock()
+					ws[[2]int{l.idx, l.inc}] = true
+					l.mu.Unlock()
+				}
+			}
+			f.witnesses[e] = ws
+		}
+	}
+	return true
+}
+
+// termedOnce reports whether a func ran on election e, or a mutex's term
+// was recorded there. Under f.mu.
+func (f *simFleet) termedOnce(e string) bool {
+	_, ran := f.lastRun[e]
+	_, recorded := f.lastRecord[e]
+	return ran || recorded
+}
+
+// mayStart reports whether a new process of l's kind may start now: no
+// election of that kind, in a set, is pending. Under f.mu.
+func (f *simFleet) mayStart(l *simLane) bool {
+	for e := range f.pending {
+		if f.kindOf(e) == l.kind && f.inSets(e) {
+			return false
+		}
+	}
+	return true
+}
+
+// mayKill reports whether l's process may be crashed or stopped now: it is
+// not the last live witness of a pending election. Under f.mu.
+func (f *simFleet) mayKill(l *simLane) bool {
+	alive := func(o *simLane, ws map[[2]int]bool) bool {
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		return o.alive && ws[[2]int{o.idx, o.inc}]
+	}
+	for e := range f.pending {
+		ws := f.witnesses[e]
+		if !alive(l, ws) {
+			continue
+		}
+		if !slices.ContainsFunc(f.lanes, func(o *simLane) bool { return o != l && alive(o, ws) }) {
+			return false
+		}
+	}
+	return true
+}
+
+// keepOut is set without the pending shards that may not come back into a
+// set now: while a live ShardOwner did not see the fleet before a shard's
+// deletion (see above). Under f.mu.
+func (f *simFleet) keepOut(set []string) []string {
+	return slices.DeleteFunc(slices.Clone(set), func(shard string) bool {
+		e := simContainer + "/" + wire.ShardBlob(simPrefix+"/", shard)
+		at, pending := f.pending[e]
+		if !pending || f.inSets(e) {
+			return false
+		}
+		for _, l := range f.lanes {
+			l.mu.Lock()
+			fresh := l.kind == laneShard && l.alive && (l.seenAt.IsZero() || !l.seenAt.Before(at))
+			l.mu.Unlock()
+			if fresh {
+				f.held["set: a pending shard kept out"]++
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// kill crashes or stops l's process (cmd), unless the fault model holds
+// it back; it reports whether it did.
+func (f *simFleet) kill(l *simLane, cmd laneCmd, kind sim.Kind) bool {
+	f.mu.Lock()
+	ok := f.mayKill(l)
+	if !ok {
+		f.held[string(kind)+": the last witness of a pending election"]++
+	}
+	f.mu.Unlock()
+	if !ok {
+		return false
+	}
+	l.mu.Lock()
+	l.down++
+	wasAlive := l.alive
+	l.alive = false
+	l.mu.Unlock()
+	if wasAlive {
+		f.count(string(kind), 1)
+	}
+	f.trace.printf(time.Now(), "lane%d: %s", l.idx, kind)
+	l.cmds <- cmd
+	return true
+}
+
+// revive ends one planned fault holding l down, and starts it again once
+// none does, as soon as the fault model lets it (mayStart).
+func (f *simFleet) revive(l *simLane) {
+	l.mu.Lock()
+	l.down--
+	start := l.down == 0 && !l.alive && !l.starting
+	if start {
+		l.starting = true
+	}
+	l.mu.Unlock()
+	if start {
+		f.startLane(l)
+	}
+}
+
+// startLane starts l's next process, at once or once the fault model lets
+// it (checking every second, until the fleet ends).
+func (f *simFleet) startLane(l *simLane) {
+	try := func() bool {
+		f.mu.Lock()
+		ok := f.mayStart(l)
+		f.mu.Unlock()
+		if !ok {
+			return false
+		}
+		l.mu.Lock()
+		start := l.down == 0 && !l.alive
+		if start {
+			l.alive, l.born, l.booting = true, time.Now(), true
+		}
+		l.starting = false
+		l.mu.Unlock()
+		if start {
+			f.trace.printf(time.Now(), "lane%d: start", l.idx)
+			l.cmds <- cmdStart
+		}
+		return true
+	}
+	if try() {
+		return
+	}
+	f.mu.Lock()
+	f.held["start: an election of its kind is pending"]++
+	f.mu.Unlock()
+	f.wg.Go(func() {
+		for {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(time.Second):
+			}
+			if try() {
+				return
+			}
+		}
+	})
+}
+
+// deleteBlob deletes blob as a request without its lease ID does, which
+// Azure refuses while the blob is leased: it tries every second, for 20 s
+// at most, each time only if the fault model lets it (deletable), and
+// reports whether it deleted it.
+func (f *simFleet) deleteBlob(blob string) bool {
+	cc, err := container.NewClientFromConnectionString(memblob.ConnectionString, simContainer,
+		&container.ClientOptions{ClientOptions: f.svc.ClientOptions()})
+	if err != nil {
+		f.note("delete: %v", err)
+		return false
+	}
+	election := simContainer + "/" + blob
+	for range 20 {
+		if st, ok := f.svc.Blob(simContainer, blob); ok && st.LeaseState != "leased" && st.LeaseState != "breaking" && f.deletable([]string{election}) {
+			_, err := cc.NewBlobClient(blob).Delete(f.ctx, nil)
+			if err == nil {
+				return true
+			}
+			f.mu.Lock()
+			delete(f.pending, election) // not deleted after all
+			delete(f.witnesses, election)
+			f.mu.Unlock()
+			if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
+				return false
+			}
+		}
+		select {
+		case <-f.ctx.Done():
+			return false
+		case <-time.After(time.Second):
+		}
+	}
+	return false
+}
+
+// bound is how long after a calm began election must run again (see
+// sim_test.go's doc of the bounds).
+func (f *simFleet) bound(election string) (time.Duration, string) {
+	r, sh := f.shape.retry, f.shape
+	f.mu.Lock()
+	_, pending := f.pending[election]
+	f.mu.Unlock()
+	mutex := func(kind string, d time.Duration) (time.Duration, string) {
+		s := BlobSettings{LeaseDuration: d, RetryInterval: r}.withDefaults()
+		b, why := 2*d+max(r, d)*5/4+2*s.RequestTimeout+r, kind+" mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+		if pending {
+			// Deleted, and not run since: the blob created again stands
+			// its settle time (recreated.go) as a contender watched it,
+			// from the calm at the latest.
+			b, why = b+s.RenewInterval+s.RequestTimeout+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
+		}
+		return b, why
+	}
+	switch {
+	case strings.HasSuffix(election, "/"+simNativeBlob):
+		return mutex("native", sh.native)
+	case strings.HasSuffix(election, "/"+simETagBlob):
+		return mutex("ETag", sh.etag)
+	}
+	d, r := sh.session, sh.shardRetry
+	def := BlobSettings{LeaseDuration: d}.withDefaults()
+	t, ri := def.RequestTimeout, def.RenewInterval
+	stray := 2*sh.strayAfter + d + r
+	if sh.strayAfter == 0 {
+		stray = 20*time.Minute + d + r
+	}
+	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
+}

@@ -1,0 +1,266 @@
+package leaderelection
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/sim"
+	"github.com/blobelect/leaderelection/internal/wire"
+)
+
+// A simulated instance's life (see sim_test.go): its supervisor, each of
+// its processes, and the faults applied to its transport.
+
+// supervise runs the lane's incarnations, one after another, as the
+// timeline commands: a new one starts only once the last one's Run has
+// returned (its lease ID file free).
+func (l *simLane) supervise() {
+	defer close(l.done)
+	cancel := context.CancelFunc(func() {})
+	defer func() { cancel() }()
+	var ran chan struct{}
+	wait := func() {
+		if ran != nil {
+			<-ran
+			ran = nil
+		}
+	}
+	for cmd := range l.cmds {
+		switch cmd {
+		case cmdCrash:
+			l.mu.Lock()
+			if l.tr != nil {
+				// Nothing it sends reaches storage again (but what the
+				// network already holds late); its funcs run on, counted
+				// as acting, until they return.
+				l.tr.Blackhole()
+				l.spent = append(l.spent, l.tr)
+				l.tr = nil
+			}
+			l.mu.Unlock()
+			cancel()
+		case cmdStop:
+			cancel()
+		case cmdStart:
+			wait()
+			ctx, stop := context.WithCancel(l.f.ctx)
+			cancel = stop
+			ran = make(chan struct{})
+			go l.incarnation(ctx, ran)
+		case cmdFinish:
+			cancel()
+			wait()
+			return
+		}
+	}
+}
+
+// incarnation runs one instance of the lane until ctx ends.
+func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
+	defer close(ran)
+	f := l.f
+	tr := faults.Over(f.svc)
+	l.mu.Lock()
+	l.inc++
+	inc := l.inc
+	tr.Observe(func(ex faults.Exchange) { f.onExchange(l, inc, ex) })
+	name := fmt.Sprintf("lane%d.%d", l.idx, l.inc)
+	l.name = name
+	l.seenAt, l.readAt, l.recorded, l.published, l.sawShard = time.Time{}, time.Time{}, false, 0, map[string]bool{}
+	l.booting = false
+	if l.tr != nil {
+		l.spent = append(l.spent, l.tr)
+	}
+	l.tr = tr
+	l.applyLocked()
+	set := slices.Clone(l.set)
+	l.mu.Unlock()
+	f.mu.Lock()
+	f.names[name] = l
+	f.mu.Unlock()
+	f.trace.printf(time.Now(), "%s starts", name)
+	defer func() { f.trace.printf(time.Now(), "%s returned", name) }()
+	opts := []Option{WithIdentity(name), bubbleClock(), WithLogger(f.logger(name))}
+	if l.file != "" {
+		opts = append(opts, WithLeaseIDFile(l.file))
+	}
+	var run func(context.Context) error
+	switch l.kind {
+	case laneNative, laneETag:
+		blob, d := simNativeBlob, f.shape.native
+		if l.kind == laneETag {
+			blob, d = simETagBlob, f.shape.etag
+		}
+		s := f.settings(blob, d, tr)
+		election := simContainer + "/" + blob
+		opts = append(opts, WithEvents(func(e Event) {
+			f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
+		}))
+		var m *BlobDistributedMutex
+		m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
+			id := m.LeaseManager().LeaseID()
+			return f.act(ctx, l, election, name, s.withDefaults().StopMargin, func(lease string) bool { return lease == id })
+		}, opts...)
+		if err != nil {
+			f.note("%s: %v", name, err)
+			return
+		}
+		run = m.RunTaskWhenMutexAcquired
+	case laneShard:
+		s := f.settings(simPrefix, f.shape.session, tr)
+		s.RetryInterval = f.shape.shardRetry
+		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
+			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait))
+		opts = append(opts, WithEvents(func(e Event) {
+			f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
+			if e.Kind == StartedLeading && e.Shard != "" {
+				l.mu.Lock()
+				l.sessions[e.Shard] = e.Session
+				l.mu.Unlock()
+			}
+		}))
+		o, err := NewShardOwner(s, set, func(ctx context.Context, shard string) error {
+			l.mu.Lock()
+			session := l.sessions[shard]
+			l.mu.Unlock()
+			term, _ := TermFromContext(ctx)
+			return f.act(ctx, l, simContainer+"/"+wire.ShardBlob(simPrefix+"/", shard), name, s.withDefaults().StopMargin, func(lease string) bool {
+				if lease == wire.HandoffLeaseID(session, shard, term.Number) {
+					return true
+				}
+				for gen := range int64(100) {
+					if lease == wire.ClaimLeaseID(session, gen, shard, term.Number) {
+						return true
+					}
+				}
+				return false
+			})
+		}, opts...)
+		if err != nil {
+			f.note("%s: %v", name, err)
+			return
+		}
+		l.mu.Lock()
+		l.owner, l.sessions = o, map[string]string{}
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			l.owner = nil
+			l.mu.Unlock()
+		}()
+		run = o.Run
+	}
+	for ctx.Err() == nil {
+		if err := run(ctx); err != nil && ctx.Err() == nil {
+			// Storage refused it for good (a permanent error): a process
+			// would exit and be restarted.
+			f.note("%s returned: %v", name, err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(f.shape.retry):
+			}
+		}
+	}
+}
+
+// act is every leader func of the fleet: it records its start and end
+// with the checker, runs until its context ends (or, sometimes, returns
+// by itself), then winds down: at once, or for a while, watching
+// LeaseContext, and stopping within 9/10 of StopMargin once it ends, as
+// the contract asks.
+func (f *simFleet) act(ctx context.Context, l *simLane, election, instance string, margin time.Duration, owns func(string) bool) error {
+	term, ok := TermFromContext(ctx)
+	if !ok {
+		f.note("%s: a func without a term", instance)
+	}
+	now := time.Now()
+	id := f.chk.Start(now, election, instance, term.Number, owns)
+	defer func() { f.chk.End(time.Now(), id) }()
+	l.mu.Lock()
+	inc := l.inc
+	if l.sawShard != nil {
+		l.sawShard[election] = true
+	}
+	l.mu.Unlock()
+	f.mu.Lock()
+	delete(f.pending, election)
+	delete(f.witnesses, election)
+	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now, term: term.Number}
+	f.mu.Unlock()
+	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)
+	// The func's own draws, from the seed and who it is: the same func
+	// draws the same whatever else ran first.
+	rng := f.rngFor("act", election, instance, strconv.FormatInt(term.Number, 10))
+	between := func(lo, hi time.Duration) time.Duration { return lo + time.Duration(rng.Int64N(int64(hi-lo))) }
+	var life <-chan time.Time
+	if rng.Float64() < 0.15 {
+		life = time.After(between(5*time.Second, 5*time.Minute))
+	}
+	select {
+	case <-ctx.Done():
+	case <-life:
+		return nil
+	}
+	wind := time.Duration(0)
+	if rng.Float64() < 0.5 {
+		wind = between(0, 3*f.shape.native)
+	}
+	select {
+	case <-time.After(wind):
+	case <-LeaseContext(ctx).Done():
+		time.Sleep(between(0, margin*9/10))
+	}
+	return ctx.Err()
+}
+
+// applyLocked puts the lane's faults in force on its current transport.
+func (l *simLane) applyLocked() {
+	if l.tr == nil {
+		return
+	}
+	switch {
+	case l.cut > 0:
+		l.tr.Blackhole()
+	case len(l.slow) > 0:
+		l.tr.Delay(slices.Max(slices.Collect(mapValues(l.slow))))
+	default:
+		l.tr.Heal()
+	}
+	var r faults.Rates
+	for _, ft := range l.rates {
+		switch ft.Kind {
+		case sim.LoseAnswers:
+			r.Lose = max(r.Lose, ft.Rate)
+		case sim.Late:
+			r.Late = max(r.Late, ft.Rate)
+			r.LateMin, r.LateMax = time.Second, l.f.shape.lateMax
+		case sim.Throttle, sim.Failing:
+			if ft.Rate > r.Fail {
+				r.Fail, r.FailStatus, r.FailCode = ft.Rate, ft.Status, "ServerBusy"
+				switch {
+				case ft.Kind == sim.Failing:
+					r.FailStatus, r.FailCode = http.StatusInternalServerError, "InternalError"
+				case ft.Status == http.StatusTooManyRequests:
+					r.FailCode = "TooManyRequests"
+				}
+			}
+		}
+	}
+	l.tr.SetRates(r, rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64())))
+}
+
+func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
+	return func(yield func(V) bool) {
+		for _, v := range m {
+			if !yield(v) {
+				return
+			}
+		}
+	}
+}
