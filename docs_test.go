@@ -100,6 +100,7 @@ var citedPaths = []string{
 	"silence.go",
 	"sim_test.go",
 	"sim_fleet_test.go",
+	"sim_faultmodel_test.go",
 	"term.go",
 	"termrun.go",
 	"termstate.go",
