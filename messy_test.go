@@ -650,29 +650,16 @@ func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testi
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		s := testSettings(t)
 		ctx := context.Background()
-		manager := func() *BlobLeaseManager {
-			lm, err := NewBlobLeaseManager(s)
-			require.NoError(t, err)
-			lm.settle = 2 * s.RetryInterval // as the mutex's
-			t.Cleanup(lm.CloseIdleConnections)
-			return lm
-		}
-		a, b := manager(), manager()
-		term := func(lm *BlobLeaseManager, id string) (Term, error) {
-			_, err := lm.Acquire(ctx)
-			require.NoError(t, err)
-			defer func() { require.NoError(t, lm.Release(ctx)) }()
-			return lm.RecordTerm(ctx, id)
-		}
-		t1, err := term(b, "b")
+		a, b := settlingManager(t, s), settlingManager(t, s)
+		t1, err := takeTerm(t, b, "b")
 		require.NoError(t, err)
-		t2, err := term(a, "a")
+		t2, err := takeTerm(t, a, "a")
 		require.NoError(t, err)
 		require.Equal(t, []int64{1, 2}, []int64{t1.Number, t2.Number})
 
 		newRawBlob(t, s).breakAndDelete(s.Blob)
 		// b, which saw only term 1, creates the blob again, seeded 1.
-		_, err = term(b, "b")
+		_, err = takeTerm(t, b, "b")
 		require.ErrorIs(t, err, errNotSettled)
 		info, err := b.Inspect(ctx)
 		require.NoError(t, err)
@@ -680,7 +667,7 @@ func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testi
 		require.Equal(t, int64(1), info.Leader.Number)
 
 		// a takes the lease at once, with no read before.
-		_, err = term(a, "a")
+		_, err = takeTerm(t, a, "a")
 		require.ErrorIs(t, err, errNotSettled)
 		info, err = b.Inspect(ctx)
 		require.NoError(t, err)
@@ -690,10 +677,29 @@ func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testi
 		wait := b.seedFresh(ctx, info)
 		require.Positive(t, wait)
 		time.Sleep(wait)
-		t3, err := term(b, "b")
+		t3, err := takeTerm(t, b, "b")
 		require.NoError(t, err)
 		assert.Equal(t, int64(3), t3.Number, "above every term the fleet ran")
 	})
+}
+
+// settlingManager is a lease manager on s that waits for a blob created
+// again to settle, as the mutex's does.
+func settlingManager(t *testing.T, s BlobSettings) *BlobLeaseManager {
+	lm, err := NewBlobLeaseManager(s)
+	require.NoError(t, err)
+	lm.settle = 2 * s.RetryInterval // as the mutex's
+	t.Cleanup(lm.CloseIdleConnections)
+	return lm
+}
+
+// takeTerm acquires lm's lease, records a term for id, and releases it.
+func takeTerm(t *testing.T, lm *BlobLeaseManager, id string) (Term, error) {
+	ctx := context.Background()
+	_, err := lm.Acquire(ctx)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, lm.Release(ctx)) }()
+	return lm.RecordTerm(ctx, id)
 }
 
 // loseMetadataAnswers forwards requests to inner, and loses the answer of
@@ -726,21 +732,11 @@ func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 		s := testSettings(t)
 		ctx := context.Background()
 		lose := &loseMetadataAnswers{inner: svc}
-		manager := func(s BlobSettings) *BlobLeaseManager {
-			lm, err := NewBlobLeaseManager(s)
-			require.NoError(t, err)
-			lm.settle = 2 * s.RetryInterval // as the mutex's
-			t.Cleanup(lm.CloseIdleConnections)
-			return lm
-		}
 		as := s
 		as.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: lose}}
-		a, b, look := manager(as), manager(s), manager(s) // look: an operator's reads
-		_, err := b.Acquire(ctx)
+		a, b, look := settlingManager(t, as), settlingManager(t, s), settlingManager(t, s) // look: an operator's reads
+		_, err := takeTerm(t, b, "b")
 		require.NoError(t, err)
-		_, err = b.RecordTerm(ctx, "b")
-		require.NoError(t, err)
-		require.NoError(t, b.Release(ctx))
 
 		_, err = a.Acquire(ctx)
 		require.NoError(t, err)
@@ -755,11 +751,8 @@ func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 		newRawBlob(t, s).breakAndDelete(s.Blob)
 		// b, which saw only term 1, creates the blob again, seeded 1; a
 		// reads it and raises the seed to the term it proposed.
-		_, err = b.Acquire(ctx)
-		require.NoError(t, err)
-		_, err = b.RecordTerm(ctx, "b")
+		_, err = takeTerm(t, b, "b")
 		require.ErrorIs(t, err, errNotSettled)
-		require.NoError(t, b.Release(ctx))
 		info, err = look.Inspect(ctx)
 		require.NoError(t, err)
 		require.Equal(t, int64(1), info.Leader.Number)
@@ -769,9 +762,7 @@ func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, int64(2), info.Leader.Number, "raised to the term a proposed")
 		time.Sleep(b.seedFresh(ctx, info))
-		_, err = b.Acquire(ctx)
-		require.NoError(t, err)
-		t3, err := b.RecordTerm(ctx, "b")
+		t3, err := takeTerm(t, b, "b")
 		require.NoError(t, err)
 		assert.Equal(t, int64(3), t3.Number, "above the term recorded unanswered")
 	})

@@ -388,26 +388,10 @@ func (o *ShardOwner) learnDeaths(w *sessionWatch, j *judging) {
 				"container", o.settings.Container, "prefix", o.prefix, "identity", o.opts.identity, "sessions", j.twins)
 		}
 	}
-	for id := range w.silence {
-		if !j.listed[id] {
-			delete(w.silence, id)
-		}
-	}
-	for id := range w.unleased {
-		if !j.listed[id] {
-			delete(w.unleased, id)
-		}
-	}
-	for id := range w.revived {
-		if !j.listed[id] {
-			delete(w.revived, id)
-		}
-	}
-	for id := range w.leasedDead {
-		if !j.listed[id] {
-			delete(w.leasedDead, id)
-		}
-	}
+	forgetUnlisted(w.silence, j.listed)
+	forgetUnlisted(w.unleased, j.listed)
+	forgetUnlisted(w.revived, j.listed)
+	forgetUnlisted(w.leasedDead, j.listed)
 	for id, at := range w.dead {
 		if time.Since(at) > max(deadFor, 10*o.settings.LeaseDuration) {
 			delete(w.dead, id)
@@ -561,4 +545,9 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 	}
 	o.logger.Debug("leaderelection: could not mark an ended session; the next listing judges it again", "blob", lm.blob, "error", err)
 	return false
+}
+
+// forgetUnlisted drops from m the sessions the listing did not show.
+func forgetUnlisted[V any](m map[string]V, listed map[string]bool) {
+	maps.DeleteFunc(m, func(id string, _ V) bool { return !listed[id] })
 }
