@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.MessyEvery == 0 {
 		cfg.MessyEvery = 3
 	}
-	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}}
+	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, seen: map[string]int64{}}
 	h.log = childproc.NewLog(h.track)
 	err = h.run(ctx)
 	rep := Check(h.log.Records(), h.timings)
@@ -204,6 +204,12 @@ type harness struct {
 
 	mu   sync.Mutex
 	open map[string]int64 // lane -> start stamp of its running term
+	// seen and top tell whether a deletion could make a term repeat: a
+	// blob created again is seeded from what its contenders remember, so
+	// the highest term started (top) must be remembered by a running
+	// process other than the leader stopped for the deletion.
+	seen map[string]int64 // lane -> highest term its running process started or saw lead
+	top  int64            // highest term started on the blob
 }
 
 func (h *harness) progress(format string, args ...any) {
@@ -217,12 +223,35 @@ func (h *harness) track(r Record) {
 	switch r.Kind {
 	case KindStart:
 		h.open[r.Who] = r.Mono
+		h.seen[r.Who] = max(h.seen[r.Who], r.Term)
+		h.top = max(h.top, r.Term)
 		if h.other != nil {
 			h.other.Observe(h.blob, r.Term)
 		}
-	case KindEnd, KindExit:
+	case KindObserved:
+		h.seen[r.Who] = max(h.seen[r.Who], r.Term)
+	case KindEnd:
 		delete(h.open, r.Who)
+	case KindExit, KindSpawn:
+		// A new process remembers nothing of the old one's terms.
+		delete(h.open, r.Who)
+		delete(h.seen, r.Who)
 	}
+}
+
+// witnessed reports whether a running process other than lane but's has
+// started or seen lead the highest term started on the blob (top): it then
+// seeds the blob, if deleted, above that term (see docs/limits.md: a blob
+// deleted while no running instance saw its last term may repeat it).
+func (h *harness) witnessed(but string) (ok bool, top int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for w, t := range h.seen {
+		if w != but && t >= h.top {
+			return true, h.top
+		}
+	}
+	return false, h.top
 }
 
 func (h *harness) note(kind, fault, target, detail string) int64 {
@@ -323,8 +352,9 @@ func (h *harness) run(ctx context.Context) (err error) {
 		Sleep(ctx, time.Until(deadline))
 		return ctx.Err()
 	}
-	// n counts faults injected: one skipped for want of a leader does not
-	// count, so that a benchmark gets the trials it asked for.
+	// n counts faults injected: one skipped for want of a leader (or of a
+	// deletion's witness) does not count, so that a benchmark gets the
+	// trials it asked for.
 	skipped, nMessy := 0, 0
 	for n := 0; (h.cfg.MaxFaults == 0 || n < h.cfg.MaxFaults) && (h.cfg.Sequence == nil || n < len(h.cfg.Sequence)) &&
 		time.Now().Before(deadline) && ctx.Err() == nil; {
@@ -365,7 +395,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 		}
 		if !injected {
 			if skipped++; skipped == 5 {
-				h.progress("no leader to hit %d times in a row; the run ends here", skipped)
+				h.progress("no fault injected %d times in a row; the run ends here", skipped)
 				break
 			}
 			continue

@@ -142,8 +142,11 @@ func contend(cfg contenderConfig) error {
 			leaderelection.WithIdentity(cfg.Name),
 			leaderelection.WithLogger(logger.With("contender", cfg.Name)),
 			leaderelection.WithEvents(func(e leaderelection.Event) {
-				if e.Kind == leaderelection.StoppedLeading {
+				switch e.Kind {
+				case leaderelection.StoppedLeading:
 					rec.Write(Record{Kind: KindStopped, Term: e.Term.Number, Claimed: MonoOf(e.LeaseExpiry), Detail: string(e.Reason)})
+				case leaderelection.NewLeaderObserved:
+					rec.Write(Record{Kind: KindObserved, Term: e.Term.Number})
 				}
 			}))
 		if err != nil {

@@ -143,3 +143,28 @@ func TestCheckAHoldersRecordReplacesAMalformedDuration(t *testing.T) {
 	_, m = MalformedWindows([]Record{start(0.5, "b"), malformed(1, tamper.DurationAbsurd)})
 	assert.Equal(t, []string{"b"}, m.Unrepaired, "a start before the record replaces nothing")
 }
+
+// A deletion waits for a running process other than the stopped leader to
+// have started or seen lead the highest term: a process started again
+// remembers nothing, and the leader's own memory goes with it.
+func TestADeletionNeedsAWitnessOfTheLastTerm(t *testing.T) {
+	h := &harness{open: map[string]int64{}, seen: map[string]int64{}}
+	witnessed := func(but string) bool {
+		ok, _ := h.witnessed(but)
+		return ok
+	}
+	h.track(Record{Who: "a", Kind: KindSpawn})
+	h.track(Record{Who: "b", Kind: KindSpawn})
+	h.track(rec(1, "a", KindStart, 7))
+	assert.False(t, witnessed("a"), "only the leader has seen term 7")
+	h.track(rec(2, "b", KindObserved, 6))
+	assert.False(t, witnessed("a"), "b saw an older term only")
+	h.track(rec(3, "b", KindObserved, 7))
+	assert.True(t, witnessed("a"), "b saw term 7 lead")
+	h.track(Record{Who: "b", Kind: KindExit})
+	h.track(Record{Who: "b", Kind: KindSpawn})
+	assert.False(t, witnessed("a"), "b's new process remembers nothing")
+	h.track(rec(4, "b", KindStart, 8))
+	assert.True(t, witnessed("a"), "b started term 8, the highest")
+	assert.False(t, witnessed("b"), "nobody but b has seen term 8")
+}

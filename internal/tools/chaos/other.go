@@ -53,9 +53,23 @@ func (h *harness) repairWithin() time.Duration {
 	return max(time.Minute, 4*h.timings.LeaseDuration)
 }
 
+// waitWitness waits, up to the liveness bound, for a running contender
+// other than target to witness the highest term started (see witnessed):
+// followers read the blob every retry interval, but back off while
+// storage fails them.
+func (h *harness) waitWitness(ctx context.Context, target string) (ok bool, top int64) {
+	h.log.Wait(ctx, h.timings.LeaseDuration+h.timings.RetryInterval+2*h.timings.Slack, func() bool {
+		ok, top = h.witnessed(target)
+		return ok
+	})
+	return ok, top
+}
+
 // injectMessy applies one of the messy world's faults: it SIGTERMs the
 // leader, whose lease is then free, and as soon as it is, writes a
 // malformed record into the blob, or deletes the blob or the container.
+// A deletion waits first for a witness of the leader's term, and is held
+// back (false) without one.
 // A malformed record is repaired between 2 and 6 s later (u of the way),
 // and the fault heals then. The lane's new process starts once another
 // contender leads. It reports false, having done nothing, when there is
@@ -71,6 +85,12 @@ func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob
 	if l == nil {
 		h.progress("no leader to stop for %s; skipped", m.kind)
 		return false, nil
+	}
+	if m.kind != FaultMalformed {
+		if ok, top := h.waitWitness(ctx, target); !ok {
+			h.progress("no running contender but %s has seen term %d lead; %s held back", target, top, m.kind)
+			return false, nil
+		}
 	}
 	what := m.kind
 	if m.kind == FaultMalformed {

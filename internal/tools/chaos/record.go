@@ -57,6 +57,7 @@ const (
 	KindStart    = "start"    // a contender's leader func started (Who, Term)
 	KindEnd      = "end"      // a contender's leader func returned (Who, Term)
 	KindStopped  = "stopped"  // the library reported the term over (Who, Term, Expires, Detail: reason)
+	KindObserved = "observed" // a follower saw another contender lead with a term new to it (Who, Term)
 	KindSpawn    = "spawn"    // the harness started a contender process (Who, Detail: pid)
 	KindExit     = "exit"     // a contender process ended (Who, Detail: status)
 	KindFault    = "fault"    // a fault began (Fault, Target, Detail)
