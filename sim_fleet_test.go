@@ -168,6 +168,7 @@ type simLane struct {
 	cut      int                   // partitions in force
 	slow     map[int]time.Duration // by fault id
 	rates    map[int]sim.Fault     // by fault id
+	died     map[int]bool          // the CrashInStep faults (by id) that killed the process, until it starts again (dieInStep)
 	set      []string
 	setAt    time.Time // when set last changed
 	owner    *ShardOwner
@@ -273,7 +274,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 	add := func(kind laneKind, n int) {
 		for i := range n {
 			l := &simLane{f: f, idx: len(f.lanes), kind: kind, cmds: make(chan laneCmd, 16), done: make(chan struct{}),
-				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, set: f.set,
+				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, died: map[int]bool{}, set: f.set,
 				rng: f.rngFor("lane", strconv.Itoa(len(f.lanes)))}
 			if i == 0 {
 				files = append(files, l.idx)

@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -235,6 +237,9 @@ func (l *simLane) applyLocked() {
 	var r faults.Rates
 	for _, ft := range l.rates {
 		switch ft.Kind {
+		case sim.CrashInStep:
+			tr := l.tr
+			r.Die, r.Dying = max(r.Die, ft.Rate), func(req *http.Request) bool { return l.f.dieInStep(l, tr, req) }
 		case sim.LoseAnswers:
 			r.Lose = max(r.Lose, ft.Rate)
 		case sim.Late:
@@ -253,6 +258,57 @@ func (l *simLane) applyLocked() {
 		}
 	}
 	l.tr.SetRates(r, rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64())))
+}
+
+// dieInStep is the Rates.Dying of transport tr of lane l while a
+// CrashInStep fault is in force: the request drawn (req) is the process's
+// last, unless the fault model holds the crash back (kill) or tr is no
+// longer the running process's, or req rewrites a session's record: a
+// ShardOwner does that at every renewal, and a crash there is one between
+// steps, which Crash makes. The fault (the lowest id in force) then has
+// done its part: the process starts again its Delay later (reviveDied),
+// or at its Until.
+func (f *simFleet) dieInStep(l *simLane, tr *faults.Transport, req *http.Request) bool {
+	if path, _ := url.PathUnescape(req.URL.Path); req.URL.Query().Get("comp") == "metadata" && strings.Contains(path, "/"+wire.SessionsDir) {
+		return false
+	}
+	l.mu.Lock()
+	id := -1
+	for i, ft := range l.rates {
+		if ft.Kind == sim.CrashInStep && (id < 0 || i < id) {
+			id = i
+		}
+	}
+	current := l.tr == tr && l.alive
+	l.mu.Unlock()
+	if id < 0 || !current || !f.kill(l, cmdCrash, sim.CrashInStep) {
+		return false
+	}
+	l.mu.Lock()
+	ft := l.rates[id]
+	delete(l.rates, id)
+	l.died[id] = true
+	l.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case <-f.ctx.Done():
+		case <-time.After(ft.Delay):
+			f.reviveDied(l, id)
+		}
+	})
+	return true
+}
+
+// reviveDied starts lane l again if CrashInStep fault id killed its
+// process and it has not been started again since.
+func (f *simFleet) reviveDied(l *simLane, id int) {
+	l.mu.Lock()
+	died := l.died[id]
+	delete(l.died, id)
+	l.mu.Unlock()
+	if died {
+		f.revive(l)
+	}
 }
 
 func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {

@@ -26,7 +26,8 @@ import (
 // instances (simShape: what one fleet is) run in one process, each fleet in
 // a synctest bubble of its own on the in-memory Blob service, under
 // virtual time, with faults drawn from the fleet's seed (internal/sim's
-// plan): crashes, graceful stops, partitions, slow storage, lost answers,
+// plan): crashes (at a time, or as a write is applied, inside a step of
+// several requests), graceful stops, partitions, slow storage, lost answers,
 // requests applied late, throttling, failing storage, deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
 // from a file. The driver holds back, as it goes, only what the library's
@@ -333,6 +334,21 @@ func (f *simFleet) run() {
 					if killed {
 						f.revive(l)
 					}
+				})
+			case sim.CrashInStep:
+				at(ft.At, func() {
+					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
+					l.mu.Lock()
+					l.rates[id] = ft // counted when a request is its last (dieInStep)
+					l.applyLocked()
+					l.mu.Unlock()
+				})
+				at(ft.Until, func() {
+					l.mu.Lock()
+					delete(l.rates, id)
+					l.applyLocked()
+					l.mu.Unlock()
+					f.reviveDied(l, id)
 				})
 			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing:
 				at(ft.At, func() {

@@ -341,7 +341,21 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		ex.Sent = time.Now()
 	}
 
-	switch kind, d := t.drawRate(); kind {
+	switch kind, d := t.drawRate(req); kind {
+	case FaultDie:
+		t.mu.Lock()
+		dying := t.rates.Dying
+		t.mu.Unlock()
+		if dying != nil && !dying(req) {
+			break
+		}
+		t.Blackhole()
+		ex.Fault = kind
+		if resp, err := t.forward(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		return nil, t.hold(req)
 	case FaultFail:
 		closeBody(req)
 		ex.Fault = kind

@@ -34,6 +34,17 @@ type Rates struct {
 	// process is gone. Only Close drops the requests still held.
 	Late             float64
 	LateMin, LateMax time.Duration
+	// Die is the share of requests that change storage (any but a GET or
+	// a HEAD), lease renewals aside, that are their process's last: the
+	// Transport goes silent as Blackhole makes it (the answers of
+	// requests in flight withheld too), then sends the request, which the
+	// server applies, and its caller never learns so. A crash then lands
+	// inside a step of several requests, not between steps. Dying, if not
+	// nil, is asked first, outside the lock, with the request: false lets
+	// it through as it came (a fault model holding the crash back, or
+	// waiting for a request of another kind).
+	Die   float64
+	Dying func(*http.Request) bool
 }
 
 // The kinds of fault Exchange.Fault names; "" is a request forwarded as it
@@ -46,6 +57,7 @@ const (
 	FaultLose      = "lose"      // sent, applied, its answer lost (LoseNextAnswer, Rates.Lose)
 	FaultLate      = "late"      // held, and sent later (Rates.Late)
 	FaultClosed    = "closed"    // refused after Close
+	FaultDie       = "die"       // sent, applied, its answer lost, and the Transport silent from then on (Rates.Die)
 )
 
 // SetRates sets the rates of misbehaving requests for requests that start
@@ -61,14 +73,18 @@ func (t *Transport) SetRates(r Rates, rng *rand.Rand) {
 	t.rates, t.rng = r, rng
 }
 
-// drawRate decides, under the lock, what Rates do to one request: a fault
-// kind ("" for none) and, for a late one, its delay.
-func (t *Transport) drawRate() (string, time.Duration) {
+// drawRate decides, under the lock, what Rates do to one request (req): a
+// fault kind ("" for none) and, for a late one, its delay.
+func (t *Transport) drawRate(req *http.Request) (string, time.Duration) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rates
-	if t.rng == nil || r.Fail+r.Lose+r.Late == 0 {
+	if t.rng == nil || r.Fail+r.Lose+r.Late+r.Die == 0 {
 		return "", 0
+	}
+	if r.Die > 0 && req.Method != http.MethodGet && req.Method != http.MethodHead && leaseAction(req.Header) != "renew" &&
+		t.rng.Float64() < r.Die {
+		return FaultDie, 0
 	}
 	x := t.rng.Float64()
 	switch {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/container"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
@@ -160,6 +161,68 @@ func TestRatesLoseAndFailAtTheirShares(t *testing.T) {
 			if _, err := bc.SetMetadata(context.Background(), nil, nil); err != nil {
 				t.Fatalf("after the rates end: %v", err)
 			}
+		}
+	})
+}
+
+// A request drawn to be its process's last is applied, its answer never
+// comes, and nothing sent after it reaches the server; reads and lease
+// renewals are never drawn, and Dying may hold the death back.
+func TestRatesDieAppliesTheLastRequestAndSilencesTheRest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		writes := 0
+		svc := memblob.New(memblob.WithObserver(func(e memblob.Event) {
+			if e.Op == memblob.OpSetMetadata {
+				writes++
+			}
+		}))
+		ft := Over(svc)
+		defer ft.Close()
+		var rec recorder
+		ft.Observe(rec.observe)
+		cc, lc := memClients(t, svc, ft)
+		bc := cc.NewBlobClient("b")
+		if _, err := lc.AcquireLease(context.Background(), 15, nil); err != nil {
+			t.Fatal(err)
+		}
+		under := &blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{
+			LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: lc.LeaseID()}}}
+		asked := 0
+		held := true
+		ft.SetRates(Rates{Die: 1, Dying: func(*http.Request) bool { asked++; return !held }}, rand.New(rand.NewPCG(5, 6)))
+		for range 3 {
+			if _, err := bc.GetProperties(context.Background(), nil); err != nil {
+				t.Fatalf("a read: %v", err)
+			}
+			if _, err := lc.RenewLease(context.Background(), nil); err != nil {
+				t.Fatalf("a renewal: %v", err)
+			}
+		}
+		if asked != 0 {
+			t.Fatalf("Dying asked %d times for reads and renewals", asked)
+		}
+		if _, err := bc.SetMetadata(context.Background(), map[string]*string{"k": new("1")}, under); err != nil || asked != 1 || writes != 1 {
+			t.Fatalf("a write Dying held back: %v, asked %d, applied %d", err, asked, writes)
+		}
+
+		held = false
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := bc.SetMetadata(ctx, map[string]*string{"k": new("2")}, under)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) || writes != 2 {
+			t.Fatalf("the last write: %v, %d applied; want it applied and its answer withheld", err, writes)
+		}
+		if ex := rec.last(t); ex.Fault != FaultDie {
+			t.Fatalf("exchange's fault %q, want %q", ex.Fault, FaultDie)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), time.Second)
+		_, err = lc.RenewLease(ctx, nil)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a renewal after the death: %v, want it held", err)
+		}
+		if st, _ := svc.Blob("ccc", "b"); st.Metadata["k"] != "2" {
+			t.Fatalf("stored %q, want the last write's", st.Metadata["k"])
 		}
 	})
 }

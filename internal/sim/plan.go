@@ -21,6 +21,13 @@ const (
 	// Resume: a crash of a lane that has a lease ID file; it starts again
 	// at Until with that file (a resumed lease ID).
 	Resume Kind = "crash+resume"
+	// CrashInStep: from At to Until, a share Rate of the lane's requests
+	// that change storage (lease renewals aside) is its process's last
+	// (faults.Rates.Die): it dies as that request is applied, inside a
+	// step of several requests (a handover's record and its lease change,
+	// say), as Crash leaves it, and starts again Delay later (by Until at
+	// the latest). One death a fault; none if no request was drawn.
+	CrashInStep Kind = "crash-in-step"
 	// Stop: the lane's process stops gracefully (its caller ends Run), and
 	// starts again at Until.
 	Stop Kind = "stop"
@@ -75,7 +82,7 @@ type Fault struct {
 	Target    int // the election (DeleteBlob, Malform), or the new set's size (SetShards)
 	Rate      float64
 	Status    int           // Throttle's status
-	Delay     time.Duration // Slow's latency
+	Delay     time.Duration // Slow's latency; how long CrashInStep's process stays dead
 }
 
 func (f Fault) String() string {
@@ -88,12 +95,15 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" election %d", f.Target)
 	case SetShards:
 		s += fmt.Sprintf(" to %d shards", f.Target)
-	case LoseAnswers, Late, Failing:
+	case LoseAnswers, Late, Failing, CrashInStep:
 		s += fmt.Sprintf(" rate %.2f", f.Rate)
 	case Throttle:
 		s += fmt.Sprintf(" rate %.2f status %d", f.Rate, f.Status)
 	case Slow:
 		s += fmt.Sprintf(" delay %v", f.Delay)
+	}
+	if f.Kind == CrashInStep {
+		s += fmt.Sprintf(" dead %v", f.Delay)
 	}
 	if f.Until > f.At {
 		s += fmt.Sprintf(" until %.1fs", f.Until.Seconds())
@@ -132,7 +142,7 @@ var laneKinds = []struct {
 	kind   Kind
 	weight int
 }{
-	{Crash, 3}, {Stop, 2}, {Partition, 3}, {Slow, 2},
+	{Crash, 3}, {CrashInStep, 3}, {Stop, 2}, {Partition, 3}, {Slow, 2},
 	{LoseAnswers, 3}, {Late, 3}, {Throttle, 3}, {Failing, 2},
 }
 
@@ -207,6 +217,11 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 				if slices.Contains(sh.FileLanes, lane) {
 					f.Kind = Resume
 				}
+			case CrashInStep:
+				// Armed to the storm's end: steps of several requests come
+				// seldom (a claim, a handover, a term's record).
+				f.Until, f.Rate = last, 0.1+0.6*rng.Float64()
+				f.Delay = between(3*time.Second, 30*time.Second)
 			case LoseAnswers:
 				f.Rate = 0.1 + 0.4*rng.Float64()
 			case Late:

@@ -45,7 +45,7 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 				if f.Kind == DeleteBlob || f.Kind == DeleteContainer {
 					deleted = true
 				}
-				if f.Kind == Crash || f.Kind == Resume || f.Kind == Stop {
+				if f.Kind == Crash || f.Kind == Resume || f.Kind == CrashInStep || f.Kind == Stop {
 					killed = true
 				}
 			}
@@ -57,7 +57,7 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 	if both == 0 {
 		t.Error("no storm in 50 plans both deletes and kills a process (the driver decides what stays within the promise)")
 	}
-	for _, k := range []Kind{Crash, Resume, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards} {
+	for _, k := range []Kind{Crash, Resume, CrashInStep, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in 50 plans", k)
 		}
