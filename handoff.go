@@ -167,6 +167,7 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 	}
 	id := wire.HandoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
+	o.proposeTerm(r.name, number) // the server may store it, answered or not (vanished.go)
 	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
 		o.logger.Debug("leaderelection: could not hand a shard over; releasing it", "shard", r.name, "to", to.session, "error", err)

@@ -710,12 +710,18 @@ type loseMetadataAnswers struct {
 		Do(*http.Request) (*http.Response, error)
 	}
 	armed atomic.Bool
+	only  string // if not "", only a write to a blob whose path holds it
+	then  func() // if not nil, run once that write is stored, before its answer is lost
 }
 
 func (l *loseMetadataAnswers) Do(req *http.Request) (*http.Response, error) {
 	resp, err := l.inner.Do(req)
-	if err == nil && req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata" && l.armed.CompareAndSwap(true, false) {
+	if err == nil && req.Method == http.MethodPut && req.URL.Query().Get("comp") == "metadata" &&
+		strings.Contains(req.URL.Path, l.only) && l.armed.CompareAndSwap(true, false) {
 		resp.Body.Close()
+		if l.then != nil {
+			l.then()
+		}
 		return nil, errors.New("connection reset by peer")
 	}
 	return resp, err
@@ -765,5 +771,42 @@ func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 		t3, err := takeTerm(t, b, "b")
 		require.NoError(t, err)
 		assert.Equal(t, int64(3), t3.Number, "above the term recorded unanswered")
+	})
+}
+
+// A shard's term recorded by a claim whose answer was lost, and the
+// container deleted before anyone read it: its claimer seeds the shard's
+// blob created again with that term, so the next claim, by its next
+// session, records above it, not the same number for another holder
+// (vanished.go).
+func TestAShardTermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		s := shardSettings(t)
+		name := s.Blob + "/" + wire.ShardsDir + "a"
+		newRawBlob(t, s).put(name, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleShard)})
+		var stored atomic.Int64 // the term of the record whose answer was lost
+		lose := &loseMetadataAnswers{inner: svc, only: "/" + wire.ShardsDir}
+		lose.then = func() {
+			st, _ := svc.Blob(s.Container, name)
+			for k, v := range st.Metadata {
+				if strings.EqualFold(k, wire.MetaTerm) {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					stored.Store(n)
+				}
+			}
+			if err := svc.DeleteContainer(s.Container); err != nil {
+				t.Errorf("deleting the container: %v", err)
+			}
+		}
+		lose.armed.Store(true)
+		as := s
+		as.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: lose}}
+		log := &shardLog{}
+		startOwner(t, "o", as, []string{"a"}, log.fn("o", nil), bubbleClock())
+		waitFor(t, 60*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
+		require.Equal(t, int64(6), stored.Load(), "the claim's record was stored, its answer lost")
+		require.Len(t, log.snapshot(), 1)
+		assert.Equal(t, int64(7), log.snapshot()[0].number, "above the term recorded unanswered")
 	})
 }

@@ -411,7 +411,8 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		return done(why, release)
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number) // before the write: its answer may be lost
+	g.record(c.name, number)      // before the write: its answer may be lost
+	o.proposeTerm(c.name, number) // and the server may store it all the same (vanished.go)
 	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
@@ -433,20 +434,23 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 }
 
 // claimFloor is the term a claim of c must go above: the highest this
-// instance saw on its blob, or the fleet's highest (below). It reports
+// instance saw on its blob (for a blob gone or created again, or sent a
+// record of there: seedOf), or the fleet's highest (below). It reports
 // false if c is not to be taken yet (stoodRecreated).
 func (g *shardManager) claimFloor(c candidate) (int64, bool) {
 	o := g.o
 	floor := o.floorOf(c.name)
-	if (floor > 0 && !c.exists) || c.recreated {
-		// Gone, though this instance saw terms on it, or created again by
-		// an instance that did: not taken before it has stood. The seed
-		// stays this instance's floor: a fleet's highest moves on, and
-		// each raise would start the wait again.
-		if !g.stoodRecreated(c, floor) {
+	if seed := o.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
+		// Gone, though this instance saw or sent terms on it, or created
+		// again by an instance that did: not taken before it has stood.
+		// The seed stays this instance's own: a fleet's highest moves on,
+		// and each raise would start the wait again. The claim goes above
+		// a term this instance sent a record of, whose answer it may never
+		// have had: the deletion may have taken that record unread.
+		if !g.stoodRecreated(c, seed) {
 			return 0, false
 		}
-		floor = o.floorOf(c.name) // as it is now
+		floor = o.seedOf(c.name) // as it is now
 	}
 	if c.marked || c.prev == 0 && o.mayHaveMissed() {
 		// Created again (held or not: a claim of it may have failed before

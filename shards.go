@@ -131,14 +131,15 @@ import (
 // session that ran the shard before has stopped by then, noticed or not;
 // a doomed session's own claims wait so too. An instance that sees the
 // deletion also claims nothing with its next session for as long, and
-// seeds meanwhile each shard of its set it saw terms on with the highest it
-// saw, or raises another's seed to it; and the first claim of a blob
-// created again records a term above the highest that every session's
-// record, listed at each pass, says its instance saw on any shard. So the
-// first term after continues from the highest any of them saw
-// (vanished.go). A process that never saw the
-// fleet before the deletion, or a shard an instance never saw terms on,
-// knows nothing of it, as for the mutex's blob: that is the limit.
+// seeds meanwhile each shard of its set it saw terms on, or sent a record
+// of (whose answer may have been lost), with the highest of them, or raises
+// another's seed to it; and the first claim of a blob created again records
+// a term above the highest that every session's record, listed at each
+// pass, says its instance saw or sent on any shard. So the first term after
+// continues from the highest any of them saw or sent (vanished.go). A
+// process that never saw the fleet before the deletion, or a shard an
+// instance never saw terms on, knows nothing of it, as for the mutex's
+// blob: that is the limit.
 //
 // A shard handed straight on (handoff.go: a join, a rebalance, a session
 // leaving as its caller ends Run) is never free on the way. Its giver, once
@@ -386,6 +387,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		},
 		fleetMemory: fleetMemory{
 			floors:    map[string]int64{},
+			proposed:  map[string]int64{},
 			recreated: map[string]*freshWatch{},
 		},
 	}

@@ -33,8 +33,9 @@ import (
 //     ShardOwner's session has stored its record and listed the
 //     sessions), no record made malformed awaits its repair (nobody has
 //     seen a term on it), none was repaired within 2 R (a contender may
-//     not have read it yet), and each election it hits that ever ran has
-//     a live witness of its last term (see witness);
+//     not have read it yet), and each election it hits that ever ran, or
+//     carried a term's record, has a live witness of its last term (see
+//     witness);
 //   - from a deletion until each election it hit runs again (pending), no
 //     new process of that election's kind starts (its start waits), and
 //     the last live witness of a pending election is not crashed or
@@ -51,16 +52,16 @@ import (
 // A deletion's storm may crash and stop processes like any other.
 
 // witness reports whether l's current process is a witness of election
-// e's last term: for a mutex, the contender that ran it or one that read
-// the blob after it began (every contender reads it each R), or, if a
-// term was recorded since whose func never ran (its answer lost), the
-// contender that recorded it (it seeds and raises a blob created again
-// with the term it proposed) or one that read the blob since; for a shard,
-// the process that ran it or one whose session's record published a
-// highest term seen at least as high as any run or recorded there (its
-// instance's seenMax, which a claimer of a blob created again goes above;
-// a record whose answer was lost, that nobody read, is vanished.go's
-// stated limit). Under f.mu.
+// e's last term: the process that ran it, or, if a term was recorded
+// since whose func never ran (its answer lost), the process that wrote
+// that record (it seeds and raises a blob created again with the term it
+// proposed: termFloor.seed for a mutex, seedOf for a shard, whose
+// handover's record its giver writes); or, for a mutex, a contender that
+// read the blob after that term began (every contender reads it each R);
+// for a shard, a process whose session's record published a highest term
+// seen at least as high as any run or recorded there (its instance's
+// seenMax, which a claimer of a blob created again goes above). Under
+// f.mu.
 func (f *simFleet) witness(l *simLane, e string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -68,7 +69,7 @@ func (f *simFleet) witness(l *simLane, e string) bool {
 		return false
 	}
 	run, ran := f.lastRun[e]
-	if rec, ok := f.lastRecord[e]; ok && l.kind != laneShard && (!ran || rec.term > run.term) {
+	if rec, ok := f.lastRecord[e]; ok && (!ran || rec.term > run.term) {
 		run, ran = rec, true // a term recorded since, that never ran
 	}
 	if ran && run.lane == l.idx && run.inc == l.inc {
@@ -189,8 +190,8 @@ func (f *simFleet) deletable(targets []string) bool {
 	return true
 }
 
-// termedOnce reports whether a func ran on election e, or a mutex's term
-// was recorded there. Under f.mu.
+// termedOnce reports whether a func ran on election e, or a term was
+// recorded there. Under f.mu.
 func (f *simFleet) termedOnce(e string) bool {
 	_, ran := f.lastRun[e]
 	_, recorded := f.lastRecord[e]

@@ -135,10 +135,12 @@ type simFleet struct {
 	// a read after the deletion sees no term of before.
 	witnesses map[string]map[[2]int]bool
 	lastRun   map[string]simRun
-	// lastRecord is, for each mutex, who recorded its highest term, and
-	// when first: a term recorded whose func never ran (its answer lost)
-	// is a term all the same (see witness).
+	// lastRecord is, for each election, who recorded its highest term,
+	// and when first: a term recorded whose func never ran (its answer
+	// lost) is a term all the same (see witness). named is, for each
+	// shard election, the process its last record named (see recorder).
 	lastRecord map[string]simRun
+	named      map[string]simRun
 	held       map[string]int
 	termed     map[string]bool // shard elections whose blob carries a term's record
 }
@@ -264,6 +266,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		witnesses:  map[string]map[[2]int]bool{},
 		lastRun:    map[string]simRun{},
 		lastRecord: map[string]simRun{},
+		named:      map[string]simRun{},
 		held:       map[string]int{},
 		termed:     map[string]bool{},
 		trace:      &simTracer{},
@@ -365,9 +368,8 @@ func (f *simFleet) stored(e memblob.Event) {
 		}
 		f.mu.Lock()
 		f.termed[election] = true
-		var idx, inc int
-		if _, err := fmt.Sscanf(holder, "lane%d.%d", &idx, &inc); err == nil && !ended && f.kindOf(election) != laneShard && n > f.lastRecord[election].term {
-			f.lastRecord[election] = simRun{lane: idx, inc: inc, at: e.Time, term: n}
+		if by, ok := f.recorder(election, e.Metadata, holder); ok && !ended && n > f.lastRecord[election].term {
+			f.lastRecord[election] = simRun{lane: by.lane, inc: by.inc, at: e.Time, term: n}
 		}
 		f.mu.Unlock()
 	case strings.HasPrefix(e.Blob, simPrefix+"/"+wire.SessionsDir) && !ended:
@@ -392,6 +394,32 @@ func (f *simFleet) stored(e memblob.Event) {
 			l.mu.Unlock()
 		}
 	}
+}
+
+// recorder is the process that wrote a record naming holder on election's
+// blob, whose metadata is md: the process it names; but a shard's
+// handover (a record with no claim gen) is written by its giver, the
+// process the blob's record before named (the giver's claim, or the
+// handover to it: a handover is If-Match the ETag of the record it ran
+// under). If that session was resumed since by a new process, the one
+// named is dead, and the record has no live writer here: the fault model
+// holds back more than it must, never less. Under f.mu.
+func (f *simFleet) recorder(election string, md map[string]string, holder string) (simRun, bool) {
+	var by simRun
+	if _, err := fmt.Sscanf(holder, "lane%d.%d", &by.lane, &by.inc); err != nil {
+		return simRun{}, false
+	}
+	if f.kindOf(election) != laneShard {
+		return by, true
+	}
+	giver, ok := f.named[election]
+	f.named[election] = by
+	for k, v := range md {
+		if strings.EqualFold(k, wire.MetaClaimGen) && v != "" {
+			return by, true
+		}
+	}
+	return giver, ok
 }
 
 // electionBlob is the blob of election i: the two mutexes, then the shards

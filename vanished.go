@@ -68,10 +68,10 @@ import (
 // quiet.
 //
 // Terms. Such an instance, at its next session's first pass, also creates
-// the blob of every shard it saw terms on,
-// seeded with the highest it saw, or raises the seed of one that another
+// the blob of every shard it saw terms on, or sent a record of (below),
+// seeded with the highest of them, or raises the seed of one that another
 // instance created to that, on condition (If-Match) of its ETag, unleased as
-// it is; a claimer raises a seed below its own floor too, as it times it.
+// it is; a claimer raises a seed below its own too, as it times it.
 // Each raise is a new ETag to time. Every instance that saw the deletion
 // seeds at its next session's first pass, which it reaches within a backoff
 // (at most D) and a RetryInterval of the container's being usable again,
@@ -82,25 +82,47 @@ import (
 // every one is written, and reads a blob again when another raise got there
 // first.
 //
+// Terms sent, unanswered. A claim's or a handover's record whose answer was
+// lost may be stored all the same, and a deletion may take it before any
+// instance has read it; no func ran under it (a func starts only once its
+// record is confirmed), but its number must not go to another holder
+// either. So an instance notes each term it sends a record of, before it
+// sends it (proposeTerm), for as long as its process lives, not its
+// session: the session that sent it may be the one the deletion dooms.
+// Such a term counts as a term it saw for the seeds (seedOf: what it
+// creates a shard's blob with, or raises a seed to, at its first pass and
+// as it times a blob created again, and what its own claim of that blob
+// goes above) and for the fleet's highest (seenMax, below); so its writer
+// is a witness of it, as the instance that ran a term is, and the next
+// claim goes above it, as termFloor.seed does for the mutex's blob. The
+// floor itself stays what the instance saw: it drives NextTerm, of a claim
+// of a blob that was not created again and of a handover, where a record
+// that was not stored must not make the next term skip a number; and no
+// alarm watches a shard's term against it (a listing reports a record
+// that does not read or cannot grow, never a term below the floor). A
+// number sent and never stored makes only a term after a deletion jump
+// higher, which a term may do.
+//
 // The fleet's highest. Seeds cover the shards of each seeder's set, and
 // only instances that look: a shard blob deleted by hand while nobody ran
 // it (no container deletion, so no quiet), in a fleet that seldom lists the
 // shards, is seen gone only by its claimer, whose floor for it is stale if
 // the shard moved on among other instances meanwhile. So every session's
-// record carries the highest term its instance saw on any shard (wire.MetaSeen,
-// seenMax), every listing of the sessions, at each pass, raises fleetSeen
-// to the highest any record that reads says, and the claim of a blob created again
-// records a term above fleetSeen as well (claimOne; held or not, as a claim
-// that took it may have died before it recorded its term), and so does the
-// first claim of a blob that carries no term yet by an instance that saw a
-// deletion or was cut off (mayHaveMissed: such a blob may have been created
-// again by one that never saw its terms, unmarked): above every term
-// any session's instance published, on that shard or another, for a term
-// jumps but never repeats. The claim follows a listing of the sessions made
-// at the same pass, after the blob stood longer than D: so every session
-// that lived at the deletion, and renews, has rewritten its record since
-// with every term it saw before it; a dead one's last record is listed
-// until it is collected. The seed stays the claimer's own floor: the
+// record carries the highest term its instance saw, or sent a record of, on
+// any shard (wire.MetaSeen, seenMax), every listing of the sessions, at each
+// pass, raises fleetSeen to the highest any record that reads says, and the
+// claim of a blob created again records a term above fleetSeen as well
+// (claimOne; held or not, as a claim that took it may have died before it
+// recorded its term), and so does the first claim of a blob that carries
+// no term yet by an instance that saw a deletion or was cut off
+// (mayHaveMissed: such a blob may have been created again by one that
+// never saw its terms, unmarked): above every term any session's instance
+// published, on that shard or another, for a term jumps but never repeats.
+// The claim follows a listing of the sessions made at the same pass, after
+// the blob stood longer than D: so every session that lived at the
+// deletion, and renews, has rewritten its record since with every term it
+// saw, or sent, before it; a dead one's last record is listed
+// until it is collected. The seed stays the claimer's own (seedOf): the
 // fleet's highest moves on, and a seed raised to it at each listing would
 // start the wait again and again. A record says only what its instance saw
 // up to its last write: a term seen after that, by a session whose renewals
@@ -117,12 +139,7 @@ import (
 // it: it may claim a blob created again that it never saw terms on at once,
 // and its terms may start again from what is seeded, or from 1, unless the
 // fleet's highest it learnt covers them; as for the mutex's blob, that is
-// the limit. Nor is a shard's term recorded by a claim or a handover whose
-// answer was lost, until another instance has read it: its writer does not
-// count it as seen (a mutex's contender does: termFloor.propose), so after
-// a deletion that number may be recorded again, for another holder. No
-// func ran under it (a func starts only once its record is confirmed), so
-// nothing downstream was fenced with it.
+// the limit.
 
 // fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
 // of the deletions of the container it may have missed (see above): what
@@ -132,9 +149,10 @@ import (
 type fleetMemory struct {
 	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
 	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax     atomic.Int64           // the highest term this instance saw on any shard's blob, which its session's record publishes (vanished.go)
+	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (vanished.go)
 	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
 	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
+	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
 	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
 	quietUntil  time.Time              // until when sessions claim nothing after that (vanished.go)
 	seedPending bool                   // and the seeding of the terms it saw is not done yet
@@ -241,37 +259,40 @@ func (g *shardManager) quiet() time.Duration {
 }
 
 // seedTerms creates the blob of every shard of the set that this instance
-// saw terms on and that is gone, seeded with the highest of them, or raises
-// a seed that another instance created lower (see above). It reports
-// whether every shard's seed is now at least that high, or taken.
+// saw terms on, or sent a record of, and that is gone, seeded with the
+// highest of them (seedOf), or raises a seed that another instance created
+// lower (see above). It reports whether every shard's seed is now at least
+// that high, or taken.
 func (g *shardManager) seedTerms() bool {
 	o := g.o
 	o.mu.Lock()
-	floors := make(map[string]int64, len(o.floors))
-	for name, n := range o.floors {
-		if o.set[name] && n > 0 {
-			floors[name] = n
+	seeds := make(map[string]int64, len(o.floors))
+	for _, terms := range []map[string]int64{o.floors, o.proposed} {
+		for name, n := range terms {
+			if o.set[name] && n > seeds[name] {
+				seeds[name] = n
+			}
 		}
 	}
 	o.mu.Unlock()
 	found := map[string]listed{}
 	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
-		if floors[l.name] > 0 {
+		if seeds[l.name] > 0 {
 			found[l.name] = l
 		}
 	}); err != nil {
 		o.logger.Warn("leaderelection: could not list the shards to seed their terms after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
 		return false
 	}
-	names := make([]string, 0, len(floors))
-	for name := range floors {
+	names := make([]string, 0, len(seeds))
+	for name := range seeds {
 		names = append(names, name)
 	}
 	var failed atomic.Int64
 	atOnce(len(names), claimParallel, func(i int) {
 		name := names[i]
 		info := found[name].info // the zero LeaseInfo (no blob) if not listed
-		if !g.seedOne(o.managerFor(o.shardBlob(name), ""), info, floors[name]) {
+		if !g.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
 			failed.Add(1)
 		}
 	})
@@ -331,27 +352,27 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 }
 
 // stoodRecreated reports whether a shard whose blob is gone (c.exists false;
-// this instance saw terms on it, up to floor) or was created again
-// (c.recreated; floor is this instance's, 0 if it saw none), may be claimed
-// now: once its blob's ETag has stood
+// this instance saw or sent terms on it, up to seed) or was created again
+// (c.recreated; seed is this instance's seedOf, 0 if it saw and sent none),
+// may be claimed now: once its blob's ETag has stood
 // unchanged for quietFor since this instance first saw it. Until then it
-// creates the blob, seeded with floor, or raises a lower seed to it (each
+// creates the blob, seeded with seed, or raises a lower seed to it (each
 // a new ETag to time). Every session that ran the shard before the blob
 // went had stopped by then, whether or not this instance saw the deletion,
 // and whether or not that session has noticed it yet: the blob it times was
 // created after the deletion, and a session stops at S + D - StopMargin for
 // its last confirmed write, sent before it (see above).
-func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
+func (g *shardManager) stoodRecreated(c candidate, seed int64) bool {
 	o := g.o
 	lm := o.managerFor(o.shardBlob(c.name), "")
 	etag := c.etag
 	if !c.exists {
-		created, err := o.createShard(g.ctx, lm, floor)
+		created, err := o.createShard(g.ctx, lm, seed)
 		if err != nil {
 			return false // created meanwhile, or storage failed: the next listing tells
 		}
 		etag = created
-	} else if raised, ok := g.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, floor); ok {
+	} else if raised, ok := g.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
 		etag = raised
 	}
 	o.mu.Lock()
@@ -374,6 +395,31 @@ func (g *shardManager) stoodRecreated(c candidate, floor int64) bool {
 // seeTerm raises the floor of shard name's terms to n (not to the largest
 // number: see termFloor.see).
 func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
+
+// proposeTerm notes n as a term this instance is about to send a record of
+// on shard name's blob (a claim's, a handover's): the server may store it
+// whether or not its answer comes back. It raises the seed of the shard
+// (seedOf) and the fleet's highest, not the floor (see above).
+func (o *ShardOwner) proposeTerm(name string, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n > o.proposed[name] && n != math.MaxInt64 {
+		o.proposed[name] = n
+		if n <= wire.MaxSpreadTerm {
+			raiseTo(&o.seenMax, n)
+			raiseTo(&o.fleetSeen, n)
+		}
+	}
+}
+
+// seedOf is what shard name's blob, created again, is seeded or raised
+// with, and what a claim of it goes above: the highest term this instance
+// saw on it, or sent a record of (as termFloor.seed).
+func (o *ShardOwner) seedOf(name string) int64 {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return max(o.floors[name], o.proposed[name])
+}
 
 // seeTerms is seeTerm for each shard of a listing, under one lock.
 func (o *ShardOwner) seeTerms(terms map[string]int64) {

@@ -49,7 +49,7 @@ type SessionFields struct {
 	Set     string        // its set's digest; "" read: none (an older version)
 	Size    int           // how many shards its set has; -1 read: its record does not say
 	Handing int           // how many shards it is handing over (asked to stop, not yet handed)
-	Seen    int64         // the highest term its instance saw on any shard
+	Seen    int64         // the highest term its instance saw, or sent a record of, on any shard
 	Longest time.Duration // the longest lease duration its instance knows a session declared, its own included
 	Leaving bool          // it is handing its shards on, to end
 }
