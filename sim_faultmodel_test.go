@@ -255,20 +255,29 @@ func (f *simFleet) keepOut(set []string) []string {
 // kill crashes or stops l's process (cmd), unless the fault model holds
 // it back; it reports whether it did.
 func (f *simFleet) kill(l *simLane, cmd laneCmd, kind sim.Kind) bool {
+	return f.killIf(l, cmd, kind, nil)
+}
+
+// killIf is kill, if also cond (unless nil), asked under l.mu in the same
+// step as the fault model's leave and the process's end, says yes.
+func (f *simFleet) killIf(l *simLane, cmd laneCmd, kind sim.Kind, cond func() bool) bool {
 	f.mu.Lock()
-	ok := f.mayKill(l)
-	if !ok {
+	if !f.mayKill(l) {
 		f.held[string(kind)+": the last witness of a pending election"]++
-	}
-	f.mu.Unlock()
-	if !ok {
+		f.mu.Unlock()
 		return false
 	}
 	l.mu.Lock()
+	if cond != nil && !cond() {
+		l.mu.Unlock()
+		f.mu.Unlock()
+		return false
+	}
 	l.down++
 	wasAlive := l.alive
 	l.alive = false
 	l.mu.Unlock()
+	f.mu.Unlock()
 	if wasAlive {
 		f.count(string(kind), 1)
 	}

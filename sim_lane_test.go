@@ -262,41 +262,48 @@ func (l *simLane) applyLocked() {
 
 // dieInStep is the Rates.Dying of transport tr of lane l while a
 // CrashInStep fault is in force: the request drawn (req) is the process's
-// last, unless the fault model holds the crash back (kill) or tr is no
+// last, unless the fault model holds the crash back (killIf), or tr is no
 // longer the running process's, or req rewrites a session's record: a
 // ShardOwner does that at every renewal, and a crash there is one between
-// steps, which Crash makes. The fault (the lowest id in force) then has
-// done its part: the process starts again its Delay later (reviveDied),
-// or at its Until.
+// steps, which Crash makes. (An ETag lease's renewal is a write of its
+// record too, and may be drawn.) In the step that ends the process, the
+// fault (the lowest id in force) is spent, so that no other request of
+// the process draws it, and tr goes silent and is detached from the lane,
+// so that no other fault's end heals it; the process starts again the
+// fault's Delay later (reviveDied), or at its Until.
 func (f *simFleet) dieInStep(l *simLane, tr *faults.Transport, req *http.Request) bool {
 	if path, _ := url.PathUnescape(req.URL.Path); req.URL.Query().Get("comp") == "metadata" && strings.Contains(path, "/"+wire.SessionsDir) {
 		return false
 	}
-	l.mu.Lock()
+	var ft sim.Fault
 	id := -1
-	for i, ft := range l.rates {
-		if ft.Kind == sim.CrashInStep && (id < 0 || i < id) {
-			id = i
+	dies := f.killIf(l, cmdCrash, sim.CrashInStep, func() bool {
+		for i, x := range l.rates {
+			if x.Kind == sim.CrashInStep && (id < 0 || i < id) {
+				id = i
+			}
 		}
-	}
-	current := l.tr == tr && l.alive
-	l.mu.Unlock()
-	if id < 0 || !current || !f.kill(l, cmdCrash, sim.CrashInStep) {
-		return false
-	}
-	l.mu.Lock()
-	ft := l.rates[id]
-	delete(l.rates, id)
-	l.died[id] = true
-	l.mu.Unlock()
-	f.wg.Go(func() {
-		select {
-		case <-f.ctx.Done():
-		case <-time.After(ft.Delay):
-			f.reviveDied(l, id)
+		if id < 0 || l.tr != tr || !l.alive {
+			return false
 		}
+		ft = l.rates[id]
+		delete(l.rates, id)
+		l.died[id] = true
+		tr.Blackhole()
+		l.spent = append(l.spent, tr)
+		l.tr = nil
+		return true
 	})
-	return true
+	if dies {
+		f.wg.Go(func() {
+			select {
+			case <-f.ctx.Done():
+			case <-time.After(ft.Delay):
+				f.reviveDied(l, id)
+			}
+		})
+	}
+	return dies
 }
 
 // reviveDied starts lane l again if CrashInStep fault id killed its

@@ -35,7 +35,9 @@ type Rates struct {
 	Late             float64
 	LateMin, LateMax time.Duration
 	// Die is the share of requests that change storage (any but a GET or
-	// a HEAD), lease renewals aside, that are their process's last: the
+	// a HEAD), lease renewals aside (x-ms-lease-action renew: an ETag
+	// lease's renewal, a write of its record, may be drawn), that are
+	// their process's last: the
 	// Transport goes silent as Blackhole makes it (the answers of
 	// requests in flight withheld too), then sends the request, which the
 	// server applies, and its caller never learns so. A crash then lands

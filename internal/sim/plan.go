@@ -22,7 +22,7 @@ const (
 	// at Until with that file (a resumed lease ID).
 	Resume Kind = "crash+resume"
 	// CrashInStep: from At to Until, a share Rate of the lane's requests
-	// that change storage (lease renewals aside) is its process's last
+	// that change storage (native lease renewals aside) is its process's last
 	// (faults.Rates.Die): it dies as that request is applied, inside a
 	// step of several requests (a handover's record and its lease change,
 	// say), as Crash leaves it, and starts again Delay later (by Until at
