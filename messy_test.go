@@ -804,6 +804,19 @@ func TestAShardTermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing
 		as.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: lose}}
 		log := &shardLog{}
 		startOwner(t, "o", as, []string{"a"}, log.fn("o", nil), bubbleClock())
+		seed := ""
+		waitFor(t, 60*time.Second, "the blob created again", func() bool {
+			st, _ := svc.Blob(s.Container, name)
+			md := map[string]string{}
+			for k, v := range st.Metadata {
+				md[strings.ToLower(k)] = v
+			}
+			if md[strings.ToLower(wire.MetaRecreated)] != "" {
+				seed = md[strings.ToLower(wire.MetaTerm)]
+			}
+			return seed != ""
+		})
+		assert.Equal(t, "6", seed, "seeded with the term recorded unanswered")
 		waitFor(t, 60*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
 		require.Equal(t, int64(6), stored.Load(), "the claim's record was stored, its answer lost")
 		require.Len(t, log.snapshot(), 1)

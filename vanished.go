@@ -139,7 +139,9 @@ import (
 // it: it may claim a blob created again that it never saw terms on at once,
 // and its terms may start again from what is seeded, or from 1, unless the
 // fleet's highest it learnt covers them; as for the mutex's blob, that is
-// the limit.
+// the limit. So is a deletion after every instance that saw or sent a
+// shard's last term has gone (a term sent unanswered, by a process that
+// died before its session's record published it, is known to nobody).
 
 // fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
 // of the deletions of the container it may have missed (see above): what
@@ -403,7 +405,10 @@ func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64
 func (o *ShardOwner) proposeTerm(name string, n int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if n > o.proposed[name] && n != math.MaxInt64 {
+	if n > o.proposed[name] {
+		// The largest number too (unlike a floor: see termFloor.see): a
+		// blob created again is then seeded with it, and reported as a
+		// record no term can follow, not given it again.
 		o.proposed[name] = n
 		if n <= wire.MaxSpreadTerm {
 			raiseTo(&o.seenMax, n)
