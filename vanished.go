@@ -410,10 +410,18 @@ func (o *ShardOwner) proposeTerm(name string, n int64) {
 		// blob created again is then seeded with it, and reported as a
 		// record no term can follow, not given it again.
 		o.proposed[name] = n
-		if n <= wire.MaxSpreadTerm {
-			raiseTo(&o.seenMax, n)
-			raiseTo(&o.fleetSeen, n)
-		}
+		o.publishSeen(n)
+	}
+}
+
+// publishSeen raises the highest term this instance saw or sent on any
+// shard, which its session's record publishes, and the fleet's, to n,
+// unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
+// spread.
+func (o *ShardOwner) publishSeen(n int64) {
+	if n <= wire.MaxSpreadTerm {
+		raiseTo(&o.seenMax, n)
+		raiseTo(&o.fleetSeen, n)
 	}
 }
 
@@ -433,10 +441,7 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	for name, n := range terms {
 		if n > o.floors[name] && n != math.MaxInt64 {
 			o.floors[name] = n
-			if n <= wire.MaxSpreadTerm {
-				raiseTo(&o.seenMax, n)
-				raiseTo(&o.fleetSeen, n)
-			}
+			o.publishSeen(n)
 		}
 	}
 }
