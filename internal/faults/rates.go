@@ -37,14 +37,13 @@ type Rates struct {
 	// Die is the share of requests that change storage (any but a GET or
 	// a HEAD), lease renewals aside (x-ms-lease-action renew: an ETag
 	// lease's renewal, a write of its record, may be drawn), that are
-	// their process's last: the
-	// Transport goes silent as Blackhole makes it (the answers of
-	// requests in flight withheld too), then sends the request, which the
-	// server applies, and its caller never learns so. A crash then lands
-	// inside a step of several requests, not between steps. Dying, if not
-	// nil, is asked first, outside the lock, with the request: false lets
-	// it through as it came (a fault model holding the crash back, or
-	// waiting for a request of another kind).
+	// their process's last: the Transport goes silent as Blackhole makes
+	// it (the answers of requests in flight withheld too), then sends the
+	// request, which the server applies, and its caller never learns so.
+	// A crash then lands inside a step of several requests, not between
+	// steps. Dying, if not nil, is asked first, outside the lock, with the
+	// request: false lets it through as it came (a fault model holding the
+	// crash back, or waiting for a request of another kind).
 	Die   float64
 	Dying func(*http.Request) bool
 }
