@@ -209,7 +209,11 @@ type harness struct {
 	// the highest term started (top) must be remembered by a running
 	// process other than the leader stopped for the deletion.
 	seen map[string]int64 // lane -> highest term its running process started or saw lead
-	top  int64            // highest term started on the blob
+	top  int64            // highest term started on the blob (since a storage restart: see track)
+	// restarted: storage restarted since top's start; it may have
+	// forgotten terms, and the next start's term is then top, as storage
+	// knows it (CheckTermOrder excuses that amnesia).
+	restarted bool
 }
 
 func (h *harness) progress(format string, args ...any) {
@@ -224,12 +228,16 @@ func (h *harness) track(r Record) {
 	case KindStart:
 		h.open[r.Who] = r.Mono
 		h.seen[r.Who] = max(h.seen[r.Who], r.Term)
-		h.top = max(h.top, r.Term)
+		if r.Term > h.top || h.restarted {
+			h.top, h.restarted = r.Term, false
+		}
 		if h.other != nil {
 			h.other.Observe(h.blob, r.Term)
 		}
 	case KindObserved:
 		h.seen[r.Who] = max(h.seen[r.Who], r.Term)
+	case KindFault:
+		h.restarted = h.restarted || r.Fault == FaultStorageRestart
 	case KindEnd:
 		delete(h.open, r.Who)
 	case KindExit, KindSpawn:

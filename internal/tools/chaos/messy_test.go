@@ -167,4 +167,15 @@ func TestADeletionNeedsAWitnessOfTheLastTerm(t *testing.T) {
 	h.track(rec(4, "b", KindStart, 8))
 	assert.True(t, witnessed("a"), "b started term 8, the highest")
 	assert.False(t, witnessed("b"), "nobody but b has seen term 8")
+
+	// A storage restart may forget terms: the next start's term is the
+	// highest as storage knows it, or no deletion would ever find a
+	// witness again.
+	h.track(Record{Who: "harness", Kind: KindFault, Fault: FaultStorageRestart})
+	h.track(Record{Who: "a", Kind: KindExit})
+	h.track(Record{Who: "a", Kind: KindSpawn})
+	h.track(rec(5, "a", KindStart, 3))
+	assert.True(t, witnessed("b"), "a started term 3, the highest storage knows")
+	h.track(rec(6, "b", KindStart, 4))
+	assert.False(t, witnessed("b"), "a has not seen term 4")
 }
