@@ -238,3 +238,15 @@ func (b *syncBuffer) String() string {
 	defer b.mu.Unlock()
 	return b.buf.String()
 }
+
+// storedValue is the value of metadata key in md, a record as the
+// in-memory service stores it (names in any case), as wire.Value reads
+// one from an answer; "" if absent.
+func storedValue(md map[string]string, key string) string {
+	for k, v := range md {
+		if strings.EqualFold(k, key) {
+			return v
+		}
+	}
+	return ""
+}

@@ -789,12 +789,8 @@ func TestAShardTermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing
 		lose := &loseMetadataAnswers{inner: svc, only: "/" + wire.ShardsDir}
 		lose.then = func() {
 			st, _ := svc.Blob(s.Container, name)
-			for k, v := range st.Metadata {
-				if strings.EqualFold(k, wire.MetaTerm) {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					stored.Store(n)
-				}
-			}
+			n, _ := strconv.ParseInt(storedValue(st.Metadata, wire.MetaTerm), 10, 64)
+			stored.Store(n)
 			if err := svc.DeleteContainer(s.Container); err != nil {
 				t.Errorf("deleting the container: %v", err)
 			}
@@ -807,12 +803,8 @@ func TestAShardTermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing
 		seed := ""
 		waitFor(t, 60*time.Second, "the blob created again", func() bool {
 			st, _ := svc.Blob(s.Container, name)
-			md := map[string]string{}
-			for k, v := range st.Metadata {
-				md[strings.ToLower(k)] = v
-			}
-			if md[strings.ToLower(wire.MetaRecreated)] != "" {
-				seed = md[strings.ToLower(wire.MetaTerm)]
+			if storedValue(st.Metadata, wire.MetaRecreated) != "" {
+				seed = storedValue(st.Metadata, wire.MetaTerm)
 			}
 			return seed != ""
 		})

@@ -420,10 +420,8 @@ func (f *simFleet) recorder(election string, md map[string]string, holder string
 	}
 	giver, ok := f.named[election]
 	f.named[election] = by
-	for k, v := range md {
-		if strings.EqualFold(k, wire.MetaClaimGen) && v != "" {
-			return by, true
-		}
+	if storedValue(md, wire.MetaClaimGen) != "" {
+		return by, true
 	}
 	return giver, ok
 }
@@ -592,12 +590,7 @@ func (f *simFleet) repair(blob string) {
 	defer mgr.CloseIdleConnections()
 	for {
 		st, ok := f.svc.Blob(simContainer, blob)
-		term := ""
-		for k, v := range st.Metadata {
-			if strings.EqualFold(k, wire.MetaTerm) {
-				term = v
-			}
-		}
+		term := storedValue(st.Metadata, wire.MetaTerm)
 		switch {
 		case !ok || term != bad:
 			f.mu.Lock()
