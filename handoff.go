@@ -337,7 +337,11 @@ func (g *shardManager) adopt(hs []handed) {
 		// Asked as the shard is reserved: an adoption of the same term that
 		// failed (adoptOne) records it before it lets the shard go, and may
 		// then release its lease.
-		if !o.reserve(h.name, func() bool { return g.recorded(h.name, h.term) }) {
+		by := adoptingSeen
+		if h.from != "" {
+			by = adoptingNote
+		}
+		if !o.reserve(h.name, by, func() bool { return g.recorded(h.name, h.term) }) {
 			continue
 		}
 		sem <- struct{}{}

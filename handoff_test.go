@@ -269,7 +269,7 @@ func TestASessionThatTakesItsShareSaysSoAtOnce(t *testing.T) {
 func TestAnAdoptionAsksWhetherTheTermIsItsOwnAsItReserves(t *testing.T) {
 	o := &ShardOwner{ownership: ownership{runs: map[string]*shardRun{}, claiming: map[string]bool{}}}
 	asked := false
-	ok := o.reserve("shard-1", func() bool {
+	ok := o.reserve("shard-1", adoptingNote, func() bool {
 		asked = true
 		if o.mu.TryLock() {
 			o.mu.Unlock()
@@ -279,6 +279,6 @@ func TestAnAdoptionAsksWhetherTheTermIsItsOwnAsItReserves(t *testing.T) {
 	})
 	require.True(t, asked)
 	require.False(t, ok, "a term marked as its own must not be reserved")
-	require.True(t, o.reserve("shard-1", nil))
-	require.False(t, o.reserve("shard-1", nil), "reserved twice")
+	require.True(t, o.reserve("shard-1", adoptingSeen, nil))
+	require.False(t, o.reserve("shard-1", adoptingSeen, nil), "reserved twice")
 }

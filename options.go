@@ -36,12 +36,15 @@ type options struct {
 // and adoption of a shard is reserved under (reserve: the simulator draws
 // one, so that what a caller decided before the lock meets what others did
 // meanwhile, as on a slow or busy host; a decision that must be made under
-// the lock then shows it). Zero values are the real ones.
+// the lock then shows it). The wait is told which path reserves, so that
+// one path may be slowed and not another, as a scheduler's priorities
+// would: a race between two paths needs one to wait while the other goes
+// on. Zero values are the real ones.
 type seams struct {
 	boot          clock.Boot
 	strayAfter    time.Duration
 	handoffPoll   time.Duration
-	beforeReserve func()
+	beforeReserve func(reservation)
 }
 
 // WithLogger sets where the library logs, through log/slog with key-value

@@ -246,7 +246,7 @@ func (g *shardManager) takeEach(cands []candidate, free []listed) int {
 	var won atomic.Int64
 	var mine []candidate
 	for _, c := range cands {
-		if o.reserve(c.name, nil) {
+		if o.reserve(c.name, takingBack, nil) {
 			mine = append(mine, c)
 		}
 	}

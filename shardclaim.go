@@ -70,15 +70,25 @@ type candidates struct {
 	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
 }
 
-// reserve marks shard name as being claimed, unless it runs here, a claim
-// of it is in flight, or skip (if not nil) says no: it reports whether it
-// did. The claim's end (claimOne's done, start) unmarks it. skip is asked
-// under the same lock as the mark is made, so that a claim that notes
-// something (a term as its own: adoptOne) before it unmarks the shard has
-// noted it for skip to see.
-func (o *ShardOwner) reserve(name string, skip func() bool) bool {
+// reservation is the path that reserves a shard (reserve), for the seam
+// beforeReserve.
+type reservation int
+
+const (
+	takingBack   reservation = iota // a shard this session's previous process held (sessionfile.go)
+	adoptingSeen                    // a shard handed to this session, on a condition (a listing's, or a note it cannot vouch for)
+	adoptingNote                    // a shard a live session's note handed to this session (adoptOne)
+)
+
+// reserve marks shard name as being claimed (by path by), unless it runs
+// here, a claim of it is in flight, or skip (if not nil) says no: it
+// reports whether it did. The claim's end (claimOne's done, start)
+// unmarks it. skip is asked under the same lock as the mark is made, so
+// that a claim that notes something (a term as its own: adoptOne) before
+// it unmarks the shard has noted it for skip to see.
+func (o *ShardOwner) reserve(name string, by reservation, skip func() bool) bool {
 	if o.opts.seams.beforeReserve != nil {
-		o.opts.seams.beforeReserve()
+		o.opts.seams.beforeReserve(by)
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()

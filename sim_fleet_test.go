@@ -40,6 +40,7 @@ type simShape struct {
 	notesPoll                          time.Duration // how often a ShardOwner that expects shards reads its notes (0: the library's)
 	strayAfter                         time.Duration // how long before a ShardOwner at its share looks for a stray lease (0: the library's)
 	reserveWait                        time.Duration // the most a ShardOwner waits before it reserves a shard (see withReserveWaits)
+	noteWait                           time.Duration // the most one ShardOwner waits before it reserves a shard a note handed it
 
 	shards      int    // the first set's size
 	sets        [2]int // the sizes SetShards draws from
@@ -64,16 +65,22 @@ type simShape struct {
 // a storm and its calm. Before each reservation of a shard (a claim's, an
 // adoption's) a ShardOwner waits up to 3 s, drawn from the seed (the
 // seam beforeReserve), as a busy host might: what its caller decided
-// before the lock then meets what the others did meanwhile. (An adoption
-// from a listing began while one from a note of the same term waited 8
-// times in 316 fleet-hours with waits of up to 500 ms, 44 times in 292
-// with waits of up to 3 s.)
+// before the lock then meets what the others did meanwhile. And one
+// ShardOwner of the three, drawn from the seed, is slow to act on its
+// notes: before it reserves a shard a note handed it, it waits 15 to 30 s
+// (its other reservations, like the others', up to 3 s). A race between
+// two paths needs one to wait while the other goes on, as a scheduler's
+// priorities make it: here a listing finds the shard handed to it
+// meanwhile, and adopts it on its own path. (An adoption from a listing
+// began while one from a note of the same term waited 8 times in 316
+// fleet-hours with waits of up to 500 ms, 44 times in 292 with waits of
+// up to 3 s, and 334 times in 242 with the slow one.)
 var defaultShape = simShape{
 	nativeLanes: 3, etagLanes: 2, shardLanes: 3,
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
 	retry: 16 * time.Second, shardRetry: 20 * time.Second, notesPoll: 300 * time.Millisecond, strayAfter: time.Minute,
-	reserveWait: 3 * time.Second,
-	shards:      5, sets: [2]int{3, 6},
+	reserveWait: 3 * time.Second, noteWait: 30 * time.Second,
+	shards: 5, sets: [2]int{3, 6},
 	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
 	perStorm: 10,
@@ -161,8 +168,11 @@ type simLane struct {
 	idx  int
 	kind laneKind
 	file string // lease ID file, or ""
-	cmds chan laneCmd
-	done chan struct{} // the supervisor returned
+	// noteWait, if not 0, is how long a ShardOwner waits at most before it
+	// reserves a shard a note handed it (see defaultShape).
+	noteWait time.Duration
+	cmds     chan laneCmd
+	done     chan struct{} // the supervisor returned
 
 	mu       sync.Mutex
 	rng      *rand.Rand // the lane's draws (its transports' rates), from the seed and the lane
@@ -295,6 +305,10 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 	add(laneNative, shape.nativeLanes)
 	add(laneETag, shape.etagLanes)
 	add(laneShard, shape.shardLanes)
+	if shape.shardLanes > 0 && shape.noteWait > 0 {
+		first := shape.nativeLanes + shape.etagLanes
+		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
+	}
 	f.plan = sim.NewPlan(seed, sim.Shape{
 		Lanes: len(f.lanes), FileLanes: files, Elections: 2 + shape.shards,
 		// A shard's record made malformed under a held lease cannot be
@@ -622,16 +636,22 @@ func withHandoffPoll(d time.Duration) Option {
 }
 
 // withReserveWaits makes a ShardOwner wait, before each reservation of a
-// shard, a time drawn from rng up to most (0: no wait).
-func withReserveWaits(rng *rand.Rand, most time.Duration) Option {
+// shard, a time drawn from rng up to most (0: no wait); or, if noted is
+// not 0, before the reservation of a shard a note handed it, from noted/2
+// to noted.
+func withReserveWaits(rng *rand.Rand, most, noted time.Duration) Option {
 	var mu sync.Mutex
 	return func(o *options) {
-		if most <= 0 {
+		if most <= 0 && noted <= 0 {
 			return
 		}
-		o.seams.beforeReserve = func() {
+		o.seams.beforeReserve = func(by reservation) {
+			lo, hi := time.Duration(0), most
+			if by == adoptingNote && noted > 0 {
+				lo, hi = noted/2, noted
+			}
 			mu.Lock()
-			d := time.Duration(rng.Int64N(int64(most) + 1))
+			d := lo + time.Duration(rng.Int64N(int64(hi-lo)+1))
 			mu.Unlock()
 			time.Sleep(d)
 		}

@@ -118,7 +118,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		s := f.settings(simPrefix, f.shape.session, tr)
 		s.RetryInterval = f.shape.shardRetry
 		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
-			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait))
+			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait, l.noteWait))
 		opts = append(opts, WithEvents(func(e Event) {
 			f.trace.printf(time.Now(), "%s event %s shard %s term %d session %s", name, e.Kind, e.Shard, e.Term.Number, e.Session)
 			if e.Kind == StartedLeading && e.Shard != "" {
