@@ -74,7 +74,7 @@ type simShape struct {
 // meanwhile, and adopts it on its own path. (An adoption from a listing
 // began while one from a note of the same term waited 8 times in 316
 // fleet-hours with waits of up to 500 ms, 44 times in 292 with waits of
-// up to 3 s, and 334 times in 242 with the slow one.)
+// up to 3 s, and 539 times in 413 with the slow one.)
 var defaultShape = simShape{
 	nativeLanes: 3, etagLanes: 2, shardLanes: 3,
 	native: 30 * time.Second, etag: 12 * time.Second, session: 24 * time.Second,
