@@ -47,6 +47,16 @@ type seams struct {
 	beforeReserve func(reservation)
 }
 
+// reservation is the path that reserves a shard (reserve), for the seam
+// beforeReserve.
+type reservation int
+
+const (
+	takingBack   reservation = iota // a shard this session's previous process held (sessionfile.go)
+	adoptingSeen                    // a shard handed to this session, on a condition (a listing's, or a note it cannot vouch for)
+	adoptingNote                    // a shard a live session's note handed to this session (adoptOne)
+)
+
 // WithLogger sets where the library logs, through log/slog with key-value
 // attributes. It is quiet while all is well: leadership changes at Info,
 // failing storage at Warn (rate-limited), a leader func that ignores its

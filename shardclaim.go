@@ -70,16 +70,6 @@ type candidates struct {
 	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
 }
 
-// reservation is the path that reserves a shard (reserve), for the seam
-// beforeReserve.
-type reservation int
-
-const (
-	takingBack   reservation = iota // a shard this session's previous process held (sessionfile.go)
-	adoptingSeen                    // a shard handed to this session, on a condition (a listing's, or a note it cannot vouch for)
-	adoptingNote                    // a shard a live session's note handed to this session (adoptOne)
-)
-
 // reserve marks shard name as being claimed (by path by), unless it runs
 // here, a claim of it is in flight, or skip (if not nil) says no: it
 // reports whether it did. The claim's end (claimOne's done, start)
