@@ -220,6 +220,32 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 	})
 }
 
+// A resumed session's listing, made to take back its own shards, keeps the
+// terms of every shard of its set it shows, as any listing of the shards
+// does: the process is then a witness of them, and a blob deleted and
+// created again continues above them. (Found by the simulator: a resumed
+// process whose only listing was this one created a deleted shard's blob
+// again, and recorded its term 1 under a term 5 that it had listed.)
+func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		o, err := NewShardOwner(s, []string{"x", "y"}, func(context.Context, string) error { return nil })
+		require.NoError(t, err)
+		defer o.closeIdle()
+		raw.put(o.shardBlob("x"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "5", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
+		raw.put(o.shardBlob("z"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "9", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
+		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
+			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+		g.takeBack()
+		assert.Equal(t, int64(5), o.floorOf("x"), "a shard of the set, another session's")
+		assert.Equal(t, int64(0), o.floorOf("y"), "no blob")
+		assert.Equal(t, int64(0), o.floorOf("z"), "not in the set: kept by no listing")
+		assert.False(t, g.recorded("x", 5), "another session's term is not this session's own")
+	})
+}
+
 // A session whose lease duration is longer than the other live sessions'
 // instances know of runs no shard until their records say they know it:
 // after a deletion of the container, each of them waits out the longest

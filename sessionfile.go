@@ -164,9 +164,11 @@ const takeBackParallel = 4 * claimParallel
 // lease has another, broken and acquired. So nothing the previous process
 // left in flight (a release, a transfer) can end or change the lease once
 // the func starts. A shard that left the set is only broken, which frees
-// it. Every term the listing shows is marked as this session's own
-// (record), so none is ever adopted from a note or a listing: the previous
-// process may have run it. The listing is tried until it succeeds, or the
+// it. Every term the listing shows under this session's record is marked
+// as this session's own (record), so none is ever adopted from a note or a
+// listing: the previous process may have run it; and every term it shows on
+// a shard of the set raises that shard's floor, as a listing of the shards'
+// does (vanished.go). The listing is tried until it succeeds, or the
 // session ends.
 func (g *shardManager) takeBack() {
 	o := g.o
@@ -190,14 +192,22 @@ func (g *shardManager) takeBack() {
 	backoff := o.settings.retryDelay()
 	for {
 		cands, free = cands[:0], free[:0]
+		terms := map[string]int64{}
 		err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+			o.mu.Lock()
+			inSet := o.set[l.name]
+			o.mu.Unlock()
+			if inSet && !l.rec.TermBad {
+				// Every shard's term it shows, as any listing of the
+				// shards keeps them (judgeShard): this process is then
+				// a witness of them, and a blob deleted and created
+				// again continues above them (vanished.go).
+				terms[l.name] = l.info.Leader.Number
+			}
 			if l.session != g.s.id || o.shardProblem(l) != nil {
 				return
 			}
 			g.record(l.name, l.info.Leader.Number)
-			o.mu.Lock()
-			inSet := o.set[l.name]
-			o.mu.Unlock()
 			switch {
 			case o.holds(l.name):
 				// Taken back already, from the list.
@@ -212,6 +222,7 @@ func (g *shardManager) takeBack() {
 				free = append(free, l)
 			}
 		})
+		o.seeTerms(terms)
 		if err == nil {
 			listTook = time.Since(start) - byList
 			break
