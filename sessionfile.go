@@ -164,12 +164,13 @@ const takeBackParallel = 4 * claimParallel
 // lease has another, broken and acquired. So nothing the previous process
 // left in flight (a release, a transfer) can end or change the lease once
 // the func starts. A shard that left the set is only broken, which frees
-// it. Every term the listing shows under this session's record is marked
-// as this session's own (record), so none is ever adopted from a note or a
-// listing: the previous process may have run it; and every term it shows on
-// a shard of the set raises that shard's floor, as a listing of the shards'
-// does (vanished.go). The listing is tried until it succeeds, or the
-// session ends.
+// it. Every term the listing shows under this session's record (one a
+// term can follow) is marked as this session's own (record), so none is
+// ever adopted from a note or a listing: the previous process may have run
+// it; and every term it shows on a shard of the set raises that shard's
+// floor, as a listing of the shards does (vanished.go), even from an
+// attempt that fails midway: what it read was stored. The listing is tried
+// until it succeeds, or the session ends.
 func (g *shardManager) takeBack() {
 	o := g.o
 	start := time.Now()
