@@ -228,7 +228,8 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		return 0, false
 	}
 	found := make([]*candidate, len(unnamed))
-	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i]) })
+	peers := g.peersOf(view)
+	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i], peers) })
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
@@ -269,7 +270,8 @@ func atOnce(n, k int, fn func(i int)) {
 // freeShard reads one shard's blob and returns it as a candidate to claim if
 // it is free: no blob, or no lease, and a record a term can follow. It
 // returns nil otherwise, and if the read fails (a listing finds it later).
-func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
+// A lease released by one of peers (see peersOf) marks it released.
+func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[string]bool) *candidate {
 	blob := o.shardBlob(name)
 	props, err := o.cc.Blob(blob).Properties(ctx, blobstore.Call{})
 	if blobstore.HasCode(err, blobstore.BlobNotFound) {
@@ -300,5 +302,6 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string) *candidate {
 		return nil
 	}
 	c := listedCandidate(name, l.info)
+	c.released = l.info.State == stateAvailable && peers[l.session]
 	return &c
 }

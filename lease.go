@@ -515,6 +515,7 @@ func leaseOf(props blobstore.Props) (lease.StateType, lease.StatusType, lease.Du
 // The lease states and durations the library tells apart, as a LeaseInfo's
 // fields carry them.
 const (
+	stateAvailable   = lease.StateTypeAvailable
 	stateLeased      = lease.StateTypeLeased
 	stateBroken      = lease.StateTypeBroken
 	durationFixed    = lease.DurationTypeFixed

@@ -45,6 +45,9 @@ type candidate struct {
 	// seen in a listing: taken only by the change from oldID, If-Match
 	// etag, never broken (see claimOne).
 	fromList bool
+	// released: free, its lease released by a peer (see peersOf): a shard
+	// its func returned, or one it tells of (see reportTook).
+	released bool
 }
 
 // candidates are the shards a session may claim, and its part of them:
@@ -68,6 +71,7 @@ type candidates struct {
 	// are assigned over the whole set (balance.AssignSet).
 	fromListing bool
 	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
+	tookFreed   atomic.Int64 // of those, shards a peer had released (candidate.released)
 }
 
 // reserve marks shard name as being claimed (by path by), unless it runs
@@ -425,6 +429,9 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 		o.counts.claim(c.name, "taken")
 	default:
 		o.counts.claim(c.name, "claimed")
+		if c.released {
+			g.tookFreed.Add(1)
+		}
 	}
 	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
 	if !g.start(c.name, lm, t, g.gen, newETag) {

@@ -169,6 +169,7 @@ type shardScan struct {
 	anomalies map[string]unleasedSince
 	bad       map[string]*RecordError
 	terms     map[string]int64
+	peers     map[string]bool // see peersOf
 }
 
 // readShards lists the shards of the set, and those this instance runs.
@@ -216,6 +217,7 @@ func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	sc.anomalies = map[string]unleasedSince{}
 	sc.bad = map[string]*RecordError{}
 	sc.terms = make(map[string]int64, len(sc.entries))
+	sc.peers = g.peersOf(view)
 	for _, l := range sc.entries {
 		g.judgeShard(sc, l, live)
 	}
@@ -255,6 +257,7 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 	c := listedCandidate(l.name, l.info)
 	switch {
 	case !l.info.Held():
+		c.released = l.info.State == stateAvailable && sc.peers[l.session]
 		sc.cands = append(sc.cands, c)
 	case l.info.State != stateLeased:
 		// Breaking: an operator's break, which ends by itself.

@@ -33,9 +33,13 @@ import (
 // session is back where it was. The count cannot tell which shards came
 // back: a handover received while such shards wait out their cooldown may
 // be counted as theirs, and is then told at Info by the session that gave
-// it.
+// it. So are the shards a peer released (peersOf): one whose func returned
+// while this session took the shard first, its own still cooling down (so
+// two sessions trade such shards round after round); or one the peer
+// tells of, at Info if it is news.
 func (g *shardManager) reportTook() bool {
 	took := g.took.Swap(0)
+	freed := min(g.tookFreed.Swap(0), took)
 	if took == 0 {
 		return false
 	}
@@ -43,10 +47,10 @@ func (g *shardManager) reportTook() bool {
 	o.mu.Lock()
 	running, share := len(o.runs), o.target
 	returned := o.stopped[ReasonFuncReturned]
-	routine := took <= int64(returned)
+	routine := took-freed <= int64(returned)
 	left := returned
 	if routine {
-		left -= int(took)
+		left -= int(took - freed)
 	}
 	// No more of the others can come back than this session's shards still
 	// waiting out their cooldown (claim forgets a shard's as it picks it):
@@ -162,4 +166,22 @@ func (o *ShardOwner) reportStopped(final bool) {
 	slices.Sort(reasons)
 	o.logger.Log(context.Background(), level, "leaderelection: stopped shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", n, "reasons", strings.Join(reasons, ", "), "running", running)
+}
+
+// peersOf is the live sessions of view, this one aside, that run this
+// session's set and are not leaving: a shard one of them released (its
+// lease available under its record) is one whose func returned, or whose
+// release that session reports itself (a removal, a handover that failed:
+// reportStopped), so a take of it is no news of this session's.
+func (g *shardManager) peersOf(view sessionView) map[string]bool {
+	g.o.mu.Lock()
+	digest := g.o.digest
+	g.o.mu.Unlock()
+	peers := map[string]bool{}
+	for _, id := range view.live {
+		if id != g.s.id && view.set[id] == digest && !view.leave[id] {
+			peers[id] = true
+		}
+	}
+	return peers
 }
