@@ -302,6 +302,6 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[strin
 		return nil
 	}
 	c := listedCandidate(name, l.info)
-	c.released = l.info.State == stateAvailable && peers[l.session]
+	c.released = l.releasedBy(peers)
 	return &c
 }

@@ -257,7 +257,7 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 	c := listedCandidate(l.name, l.info)
 	switch {
 	case !l.info.Held():
-		c.released = l.info.State == stateAvailable && sc.peers[l.session]
+		c.released = l.releasedBy(sc.peers)
 		sc.cands = append(sc.cands, c)
 	case l.info.State != stateLeased:
 		// Breaking: an operator's break, which ends by itself.

@@ -185,3 +185,10 @@ func (g *shardManager) peersOf(view sessionView) map[string]bool {
 	}
 	return peers
 }
+
+// releasedBy reports whether a free shard listed (l) was released by one of
+// peers: its lease available (not broken, never taken) under a peer's
+// record.
+func (l listed) releasedBy(peers map[string]bool) bool {
+	return l.info.State == stateAvailable && peers[l.session]
+}

@@ -335,22 +335,7 @@ func (f *simFleet) run() {
 						f.revive(l)
 					}
 				})
-			case sim.CrashInStep:
-				at(ft.At, func() {
-					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
-					l.mu.Lock()
-					l.rates[id] = ft // counted when a request is its last (dieInStep)
-					l.applyLocked()
-					l.mu.Unlock()
-				})
-				at(ft.Until, func() {
-					l.mu.Lock()
-					delete(l.rates, id)
-					l.applyLocked()
-					l.mu.Unlock()
-					f.reviveDied(l, id)
-				})
-			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing:
+			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing, sim.CrashInStep:
 				at(ft.At, func() {
 					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
 					l.mu.Lock()
@@ -362,7 +347,9 @@ func (f *simFleet) run() {
 						l.slow[id] = ft.Delay
 						f.count(string(ft.Kind), 1)
 					default:
-						l.rates[id] = ft // counted request by request
+						// Counted request by request; CrashInStep as
+						// a request is its process's last (dieInStep).
+						l.rates[id] = ft
 					}
 					l.applyLocked()
 					l.mu.Unlock()
@@ -380,6 +367,9 @@ func (f *simFleet) run() {
 					}
 					l.applyLocked()
 					l.mu.Unlock()
+					if ft.Kind == sim.CrashInStep {
+						f.reviveDied(l, id)
+					}
 				})
 			case sim.DeleteBlob:
 				at(ft.At, func() {

@@ -268,12 +268,10 @@ func (g *shardManager) quiet() time.Duration {
 func (g *shardManager) seedTerms() bool {
 	o := g.o
 	o.mu.Lock()
-	seeds := make(map[string]int64, len(o.floors))
-	for _, terms := range []map[string]int64{o.floors, o.proposed} {
-		for name, n := range terms {
-			if o.set[name] && n > seeds[name] {
-				seeds[name] = n
-			}
+	seeds := map[string]int64{}
+	for name := range o.set {
+		if n := o.seedLocked(name); n > 0 {
+			seeds[name] = n
 		}
 	}
 	o.mu.Unlock()
@@ -431,6 +429,11 @@ func (o *ShardOwner) publishSeen(n int64) {
 func (o *ShardOwner) seedOf(name string) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	return o.seedLocked(name)
+}
+
+// seedLocked is seedOf, under o.mu.
+func (o *ShardOwner) seedLocked(name string) int64 {
 	return max(o.floors[name], o.proposed[name])
 }
 

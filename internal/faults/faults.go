@@ -341,11 +341,8 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		ex.Sent = time.Now()
 	}
 
-	switch kind, d := t.drawRate(req); kind {
+	switch kind, d, dying := t.drawRate(req); kind {
 	case FaultDie:
-		t.mu.Lock()
-		dying := t.rates.Dying
-		t.mu.Unlock()
 		if dying != nil && !dying(req) {
 			break
 		}

@@ -75,32 +75,33 @@ func (t *Transport) SetRates(r Rates, rng *rand.Rand) {
 }
 
 // drawRate decides, under the lock, what Rates do to one request (req): a
-// fault kind ("" for none) and, for a late one, its delay.
-func (t *Transport) drawRate(req *http.Request) (string, time.Duration) {
+// fault kind ("" for none) and, for a late one, its delay; for a death,
+// Rates.Dying as it stands, to be asked outside the lock.
+func (t *Transport) drawRate(req *http.Request) (string, time.Duration, func(*http.Request) bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rates
 	if t.rng == nil || r.Fail+r.Lose+r.Late+r.Die == 0 {
-		return "", 0
+		return "", 0, nil
 	}
 	if r.Die > 0 && req.Method != http.MethodGet && req.Method != http.MethodHead && leaseAction(req.Header) != "renew" &&
 		t.rng.Float64() < r.Die {
-		return FaultDie, 0
+		return FaultDie, 0, r.Dying
 	}
 	x := t.rng.Float64()
 	switch {
 	case x < r.Fail:
-		return FaultFail, 0
+		return FaultFail, 0, nil
 	case x < r.Fail+r.Lose:
-		return FaultLose, 0
+		return FaultLose, 0, nil
 	case x < r.Fail+r.Lose+r.Late:
 		d := r.LateMin
 		if r.LateMax > r.LateMin {
 			d += time.Duration(t.rng.Int64N(int64(r.LateMax - r.LateMin)))
 		}
-		return FaultLate, d
+		return FaultLate, d, nil
 	}
-	return "", 0
+	return "", 0, nil
 }
 
 // sendLate sends req's copy d from now, detached from the caller: its body
