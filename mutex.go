@@ -77,6 +77,8 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	// Long enough for every contender polling the blob, every
 	// RetryInterval, to have read a blob created again and raised its seed.
 	lm.settle = 2 * lm.settings.RetryInterval
+	// A holder of the deleted lease may be one like this instance.
+	lm.floor.declared(lm.settings.LeaseDuration)
 	m := &BlobDistributedMutex{
 		lease:  lm,
 		fn:     fn,

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"sync/atomic"
+	"time"
 
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -93,7 +94,22 @@ func (r record) fill(info *LeaseInfo) {
 	info.Leader = r.term()
 	info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.Ended, r.Declared, BlobRole(r.Role), r.problem
 	info.Recreated = r.Recreated
+	info.seedLongest = r.seedLongest()
 	info.Priority, info.Prioritized, info.HandedTo = r.Priority, r.Prioritized, r.Next
+}
+
+// seedLongest is the longest lease duration the seed of a blob created
+// again says a holder of it declared: the longest declarable if that does
+// not read, as another writer must have put it there (0 on a blob not
+// created again).
+func (r record) seedLongest() time.Duration {
+	switch {
+	case r.Recreated.IsZero():
+		return 0
+	case r.LongestBad != "":
+		return wire.MaxDeclarable
+	}
+	return r.Longest
 }
 
 // readRecord reads the record in md, the metadata of blob.
@@ -112,8 +128,11 @@ func wireTerm(t Term) wire.Term {
 
 // blocks reports whether no term may be recorded over the record e reports:
 // its term number, or its role, is wrong (a lease duration that does not
-// read only changes how a holder's silence is timed).
-func (e *RecordError) blocks() bool { return e != nil && e.Key != wire.MetaLeaseDuration }
+// read only changes how a holder's silence is timed, and a longest lease
+// on a blob created again how long it stands before it is taken).
+func (e *RecordError) blocks() bool {
+	return e != nil && e.Key != wire.MetaLeaseDuration && e.Key != wire.MetaLongest
+}
 
 // termCannotGrow is the RecordError for a term number that no term can follow.
 func termCannotGrow(container, blob string, n int64) *RecordError {
@@ -139,7 +158,13 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // above the floor). NextTerm, and the alarm at a term on the blob below the
 // floor, use the floor alone: a write that was not stored neither skips a
 // number nor raises a false alarm.
-type termFloor struct{ n, proposed atomic.Int64 }
+//
+// longest is the longest lease duration this instance has seen a record on
+// the blob declare (one that reads), or a blob created again say its
+// seeders saw: a blob created again is not taken before it has stood that
+// long, as a holder of the deleted lease may act until then
+// (recreated.go).
+type termFloor struct{ n, proposed, longest atomic.Int64 }
 
 // see raises the floor to n. The largest number is not taken as a floor:
 // no term can follow it, so it is reported as a record that cannot be built
@@ -150,6 +175,31 @@ func (f *termFloor) see(n int64) {
 		raiseTo(&f.n, n)
 	}
 }
+
+// remember raises the floor to r's term, if it reads, and the longest
+// lease duration to the one r declares, or says its seeders saw, if that
+// reads.
+func (f *termFloor) remember(r record) {
+	if !r.TermBad {
+		f.see(r.Term.Number)
+	}
+	f.noteLeases(r)
+}
+
+// noteLeases raises the longest lease duration to the one r declares, or
+// says its seeders saw, if that reads.
+func (f *termFloor) noteLeases(r record) {
+	if !r.DeclaredBad {
+		f.declared(r.Declared)
+	}
+	f.declared(r.Longest)
+}
+
+// declared notes d as a lease duration a holder of the blob declared.
+func (f *termFloor) declared(d time.Duration) { raiseTo(&f.longest, int64(d)) }
+
+// longestDeclared is the longest lease duration noted (declared).
+func (f *termFloor) longestDeclared() time.Duration { return time.Duration(f.longest.Load()) }
 
 // propose notes n as a term this instance sent a record of.
 func (f *termFloor) propose(n int64) { raiseTo(&f.proposed, n) }

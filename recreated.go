@@ -34,6 +34,32 @@ import (
 // other blob that carries no term's record (a first start, a repaired
 // record) is raised the same way when a contender reads it, but not waited
 // for.
+//
+// The wait also keeps the funcs apart. A leader cut off from storage as its
+// blob (or container) is deleted learns nothing of it: it acts on until its
+// deadline, S + D - StopMargin for the send time S of its last confirmed
+// renewal (renew.go), and S came before the deletion, which the server
+// processed after that renewal. A contender times the blob created again
+// from an answer received after its creation, so after the deletion, on its
+// own monotonic clock; waiting at least D from then, it starts no func
+// until the old leader's context has ended StopMargin before: the
+// followers' rule for an ETag lease (renew.go), with the deletion in place
+// of the holder's last write. D is the holder's, never the contender's
+// own: every instance remembers the longest lease duration it has read a
+// record of the blob declare, and its own (termFloor's longest), seeds a
+// blob it creates again with it (leaderlongest), raises a seed that names
+// a shorter one, and waits the longest of its memory and the seed's
+// (settleFor). So an instance that read the last term's record, and any
+// that takes a blob one of those seeded, waits out that term's holder,
+// whatever lease it declared. What cannot be kept: a blob created again
+// first by an instance that saw no term of it carries no mark and is taken
+// at once, as at a fleet's first start (a first start and a deletion look
+// alike to it, and it knows no other instance's lease), so a cut-off holder
+// of the deleted lease may act beside the new leader until its own
+// deadline, at most its LeaseDuration after the deletion; and a deletion
+// whose last term no running instance read is waited out only as long as
+// the leases they did read. Both are the deletions under which the term
+// may repeat (below, and renew.go's "What cannot be kept").
 
 // errNotSettled refuses a term on a fresh blob whose ETag this manager has
 // not watched stand for its settle time: the contender gives the lease back
@@ -81,7 +107,7 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 	if m.settle <= 0 || !isFresh(info) || info.Role != "" && info.Role != m.role {
 		return 0
 	}
-	if md := m.raisedSeed(info.Leader.Number, !info.Recreated.IsZero()); md != nil {
+	if md := m.raisedSeed(info.Leader.Number, !info.Recreated.IsZero(), info.seedLongest); md != nil {
 		_, err := m.writeSeed(ctx, info.ETag, md)
 		if err == nil {
 			m.logRaise(info.Leader.Number)
@@ -93,21 +119,36 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
 			"error", err)
 	}
-	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
+	return max(0, m.settleFor(!info.Recreated.IsZero(), info.seedLongest)-time.Since(m.fresh.watch(info.ETag, info.Received)))
 }
 
 // raisedSeed is the seed that raises a blob without a term's record,
-// numbered number, to this manager's floor (marked created again if the
-// blob is): nil if the floor is not higher.
-func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool) map[string]*string {
+// numbered number, to this manager's floor, and, if the blob is marked
+// created again (its seed saying that a holder declared a lease as long as
+// longest), to the longest lease this manager knows a holder declared: nil
+// if neither is higher.
+func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool, longest time.Duration) map[string]*string {
 	floor := m.floor.seed()
 	switch {
+	case recreated && (floor > number || m.floor.longestDeclared() > longest):
+		return m.seedMetadata(max(floor, number))
 	case floor <= number:
 		return nil
-	case recreated:
-		return wire.CreateMetadata(string(m.role), floor, time.Now())
 	}
 	return wire.EndedMetadata(string(m.role), floor, time.Now())
+}
+
+// seedMetadata is the metadata a blob is created with, or a blob created
+// again raised to, by this manager: its role and floor and, if the floor
+// marks it as created again, the longest lease this manager knows a holder
+// of it declared (only a mutex's manager, which waits for such a blob to
+// settle, notes one).
+func (m *BlobLeaseManager) seedMetadata(floor int64) map[string]*string {
+	var longest time.Duration
+	if m.settle > 0 {
+		longest = m.floor.longestDeclared()
+	}
+	return wire.SeedMetadata(string(m.role), floor, longest, time.Now())
 }
 
 func (m *BlobLeaseManager) logRaise(was int64) {
@@ -127,7 +168,7 @@ func (m *BlobLeaseManager) logRaise(was int64) {
 // may be: recordTerm's caller reads again and retries under the lease (a
 // raise that landed reads as raised), until the lease's deadline.
 func (m *BlobLeaseManager) raiseHeld(ctx context.Context, prev record, etag azcore.ETag) error {
-	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero())
+	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero(), prev.seedLongest())
 	if md == nil {
 		return nil
 	}
@@ -175,11 +216,16 @@ func (m *BlobLeaseManager) writeUnleased(ctx context.Context, op string, etag az
 }
 
 // settleFor is how long a blob that carries no term's record must stand
-// before a term is recorded on it: none unless it was created again.
-func (m *BlobLeaseManager) settleFor(recreated bool) time.Duration {
+// before a term is recorded on it: none unless it was created again; then
+// long enough for the leader that missed the deletion to notice it and
+// raise the seed (see above), and at least the longest lease duration this
+// manager knows a holder of the blob declared, or the blob's seed says its
+// seeders knew (seedLongest), for a holder of the deleted lease cut off
+// from storage to have stopped (see above).
+func (m *BlobLeaseManager) settleFor(recreated bool, seedLongest time.Duration) time.Duration {
 	if m.settle <= 0 || !recreated {
 		return 0
 	}
 	s := m.settings
-	return s.RenewInterval + s.RequestTimeout + s.StopMargin + m.settle
+	return max(s.RenewInterval+s.RequestTimeout+s.StopMargin+m.settle, m.floor.longestDeclared(), seedLongest)
 }

@@ -85,6 +85,16 @@ import (
 // again (a read and a conditional write, or an acquire, a read and a write
 // under the lease) before its creator's wait is over (recreated.go).
 //
+// A deletion also ends a lease without its holder's knowing: the server
+// forgets it. A holder cut off from storage then acts on to its deadline,
+// so whoever takes the blob created again first waits out the longest
+// lease it knows a holder of the blob declared, timed as a follower times
+// an ETag lease's silence (recreated.go). This fails only with the term's
+// rule above: for a blob created again first by an instance that saw none
+// of its terms, or a last term no running instance read, the old holder's
+// func and the new one may both act until the old holder's deadline, at
+// most its LeaseDuration after the deletion.
+//
 // An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
 // infinite blob lease, which the server never expires: the followers do,
 // with the same arithmetic (silence.go). The holder renews by writing its

@@ -1,0 +1,140 @@
+package leaderelection
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/blobelect/leaderelection/internal/wire"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The tests of a blob created again while the leader of the deleted one is
+// cut off from storage: that leader acts on until its own deadline, which
+// the settle wait of everyone who takes the blob created again outlasts,
+// whatever lease duration each of them has (recreated.go).
+
+// A leader cut off from storage while its container is deleted runs on to
+// its deadline; the follower that creates the blob again, and an instance
+// started after the deletion that never saw a term of it, start a func
+// only once the cut-off leader's context has ended StopMargin before: on a
+// long native lease, a long ETag lease, and a fleet that mixes a long
+// ETag lease with the default lease.
+func TestABlobCreatedAgainIsNotTakenWhileACutOffLeaderMayAct(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name             string
+		leader, follower time.Duration // LeaseDuration, 0: the default
+	}{
+		{"native 60 s", 60 * time.Second, 60 * time.Second},
+		{"etag 5 min", 5 * time.Minute, 5 * time.Minute},
+		{"etag 5 min leader, default follower", 5 * time.Minute, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				s := testSettings(t)
+				sa, sb, sc := s, s, s
+				sa.LeaseDuration, sb.LeaseDuration = tc.leader, tc.follower
+				sa, cut := withTransport(t, sa)
+				sb, _ = withTransport(t, sb)
+				sc, _ = withTransport(t, sc)
+				log := newTermLog()
+				startContender(t, "a", sa, log.leaderFunc("a", untilCancelled), WithIdentity("a"))
+				require.Equal(t, "a", log.next(t, 10*time.Second).who)
+				startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+				time.Sleep(2 * s.RetryInterval) // b reads a's term
+
+				cut.Blackhole()
+				raw := newRawBlob(t, s)
+				_, err := raw.cc.Delete(context.Background(), nil)
+				require.NoError(t, err)
+				// c starts once b has created the blob again (one created
+				// first by an instance that never saw its terms is a stated
+				// limit: docs/limits.md).
+				waitFor(t, time.Minute, "the blob created again", func() bool {
+					return !leaderOn(t, s).Recreated.IsZero()
+				})
+				startContender(t, "c", sc, log.leaderFunc("c", untilCancelled), WithIdentity("c"))
+
+				next := log.next(t, 20*time.Minute)
+				terms := log.snapshot()
+				require.Len(t, terms, 2)
+				first := terms[0]
+				require.Equal(t, "a", first.who)
+				require.False(t, first.cancelled.IsZero(), "%s started while the cut-off leader's func ran on", next.who)
+				stop := sa.withDefaults().StopMargin
+				assert.GreaterOrEqual(t, next.start.Sub(first.cancelled), stop,
+					"%s started %v after the cut-off leader's context ended, within its StopMargin (%v)", next.who, next.start.Sub(first.cancelled), stop)
+				log.requireNoOverlap(t)
+				assert.Greater(t, leaderOn(t, s).Leader.Number, int64(1), "the term went on above the deleted blob's")
+				t.Logf("%s started %v after the cut-off leader's context ended", next.who, next.start.Sub(first.cancelled))
+			})
+		})
+	}
+}
+
+// A blob created again carries, in its seed, the longest lease any of its
+// seeders knew a holder to have declared; a raise keeps the longer; a
+// contender that never saw the deleted blob waits that long for it; and a
+// longest that does not read is reported, and waited for as the longest
+// declarable until a repair, which keeps one that reads.
+func TestASeedCarriesTheLongestLeaseItsSeedersKnew(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s := testSettings(t)
+		raw := newRawBlob(t, s)
+		raw.put(s.Blob, "", map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleMutex),
+			wire.MetaIdentity: "gone", wire.MetaLeaseDuration: "4m0s"})
+		witness := settlingManager(t, s)
+		_, err := witness.Inspect(ctx)
+		require.NoError(t, err)
+		require.Equal(t, 4*time.Minute, witness.floor.longestDeclared(), "a record's declared lease is remembered")
+
+		raw.breakAndDelete(s.Blob)
+		require.NoError(t, witness.ensureBlob(ctx))
+		info, err := witness.Inspect(ctx)
+		require.NoError(t, err)
+		require.False(t, info.Recreated.IsZero())
+		assert.Equal(t, 4*time.Minute, info.seedLongest, "the seed carries the longest lease its creator knew")
+
+		newcomer := settlingManager(t, s)
+		info, err = newcomer.Inspect(ctx)
+		require.NoError(t, err)
+		wait := newcomer.seedFresh(ctx, info)
+		assert.Greater(t, wait, 3*time.Minute, "a contender that never saw the deleted blob waits as long as its seed says")
+
+		// A seeder that knew a longer lease raises the seed to it.
+		longer := settlingManager(t, s)
+		longer.floor.declared(10 * time.Minute)
+		info, err = longer.Inspect(ctx)
+		require.NoError(t, err)
+		longer.seedFresh(ctx, info)
+		info, err = newcomer.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 10*time.Minute, info.seedLongest, "raised to the longer lease")
+		assert.Equal(t, int64(7), info.Leader.Number, "the term kept")
+
+		// Garbage is reported, and waited for as the longest declarable.
+		raw.set(s.Blob, map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleMutex), wire.MetaEnded: "2000-01-01T00:00:00Z",
+			wire.MetaRecreated: "2000-01-01T00:00:00Z", wire.MetaLongest: "forever"})
+		info, err = newcomer.Inspect(ctx)
+		require.NoError(t, err)
+		require.NotNil(t, info.RecordError)
+		assert.Equal(t, wire.MetaLongest, info.RecordError.Key)
+		assert.False(t, info.RecordError.blocks(), "it does not block a term, it makes the blob wait")
+		assert.Equal(t, wire.MaxDeclarable, info.seedLongest)
+		assert.Greater(t, newcomer.seedFresh(ctx, info), 23*time.Hour)
+
+		_, err = newcomer.RepairRecord(ctx, 7)
+		require.NoError(t, err)
+		info, err = newcomer.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Nil(t, info.RecordError, "repaired")
+		assert.False(t, info.Recreated.IsZero(), "still marked created again")
+		assert.Zero(t, info.seedLongest, "the repair drops a longest that did not read")
+	})
+}
