@@ -552,7 +552,7 @@ func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) {
 	floor := m.floor.seed()
 	etag, err := m.blobClient.Create(ctx, blobstore.WriteOptions{Call: blobstore.Call{Op: "create lease blob"},
-		Metadata: m.seedMetadata(floor)})
+		Metadata: m.seedMetadata(floor, floor > 0)})
 	switch {
 	case err == nil && m.settle > 0 && floor > 0:
 		// A blob this instance saw terms on was deleted under the

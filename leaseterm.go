@@ -40,7 +40,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, m.wrap(err)
 	}
 	prev := readRecord(m.container, m.blob, props.Metadata)
-	m.floor.noteLeases(prev)
+	m.floor.noteLease(prev)
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
 	}

@@ -74,11 +74,7 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	if err != nil {
 		return nil, err
 	}
-	// Long enough for every contender polling the blob, every
-	// RetryInterval, to have read a blob created again and raised its seed.
-	lm.settle = 2 * lm.settings.RetryInterval
-	// A holder of the deleted lease may be one like this instance.
-	lm.floor.declared(lm.settings.LeaseDuration)
+	lm.waitForBlobsCreatedAgain()
 	m := &BlobDistributedMutex{
 		lease:  lm,
 		fn:     fn,
@@ -343,7 +339,9 @@ func (m *BlobDistributedMutex) acquireAndLead(ctx context.Context, c *contention
 		c.failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
 		c.look = false
 		c.wait = clock.Jitter(c.backoff)
-		c.backoff = min(2*c.backoff, c.maxBackoff)
+		if !goneOrGoing(err) {
+			c.backoff = min(2*c.backoff, c.maxBackoff)
+		}
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -159,12 +160,25 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // floor, use the floor alone: a write that was not stored neither skips a
 // number nor raises a false alarm.
 //
-// longest is the longest lease duration this instance has seen a record on
-// the blob declare (one that reads), or a blob created again say its
-// seeders saw: a blob created again is not taken before it has stood that
-// long, as a holder of the deleted lease may act until then
-// (recreated.go).
-type termFloor struct{ n, proposed, longest atomic.Int64 }
+// It also keeps what a blob created again must be waited for (recreated.go):
+// the lease duration its own holder would declare (own), and the one the
+// record of the highest term this instance read there declares (last), or,
+// for a blob created again, its seed says its seeders knew a holder of that
+// term to declare. Only the holder of the highest term may still hold the
+// lease when the blob is deleted: each earlier one's lease had passed
+// before the next term was recorded.
+type termFloor struct {
+	n, proposed atomic.Int64
+	mu          sync.Mutex
+	own         time.Duration
+	last        declaredAt
+}
+
+// declaredAt is a lease duration declared for term n.
+type declaredAt struct {
+	n int64
+	d time.Duration
+}
 
 // see raises the floor to n. The largest number is not taken as a floor:
 // no term can follow it, so it is reported as a record that cannot be built
@@ -176,30 +190,50 @@ func (f *termFloor) see(n int64) {
 	}
 }
 
-// remember raises the floor to r's term, if it reads, and the longest
-// lease duration to the one r declares, or says its seeders saw, if that
-// reads.
+// remember raises the floor to r's term, if it reads, and notes the lease
+// duration r declares (noteLease).
 func (f *termFloor) remember(r record) {
 	if !r.TermBad {
 		f.see(r.Term.Number)
 	}
-	f.noteLeases(r)
+	f.noteLease(r)
 }
 
-// noteLeases raises the longest lease duration to the one r declares, or
-// says its seeders saw, if that reads.
-func (f *termFloor) noteLeases(r record) {
-	if !r.DeclaredBad {
-		f.declared(r.Declared)
+// noteLease notes the lease duration r declares, or, on a blob created
+// again, its seed says a holder of its term declared, if r's term is the
+// highest noted (the longer of two for one term) and it reads.
+func (f *termFloor) noteLease(r record) {
+	if r.TermBad {
+		return
 	}
-	f.declared(r.Longest)
+	d := r.Longest
+	if !r.DeclaredBad {
+		d = max(d, r.Declared)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Term.Number > f.last.n:
+		f.last = declaredAt{n: r.Term.Number, d: d}
+	case r.Term.Number == f.last.n:
+		f.last.d = max(f.last.d, d)
+	}
 }
 
-// declared notes d as a lease duration a holder of the blob declared.
-func (f *termFloor) declared(d time.Duration) { raiseTo(&f.longest, int64(d)) }
+// ownLease notes d as the lease duration this instance's holder declares.
+func (f *termFloor) ownLease(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.own = d
+}
 
-// longestDeclared is the longest lease duration noted (declared).
-func (f *termFloor) longestDeclared() time.Duration { return time.Duration(f.longest.Load()) }
+// longestDeclared is the longest lease a holder of the blob's last term
+// known to this instance may have declared: its own, or the last noted.
+func (f *termFloor) longestDeclared() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.own, f.last.d)
+}
 
 // propose notes n as a term this instance sent a record of.
 func (f *termFloor) propose(n int64) { raiseTo(&f.proposed, n) }

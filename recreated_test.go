@@ -2,9 +2,13 @@ package leaderelection
 
 import (
 	"context"
+	"log/slog"
+	"net/http"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
@@ -17,20 +21,24 @@ import (
 // whatever lease duration each of them has (recreated.go).
 
 // A leader cut off from storage while its container is deleted runs on to
-// its deadline; the follower that creates the blob again, and an instance
-// started after the deletion that never saw a term of it, start a func
-// only once the cut-off leader's context has ended StopMargin before: on a
-// long native lease, a long ETag lease, and a fleet that mixes a long
-// ETag lease with the default lease.
+// its deadline; the follower that read its term, and an instance started
+// after the deletion that never saw a term of it, start a func only once
+// the cut-off leader's context has ended StopMargin before: on a long
+// native lease, a long ETag lease, a fleet that mixes a long ETag lease
+// with the default lease, and a blob a script created again at once,
+// empty (the follower raises it, marked as created again). The follower
+// says at Warn what it found.
 func TestABlobCreatedAgainIsNotTakenWhileACutOffLeaderMayAct(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name             string
 		leader, follower time.Duration // LeaseDuration, 0: the default
+		byScript         bool          // a script creates the container and the blob again, empty
 	}{
-		{"native 60 s", 60 * time.Second, 60 * time.Second},
-		{"etag 5 min", 5 * time.Minute, 5 * time.Minute},
-		{"etag 5 min leader, default follower", 5 * time.Minute, 0},
+		{"native 60 s", 60 * time.Second, 60 * time.Second, false},
+		{"etag 5 min", 5 * time.Minute, 5 * time.Minute, false},
+		{"etag 5 min leader, default follower", 5 * time.Minute, 0, false},
+		{"native 60 s, created again empty by a script", 60 * time.Second, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -44,16 +52,23 @@ func TestABlobCreatedAgainIsNotTakenWhileACutOffLeaderMayAct(t *testing.T) {
 				log := newTermLog()
 				startContender(t, "a", sa, log.leaderFunc("a", untilCancelled), WithIdentity("a"))
 				require.Equal(t, "a", log.next(t, 10*time.Second).who)
-				startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+				var said syncBuffer
+				startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"),
+					WithLogger(slog.New(slog.NewTextHandler(&said, nil))))
 				time.Sleep(2 * s.RetryInterval) // b reads a's term
 
 				cut.Blackhole()
 				raw := newRawBlob(t, s)
 				_, err := raw.cc.Delete(context.Background(), nil)
 				require.NoError(t, err)
-				// c starts once b has created the blob again (one created
-				// first by an instance that never saw its terms is a stated
-				// limit: docs/limits.md).
+				if tc.byScript {
+					raw = newRawBlob(t, s)
+					_, err = raw.cc.NewBlockBlobClient(s.Blob).UploadBuffer(context.Background(), nil, nil)
+					require.NoError(t, err)
+				}
+				// c starts once b has created the blob again, or raised
+				// it (one created first by an instance that never saw its
+				// terms, and taken by it, is a stated limit: docs/limits.md).
 				waitFor(t, time.Minute, "the blob created again", func() bool {
 					return !leaderOn(t, s).Recreated.IsZero()
 				})
@@ -70,10 +85,45 @@ func TestABlobCreatedAgainIsNotTakenWhileACutOffLeaderMayAct(t *testing.T) {
 					"%s started %v after the cut-off leader's context ended, within its StopMargin (%v)", next.who, next.start.Sub(first.cancelled), stop)
 				log.requireNoOverlap(t)
 				assert.Greater(t, leaderOn(t, s).Leader.Number, int64(1), "the term went on above the deleted blob's")
+				if tc.byScript {
+					assert.Contains(t, said.String(), "raised the term on the blob to the highest this instance saw there")
+				} else {
+					assert.Contains(t, said.String(), "level=WARN msg=\"leaderelection: the container was gone")
+					assert.Contains(t, said.String(), "level=WARN msg=\"leaderelection: the lease blob was gone")
+				}
 				t.Logf("%s started %v after the cut-off leader's context ended", next.who, next.start.Sub(first.cancelled))
 			})
 		})
 	}
+}
+
+// A contender that finds the container being deleted (Azure refuses to
+// create it again for about 30 s) polls it every RetryInterval, not with a
+// backoff that grows to the lease duration: it may be the witness whose
+// raise must land within the creator's wait.
+func TestAContainerBeingDeletedIsPolledEveryRetryInterval(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := testSettings(t)
+		s.LeaseDuration = time.Minute
+		sa, _ := withTransport(t, s)
+		sb, tb := withTransport(t, s)
+		log := newTermLog()
+		startContender(t, "a", sa, log.leaderFunc("a", untilCancelled), WithIdentity("a"))
+		require.Equal(t, "a", log.next(t, 10*time.Second).who)
+		startContender(t, "b", sb, log.leaderFunc("b", untilCancelled), WithIdentity("b"))
+		time.Sleep(2 * s.RetryInterval)
+
+		var sent atomic.Int64
+		tb.Observe(func(faults.Exchange) { sent.Add(1) })
+		tb.Fail(http.StatusConflict, "ContainerBeingDeleted")
+		const window = 40 * time.Second
+		time.Sleep(window)
+		tb.Heal()
+		// At least one request every 2 R (a backoff doubling from R to
+		// the lease's 60 s would send 8).
+		assert.GreaterOrEqual(t, sent.Load(), int64(window/(2*s.RetryInterval)), "requests in %v", window)
+	})
 }
 
 // A blob created again carries, in its seed, the longest lease any of its
@@ -107,12 +157,17 @@ func TestASeedCarriesTheLongestLeaseItsSeedersKnew(t *testing.T) {
 		wait := newcomer.seedFresh(ctx, info)
 		assert.Greater(t, wait, 3*time.Minute, "a contender that never saw the deleted blob waits as long as its seed says")
 
-		// A seeder that knew a longer lease raises the seed to it.
-		longer := settlingManager(t, s)
-		longer.floor.declared(10 * time.Minute)
+		// A seeder that knew a longer lease raises the seed to it; a
+		// mutex counts its own.
+		s10 := s
+		s10.LeaseDuration = 10 * time.Minute
+		longer := settlingManager(t, s10)
 		info, err = longer.Inspect(ctx)
 		require.NoError(t, err)
-		longer.seedFresh(ctx, info)
+		require.Less(t, longer.seedFresh(ctx, info), time.Second, "it raised the seed, and reads it again")
+		info, err = longer.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Greater(t, longer.seedFresh(ctx, info), 9*time.Minute, "a mutex waits at least its own lease")
 		info, err = newcomer.Inspect(ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 10*time.Minute, info.seedLongest, "raised to the longer lease")
@@ -136,5 +191,20 @@ func TestASeedCarriesTheLongestLeaseItsSeedersKnew(t *testing.T) {
 		assert.Nil(t, info.RecordError, "repaired")
 		assert.False(t, info.Recreated.IsZero(), "still marked created again")
 		assert.Zero(t, info.seedLongest, "the repair drops a longest that did not read")
+
+		// So does a raise by an instance that saw a higher term, which
+		// writes what it knows instead.
+		raw.set(s.Blob, map[string]string{wire.MetaTerm: "7", wire.MetaRole: string(RoleMutex), wire.MetaEnded: "2000-01-01T00:00:00Z",
+			wire.MetaRecreated: "2000-01-01T00:00:00Z", wire.MetaLongest: "forever"})
+		higher := settlingManager(t, s)
+		higher.floor.see(8)
+		info, err = higher.Inspect(ctx)
+		require.NoError(t, err)
+		higher.seedFresh(ctx, info)
+		info, err = newcomer.Inspect(ctx)
+		require.NoError(t, err)
+		assert.Nil(t, info.RecordError, "raised")
+		assert.Equal(t, int64(8), info.Leader.Number)
+		assert.Equal(t, higher.settings.LeaseDuration, info.seedLongest, "the raiser's own lease, the longest it knows")
 	})
 }

@@ -116,8 +116,10 @@ func ParseRecord(md map[string]*string) Record {
 		}
 	}
 	r.Longest, r.LongestBad = readDeclarable(md, MetaLongest)
-	if r.LongestBad != "" && !r.Recreated.IsZero() {
-		bad(MetaLongest, r.LongestBad, fmt.Sprintf("is not a lease duration any setting declares (%v to %v): the blob created again is waited for as if a holder had declared %v, until it is repaired", MinDeclarable, MaxDeclarable, MaxDeclarable))
+	// A mutex's seed's (a shard's blob carries none of ours, and its
+	// claims wait by other rules).
+	if r.LongestBad != "" && !r.Recreated.IsZero() && r.Role != RoleShard {
+		bad(MetaLongest, r.LongestBad, fmt.Sprintf("is not a lease duration any setting declares (%v to %v): the blob created again is waited for as if a holder had declared %v, until it is repaired or raised by an instance that saw a higher term", MinDeclarable, MaxDeclarable, MaxDeclarable))
 	}
 	return r
 }
@@ -166,14 +168,18 @@ func CreateMetadata(role string, floor int64, at time.Time) map[string]*string {
 	return md
 }
 
-// SeedMetadata is CreateMetadata for a blob created again whose seeders
-// know that a holder of the blob declared a lease as long as longest
-// (none if 0): a contender that takes it waits at least that long, so that
-// a holder of the deleted lease cut off from storage has stopped (see the
-// library's recreated.go). A blob not marked as created again carries none.
+// SeedMetadata is the metadata of a blob created again, at time at, under
+// a fleet whose highest term seen was floor (an ended term that the next
+// one continues; none if 0), marked as created again, and naming longest
+// (if not 0), the longest lease its seeders knew a holder of that term to
+// declare: a contender that takes it waits at least that long, so that a
+// holder of the deleted lease cut off from storage has stopped (see the
+// library's recreated.go).
 func SeedMetadata(role string, floor int64, longest time.Duration, at time.Time) map[string]*string {
-	md := CreateMetadata(role, floor, at)
-	if _, marked := md[MetaRecreated]; marked && longest > 0 {
+	md := EndedMetadata(role, floor, at)
+	mark := at.UTC().Format(time.RFC3339Nano)
+	md[MetaRecreated] = &mark
+	if longest > 0 {
 		v := longest.String()
 		md[MetaLongest] = &v
 	}
