@@ -17,7 +17,7 @@ type containerState struct {
 	etag         string
 	lastModified time.Time
 	blobs        map[string]*blobState
-	names        []string // the blobs' names, sorted, for listing
+	names        []string // the blobs' names, in listing order (compareNames)
 }
 
 // blobState is one block blob.
@@ -70,7 +70,7 @@ func httpTime(t time.Time) string {
 // addBlob puts b into the container, replacing any blob of its name.
 func (cs *containerState) addBlob(b *blobState) {
 	if _, ok := cs.blobs[b.name]; !ok {
-		i, _ := slices.BinarySearch(cs.names, b.name)
+		i, _ := slices.BinarySearchFunc(cs.names, b.name, compareNames)
 		cs.names = slices.Insert(cs.names, i, b.name)
 	}
 	cs.blobs[b.name] = b
@@ -82,7 +82,7 @@ func (cs *containerState) removeBlob(name string) {
 		return
 	}
 	delete(cs.blobs, name)
-	if i, ok := slices.BinarySearch(cs.names, name); ok {
+	if i, ok := slices.BinarySearchFunc(cs.names, name, compareNames); ok {
 		cs.names = slices.Delete(cs.names, i, i+1)
 	}
 }
