@@ -342,7 +342,8 @@ func (s *Service) deleteBlob(c *call) {
 // parseMetadata reads the request's x-ms-meta-* headers. Names keep the
 // case the client sent (the SDK sets its headers without canonicalising
 // them); a name that is not a C# identifier is 400 InvalidMetadata, as on
-// Azurite and Azure. Values of repeated headers are joined with commas.
+// Azurite and Azure. A name sent twice, or a value storage would not read
+// as sent, was refused before (signedAsSent).
 func parseMetadata(c *call) (map[string]string, bool) {
 	const prefix = "x-ms-meta-"
 	var md map[string]string
@@ -358,7 +359,7 @@ func parseMetadata(c *call) (map[string]string, bool) {
 		if md == nil {
 			md = map[string]string{}
 		}
-		md[name] = strings.Join(vs, ",")
+		md[name] = strings.Join(vs, ",") // one value: signedAsSent
 	}
 	return md, true
 }
