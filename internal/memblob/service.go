@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"golang.org/x/net/http/httpguts"
 )
 
 const (
@@ -152,11 +151,11 @@ func (s *Service) Do(req *http.Request) (*http.Response, error) {
 // service, and the observer does not see it.
 func unsendable(req *http.Request) error {
 	for k, vs := range req.Header {
-		if !httpguts.ValidHeaderFieldName(k) {
+		if k == "" || strings.IndexFunc(k, notToken) >= 0 {
 			return fmt.Errorf("net/http: invalid header field name %q", k)
 		}
 		for _, v := range vs {
-			if !httpguts.ValidHeaderFieldValue(v) {
+			if strings.IndexFunc(v, isCTL) >= 0 {
 				// As net/http: the value may be secret.
 				return fmt.Errorf("net/http: invalid header field value for %q", k)
 			}
@@ -164,6 +163,17 @@ func unsendable(req *http.Request) error {
 	}
 	return nil
 }
+
+// notToken and isCTL are net/http's rules (golang.org/x/net/http/httpguts's
+// ValidHeaderFieldName and ValidHeaderFieldValue): a name is a token of
+// RFC 9110 (ASCII letters, digits and !#$%&'*+-.^_`|~); a value has no
+// control character but the tab.
+func notToken(r rune) bool {
+	alnum := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9'
+	return !alnum && !strings.ContainsRune("!#$%&'*+-.^_`|~", r)
+}
+
+func isCTL(r rune) bool { return r < ' ' && r != '\t' || r == 0x7f }
 
 // closeBody closes a request's body, as a transport must.
 func closeBody(req *http.Request) {
