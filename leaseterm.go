@@ -51,7 +51,12 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
-	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(!prev.Recreated.IsZero(), prev.seedLongest())) {
+	// A blob with no term's record, created again or below this
+	// instance's floor, must have stood (recreated.go), however this
+	// contender came to hold its lease: after a read, or at once after a
+	// failure (the mutex's loop).
+	recreated := !prev.Recreated.IsZero() || !prev.TermBad && m.belowFloor(prev.Term.Number)
+	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
 		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
 			return Term{}, Grant{}, err
 		}
@@ -101,8 +106,10 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 // error matching [ErrLeaseHeld] means someone holds the lease, or wrote it
 // meanwhile. Choose term at least as high as any term the fleet, or any
 // system downstream that fences on it, has seen: the fleet's instances
-// continue from the higher of it and the highest they saw themselves, but an
-// instance that never saw the blob trusts it. Two requests.
+// continue from the higher of it and the highest they saw themselves (one
+// below that is raised, marked as created again, and waited for as long as
+// the lease its last holder declared: recreated.go), but an instance that
+// never saw the blob trusts it. Two requests.
 func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseInfo, error) {
 	if term < 0 {
 		return LeaseInfo{}, fmt.Errorf("leaderelection: a term number is 0 or more, got %d", term)

@@ -338,8 +338,15 @@ func (m *BlobDistributedMutex) acquireAndLead(ctx context.Context, c *contention
 	default:
 		c.failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
 		c.look = false
+		// The blob or its container gone, or being deleted: polled every
+		// RetryInterval, whatever backoff earlier failures built
+		// (recreated.go's goneOrGoing).
+		gone := goneOrGoing(err)
+		if gone {
+			c.backoff = s.RetryInterval
+		}
 		c.wait = clock.Jitter(c.backoff)
-		if !goneOrGoing(err) {
+		if !gone {
 			c.backoff = min(2*c.backoff, c.maxBackoff)
 		}
 	}

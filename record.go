@@ -200,10 +200,15 @@ func (f *termFloor) remember(r record) {
 }
 
 // noteLease notes the lease duration r declares, or, on a blob created
-// again, its seed says a holder of its term declared, if r's term is the
-// highest noted (the longer of two for one term) and it reads.
+// again, its seed says a holder of its term declared: the holder of a
+// higher term than any noted replaces what was noted (each earlier
+// holder's lease had passed before that term was recorded); the same term,
+// or a lower one (a record repaired lower, then a term recorded above it),
+// keeps the longer. A declared duration that does not read is another
+// writer's (ours always reads) and lowers nothing; the largest term number
+// is not noted, as the floor does not take it (see).
 func (f *termFloor) noteLease(r record) {
-	if r.TermBad {
+	if r.TermBad || r.Term.Number == math.MaxInt64 {
 		return
 	}
 	d := r.Longest
@@ -213,9 +218,11 @@ func (f *termFloor) noteLease(r record) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	switch {
-	case r.Term.Number > f.last.n:
+	case r.Term.Number > f.last.n && !r.DeclaredBad:
 		f.last = declaredAt{n: r.Term.Number, d: d}
-	case r.Term.Number == f.last.n:
+	case r.Term.Number > f.last.n:
+		f.last = declaredAt{n: r.Term.Number, d: max(f.last.d, d)}
+	default:
 		f.last.d = max(f.last.d, d)
 	}
 }

@@ -34,13 +34,14 @@ import (
 // (raiseHeld), if that read and write get through. Any
 // other blob that carries no term's record (a first start, a repaired
 // record, one a script created again empty) is not waited for, unless a
-// contender reads it below its floor: then it was created again, or
-// rewritten lower, under a running fleet, and the contender raises it
-// marked as created again, so that it is waited for from then on. A
+// contender reads it, or takes its lease, below a term it saw recorded
+// there (belowFloor): then it was created again, or rewritten lower, under
+// a running fleet, and the contender waits for it and raises it marked as
+// created again, so that every other contender waits for it too. A
 // contender that finds the blob or its container gone, or the container
 // being deleted (Azure refuses to create it again for about 30 s), polls
-// it every RetryInterval, not with a backoff (goneOrGoing), so that its
-// raise lands within the wait.
+// it every RetryInterval, not with a backoff, whatever earlier failures
+// built (goneOrGoing), so that its raise lands within the wait.
 //
 // The wait also keeps the funcs apart. A leader cut off from storage as its
 // blob (or container) is deleted learns nothing of it: it acts on until its
@@ -157,32 +158,46 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
 			"error", err)
 	}
-	return max(0, m.settleFor(!info.Recreated.IsZero(), info.seedLongest)-time.Since(m.fresh.watch(info.ETag, info.Received)))
+	return max(0, m.settleFor(!info.Recreated.IsZero() || m.belowFloor(info.Leader.Number), info.seedLongest)-time.Since(m.fresh.watch(info.ETag, info.Received)))
 }
 
 // raisedSeed is the seed that raises a blob without a term's record,
-// numbered number, to this manager's floor, and, if the blob is marked
-// created again (its seed saying that a holder declared a lease as long as
-// longest), to the longest lease this manager knows a holder declared: nil
-// if neither is higher. The raise marks the blob created again: one below
-// this instance's floor was created again, or rewritten lower, under a
-// running fleet (by an instance that never saw its terms, or by another
-// writer), so whoever takes it waits for it.
+// numbered number, to this manager's floor (or a term it proposed above
+// it), and, if the blob is marked created again (its seed saying that a
+// holder declared a lease as long as longest), to the longest lease this
+// manager knows a holder declared: nil if neither is higher. The raise
+// marks the blob created again if it was, or if it is below a term this
+// instance saw recorded (belowFloor): such a blob was created again, or
+// rewritten lower, under a running fleet (by an instance that never saw
+// its terms, or by another writer), so whoever takes it waits for it. One
+// below a term only proposed (a record whose answer was lost: no func ran
+// under it) is raised unmarked.
 func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool, longest time.Duration) map[string]*string {
 	floor := m.floor.seed()
+	mark := recreated || m.belowFloor(number)
 	if floor <= number && (!recreated || m.floor.longestDeclared() <= longest) {
 		return nil
 	}
-	return m.seedMetadata(max(floor, number), true)
+	return m.seedMetadata(max(floor, number), mark)
 }
+
+// belowFloor reports whether a blob whose record carries no term, numbered
+// number, is below a term this instance saw recorded there: created again,
+// or rewritten lower, under a running fleet, and to be waited for as a
+// blob created again is (see above).
+func (m *BlobLeaseManager) belowFloor(number int64) bool { return number < m.floor.get() }
 
 // seedMetadata is the metadata a blob is created with, or a blob without a
 // term's record raised to, by this manager: its role and the term floor
 // and, if marked created again by a manager that waits for such a blob (a
 // mutex's), the longest lease this manager knows a holder of it declared.
 // (Another's marks it if floor is above 0, as wire.CreateMetadata does.)
+// Unmarked, it is an ended term's record that the next term continues.
 func (m *BlobLeaseManager) seedMetadata(floor int64, recreated bool) map[string]*string {
-	if !recreated || m.settle <= 0 {
+	switch {
+	case !recreated:
+		return wire.EndedMetadata(string(m.role), floor, time.Now())
+	case m.settle <= 0:
 		return wire.CreateMetadata(string(m.role), floor, time.Now())
 	}
 	return wire.SeedMetadata(string(m.role), floor, m.floor.longestDeclared(), time.Now())
