@@ -39,6 +39,8 @@ func TestNewShardOwnerRejectsBadInput(t *testing.T) {
 		{"trailing dot", good, []string{"a."}, fn, nil, "must not end with a dot"},
 		{"too long", good, []string{strings.Repeat("x", 257)}, fn, nil, "at most 256 characters"},
 		{"named twice", good, []string{"a", "b", "a"}, fn, nil, `shard "a" is named twice`},
+		{"several bad names, all reported", good, []string{"a b", "c", "d.", "c"}, fn, nil, `invalid shard name "a b": may contain only letters, digits, '/' and - _ . ~ : @ =, got ' '` +
+			"\nleaderelection: invalid shard name \"d.\": must not end with a dot\nleaderelection: shard \"c\" is named twice"},
 		{"stall timeout", good, nil, fn, []Option{WithStallTimeout(time.Minute)}, "WithStallTimeout is not supported"},
 		{"empty lease ID file", good, nil, fn, []Option{WithLeaseIDFile("")}, "WithLeaseIDFile: the path is empty"},
 		{"bad identity", good, nil, fn, []Option{WithIdentity(" pod")}, "identity must not begin or end with a space"},
