@@ -159,6 +159,25 @@ func TestNoGoroutineOutlivesShardOwnerInspect(t *testing.T) {
 	goleak.VerifyNone(t, before)
 }
 
+// Run called while it runs is refused in the ShardOwner's own words (not
+// the mutex's), matching ErrAlreadyRunning, and leaves the first run be.
+func TestSecondConcurrentShardOwnerRunIsRefused(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		log := &shardLog{}
+		r := startOwner(t, "a", shardSettings(t), shardNames(2), log.fn("a", func(ctx context.Context, _ string) error {
+			<-ctx.Done()
+			return nil
+		}))
+		waitFor(t, time.Minute, "both shards running", func() bool { return log.perOwner()["a"] == 2 })
+		err := r.owner.Run(context.Background())
+		require.ErrorIs(t, err, ErrAlreadyRunning)
+		assert.EqualError(t, err, "leaderelection: ShardOwner.Run is already running on this ShardOwner")
+		assert.Equal(t, 2, log.perOwner()["a"], "the first run goes on")
+		require.ErrorIs(t, r.stop(t), context.Canceled)
+	})
+}
+
 // A panic in a shard func releases that shard, stops every other shard func,
 // releases the session, and then propagates from Run.
 func TestShardPanicReleasesEverythingThenPropagates(t *testing.T) {
