@@ -176,3 +176,45 @@ func Outside(doc string, p Publication) string {
 	}
 	return b.String()
 }
+
+// Check reports what is wrong with publishing p on doc (the file as it is)
+// for a command that measured commit: a section or a summary row that doc
+// does not have already (a command refreshes its figures, in place: a new
+// one is added by hand first), a first section or a row without the
+// commit, or
+// anything else of doc that applying p would change. Each command's test
+// runs it on a copy of BENCHMARKS.md.
+func Check(doc string, p Publication, commit string) error {
+	var errs []error
+	for i, s := range p.Sections {
+		heading, _, _ := strings.Cut(s, "\n")
+		if _, _, ok := sectionSpan(doc, heading); !ok {
+			errs = append(errs, fmt.Errorf("the file has no section %q", heading))
+		}
+		if i == 0 && !strings.Contains(s, "commit "+commit) { // the first says how the figures were produced
+			errs = append(errs, fmt.Errorf("the section %q does not say \"commit %s\"", heading, commit))
+		}
+	}
+	names := map[string]bool{}
+	for _, l := range strings.Split(doc, "\n") {
+		if strings.HasPrefix(l, "|") {
+			names[firstCell(l)] = true
+		}
+	}
+	for _, r := range p.Rows {
+		if !names[firstCell(r)] {
+			errs = append(errs, fmt.Errorf("the summary has no row %q", firstCell(r)))
+		}
+		if !strings.Contains(r, "| "+commit+" |") {
+			errs = append(errs, fmt.Errorf("the row %q does not carry the commit %s", firstCell(r), commit))
+		}
+	}
+	after, err := Apply(doc, p)
+	switch {
+	case err != nil:
+		errs = append(errs, err)
+	case Outside(doc, p) != Outside(after, p):
+		errs = append(errs, errors.New("publishing changes the file outside the command's sections and rows"))
+	}
+	return errors.Join(errs...)
+}

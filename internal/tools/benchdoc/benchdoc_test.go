@@ -87,3 +87,22 @@ func TestAPublicationKeepsTheRestOfBENCHMARKSByteForByte(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, after, again, "publishing the same twice changes nothing")
 }
+
+// Check accepts a command's refresh of what it owns, and names each way a
+// publication would go wrong.
+func TestCheckNamesWhatAPublicationWouldBreak(t *testing.T) {
+	doc := "# B\n\n## Summary\n\n| figure | commit |\n|---|---|\n| crash | abc |\n\n## Failover\n\nProduced at commit abc.\n"
+	good := Publication{Sections: []string{"## Failover\n\nProduced at commit def.\n"}, Rows: []string{"| crash | def |"}}
+	assert.NoError(t, Check(doc, good, "def"))
+	for _, tc := range []struct {
+		p    Publication
+		want string
+	}{
+		{Publication{Sections: []string{"## Other\n\ncommit def\n"}}, `the file has no section "## Other"`},
+		{Publication{Sections: []string{"## Failover\n\nno stamp\n"}}, `does not say "commit def"`},
+		{Publication{Rows: []string{"| restart | def |"}}, `the summary has no row "restart"`},
+		{Publication{Rows: []string{"| crash | abc |"}}, `the row "crash" does not carry the commit def`},
+	} {
+		assert.ErrorContains(t, Check(doc, tc.p, "def"), tc.want)
+	}
+}
