@@ -407,6 +407,14 @@ func TestREADMEIsShort(t *testing.T) {
 	assert.LessOrEqual(t, lines, 250, "README.md lines: move the detail to a page in docs/")
 }
 
+// BENCHMARKS.md stays short: the summary, how to measure, the peers and a
+// short section per figure; earlier runs and investigations go to
+// docs/benchmarks-history.md.
+func TestBENCHMARKSIsShort(t *testing.T) {
+	lines := strings.Count(readDoc(t, "BENCHMARKS.md"), "\n")
+	assert.LessOrEqual(t, lines, 450, "BENCHMARKS.md lines: move the detail to docs/benchmarks-history.md")
+}
+
 // figure finds a number in prose, with its unit if one follows: 14.78 s,
 // 10,000, 1.06×, 0.7 %, 16.7 ms; not one inside a word or a name (p99,
 // c017f79, TestX2, 2^53). anyFigure finds every number, for the published
