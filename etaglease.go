@@ -63,6 +63,15 @@ func (m *BlobLeaseManager) kindReason() string {
 		m.settings.LeaseDuration, minLeaseDuration/time.Second, maxLeaseDuration/time.Second)
 }
 
+// kindAttrs are the log attributes that name the lease's kind, and why an
+// ETag lease is one (kindReason).
+func (m *BlobLeaseManager) kindAttrs() []any {
+	if why := m.kindReason(); why != "" {
+		return []any{"lease", m.Kind(), "leaseReason", why}
+	}
+	return []any{"lease", m.Kind()}
+}
+
 // leaseSeconds is the duration to ask the server for: an ETag lease is an
 // infinite one (-1), which only a break ends.
 func (m *BlobLeaseManager) leaseSeconds() int32 {

@@ -166,8 +166,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	defer m.term.metrics.observeLeading(m.term.leading.Load)()
 
 	s := m.lease.settings
-	m.logger.Info("leaderelection: contending for leadership", "container", s.Container, "blob", s.Blob,
-		"identity", m.opts.identity, "lease", m.lease.Kind(), "leaseDuration", s.LeaseDuration)
+	m.logger.Info("leaderelection: contending for leadership", append([]any{"container", s.Container, "blob", s.Blob,
+		"identity", m.opts.identity, "leaseDuration", s.LeaseDuration}, m.lease.kindAttrs()...)...)
 	c := &contention{
 		backoff: s.RetryInterval,
 		// Backing off longer than a native lease lasts gains nothing; a long
