@@ -20,7 +20,7 @@ type messyFault struct {
 // them the container's.
 func (h *harness) messyCycle() []messyFault {
 	var out []messyFault
-	deletes := []string{FaultDeleteBlob, FaultDeleteBlob, FaultDeleteContainer}
+	deletes := []string{FaultDeleteBlob, FaultDeleteBlob, FaultDeleteContainer, FaultCutOffDelete}
 	for i, c := range tamper.Cases {
 		if h.cfg.Malformed {
 			out = append(out, messyFault{kind: FaultMalformed, c: c})
@@ -57,9 +57,9 @@ func (h *harness) repairWithin() time.Duration {
 // other than target to witness the highest term started (see witnessed):
 // followers read the blob every retry interval, but back off while
 // storage fails them.
-func (h *harness) waitWitness(ctx context.Context, target string) (ok bool, top int64) {
+func (h *harness) waitWitness(ctx context.Context, target string, all bool) (ok bool, top int64) {
 	h.log.Wait(ctx, h.timings.LeaseDuration+h.timings.RetryInterval+2*h.timings.Slack, func() bool {
-		ok, top = h.witnessed(target)
+		ok, top = h.witnessed(target, all)
 		return ok
 	})
 	return ok, top
@@ -75,6 +75,11 @@ func (h *harness) waitWitness(ctx context.Context, target string) (ok bool, top 
 // contender leads. It reports false, having done nothing, when there is
 // no leader to stop.
 func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob string) (bool, error) {
+	if m.kind == FaultCutOffDelete {
+		// A process fault and a deletion at once: the leader is not
+		// stopped.
+		return h.inject(ctx, m.kind, u, blob)
+	}
 	target := h.leader()
 	var l *lane
 	for _, x := range h.lanes {
@@ -87,7 +92,7 @@ func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob
 		return false, nil
 	}
 	if m.kind != FaultMalformed {
-		if ok, top := h.waitWitness(ctx, target); !ok {
+		if ok, top := h.waitWitness(ctx, target, false); !ok {
 			h.progress("no running contender but %s has seen term %d lead; %s held back", target, top, m.kind)
 			return false, nil
 		}
