@@ -253,28 +253,6 @@ func (h *harness) track(r Record) {
 	}
 }
 
-// witnessed reports whether a running process other than lane but's has
-// started or seen lead the highest term started on the blob (top): it then
-// seeds the blob, if deleted, above that term (see docs/limits.md: a blob
-// deleted while no running instance saw its last term may repeat it). With
-// all, whether every lane's process but but's has: then none that never saw
-// the term can be the first to create the blob again.
-func (h *harness) witnessed(but string, all bool) (ok bool, top int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := 0
-	for _, l := range h.lanes {
-		if l.name != but {
-			if t, saw := h.seen[l.name]; saw && t >= h.top {
-				n++
-			} else if all {
-				return false, h.top
-			}
-		}
-	}
-	return n > 0, h.top
-}
-
 func (h *harness) note(kind, fault, target, detail string) int64 {
 	r := Record{Mono: Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
 	h.log.Add(r)
@@ -523,11 +501,11 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		h.note(KindHeal, kind, "", "")
 		return true, nil
 	}
+	h.note(KindFault, kind, target, detail)
 	names, err := h.addToxics(l, kind)
 	if err != nil {
 		return false, err
 	}
-	h.note(KindFault, kind, target, detail)
 	Sleep(ctx, hold)
 	for _, n := range names {
 		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)

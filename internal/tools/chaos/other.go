@@ -53,6 +53,28 @@ func (h *harness) repairWithin() time.Duration {
 	return max(time.Minute, 4*h.timings.LeaseDuration)
 }
 
+// witnessed reports whether a running process other than lane but's has
+// started or seen lead the highest term started on the blob (top): it then
+// seeds the blob, if deleted, above that term (see docs/limits.md: a blob
+// deleted while no running instance saw its last term may repeat it). With
+// all, whether every lane's process but but's has: then none that never saw
+// the term can be the first to create the blob again.
+func (h *harness) witnessed(but string, all bool) (ok bool, top int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.lanes {
+		if l.name != but {
+			if t, saw := h.seen[l.name]; saw && t >= h.top {
+				n++
+			} else if all {
+				return false, h.top
+			}
+		}
+	}
+	return n > 0, h.top
+}
+
 // waitWitness waits, up to the liveness bound, for a running contender
 // other than target to witness the highest term started (see witnessed):
 // followers read the blob every retry interval, but back off while
