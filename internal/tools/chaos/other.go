@@ -16,8 +16,8 @@ type messyFault struct {
 }
 
 // messyCycle is the messy world's faults the run takes in turn: a
-// malformed record of each case, and deletions in between, every third of
-// them the container's.
+// malformed record of each case, and deletions in between: two of the
+// blob, then the container, then the container under a cut-off leader.
 func (h *harness) messyCycle() []messyFault {
 	var out []messyFault
 	deletes := []string{FaultDeleteBlob, FaultDeleteBlob, FaultDeleteContainer, FaultCutOffDelete}
