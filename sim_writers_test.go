@@ -7,10 +7,13 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
@@ -614,4 +617,60 @@ func (w *simWriter) observe(e memblob.Event) {
 // hand.
 func byWriter(md map[string]string) bool {
 	return storedValue(md, simWriterMarker) != ""
+}
+
+// TestSimWriterHoldBacksNameTheirSections checks that each hold-back of
+// the other writer cites what the docs say: a heading of docs/limits.md
+// (its first quote), and phrases found in that section, or in the
+// library's doc it names.
+func TestSimWriterHoldBacksNameTheirSections(t *testing.T) {
+	norm := func(s string) string {
+		s = strings.NewReplacer("`", "", "// ", " ", "\n", " ").Replace(s)
+		return strings.Join(strings.Fields(s), " ")
+	}
+	limits, err := os.ReadFile("docs/limits.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	repair, err := os.ReadFile("leaseterm.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sections := map[string]string{} // heading -> its text, normalized
+	for _, part := range strings.Split(string(limits), "\n## ")[1:] {
+		heading, body, _ := strings.Cut(part, "\n")
+		sections[heading] = norm(body)
+	}
+	v := reflect.ValueOf(simWriterLimits)
+	for i := range v.NumField() {
+		cite := v.Field(i).String()
+		quotes := regexp.MustCompile(`"([^"]+)"`).FindAllStringSubmatch(cite, -1)
+		if len(quotes) == 0 {
+			t.Errorf("%s: cites nothing", cite)
+			continue
+		}
+		text := ""
+		switch {
+		case strings.HasPrefix(cite, "limits.md "):
+			body, ok := sections[quotes[0][1]]
+			if !ok {
+				t.Errorf("%s: docs/limits.md has no section %q", cite, quotes[0][1])
+				continue
+			}
+			text = body
+		case strings.HasPrefix(cite, "RepairRecord's doc: "):
+			text = norm(string(repair))
+		default:
+			t.Errorf("%s: cites neither docs/limits.md nor RepairRecord's doc", cite)
+			continue
+		}
+		for j, q := range quotes {
+			if j == 0 && strings.HasPrefix(cite, "limits.md ") {
+				continue // the heading
+			}
+			if !strings.Contains(text, q[1]) {
+				t.Errorf("%s: %q is not in what it cites", cite, q[1])
+			}
+		}
+	}
 }
