@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -29,11 +30,12 @@ import (
 // enabled actions, drawn: the process crashes there (between that step
 // and its next: between an acquire and its record, a record and its lease
 // change, a note and its adoption...), its path to storage is cut, the
-// answer is lost, the answer comes late, or the other writer (see
-// sim_writers_test.go) acts on that very blob at that moment. And a
-// process that starts again with its lease ID file may find the other
-// writer has just acted on the blob its file names (between a session's
-// death and its restart with its file). Every effect ends before the
+// answer is lost, the answer comes late, the other writer (see
+// sim_writers_test.go) acts on that very blob at that moment, or a process
+// that a point crashed starts again now rather than later. And a process
+// that starts again with its lease ID file may find the other writer has
+// just made a lease action under the file's ID on the blob it names
+// (between a session's death and its restart with its file). Every effect ends before the
 // calm. No code of the library's is changed: the points are read from its
 // requests.
 
@@ -47,14 +49,15 @@ const (
 	ptRelease       = "after a release"
 	ptBreak         = "after a break"
 	ptSessionRecord = "after a session's record"
+	ptEndMark       = "after a session's end mark"
 	ptNote          = "after a note"
 	ptRestart       = "at a restart with its lease ID file"
 )
 
-var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptNote, ptRestart}
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer"}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now"}
 
 // simActors are the fleet's actors besides its instances and its plan:
 // the other writer and the points.
@@ -71,11 +74,14 @@ type simPoints struct {
 	f    *simFleet
 	odds map[string]float64 // the enabled points and their odds
 	acts []string           // the enabled actions
+
+	mu   sync.Mutex
+	down map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
 }
 
 func newSimPoints(f *simFleet) *simPoints {
 	rng := f.rngFor("points")
-	p := &simPoints{f: f, odds: map[string]float64{}}
+	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}}
 	for _, pt := range simPointNames {
 		if rng.IntN(2) == 0 {
 			p.odds[pt] = 0.05 + 0.45*rng.Float64()
@@ -195,6 +201,9 @@ func (t *simPointTransport) point(req *http.Request) string {
 	}
 	switch {
 	case req.URL.Query().Get("comp") == "metadata" && strings.HasPrefix(name, simPrefix+"/"+wire.SessionsDir):
+		if simHeader(req.Header, "x-ms-meta-"+wire.MetaEnded) != "" {
+			return ptEndMark
+		}
 		return ptSessionRecord
 	case req.URL.Query().Get("comp") == "metadata":
 		term := simHeader(req.Header, "x-ms-meta-"+wire.MetaTerm)
@@ -228,14 +237,40 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	switch act {
 	case "crash":
 		if f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+			now := make(chan struct{})
+			t.p.mu.Lock()
+			t.p.down[l] = now
+			t.p.mu.Unlock()
 			f.wg.Go(func() {
 				select {
 				case <-f.ctx.Done():
+					return
 				case <-time.After(d):
-					f.revive(l)
+				case <-now:
 				}
+				t.p.mu.Lock()
+				delete(t.p.down, l)
+				t.p.mu.Unlock()
+				f.revive(l)
 			})
 		}
+	case "restart now":
+		// A process a point crashed starts again now (drawn among them),
+		// not when its crash was to end.
+		t.p.mu.Lock()
+		var down []*simLane
+		for o := range t.p.down {
+			down = append(down, o)
+		}
+		slices.SortFunc(down, func(a, b *simLane) int { return a.idx - b.idx })
+		if len(down) > 0 {
+			t.mu.Lock()
+			o := down[t.rng.IntN(len(down))]
+			t.mu.Unlock()
+			close(t.p.down[o])
+			delete(t.p.down, o)
+		}
+		t.p.mu.Unlock()
 	case "cut":
 		l.mu.Lock()
 		l.cut++
@@ -260,7 +295,10 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 			return t.lose(req, resp, req.Context().Err())
 		}
 	case "other writer":
-		f.actors.writer.act(simRequestBlob(req), calm)
+		t.mu.Lock()
+		r := rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64()))
+		t.mu.Unlock()
+		f.actors.writer.act(r, simRequestBlob(req), calm)
 	}
 	return resp, err
 }
@@ -274,7 +312,9 @@ func (t *simPointTransport) lose(req *http.Request, resp *http.Response, err err
 
 // restart is the point at the start of lane l's process with its lease
 // ID file (not its first): the other writer acts on the blob the file
-// names (a ShardOwner's session, or the mutex's blob), just before.
+// names (a ShardOwner's session, or the mutex's blob), just before, with a
+// lease action under the file's ID, as a stale twin of the process (or a
+// script given the file) would.
 func (p *simPoints) restart(l *simLane) {
 	odds, ok := p.odds[ptRestart]
 	left, calm := p.left()
@@ -285,18 +325,18 @@ func (p *simPoints) restart(l *simLane) {
 	if rng.Float64() >= odds {
 		return
 	}
+	b, err := os.ReadFile(l.file)
+	id := strings.TrimSpace(string(b))
+	if err != nil || id == "" {
+		return
+	}
 	blob := simNativeBlob
 	switch l.kind {
 	case laneETag:
 		blob = simETagBlob
 	case laneShard:
-		b, err := os.ReadFile(l.file)
-		id := strings.TrimSpace(string(b))
-		if err != nil || id == "" {
-			return
-		}
 		blob = wire.SessionBlob(simPrefix+"/", id)
 	}
 	p.f.count("point "+ptRestart+": other writer", 1)
-	p.f.actors.writer.act(blob, calm)
+	simWriterCall{p.f.actors.writer, rng}.actAs(blob, calm, id)
 }
