@@ -216,6 +216,14 @@ func (w simWriterCall) newID() string {
 	return id
 }
 
+// holds reports whether id is the writer's own lease on blob: one it took
+// on a blob nobody held.
+func (w *simWriter) holds(blob, id string) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.owned[blob] == id
+}
+
 // ownID reports whether id is one the writer made up.
 func (w *simWriter) ownID(id string) bool {
 	w.mu.Lock()
@@ -268,9 +276,9 @@ func (w simWriterCall) guessID(blob string, st memblob.BlobState) (string, strin
 }
 
 // limit is the section that holds back a change of blob's lease, whose
-// state is st, that would end it at end (zero: at once) while it stands
-// under an ID that is not the writer's own, sooner than it would end
-// without it (zero if the lease is not held, or the change ends it no
+// state is st, that would end it at end while it stands, not as the
+// writer's own lease (one it took on a blob nobody held), sooner than it
+// would end without it (zero if the lease is not held, or the change ends it no
 // sooner): "" if nothing holds it back.
 func (w *simWriter) limit(blob string, st memblob.BlobState, end time.Time, infinite bool) string {
 	now := time.Now()
@@ -285,7 +293,9 @@ func (w *simWriter) limit(blob string, st memblob.BlobState, end time.Time, infi
 	default:
 		return ""
 	}
-	if w.ownID(st.LeaseID) || !ends.IsZero() && !ends.After(now) {
+	if w.holds(blob, st.LeaseID) || !ends.IsZero() && !ends.After(now) {
+		// Its own (taken on a blob nobody held), or over already. A lease
+		// it changed from a holder to an ID it made up is not its own.
 		return ""
 	}
 	if infinite || !ends.IsZero() && !end.Before(ends) {
@@ -334,7 +344,7 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 			secs = int32(15 + w.intn(int(min(left, 60*time.Second)/time.Second)-14))
 		}
 		if exists && st.LeaseID == id && secs < 0 && st.LeaseState == lease.StateTypeLeased && st.LeaseDuration == lease.DurationTypeFixed &&
-			!w.ownID(id) && !*simStale {
+			!w.holds(blob, id) && !*simStale {
 			w.heldBack(kind, simWriterLimits.madeInfinite)
 			return "", nil
 		}
@@ -629,7 +639,7 @@ func (w *simWriter) releaseOwned() {
 // lock, before the checker hears of e: a change of a lease to an ID the
 // writer made up takes it from whoever held it (the checker's Taken).
 func (w *simWriter) observe(e memblob.Event) {
-	if e.Op == memblob.OpChange && e.OK() && w.ownID(e.ProposedLeaseID) && !w.ownID(e.LeaseID) {
+	if e.Op == memblob.OpChange && e.OK() && w.ownID(e.ProposedLeaseID) {
 		w.f.chk.Taken(e.Time, e.Container+"/"+e.Blob, e.LeaseID, e.ProposedLeaseID)
 	}
 }

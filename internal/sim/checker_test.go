@@ -184,7 +184,14 @@ func TestTakenExemptsOnlyTheFuncsActingFromTheLeaseRule(t *testing.T) {
 	if v, _ := c.Violations(); len(v) != 0 {
 		t.Fatalf("a func started under a lease another writer took from its instance: %v", v)
 	}
-	c.Start(t0.Add(4*time.Second), b, "i2", 3, func(l string) bool { return l == "b" })
+	// Changed again by the writer: still taken from i1.
+	c.Taken(t0.Add(3500*time.Millisecond), b, "w", "w2")
+	c.Lease(LeaseEvent{Time: t0.Add(3500 * time.Millisecond), Blob: b, Op: "change", State: Leased, ID: "w2"})
+	c.End(t0.Add(4*time.Second), c.Start(t0.Add(4*time.Second), b, "i1", 3, func(l string) bool { return l == "a" }))
+	if v, _ := c.Violations(); len(v) != 0 {
+		t.Fatalf("a func started under a lease another writer took from its instance, and changed again: %v", v)
+	}
+	c.Start(t0.Add(4*time.Second), b, "i2", 4, func(l string) bool { return l == "b" })
 	if v, _ := c.Violations(); len(v) != 1 || v[0].Rule != "lease" {
 		t.Fatalf("a func started under another writer's lease: violations %v, want one of the lease rule", v)
 	}

@@ -18,6 +18,9 @@ func (c *Checker) Taken(t time.Time, blob, from, to string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.election(blob)
+	if from == e.taken[1] && e.lease.ID == from {
+		from = e.taken[0] // changed again: still the first holder's
+	}
 	e.taken = [2]string{from, to}
 	n := 0
 	for _, f := range e.acting {
