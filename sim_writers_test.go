@@ -64,15 +64,17 @@ import (
 // never saw the blob trusts it"), and which guarantees.md's "The term
 // never repeats or goes down, whatever another writer puts on the blob"
 // contradicts (-sim.stale lets it happen); and a fixed lease acquired
-// again as infinite under its holder's ID (which only its lease ID file
-// tells: "A lease ID file is sound on one host only"), which the followers
-// then break as a silent ETag lease while its native holder renews.
-var simWriterLimits = struct{ breakShortens, etagBreak, shardBreak, staleTerm, madeInfinite string }{
+// again under its holder's ID (which only its lease ID file tells: "A
+// lease ID file is sound on one host only") as infinite, which the
+// followers then break as a silent ETag lease while its native holder
+// renews, or for less than the holder's duration, which its renewals then
+// extend it by, while the holder times its deadline with its own.
+var simWriterLimits = struct{ breakShortens, etagBreak, shardBreak, staleTerm, redone string }{
 	breakShortens: `limits.md "A break shortens the lease"`,
 	etagBreak:     `limits.md "An ETag lease trusts the followers' clocks" (the safe break of an ETag lease is BreakWhenSilent)`,
 	shardBreak:    `limits.md "A break shortens the lease": "Never break a ShardOwner's shard by hand"`,
 	staleTerm:     `RepairRecord's doc: "an instance that never saw the blob trusts it" (not in limits.md)`,
-	madeInfinite:  `limits.md "A lease ID file is sound on one host only" (a native lease made infinite under its holder's ID)`,
+	redone:        `limits.md "A lease ID file is sound on one host only" (a native lease acquired again under its holder's ID, infinite or shorter)`,
 }
 
 var simStale = flag.Bool("sim.stale", false, "simulator: let the other writer write terms lower than the fleet saw (see simWriterLimits)")
@@ -312,6 +314,18 @@ func (w *simWriter) limit(blob string, st memblob.BlobState, end time.Time, infi
 	return simWriterLimits.etagBreak
 }
 
+// declared is the lease duration blob's record declares, or, if none, the
+// fleet's for its kind.
+func (w *simWriter) declared(blob string, st memblob.BlobState) time.Duration {
+	if d, err := time.ParseDuration(storedValue(st.Metadata, wire.MetaLeaseDuration)); err == nil && d > 0 {
+		return d
+	}
+	if blob == simETagBlob {
+		return w.f.shape.etag
+	}
+	return w.f.shape.native
+}
+
 // heldBack counts a hold-back of action on blob by section why.
 func (w *simWriter) heldBack(action, why string) {
 	w.f.mu.Lock()
@@ -343,9 +357,11 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 		if w.float() < 0.6 && left >= 15*time.Second {
 			secs = int32(15 + w.intn(int(min(left, 60*time.Second)/time.Second)-14))
 		}
-		if exists && st.LeaseID == id && secs < 0 && st.LeaseState == lease.StateTypeLeased && st.LeaseDuration == lease.DurationTypeFixed &&
-			!w.holds(blob, id) && !*simStale {
-			w.heldBack(kind, simWriterLimits.madeInfinite)
+		if exists && st.LeaseID == id && st.LeaseState == lease.StateTypeLeased && st.LeaseDuration == lease.DurationTypeFixed &&
+			!w.holds(blob, id) && (secs < 0 || time.Duration(secs)*time.Second < w.declared(blob, st)) && !*simStale {
+			// Its next renewals would extend it by that, not by the
+			// duration its holder times its deadline with.
+			w.heldBack(kind, simWriterLimits.redone)
 			return "", nil
 		}
 		if exists && st.LeaseID == id {
