@@ -194,8 +194,10 @@ func (f *simFleet) act(ctx context.Context, l *simLane, election, instance strin
 	}
 	l.mu.Unlock()
 	f.mu.Lock()
-	delete(f.pending, election)
-	delete(f.witnesses, election)
+	if f.ranAgain(election, term.Number) {
+		delete(f.pending, election)
+		delete(f.witnesses, election)
+	}
 	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now, term: term.Number}
 	f.mu.Unlock()
 	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)

@@ -340,3 +340,13 @@ func (p *simPoints) restart(l *simLane) {
 	p.f.count("point "+ptRestart+": other writer", 1)
 	simWriterCall{p.f.actors.writer, rng}.actAs(blob, calm, id)
 }
+
+// ranAgain reports whether a func of term starting now on election runs
+// it again since its deletion (if it is pending): not if its term was
+// recorded before the deletion, or at the same instant (a point may strike
+// between a term's record and its func's start). Under f.mu.
+func (f *simFleet) ranAgain(election string, term int64) bool {
+	at, pending := f.pending[election]
+	rec := f.lastRecord[election]
+	return !pending || rec.term != term || rec.at.After(at)
+}
