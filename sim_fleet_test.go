@@ -153,6 +153,7 @@ type simFleet struct {
 	named      map[string]simRun
 	held       map[string]int
 	termed     map[string]bool // shard elections whose blob carries a term's record
+	actors     simActors       // the other writer and the protocol points (sim_points_test.go)
 }
 
 // simRun is who started an election's last func (or recorded its highest
@@ -320,12 +321,14 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
 	})
+	f.actors = newSimActors(f)
 	return f
 }
 
 // observe turns the fake's events into the checker's, under the fake's
 // lock: the order in which requests took effect.
 func (f *simFleet) observe(e memblob.Event) {
+	f.actors.writer.observe(e)
 	switch {
 	case e.Op == memblob.OpDeleteContainer:
 		if e.OK() {
@@ -377,7 +380,7 @@ func simRecord(md map[string]string) (term, holder string, ended bool) {
 func (f *simFleet) stored(e memblob.Event) {
 	term, holder, ended := simRecord(e.Metadata)
 	n, err := strconv.ParseInt(term, 10, 64)
-	if err != nil || n <= 0 {
+	if err != nil || n <= 0 || byWriter(e.Metadata) {
 		return
 	}
 	switch {

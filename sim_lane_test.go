@@ -87,6 +87,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	f.names[name] = l
 	f.mu.Unlock()
 	f.trace.printf(time.Now(), "%s starts", name)
+	f.actors.points.restart(l)
 	defer func() { f.trace.printf(time.Now(), "%s returned", name) }()
 	opts := []Option{WithIdentity(name), bubbleClock(), WithLogger(f.logger(name))}
 	if l.file != "" {
@@ -100,6 +101,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 			blob, d = simETagBlob, f.shape.etag
 		}
 		s := f.settings(blob, d, tr)
+		s.ClientOptions.Transport = f.actors.points.transport(l, inc, tr)
 		election := simContainer + "/" + blob
 		opts = append(opts, WithEvents(func(e Event) {
 			f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
@@ -116,6 +118,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		run = m.RunTaskWhenMutexAcquired
 	case laneShard:
 		s := f.settings(simPrefix, f.shape.session, tr)
+		s.ClientOptions.Transport = f.actors.points.transport(l, inc, tr)
 		s.RetryInterval = f.shape.shardRetry
 		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
 			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait, l.noteWait))
@@ -191,8 +194,10 @@ func (f *simFleet) act(ctx context.Context, l *simLane, election, instance strin
 	}
 	l.mu.Unlock()
 	f.mu.Lock()
-	delete(f.pending, election)
-	delete(f.witnesses, election)
+	if f.ranAgain(election, term.Number) {
+		delete(f.pending, election)
+		delete(f.witnesses, election)
+	}
 	f.lastRun[election] = simRun{lane: l.idx, inc: inc, at: now, term: term.Number}
 	f.mu.Unlock()
 	f.trace.printf(now, "%s func starts on %s term %d", instance, election, term.Number)

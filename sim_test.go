@@ -313,6 +313,7 @@ func (f *simFleet) run() {
 		l.starting = true
 		at(f.between(0, time.Second), func() { f.startLane(l) })
 	}
+	f.actors.writer.schedule(at)
 	id := 0
 	for _, st := range f.plan {
 		for _, ft := range st.Faults {

@@ -125,8 +125,9 @@ type election struct {
 	// lastActive is when a func of the election last acted: now, if one
 	// acts (see active), else the end of the last one.
 	lastActive time.Time
-	recTerm    int64  // the highest term recorded on its blob
-	recBy      string // for whom
+	recTerm    int64     // the highest term recorded on its blob
+	recBy      string    // for whom
+	taken      [2]string // the lease IDs another writer last changed its lease from and to (see Taken)
 }
 
 // NewChecker returns an empty checker that keeps the first 100
@@ -171,7 +172,7 @@ func (c *Checker) Start(t time.Time, election, instance string, term int64, owns
 	} else {
 		e.maxTerm, e.maxBy = term, instance
 	}
-	if !e.deleted.IsZero() && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) {
+	if !e.deleted.IsZero() && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
 		f.Exempt = true
 	} else if !e.lease.held(e.lease.ID, t) || !owns(e.lease.ID) {
 		c.violate(t, "lease", "%s: %s's func (term %d) started while the fake's lease is %s under %q (expiry %s), not a lease of its own",

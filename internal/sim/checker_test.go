@@ -163,3 +163,44 @@ func TestMaxTermCountsATermRecordedThatNeverRan(t *testing.T) {
 		t.Fatalf("MaxTerm %d, want 8", got)
 	}
 }
+
+func TestTakenExemptsOnlyTheFuncsActingFromTheLeaseRule(t *testing.T) {
+	c := NewChecker()
+	t0 := time.Unix(1000, 0)
+	b := "c/b"
+	c.Lease(LeaseEvent{Time: t0, Blob: b, Op: "acquire", State: Leased, ID: "a"})
+	id := c.Start(t0, b, "i1", 1, func(l string) bool { return l == "a" })
+	if n := c.Taken(t0.Add(time.Second), b, "a", "w"); n != 1 {
+		t.Fatalf("Taken exempted %d funcs, want 1", n)
+	}
+	c.Lease(LeaseEvent{Time: t0.Add(time.Second), Blob: b, Op: "change", State: Leased, ID: "w"})
+	c.End(t0.Add(2*time.Second), id)
+	if v, _ := c.Violations(); len(v) != 0 {
+		t.Fatalf("a func whose lease another writer changed broke a rule: %v", v)
+	}
+	// A func of the instance it was taken from may still start (its term
+	// recorded before the change); any other is judged.
+	c.End(t0.Add(3*time.Second), c.Start(t0.Add(3*time.Second), b, "i1", 2, func(l string) bool { return l == "a" }))
+	if v, _ := c.Violations(); len(v) != 0 {
+		t.Fatalf("a func started under a lease another writer took from its instance: %v", v)
+	}
+	// Changed again by the writer: still taken from i1.
+	c.Taken(t0.Add(3500*time.Millisecond), b, "w", "w2")
+	c.Lease(LeaseEvent{Time: t0.Add(3500 * time.Millisecond), Blob: b, Op: "change", State: Leased, ID: "w2"})
+	c.End(t0.Add(4*time.Second), c.Start(t0.Add(4*time.Second), b, "i1", 3, func(l string) bool { return l == "a" }))
+	if v, _ := c.Violations(); len(v) != 0 {
+		t.Fatalf("a func started under a lease another writer took from its instance, and changed again: %v", v)
+	}
+	c.Start(t0.Add(4*time.Second), b, "i2", 4, func(l string) bool { return l == "b" })
+	if v, _ := c.Violations(); len(v) != 1 || v[0].Rule != "lease" {
+		t.Fatalf("a func started under another writer's lease: violations %v, want one of the lease rule", v)
+	}
+	// Without Taken, the change is a violation.
+	c2 := NewChecker()
+	c2.Lease(LeaseEvent{Time: t0, Blob: b, Op: "acquire", State: Leased, ID: "a"})
+	c2.Start(t0, b, "i1", 1, func(l string) bool { return l == "a" })
+	c2.Lease(LeaseEvent{Time: t0.Add(time.Second), Blob: b, Op: "change", State: Leased, ID: "w"})
+	if v, _ := c2.Violations(); len(v) != 1 || v[0].Rule != "lease" {
+		t.Fatalf("a lease changed under a func without Taken: violations %v, want one of the lease rule", v)
+	}
+}

@@ -1,0 +1,352 @@
+package leaderelection
+
+import (
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/blobelect/leaderelection/internal/sim"
+	"github.com/blobelect/leaderelection/internal/wire"
+)
+
+// Faults at protocol points (issue 38), as FoundationDB's BUGGIFY: rare
+// compound events made common on purpose. Each fleet enables, from its
+// seed, a subset of the points below, each with odds of its own (5 to
+// 50%; a tenth of that for a renewal and a session's record, which come
+// every few seconds), and a subset of the actions; when an instance's request that
+// marks a point is answered (a transport of the simulator's in front of
+// its faults.Transport, which tells the point from the request: its lease
+// action, a term record or a renewal, a session's record, a note), the
+// point fires with its odds during a storm, and strikes with one of the
+// enabled actions, drawn: the process crashes there (between that step
+// and its next: between an acquire and its record, a record and its lease
+// change, a note and its adoption...), its path to storage is cut, the
+// answer is lost, the answer comes late, the other writer (see
+// sim_writers_test.go) acts on that very blob at that moment, or a process
+// that a point crashed starts again now rather than later. And a process
+// that starts again with its lease ID file may find the other writer has
+// just made a lease action under the file's ID on the blob it names
+// (between a session's death and its restart with its file). Every effect ends before the
+// calm. No code of the library's is changed: the points are read from its
+// requests.
+
+// The points, as the report names them.
+const (
+	ptAcquire       = "after an acquire"
+	ptRecreated     = "at a settle wait's end (an acquire of a blob created again)"
+	ptRecord        = "after a term's record"
+	ptRenewal       = "after a renewal"
+	ptChange        = "after a lease change"
+	ptRelease       = "after a release"
+	ptBreak         = "after a break"
+	ptSessionRecord = "after a session's record"
+	ptEndMark       = "after a session's end mark"
+	ptNote          = "after a note"
+	ptRestart       = "at a restart with its lease ID file"
+)
+
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptRestart}
+
+// The actions a point may strike with.
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now"}
+
+// simActors are the fleet's actors besides its instances and its plan:
+// the other writer and the points.
+type simActors struct {
+	writer *simWriter
+	points *simPoints
+}
+
+func newSimActors(f *simFleet) simActors {
+	return simActors{writer: newSimWriter(f), points: newSimPoints(f)}
+}
+
+type simPoints struct {
+	f    *simFleet
+	odds map[string]float64 // the enabled points and their odds
+	acts []string           // the enabled actions
+
+	mu   sync.Mutex
+	down map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
+}
+
+func newSimPoints(f *simFleet) *simPoints {
+	rng := f.rngFor("points")
+	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}}
+	for _, pt := range simPointNames {
+		if rng.IntN(2) == 0 {
+			p.odds[pt] = 0.05 + 0.45*rng.Float64()
+			if pt == ptRenewal || pt == ptSessionRecord {
+				// Every few seconds, on every instance: a tenth of the odds.
+				p.odds[pt] /= 10
+			}
+		}
+	}
+	for _, a := range simPointActs {
+		if rng.IntN(5) < 3 {
+			p.acts = append(p.acts, a)
+		}
+	}
+	if len(p.acts) == 0 {
+		p.acts = []string{simPointActs[rng.IntN(len(simPointActs))]}
+	}
+	return p
+}
+
+// left is how long the storm now in force has before its calm, less a
+// margin for the effects to end (0: not in a storm, or in the fleet's
+// first minute); and the calm's time from the fleet's start.
+func (p *simPoints) left() (time.Duration, time.Duration) {
+	now := time.Since(p.f.begin)
+	if now < time.Minute {
+		return 0, 0
+	}
+	for _, st := range p.f.plan {
+		if now >= st.Start && now < st.Calm {
+			return max(0, st.Calm-10*time.Second-now), st.Calm
+		}
+	}
+	return 0, 0
+}
+
+// transport is incarnation inc of lane l's transport to storage, next,
+// with the points in front.
+func (p *simPoints) transport(l *simLane, inc int, next policy.Transporter) policy.Transporter {
+	if len(p.odds) == 0 {
+		return next
+	}
+	return &simPointTransport{p: p, l: l, inc: inc, next: next, rng: p.f.rngFor("points", l.name)}
+}
+
+type simPointTransport struct {
+	p    *simPoints
+	l    *simLane
+	inc  int
+	next policy.Transporter
+
+	mu  sync.Mutex
+	rng *rand.Rand
+}
+
+// draw decides whether point fires now, and with what.
+func (t *simPointTransport) draw(point string) (string, time.Duration, time.Duration) {
+	odds, ok := t.p.odds[point]
+	left, calm := t.p.left()
+	if !ok || left < time.Second {
+		return "", 0, 0
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rng.Float64() >= odds {
+		return "", 0, 0
+	}
+	act := t.p.acts[t.rng.IntN(len(t.p.acts))]
+	d := time.Second + time.Duration(t.rng.Int64N(int64(min(left, 2*t.p.f.shape.native)-time.Second)+1))
+	return act, d, calm
+}
+
+// simRequestBlob is the blob a request names, "" for a container's.
+func simRequestBlob(req *http.Request) string {
+	p, _ := url.PathUnescape(req.URL.Path)
+	name, ok := strings.CutPrefix(p, "/"+memblob.AccountName+"/"+simContainer+"/")
+	if !ok {
+		return ""
+	}
+	return name
+}
+
+// simHeader is h's value for key, whatever case it was set under (the
+// SDK sets its x-ms- headers in lower case, outside Header.Set).
+func simHeader(h http.Header, key string) string {
+	for k, v := range h {
+		if strings.EqualFold(k, key) && len(v) > 0 {
+			return v[0]
+		}
+	}
+	return ""
+}
+
+// point is the protocol point req marks, or "".
+func (t *simPointTransport) point(req *http.Request) string {
+	name := simRequestBlob(req)
+	if name == "" {
+		return ""
+	}
+	switch simHeader(req.Header, "x-ms-lease-action") {
+	case "acquire":
+		if st, ok := t.p.f.svc.Blob(simContainer, name); ok && storedValue(st.Metadata, wire.MetaRecreated) != "" {
+			return ptRecreated
+		}
+		return ptAcquire
+	case "renew":
+		return ptRenewal
+	case "change":
+		return ptChange
+	case "release":
+		return ptRelease
+	case "break":
+		return ptBreak
+	}
+	if req.Method != http.MethodPut {
+		return ""
+	}
+	switch {
+	case req.URL.Query().Get("comp") == "metadata" && strings.HasPrefix(name, simPrefix+"/"+wire.SessionsDir):
+		if simHeader(req.Header, "x-ms-meta-"+wire.MetaEnded) != "" {
+			return ptEndMark
+		}
+		return ptSessionRecord
+	case req.URL.Query().Get("comp") == "metadata":
+		term := simHeader(req.Header, "x-ms-meta-"+wire.MetaTerm)
+		if st, ok := t.p.f.svc.Blob(simContainer, name); ok && term != "" && term == storedValue(st.Metadata, wire.MetaTerm) &&
+			storedValue(st.Metadata, wire.MetaEnded) == "" {
+			return ptRenewal
+		}
+		if term != "" {
+			return ptRecord
+		}
+	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HandoffDir):
+		return ptNote
+	}
+	return ""
+}
+
+// Do sends req on, and, if it marks a point that fires, strikes.
+func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
+	point := t.point(req)
+	resp, err := t.next.Do(req)
+	if point == "" || err != nil || resp.StatusCode/100 != 2 {
+		return resp, err
+	}
+	act, d, calm := t.draw(point)
+	if act == "" {
+		return resp, err
+	}
+	f, l := t.p.f, t.l
+	f.count("point "+point+": "+act, 1)
+	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
+	switch act {
+	case "crash":
+		if f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+			now := make(chan struct{})
+			t.p.mu.Lock()
+			t.p.down[l] = now
+			t.p.mu.Unlock()
+			f.wg.Go(func() {
+				select {
+				case <-f.ctx.Done():
+					return
+				case <-time.After(d):
+				case <-now:
+				}
+				t.p.mu.Lock()
+				delete(t.p.down, l)
+				t.p.mu.Unlock()
+				f.revive(l)
+			})
+		}
+	case "restart now":
+		// A process a point crashed starts again now (drawn among them),
+		// not when its crash was to end.
+		t.p.mu.Lock()
+		var down []*simLane
+		for o := range t.p.down {
+			down = append(down, o)
+		}
+		slices.SortFunc(down, func(a, b *simLane) int { return a.idx - b.idx })
+		if len(down) > 0 {
+			t.mu.Lock()
+			o := down[t.rng.IntN(len(down))]
+			t.mu.Unlock()
+			close(t.p.down[o])
+			delete(t.p.down, o)
+		}
+		t.p.mu.Unlock()
+	case "cut":
+		l.mu.Lock()
+		l.cut++
+		l.applyLocked()
+		l.mu.Unlock()
+		f.wg.Go(func() {
+			select {
+			case <-f.ctx.Done():
+			case <-time.After(d):
+			}
+			l.mu.Lock()
+			l.cut--
+			l.applyLocked()
+			l.mu.Unlock()
+		})
+	case "lose the answer":
+		return t.lose(req, resp, syscall.ECONNRESET)
+	case "answer late":
+		select {
+		case <-time.After(d):
+		case <-req.Context().Done():
+			return t.lose(req, resp, req.Context().Err())
+		}
+	case "other writer":
+		t.mu.Lock()
+		r := rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64()))
+		t.mu.Unlock()
+		f.actors.writer.act(r, simRequestBlob(req), calm)
+	}
+	return resp, err
+}
+
+// lose drops resp, and answers req with err instead.
+func (t *simPointTransport) lose(req *http.Request, resp *http.Response, err error) (*http.Response, error) {
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: err}
+}
+
+// restart is the point at the start of lane l's process with its lease
+// ID file (not its first): the other writer acts on the blob the file
+// names (a ShardOwner's session, or the mutex's blob), just before, with a
+// lease action under the file's ID, as a stale twin of the process (or a
+// script given the file) would.
+func (p *simPoints) restart(l *simLane) {
+	odds, ok := p.odds[ptRestart]
+	left, calm := p.left()
+	if !ok || l.file == "" || l.inc <= 1 || left < time.Second {
+		return
+	}
+	rng := p.f.rngFor("restart", l.name)
+	if rng.Float64() >= odds {
+		return
+	}
+	b, err := os.ReadFile(l.file)
+	id := strings.TrimSpace(string(b))
+	if err != nil || id == "" {
+		return
+	}
+	blob := simNativeBlob
+	switch l.kind {
+	case laneETag:
+		blob = simETagBlob
+	case laneShard:
+		blob = wire.SessionBlob(simPrefix+"/", id)
+	}
+	p.f.count("point "+ptRestart+": other writer", 1)
+	simWriterCall{p.f.actors.writer, rng}.actAs(blob, calm, id)
+}
+
+// ranAgain reports whether a func of term starting now on election runs
+// it again since its deletion (if it is pending): not if its term was
+// recorded before the deletion, or at the same instant (a point may strike
+// between a term's record and its func's start). Under f.mu.
+func (f *simFleet) ranAgain(election string, term int64) bool {
+	at, pending := f.pending[election]
+	rec := f.lastRecord[election]
+	return !pending || rec.term != term || rec.at.After(at)
+}
