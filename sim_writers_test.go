@@ -52,24 +52,21 @@ import (
 // that the library does not survive; each hold-back of the writer cites
 // one.
 //
-// Two are not sections of limits.md, but what the simulator found the
-// library does not survive (issue 38's report), held back until the lead
-// decides whether the library or the docs change: a record whose term is
-// lower than one the fleet saw (written by hand, or by leaderctl repair
-// -allow-lower), which RepairRecord's doc alone states ("an instance that
-// never saw the blob trusts it"), and which guarantees.md's "The term
-// never repeats or goes down, whatever another writer puts on the blob"
-// contradicts (-sim.stale lets it happen); and a fixed lease acquired
-// again under its holder's ID (which only its lease ID file tells: "A
-// lease ID file is sound on one host only") as infinite, which the
-// followers then break as a silent ETag lease while its native holder
-// renews, or for less than the holder's duration, which its renewals then
-// extend it by, while the holder times its deadline with its own.
+// Two were found by this writer (issue 38's report) and are stated since:
+// a record whose term is lower than one the fleet saw (written by hand, or
+// by leaderctl repair -allow-lower), which an instance that never saw the
+// higher trusts (limits.md "A term written lower by hand is trusted";
+// -sim.stale lets it happen); and a fixed lease acquired again under its
+// holder's ID (which only its lease ID file tells: "A lease ID file is
+// sound on one host only") as infinite, which the followers then break as
+// a silent ETag lease while its native holder renews, or for less than the
+// holder's duration, which its renewals then extend it by, while the holder
+// times its deadline with its own.
 var simWriterLimits = struct{ breakShortens, etagBreak, shardBreak, staleTerm, redone string }{
 	breakShortens: `limits.md "A break shortens the lease"`,
 	etagBreak:     `limits.md "An ETag lease trusts the followers' clocks" (the safe break of an ETag lease is BreakWhenSilent)`,
 	shardBreak:    `limits.md "A break shortens the lease": "Never break a ShardOwner's shard by hand"`,
-	staleTerm:     `RepairRecord's doc: "an instance that never saw the blob trusts it" (not in limits.md)`,
+	staleTerm:     `limits.md "A term written lower by hand is trusted": "an instance that did not (one started since, or restarted) trusts it"`,
 	redone:        `limits.md "A lease ID file is sound on one host only" (a native lease acquired again under its holder's ID, infinite or shorter)`,
 }
 
