@@ -380,35 +380,34 @@ func (f *simFleet) deleteBlob(blob string) bool {
 }
 
 // bound is how long after a calm began election must run again (see
-// sim_test.go's doc of the bounds).
+// sim_test.go's doc of the bounds), with D, R, T, SM and RI the longest
+// among the election's instances (their LeaseDuration, RetryInterval,
+// RequestTimeout, StopMargin, RenewInterval: shape.longest) and B =
+// max(R, min(D, 1 min)), the most a follower backs off (mutex.go's and
+// shards.go's maxBackoff).
 func (f *simFleet) bound(election string) (time.Duration, string) {
-	r, sh := f.shape.retry, f.shape
+	sh := f.shape
 	f.mu.Lock()
 	_, pending := f.pending[election]
 	f.mu.Unlock()
-	mutex := func(kind string, d time.Duration) (time.Duration, string) {
-		s := BlobSettings{LeaseDuration: d, RetryInterval: r}.withDefaults()
-		b, why := 2*d+max(r, d)*5/4+2*s.RequestTimeout+r, kind+" mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+	kind := f.kindOf(election)
+	s := sh.longest(kind)
+	d, r, t, ri := s.LeaseDuration, s.RetryInterval, s.RequestTimeout, s.RenewInterval
+	backoff := max(r, min(d, maxLeaseDuration))
+	if kind != laneShard {
+		name := map[laneKind]string{laneNative: "native", laneETag: "ETag"}[kind]
+		b, why := 2*d+backoff*5/4+2*t+r, name+" mutex: 2 D + 1.25 B + 2 T + R"
 		if pending {
 			// Deleted, and not run since: the blob created again stands
 			// its settle time (recreated.go) as a contender watched it,
 			// from the calm at the latest.
-			b, why = b+s.RenewInterval+s.RequestTimeout+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
+			b, why = b+ri+t+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
 		}
 		return b, why
 	}
-	switch {
-	case strings.HasSuffix(election, "/"+simNativeBlob):
-		return mutex("native", sh.native)
-	case strings.HasSuffix(election, "/"+simETagBlob):
-		return mutex("ETag", sh.etag)
-	}
-	d, r := sh.session, sh.shardRetry
-	def := BlobSettings{LeaseDuration: d}.withDefaults()
-	t, ri := def.RequestTimeout, def.RenewInterval
 	stray := 2*sh.strayAfter + d + r
 	if sh.strayAfter == 0 {
-		stray = 20*time.Minute + d + r
+		stray = 2*2*strayAfter + d + r
 	}
-	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
+	return 4*d + backoff*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 B + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
 }

@@ -34,9 +34,11 @@ import (
 
 // simShape is what a fleet is.
 type simShape struct {
+	class                              string           // its configuration class (sim_config_test.go)
+	timings                            []simLaneTimings // by lane (nil: each lane the lease of its kind, and retry or shardRetry)
 	nativeLanes, etagLanes, shardLanes int
-	native, etag, session              time.Duration // lease durations
-	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners'
+	native, etag, session              time.Duration // lease durations (the longest of each election's lanes)
+	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners' (the longest)
 	notesPoll                          time.Duration // how often a ShardOwner that expects shards reads its notes (0: the library's)
 	strayAfter                         time.Duration // how long before a ShardOwner at its share looks for a stray lease (0: the library's)
 	reserveWait                        time.Duration // the most a ShardOwner waits before it reserves a shard (see withReserveWaits)
@@ -46,6 +48,7 @@ type simShape struct {
 	sets        [2]int // the sizes SetShards draws from
 	storm, calm time.Duration
 	length      time.Duration
+	asked       time.Duration // the length the run asked for (-sim.hours): length is less for a costly fleet (simShapeFor)
 	perStorm    int
 	lateMax     time.Duration
 }
@@ -153,6 +156,9 @@ type simFleet struct {
 	named      map[string]simRun
 	held       map[string]int
 	termed     map[string]bool // shard elections whose blob carries a term's record
+	// outOfSet is, for each shard election, when it last left the fleet's
+	// set (see leaveSet).
+	outOfSet map[string]time.Time
 }
 
 // simRun is who started an election's last func (or recorded its highest
@@ -285,6 +291,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		named:      map[string]simRun{},
 		held:       map[string]int{},
 		termed:     map[string]bool{},
+		outOfSet:   map[string]time.Time{},
 		trace:      &simTracer{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
@@ -309,8 +316,15 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		first := shape.nativeLanes + shape.etagLanes
 		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
 	}
-	f.plan = sim.NewPlan(seed, sim.Shape{
-		Lanes: len(f.lanes), FileLanes: files, Elections: 2 + shape.shards,
+	f.plan = sim.NewPlan(seed, shape.plan(files))
+	return f
+}
+
+// plan is the shape of the fleet's plan of faults, files the lanes that
+// have a lease ID file.
+func (shape simShape) plan(files []int) sim.Shape {
+	return sim.Shape{
+		Lanes: shape.nativeLanes + shape.etagLanes + shape.shardLanes, FileLanes: files, Elections: 2 + shape.shards,
 		// A shard's record made malformed under a held lease cannot be
 		// repaired by the rules (RepairRecord needs the lease free, and
 		// nobody may break a shard's lease by hand), so only the mutexes'
@@ -319,8 +333,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		ShardSets: shape.sets, Storm: shape.storm, Calm: shape.calm, Length: shape.length,
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
-	})
-	return f
+	}
 }
 
 // observe turns the fake's events into the checker's, under the fake's

@@ -95,11 +95,11 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	var run func(context.Context) error
 	switch l.kind {
 	case laneNative, laneETag:
-		blob, d := simNativeBlob, f.shape.native
+		blob := simNativeBlob
 		if l.kind == laneETag {
-			blob, d = simETagBlob, f.shape.etag
+			blob = simETagBlob
 		}
-		s := f.settings(blob, d, tr)
+		s := f.timed(f.settings(blob, 0, tr), l)
 		election := simContainer + "/" + blob
 		opts = append(opts, WithEvents(func(e Event) {
 			f.trace.printf(time.Now(), "%s event %s term %d", name, e.Kind, e.Term.Number)
@@ -115,8 +115,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		}
 		run = m.RunTaskWhenMutexAcquired
 	case laneShard:
-		s := f.settings(simPrefix, f.shape.session, tr)
-		s.RetryInterval = f.shape.shardRetry
+		s := f.timed(f.settings(simPrefix, 0, tr), l)
 		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
 			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait, l.noteWait))
 		opts = append(opts, WithEvents(func(e Event) {
