@@ -147,7 +147,12 @@ type simFleet struct {
 	// incarnation) that were witnesses of its last term at its deletion:
 	// a read after the deletion sees no term of before.
 	witnesses map[string]map[[2]int]bool
-	lastRun   map[string]simRun
+	// pendings are, for each pending election, its last term at its
+	// deletion and whether its blob was created again and seeded since
+	// (noteStored); before, what deletable marked, for undelete.
+	pendings map[string]simPending
+	before   map[string]simBefore
+	lastRun  map[string]simRun
 	// lastRecord is, for each election, who recorded its highest term,
 	// and when first: a term recorded whose func never ran (its answer
 	// lost) is a term all the same (see witness). named is, for each
@@ -286,6 +291,8 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		names:      map[string]*simLane{},
 		pending:    map[string]time.Time{},
 		witnesses:  map[string]map[[2]int]bool{},
+		pendings:   map[string]simPending{},
+		before:     map[string]simBefore{},
 		lastRun:    map[string]simRun{},
 		lastRecord: map[string]simRun{},
 		named:      map[string]simRun{},
@@ -388,6 +395,7 @@ func simRecord(md map[string]string) (term, holder string, ended bool) {
 // "record"; a session's record, for what its instance has seen of the
 // fleet (the fault model, see deletable).
 func (f *simFleet) stored(e memblob.Event) {
+	f.noteStored(e)
 	term, holder, ended := simRecord(e.Metadata)
 	n, err := strconv.ParseInt(term, 10, 64)
 	if err != nil || n <= 0 {

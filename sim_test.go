@@ -419,7 +419,8 @@ func (f *simFleet) run() {
 				})
 			case sim.DeleteContainer:
 				at(ft.At, func() {
-					if !f.deletable(f.ran()) {
+					targets := f.ran()
+					if !f.deletable(targets) {
 						return
 					}
 					if f.svc.DeleteContainer(simContainer) == nil {
@@ -427,10 +428,7 @@ func (f *simFleet) run() {
 						f.trace.printf(time.Now(), "deleted the container")
 						return
 					}
-					f.mu.Lock()
-					clear(f.pending)
-					clear(f.witnesses)
-					f.mu.Unlock()
+					f.undelete(targets)
 				})
 			case sim.Malform:
 				var blob string
