@@ -35,9 +35,9 @@ import (
 // nothing more:
 //
 //   - a deletion happens only while every live process of the elections
-//     it hits has seen the fleet (a mutex contender has read its blob; a
-//     ShardOwner's session has stored its record and listed the
-//     sessions), and each election it hits that ever ran, or carried a
+//     it hits has seen the fleet (a mutex contender has read a term on its
+//     blob, not only a malformed record; a ShardOwner's session has stored
+//     its record and listed the sessions), and each election it hits that ever ran, or carried a
 //     term's record, has a live witness of its last term (see witness).
 //     A deletion may hit an election deleted before that has not run since
 //     (its witnesses are then those of the deletion before that still
@@ -150,6 +150,12 @@ func (f *simFleet) deletable(targets []string) bool {
 	for _, l := range f.lanes {
 		l.mu.Lock()
 		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting)
+		for _, e := range targets {
+			// A mutex contender that never read a term of its blob (it
+			// read only a malformed record) takes it at once if it
+			// creates it again.
+			unseen = unseen || l.alive && l.kind != laneShard && l.kind == f.kindOf(e) && f.termedOnce(e) && !l.sawShard[e]
+		}
 		l.mu.Unlock()
 		if unseen {
 			f.hold(holdUnseen)

@@ -220,7 +220,8 @@ type simLane struct {
 	published int64
 	// sawShard: the shards whose terms a ShardOwner's current process saw:
 	// it ran one, read its blob, or listed the shards while it carried a
-	// term (its floor for it is then above 0).
+	// term (its floor for it is then above 0); for a mutex contender, its
+	// blob, once it ran it or read a term there that reads (readTerms).
 	sawShard map[string]bool
 }
 
@@ -533,6 +534,9 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			f.mu.Unlock()
 		}
 	}
+	if ex.Status == http.StatusOK && l.kind != laneShard && ex.Method == http.MethodHead {
+		saw = f.readTerms(l)
+	}
 	if ex.Status == http.StatusOK {
 		l.mu.Lock()
 		if l.inc == inc && l.alive {
@@ -546,7 +550,9 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			}
 			switch {
 			case l.kind != laneShard && ex.Method == http.MethodHead:
-				l.readAt = ex.Sent // it saw what was stored before it was sent
+				if len(saw) > 0 {
+					l.readAt = ex.Sent // it saw what was stored before it was sent: a term that reads (readTerms)
+				}
 				if l.seenAt.IsZero() {
 					l.seenAt = ex.Done
 				}

@@ -190,3 +190,20 @@ type simPending struct {
 	term            int64
 	created, seeded bool
 }
+
+// readTerms is the mutex election a read of its blob by lane l (a mutex
+// contender's) saw the terms of: its own, if its record carries a term that
+// reads, none if it is malformed (a contender that read only that never saw
+// its terms: renew.go's "created again first by one that never saw them").
+func (f *simFleet) readTerms(l *simLane) []string {
+	blob := simNativeBlob
+	if l.kind == laneETag {
+		blob = simETagBlob
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, bad := f.malformed[blob]; bad || !f.termed[simContainer+"/"+blob] {
+		return nil
+	}
+	return []string{simContainer + "/" + blob}
+}
