@@ -183,6 +183,16 @@ func simShapeFor(seed uint64, length time.Duration) simShape {
 		x -= c.share
 	}
 	sh.longestTimings()
+	for _, k := range []laneKind{laneNative, laneETag, laneShard} {
+		// A calm lasts at least 2 D + 1.25 B + 2 T + R of each election
+		// (the mutex's bound, sim_faultmodel_test.go): a follower that
+		// must watch a silent lease for D, and takes it, needs a calm that
+		// long, and a long lease (a long-etag fleet's) would otherwise see
+		// its followers restarted by the next storm before it could.
+		s := sh.longest(k)
+		d, r := s.LeaseDuration, s.RetryInterval
+		sh.calm = max(sh.calm, (2*d+max(r, min(d, maxLeaseDuration))*5/4+2*s.RequestTimeout+r).Round(time.Minute))
+	}
 	if c, most := sh.cost(), simCostMost*defaultShape.cost(); c > most {
 		// A fleet whose instances send many requests (short
 		// RetryIntervals and RenewIntervals) runs shorter, so that it

@@ -538,6 +538,9 @@ func (f *simFleet) expectRecovery(calm time.Time) {
 				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
 				f.mu.Unlock()
+				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
+					return // the fleet ends first (its lanes are told to finish)
+				}
 				d := time.Until(from.Add(bound))
 				if d <= 0 && !pending {
 					break
