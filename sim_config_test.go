@@ -27,39 +27,44 @@ import (
 // contenders disagree (a rolling change of settings), as well as the shape
 // the simulator was tuned on.
 //
-// The classes, each with its share of the fleets (see simClasses):
+// The classes, each with its share of the fleets in 100 (simClasses):
 //
-//   - tuned: defaultShape (sim_fleet_test.go): native 30 s, ETag 12 s,
+//   - tuned (50): defaultShape (sim_fleet_test.go): native 30 s, ETag 12 s,
 //     sessions 24 s, RetryInterval 16 s / 20 s, the simulator's seams;
-//   - defaults: every timing of every instance left zero, the library's
-//     defaults exactly (both mutexes then take native 15 s leases; the
-//     sessions are 15 s ETag leases; RetryInterval 2 s), with the
-//     simulator's seams;
-//   - production-seams: the library's defaults, and the production value
-//     of every seam too: notes read every 100 ms, strays looked for after
-//     5 to 10 minutes, no waits before a reservation: what a user runs;
-//   - edges: each election's timings at the edges validation allows, each
-//     field drawn as its default, its least or its most, given those
+//   - defaults (8): every timing of every instance left zero, and every
+//     seam at its production value: the library exactly, as a user runs
+//     it (both mutexes then take native 15 s leases; the sessions are 15 s
+//     ETag leases; RetryInterval 2 s; notes read every 100 ms, strays
+//     looked for after 5 to 10 minutes, no waits before a reservation);
+//   - production-seams (7): ranged timings (below) with every seam at its
+//     production value;
+//   - edges (5): each election's timings at the edges validation allows,
+//     each field drawn as its default, its least or its most, given those
 //     drawn before it (a native lease 15 or 60 s, an ETag mutex 3 s or 5
-//     minutes, sessions 3 s or 2 minutes; RetryInterval 100 ms or 1
-//     minute; StopMargin LeaseDuration/100 (at least 1 s) or
-//     LeaseDuration/2; RenewInterval 500 ms or (LeaseDuration -
-//     StopMargin)/2; RequestTimeout 100 ms or LeaseDuration - StopMargin
-//     - RenewInterval);
-//   - mixed: each election's contenders split between two configurations,
-//     old and new (a mutex's may differ in kind: native and ETag), some
-//     contenders running the old one until a time drawn, then, from their
-//     next start on, the new one: a rolling change of settings;
-//   - long-etag: the ETag mutex on a lease of 1 to 10 minutes, sessions of
-//     1 to 3 minutes, the native mutex on 60 s;
-//   - ranged: each election's timings drawn uniformly within the ranges
-//     (a native lease of 15 to 60 whole seconds, an ETag mutex of 3 s to 5
-//     minutes and sessions of 3 s to 2 minutes, both log-uniform;
-//     RetryInterval log-uniform from 100 ms to 1 minute; each other field
-//     its default, or uniform between its edges).
+//     minutes, sessions 3 s or 2 minutes; StopMargin LeaseDuration/100 (at
+//     least 1 s) or LeaseDuration/2; RenewInterval 500 ms or (LeaseDuration
+//     - StopMargin)/2; RequestTimeout 100 ms or LeaseDuration - StopMargin
+//     - RenewInterval; RetryInterval 100 ms or 1 minute);
+//   - mixed (14): each election's contenders split between two ranged
+//     configurations, old and new (a mutex's may differ in kind: native
+//     and ETag), some contenders running the old one until a time drawn,
+//     then, from their next start on, the new one: a rolling change of
+//     settings;
+//   - long-etag (8): the ETag mutex on a lease of 1 to 10 minutes,
+//     sessions of 1 to 3 minutes, the native mutex on 60 s, RetryIntervals
+//     of 2 to 20 s;
+//   - ranged (8): each election's timings drawn within the ranges (a
+//     native lease of 15 to 60 whole seconds; an ETag mutex of 3 to 15 s
+//     or 60 s to 5 minutes and sessions of 3 s to 2 minutes, log-uniform;
+//     each other field its default, or uniform between its edges, but a
+//     RetryInterval log-uniform from 500 ms (a ShardOwner's: 2 s) to 1
+//     minute: below, a fleet costs many times more, and the edges reach
+//     100 ms).
 //
 // The recovery bounds (sim_faultmodel_test.go's bound) take, for each
-// election, the longest of each timing among its instances' (old and new).
+// election, the longest of each timing among its instances' (old and new),
+// and a calm lasts at least the longest mutex bound. A fleet whose
+// instances send many requests runs shorter (simShapeFor).
 
 // simTiming is one instance's timings: its BlobSettings' (0: the library's
 // default).
@@ -90,7 +95,7 @@ type simClass struct {
 
 // simClasses are the configuration classes (see above).
 var simClasses = []simClass{
-	{"tuned", 45, func(*rand.Rand, *simShape) {}},
+	{"tuned", 50, func(*rand.Rand, *simShape) {}},
 	{"defaults", 8, func(_ *rand.Rand, sh *simShape) {
 		sh.each(func(laneKind) simLaneTimings { return simLaneTimings{} })
 		sh.productionSeams()
@@ -99,7 +104,7 @@ var simClasses = []simClass{
 		ranged(rng, sh)
 		sh.productionSeams()
 	}},
-	{"edges", 8, func(rng *rand.Rand, sh *simShape) {
+	{"edges", 5, func(rng *rand.Rand, sh *simShape) {
 		tms := map[laneKind]simTiming{}
 		for k, leases := range [][2]time.Duration{
 			laneNative: {minLeaseDuration, maxLeaseDuration},
@@ -137,7 +142,7 @@ var simClasses = []simClass{
 			return simLaneTimings{first: p[0], then: p[1], at: time.Duration(rng.Int64N(int64(sh.length/2 + 1)))}
 		})
 	}},
-	{"long-etag", 10, func(rng *rand.Rand, sh *simShape) {
+	{"long-etag", 8, func(rng *rand.Rand, sh *simShape) {
 		etag := simTiming{lease: time.Minute + time.Duration(rng.Int64N(int64(9*time.Minute))).Round(time.Millisecond) + time.Millisecond}
 		session := simTiming{lease: time.Minute + time.Duration(rng.Int64N(int64(2*time.Minute))).Round(time.Millisecond)}
 		native := simTiming{lease: maxLeaseDuration}
@@ -191,7 +196,7 @@ func simShapeFor(seed uint64, length time.Duration) simShape {
 		// its followers restarted by the next storm before it could.
 		s := sh.longest(k)
 		d, r := s.LeaseDuration, s.RetryInterval
-		sh.calm = max(sh.calm, (2*d+max(r, min(d, maxLeaseDuration))*5/4+2*s.RequestTimeout+r).Round(time.Minute))
+		sh.calm = max(sh.calm, (2*d + max(r, min(d, maxLeaseDuration))*5/4 + 2*s.RequestTimeout + r).Round(time.Minute))
 	}
 	if c, most := sh.cost(), simCostMost*defaultShape.cost(); c > most {
 		// A fleet whose instances send many requests (short
