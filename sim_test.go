@@ -85,8 +85,8 @@ import (
 //     that leaves the fleet's set before its bound is over is not judged
 //     (nobody need run it).
 //
-// A fleet whose instances send more than simCostMost times the requests of
-// the tuned shape (short RetryIntervals and RenewIntervals) runs shorter
+// A fleet whose instances send more requests than one of the tuned shape
+// (simCostMost) (short RetryIntervals and RenewIntervals) runs shorter
 // than -sim.hours asks (sim_config_test.go's simShapeFor): the report's
 // fleet-hours count what ran.
 
