@@ -160,6 +160,7 @@ type simFleet struct {
 	lastRecord map[string]simRun
 	named      map[string]simRun
 	held       map[string]int
+	made       map[string]int  // cases an older fault model held back, made (see madeDeletion)
 	termed     map[string]bool // shard elections whose blob carries a term's record
 	// outOfSet is, for each shard election, when it last left the fleet's
 	// set (see leaveSet).
@@ -298,6 +299,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		lastRecord: map[string]simRun{},
 		named:      map[string]simRun{},
 		held:       map[string]int{},
+		made:       map[string]int{},
 		termed:     map[string]bool{},
 		outOfSet:   map[string]time.Time{},
 		trace:      &simTracer{},

@@ -207,3 +207,20 @@ func (f *simFleet) readTerms(l *simLane) []string {
 	}
 	return []string{simContainer + "/" + blob}
 }
+
+// madeDeletion counts, as a deletion of targets is made, the cases in it
+// that an older fault model held back, though no stated limit excludes
+// them. Under f.mu.
+func (f *simFleet) madeDeletion(targets []string) {
+	again, malformed := false, len(f.malformed) > 0
+	for _, e := range targets {
+		_, p := f.pending[e]
+		again = again || p && f.termedOnce(e)
+	}
+	if again {
+		f.made["a deletion of an election deleted before and not run since"]++
+	}
+	if malformed {
+		f.made["a deletion while a malformed record awaits its repair"]++
+	}
+}

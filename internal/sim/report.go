@@ -23,6 +23,10 @@ type Result struct {
 	// Held counts what the driver held back to stay within the library's
 	// promise (a deletion, a crash, a start...), by why.
 	Held map[string]int
+	// Made counts cases the driver made that no stated limit excludes and
+	// that an older fault model held back (a deletion of an election
+	// deleted before, ...), by what.
+	Made map[string]int
 }
 
 // Report sums the results of a run of many fleets.
@@ -36,6 +40,7 @@ type Report struct {
 	Violations int
 	Recovery   time.Duration
 	Held       map[string]int
+	Made       map[string]int
 	Failing    []Result // fleets with a violation, by seed
 	Classes    map[string]*Tally
 }
@@ -77,6 +82,12 @@ func (rp *Report) Add(r Result) {
 	}
 	for k, n := range r.Held {
 		rp.Held[k] += n
+	}
+	if len(r.Made) > 0 && rp.Made == nil {
+		rp.Made = map[string]int{}
+	}
+	for k, n := range r.Made {
+		rp.Made[k] += n
 	}
 	rp.Requests += r.Requests
 	rp.Funcs += r.Funcs
@@ -133,6 +144,12 @@ func (rp *Report) String() string {
 		fmt.Fprintf(&b, "\nheld back by the fault model:")
 		for _, k := range slices.Sorted(maps.Keys(rp.Held)) {
 			fmt.Fprintf(&b, " %s %d;", k, rp.Held[k])
+		}
+	}
+	if len(rp.Made) > 0 {
+		fmt.Fprintf(&b, "\nmade, beyond what an older fault model held back:")
+		for _, k := range slices.Sorted(maps.Keys(rp.Made)) {
+			fmt.Fprintf(&b, " %s %d;", k, rp.Made[k])
 		}
 	}
 	fmt.Fprintf(&b, "\nviolations %d\n", rp.Violations)
