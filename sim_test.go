@@ -38,7 +38,7 @@ import (
 // fake stores), every func within a lease the fake granted its instance,
 // every election running again within its bound after a storm of faults.
 //
-// The smoke run (a fleet of each configuration class, of fixed seeds, 5
+// The smoke run (a fleet of each configuration class, of fixed seeds, 4
 // simulated minutes each) is part of the suite; the default run is
 //
 //	go test -run 'TestSimulator$' -count=1 -timeout 0 -v . -args -sim.wall=10m
@@ -112,7 +112,7 @@ var (
 // simSmokeBase on of that class) and fleets' length.
 const (
 	simSmokeBase   = 20
-	simSmokeLength = 5 * time.Minute
+	simSmokeLength = 4 * time.Minute
 )
 
 // simFlagSet reports whether flag name was given.
@@ -185,7 +185,7 @@ func TestSimulator(t *testing.T) {
 	var seeds []uint64 // the seeds to run, if not base and the next
 	if fleets == 0 && *simWall == 0 && base == 0 {
 		// The smoke run, on every CI: a fleet of each configuration class,
-		// of fixed seeds, whose 5 minutes (a storm of 2) together hold crashes, resumes,
+		// of fixed seeds, whose 4 minutes (a storm of 2) together hold crashes, resumes,
 		// stops, partitions, every rate fault, a malformed record, a
 		// changed set, a deleted container and a deleted blob: a few
 		// seconds under -race.
