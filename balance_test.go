@@ -20,6 +20,19 @@ func TestShardNameRules(t *testing.T) {
 	}
 }
 
+// A list with several bad names reports every one at once, each once, in
+// the list's order, and builds no set.
+func TestEveryBadShardNameIsReportedAtOnce(t *testing.T) {
+	t.Parallel()
+	set, err := checkShardNames([]string{"ok", "a b", "ok", "", "a b", "x.", "ok", "fine"})
+	require.Error(t, err)
+	assert.Nil(t, set)
+	assert.Equal(t, `leaderelection: invalid shard name "a b": may contain only letters, digits, '/' and - _ . ~ : @ =, got ' '`+"\n"+
+		`leaderelection: shard "ok" is named twice`+"\n"+
+		`leaderelection: invalid shard name "": must not be empty`+"\n"+
+		`leaderelection: invalid shard name "x.": must not end with a dot`, err.Error())
+}
+
 // Sessions that disagree on the set form groups by their records' digests:
 // within each, the shares add up to its set's size and differ by at most
 // one; a session whose record carries no digest (an older version) is in

@@ -36,8 +36,20 @@ var ErrRenewDeadline = errors.New("lease not renewed before its safety deadline"
 
 // ErrAlreadyRunning is returned by [BlobDistributedMutex.RunTaskWhenMutexAcquired]
 // when it is called while another call on the same mutex is still running. Two
-// loops sharing one lease ID would both believe they lead.
+// loops sharing one lease ID would both believe they lead. [ShardOwner.Run]
+// called twice returns an error of its own text that matches it with
+// [errors.Is].
 var ErrAlreadyRunning = errors.New("leaderelection: RunTaskWhenMutexAcquired is already running on this mutex")
+
+// errShardOwnerRunning is [ShardOwner.Run]'s ErrAlreadyRunning: a text that
+// names the call the user made twice.
+var errShardOwnerRunning error = alreadyRunning{"leaderelection: ShardOwner.Run is already running on this ShardOwner"}
+
+// alreadyRunning is an ErrAlreadyRunning with its own text.
+type alreadyRunning struct{ text string }
+
+func (e alreadyRunning) Error() string        { return e.text }
+func (e alreadyRunning) Is(target error) bool { return target == ErrAlreadyRunning }
 
 // StorageError describes a failed lease or blob operation. Its message names
 // the operation, the blob, the HTTP status and the Azure error code, and never

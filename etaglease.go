@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -45,6 +46,30 @@ func (m *BlobLeaseManager) Kind() LeaseKind {
 		return ETagLease
 	}
 	return m.settings.kind()
+}
+
+// kindReason says why the manager takes an ETag lease, for the lines that
+// name the kind: a LeaseDuration just outside Azure's native range (10 s)
+// otherwise takes one silently. "" for a native lease, which needs no
+// reason.
+func (m *BlobLeaseManager) kindReason() string {
+	switch {
+	case m.Kind() == NativeLease:
+		return ""
+	case m.alwaysETag:
+		return "a ShardOwner's session lease is always an ETag lease"
+	}
+	return fmt.Sprintf("LeaseDuration %v is outside Azure's native lease range, whole seconds from %d s to %d s",
+		m.settings.LeaseDuration, minLeaseDuration/time.Second, maxLeaseDuration/time.Second)
+}
+
+// kindAttrs are the log attributes that name the lease's kind, and why an
+// ETag lease is one (kindReason).
+func (m *BlobLeaseManager) kindAttrs() []any {
+	if why := m.kindReason(); why != "" {
+		return []any{"lease", m.Kind(), "leaseReason", why}
+	}
+	return []any{"lease", m.Kind()}
 }
 
 // leaseSeconds is the duration to ask the server for: an ETag lease is an

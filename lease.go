@@ -12,7 +12,6 @@ import (
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
-	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -149,6 +148,9 @@ type LeaseInfo struct {
 	// recorded terms on it (deleted, or its container, meanwhile): it was
 	// seeded with the highest term its creator had seen. Zero otherwise.
 	Recreated time.Time
+	// seedLongest is, on a blob created again, the longest lease duration
+	// its seed says a holder of it declared (record.seedLongest).
+	seedLongest time.Duration
 	// ETag is the blob's ETag, which every write of the record (every
 	// renewal of an ETag lease, a term's record and its end) changes, and
 	// no lease operation does.
@@ -498,12 +500,11 @@ func (m *BlobLeaseManager) inspect(ctx context.Context) (LeaseInfo, map[string]*
 	return info, props.Metadata, nil
 }
 
-// read fills in what the record says, and raises the floor to its term.
+// read fills in what the record says, and raises the floor to its term
+// (and what it knows of the blob's leases: termFloor.remember).
 func (m *BlobLeaseManager) read(info *LeaseInfo, r record) {
 	r.fill(info)
-	if !r.TermBad {
-		m.floor.see(r.Term.Number)
-	}
+	m.floor.remember(r)
 }
 
 // leaseOf is what props say of the lease, as a LeaseInfo's fields say it
@@ -549,9 +550,17 @@ func (m *BlobLeaseManager) ensureBlob(ctx context.Context) error {
 // ETag of the blob it created, or "" if another created it first. Its error
 // is the storage package's, for the caller to wrap.
 func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) {
+	floor := m.floor.seed()
 	etag, err := m.blobClient.Create(ctx, blobstore.WriteOptions{Call: blobstore.Call{Op: "create lease blob"},
-		Metadata: wire.CreateMetadata(string(m.role), m.floor.seed(), time.Now())})
+		Metadata: m.seedMetadata(floor, floor > 0)})
 	switch {
+	case err == nil && m.settle > 0 && floor > 0:
+		// A blob this instance saw terms on was deleted under the
+		// fleet: its leader, if cut off from storage, may still act
+		// until its deadline, which the settle wait outlasts.
+		m.logger.Warn("leaderelection: the lease blob was gone (deleted under a running fleet): created it again, seeded with the highest term seen; no term is recorded on it until it has stood unchanged for the settle wait",
+			"container", m.container, "blob", m.blob, "term", floor, "settleFor", m.settleFor(true, 0))
+		return etag, nil
 	case err == nil:
 		// A mutex's blob is created once for a fleet; a session's, at
 		// every start of one, which its own line says.
@@ -570,6 +579,9 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) 
 func (m *BlobLeaseManager) createContainer(ctx context.Context) error {
 	err := m.containerClient.CreateContainer(ctx, blobstore.Call{Op: "create container"})
 	switch {
+	case err == nil && m.settle > 0 && m.floor.seed() > 0:
+		m.logger.Warn("leaderelection: the container was gone (deleted under a running fleet): created it again", "container", m.container)
+		return nil
 	case err == nil:
 		m.logger.Info("leaderelection: created container", "container", m.container)
 		return nil

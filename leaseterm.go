@@ -40,6 +40,7 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, m.wrap(err)
 	}
 	prev := readRecord(m.container, m.blob, props.Metadata)
+	m.floor.noteLease(prev)
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
 	}
@@ -50,7 +51,12 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
 	}
-	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(!prev.Recreated.IsZero())) {
+	// A blob with no term's record, created again or below this
+	// instance's floor, must have stood (recreated.go), however this
+	// contender came to hold its lease: after a read, or at once after a
+	// failure (the mutex's loop).
+	recreated := !prev.Recreated.IsZero() || !prev.TermBad && m.belowFloor(prev.Term.Number)
+	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
 		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
 			return Term{}, Grant{}, err
 		}
@@ -100,13 +106,15 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 // error matching [ErrLeaseHeld] means someone holds the lease, or wrote it
 // meanwhile. Choose term at least as high as any term the fleet, or any
 // system downstream that fences on it, has seen: the fleet's instances
-// continue from the higher of it and the highest they saw themselves, but an
-// instance that never saw the blob trusts it. Two requests.
+// continue from the higher of it and the highest they saw themselves (one
+// below that is raised, marked as created again, and waited for as long as
+// the lease its last holder declared: recreated.go), but an instance that
+// never saw the blob trusts it. Two requests.
 func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseInfo, error) {
 	if term < 0 {
 		return LeaseInfo{}, fmt.Errorf("leaderelection: a term number is 0 or more, got %d", term)
 	}
-	info, err := m.Inspect(ctx)
+	info, stored, err := m.inspect(ctx)
 	switch {
 	case err != nil:
 		return info, err
@@ -119,9 +127,15 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 	md := wire.EndedMetadata(string(info.Role), term, time.Now())
 	if !info.Recreated.IsZero() {
 		// Still a blob created again: whoever takes it waits as long as
-		// for one that was not repaired (recreated.go, vanished.go).
+		// for one that was not repaired (recreated.go, vanished.go),
+		// and at least as long as the longest lease its seed names, if
+		// that reads (one that does not is what the repair is for).
 		at := info.Recreated.UTC().Format(time.RFC3339Nano)
 		md[wire.MetaRecreated] = &at
+		if longest := readRecord(m.container, m.blob, stored).Longest; longest > 0 {
+			v := longest.String()
+			md[wire.MetaLongest] = &v
+		}
 	}
 	if _, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
 		Call:     blobstore.Call{Op: "repair record", Held: append([]string{blobstore.ConditionNotMet, blobstore.LeaseIDMissing}, heldCodes...)},

@@ -152,9 +152,9 @@ func TestLogsTellAHandover(t *testing.T) {
 		require.NoError(t, ignoreCancel(a.stop(t)))
 		waitFor(t, 10*time.Second, "b leads", func() bool { return len(tapeB.find("became leader")) > 0 })
 
-		kind := string(NativeLease)
+		kind, why := string(NativeLease), ""
 		if onETagLease(t) {
-			kind = string(ETagLease)
+			kind, why = string(ETagLease), "LeaseDuration 5s is outside Azure's native lease range, whole seconds from 15 s to 60 s"
 		}
 		where := map[string]string{"container": s.Container, "blob": s.Blob}
 		with := func(kv ...string) map[string]string {
@@ -169,7 +169,7 @@ func TestLogsTellAHandover(t *testing.T) {
 		}
 		requireAttrs(t, tapeA.one(t, "leaderelection: contending for leadership"), with("identity", "pod-a", "lease", kind))
 		led := tapeA.one(t, "leaderelection: became leader")
-		requireAttrs(t, led, with("identity", "pod-a", "lease", kind))
+		requireAttrs(t, led, with("identity", "pod-a", "lease", kind, "leaseReason", why))
 		requireAttrs(t, tapeA.one(t, "leaderelection: stopped leading"), with("term", led.attrs["term"], "reason", string(ReasonCallerCancelled)))
 		assert.Len(t, tapeA.story(), 3, "the leader's lines: %v", tapeA.all())
 
@@ -180,6 +180,25 @@ func TestLogsTellAHandover(t *testing.T) {
 		requireAttrs(t, tapeB.one(t, "leaderelection: became leader"), with("identity", "pod-b", "lease", kind))
 		assert.Len(t, tapeB.story(), 3, "the follower's lines: %v", tapeB.all())
 	})
+}
+
+// The lines that name the lease's kind say why it is an ETag lease: a
+// LeaseDuration of 10 s (or 2 min) is outside Azure's native range, which
+// would otherwise be a silent choice; a native lease needs no reason.
+func TestLogsSayWhyALeaseIsAnETagLease(t *testing.T) {
+	t.Parallel()
+	for d, why := range map[time.Duration]string{
+		10 * time.Second: "LeaseDuration 10s is outside Azure's native lease range, whole seconds from 15 s to 60 s",
+		2 * time.Minute:  "LeaseDuration 2m0s is outside Azure's native lease range, whole seconds from 15 s to 60 s",
+		30 * time.Second: "",
+	} {
+		s := validSettings()
+		s.LeaseDuration = d
+		m, err := NewBlobLeaseManager(s)
+		require.NoError(t, err)
+		assert.Equal(t, why, m.kindReason(), d)
+		assert.Equal(t, why == "", m.Kind() == NativeLease, d)
+	}
 }
 
 func ignoreCancel(err error) error {
@@ -264,7 +283,8 @@ func TestLogsOfAShardOwnerSummarise(t *testing.T) {
 		coldStart := tapeA.story()
 		assert.LessOrEqual(t, len(coldStart), 4, "a cold start's lines: %v", coldStart)
 		started := tapeA.one(t, "leaderelection: session started")
-		requireAttrs(t, started, map[string]string{"container": s.Container, "prefix": s.Blob + "/", "identity": "a", "lease": "etag"})
+		requireAttrs(t, started, map[string]string{"container": s.Container, "prefix": s.Blob + "/", "identity": "a", "lease": "etag",
+			"leaseReason": "a ShardOwner's session lease is always an ETag lease"})
 		assert.NotEmpty(t, started.attrs["session"])
 		assert.Empty(t, tapeA.find("became leader"), "a session is not a leader")
 		time.Sleep(5 * s.RetryInterval)

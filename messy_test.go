@@ -688,7 +688,7 @@ func TestALeaderThatTakesABlobCreatedAgainRaisesItsSeedEvenWithoutARead(t *testi
 func settlingManager(t *testing.T, s BlobSettings) *BlobLeaseManager {
 	lm, err := NewBlobLeaseManager(s)
 	require.NoError(t, err)
-	lm.settle = 2 * s.RetryInterval // as the mutex's
+	lm.waitForBlobsCreatedAgain() // as the mutex's
 	t.Cleanup(lm.CloseIdleConnections)
 	return lm
 }

@@ -74,9 +74,7 @@ func NewBlobDistributedMutex(settings BlobSettings, fn func(ctx context.Context)
 	if err != nil {
 		return nil, err
 	}
-	// Long enough for every contender polling the blob, every
-	// RetryInterval, to have read a blob created again and raised its seed.
-	lm.settle = 2 * lm.settings.RetryInterval
+	lm.waitForBlobsCreatedAgain()
 	m := &BlobDistributedMutex{
 		lease:  lm,
 		fn:     fn,
@@ -168,8 +166,8 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 	defer m.term.metrics.observeLeading(m.term.leading.Load)()
 
 	s := m.lease.settings
-	m.logger.Info("leaderelection: contending for leadership", "container", s.Container, "blob", s.Blob,
-		"identity", m.opts.identity, "lease", m.lease.Kind(), "leaseDuration", s.LeaseDuration)
+	m.logger.Info("leaderelection: contending for leadership", append([]any{"container", s.Container, "blob", s.Blob,
+		"identity", m.opts.identity, "leaseDuration", s.LeaseDuration}, m.lease.kindAttrs()...)...)
 	c := &contention{
 		backoff: s.RetryInterval,
 		// Backing off longer than a native lease lasts gains nothing; a long
@@ -340,8 +338,17 @@ func (m *BlobDistributedMutex) acquireAndLead(ctx context.Context, c *contention
 	default:
 		c.failing.failed(m.logger, "leaderelection: cannot reach the lease; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
 		c.look = false
+		// The blob or its container gone, or being deleted: polled every
+		// RetryInterval, whatever backoff earlier failures built
+		// (recreated.go's goneOrGoing).
+		gone := goneOrGoing(err)
+		if gone {
+			c.backoff = s.RetryInterval
+		}
 		c.wait = clock.Jitter(c.backoff)
-		c.backoff = min(2*c.backoff, c.maxBackoff)
+		if !gone {
+			c.backoff = min(2*c.backoff, c.maxBackoff)
+		}
 	}
 	return nil
 }

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 	"strconv"
+	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -93,7 +95,22 @@ func (r record) fill(info *LeaseInfo) {
 	info.Leader = r.term()
 	info.LeaderEnded, info.DeclaredDuration, info.Role, info.RecordError = r.Ended, r.Declared, BlobRole(r.Role), r.problem
 	info.Recreated = r.Recreated
+	info.seedLongest = r.seedLongest()
 	info.Priority, info.Prioritized, info.HandedTo = r.Priority, r.Prioritized, r.Next
+}
+
+// seedLongest is the longest lease duration the seed of a blob created
+// again says a holder of it declared: the longest declarable if that does
+// not read, as another writer must have put it there (0 on a blob not
+// created again).
+func (r record) seedLongest() time.Duration {
+	switch {
+	case r.Recreated.IsZero():
+		return 0
+	case r.LongestBad != "":
+		return wire.MaxDeclarable
+	}
+	return r.Longest
 }
 
 // readRecord reads the record in md, the metadata of blob.
@@ -112,8 +129,11 @@ func wireTerm(t Term) wire.Term {
 
 // blocks reports whether no term may be recorded over the record e reports:
 // its term number, or its role, is wrong (a lease duration that does not
-// read only changes how a holder's silence is timed).
-func (e *RecordError) blocks() bool { return e != nil && e.Key != wire.MetaLeaseDuration }
+// read only changes how a holder's silence is timed, and a longest lease
+// on a blob created again how long it stands before it is taken).
+func (e *RecordError) blocks() bool {
+	return e != nil && e.Key != wire.MetaLeaseDuration && e.Key != wire.MetaLongest
+}
 
 // termCannotGrow is the RecordError for a term number that no term can follow.
 func termCannotGrow(container, blob string, n int64) *RecordError {
@@ -139,7 +159,26 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // above the floor). NextTerm, and the alarm at a term on the blob below the
 // floor, use the floor alone: a write that was not stored neither skips a
 // number nor raises a false alarm.
-type termFloor struct{ n, proposed atomic.Int64 }
+//
+// It also keeps what a blob created again must be waited for (recreated.go):
+// the lease duration its own holder would declare (own), and the one the
+// record of the highest term this instance read there declares (last), or,
+// for a blob created again, its seed says its seeders knew a holder of that
+// term to declare. Only the holder of the highest term may still hold the
+// lease when the blob is deleted: each earlier one's lease had passed
+// before the next term was recorded.
+type termFloor struct {
+	n, proposed atomic.Int64
+	mu          sync.Mutex
+	own         time.Duration
+	last        declaredAt
+}
+
+// declaredAt is a lease duration declared for term n.
+type declaredAt struct {
+	n int64
+	d time.Duration
+}
 
 // see raises the floor to n. The largest number is not taken as a floor:
 // no term can follow it, so it is reported as a record that cannot be built
@@ -149,6 +188,58 @@ func (f *termFloor) see(n int64) {
 	if n != math.MaxInt64 {
 		raiseTo(&f.n, n)
 	}
+}
+
+// remember raises the floor to r's term, if it reads, and notes the lease
+// duration r declares (noteLease).
+func (f *termFloor) remember(r record) {
+	if !r.TermBad {
+		f.see(r.Term.Number)
+	}
+	f.noteLease(r)
+}
+
+// noteLease notes the lease duration r declares, or, on a blob created
+// again, its seed says a holder of its term declared: the holder of a
+// higher term than any noted replaces what was noted (each earlier
+// holder's lease had passed before that term was recorded); the same term,
+// or a lower one (a record repaired lower, then a term recorded above it),
+// keeps the longer. A declared duration that does not read is another
+// writer's (ours always reads) and lowers nothing; the largest term number
+// is not noted, as the floor does not take it (see).
+func (f *termFloor) noteLease(r record) {
+	if r.TermBad || r.Term.Number == math.MaxInt64 {
+		return
+	}
+	d := r.Longest
+	if !r.DeclaredBad {
+		d = max(d, r.Declared)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case r.Term.Number > f.last.n && !r.DeclaredBad:
+		f.last = declaredAt{n: r.Term.Number, d: d}
+	case r.Term.Number > f.last.n:
+		f.last = declaredAt{n: r.Term.Number, d: max(f.last.d, d)}
+	default:
+		f.last.d = max(f.last.d, d)
+	}
+}
+
+// ownLease notes d as the lease duration this instance's holder declares.
+func (f *termFloor) ownLease(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.own = d
+}
+
+// longestDeclared is the longest lease a holder of the blob's last term
+// known to this instance may have declared: its own, or the last noted.
+func (f *termFloor) longestDeclared() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.own, f.last.d)
 }
 
 // propose notes n as a term this instance sent a record of.

@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"time"
 
@@ -32,8 +33,72 @@ import (
 // read or acquire) raises it under that lease before it gives it back
 // (raiseHeld), if that read and write get through. Any
 // other blob that carries no term's record (a first start, a repaired
-// record) is raised the same way when a contender reads it, but not waited
-// for.
+// record, one a script created again empty) is not waited for, unless a
+// contender reads it, or takes its lease, below a term it saw recorded
+// there (belowFloor): then it was created again, or rewritten lower, under
+// a running fleet, and the contender waits for it and raises it marked as
+// created again, so that every other contender waits for it too. A
+// contender that finds the blob or its container gone, or the container
+// being deleted (Azure refuses to create it again for about 30 s), polls
+// it every RetryInterval, not with a backoff, whatever earlier failures
+// built (goneOrGoing), so that its raise lands within the wait.
+//
+// The wait also keeps the funcs apart. A leader cut off from storage as its
+// blob (or container) is deleted learns nothing of it: it acts on until its
+// deadline, S + D - StopMargin for the send time S of its last confirmed
+// renewal (renew.go), and S came before the deletion, which the server
+// processed after that renewal. A contender times the blob created again
+// from an answer received after its creation, so after the deletion, on its
+// own monotonic clock; waiting at least D from then, it starts no func
+// until the old leader's context has ended StopMargin before: the
+// followers' rule for an ETag lease (renew.go), with the deletion in place
+// of the holder's last write. D is the holder's, never the contender's
+// own. Only the holder of the blob's last term can still hold its lease
+// (each earlier holder's lease had passed before the next term was
+// recorded), so every instance remembers the lease duration that the
+// record of the highest term it read declares, and its own (termFloor),
+// seeds a blob it creates again with the longer (leaderlongest), raises a
+// seed that names a shorter one, and waits the longest of its memory and
+// the seed's (settleFor). So an instance that read the last term's record,
+// and any that takes a blob one of those seeded or raised, waits out that
+// term's holder, whatever lease it declared. (A leased blob cannot be
+// deleted without its lease ID: deleting it alone takes a break first,
+// which is the operator's break of renew.go's "What this does not cover";
+// its container can be deleted at once.) What cannot be kept: a blob
+// created again first by an instance that saw no term of it carries no
+// mark and is taken at once, as at a fleet's first start (a first start
+// and a deletion look alike to it, and it knows no other instance's
+// lease); a deletion whose last term no running instance read is waited
+// out only as long as the leases they did read; and the instances that
+// read it may get no raise onto the blob before the wait of a creator that
+// did not is over. Then a cut-off holder of the deleted lease may act
+// beside the new leader until its own deadline, at most its LeaseDuration
+// after the deletion. These are the deletions under which the term may
+// repeat (above, and renew.go's "What cannot be kept"). So is a blob
+// restored with its record (an undelete, a container restored, a copy of
+// an earlier version): another writer's, taken as a lease released.
+
+// waitForBlobsCreatedAgain makes m wait for a blob created again before it
+// records a term on it, as a mutex's manager does (see above): 2 R beyond
+// what a leader needs to notice the deletion, long enough for every
+// contender polling the blob, every RetryInterval, to have read it and
+// raised its seed; and at least m's own lease duration, as a holder of the
+// deleted lease may be one like m.
+func (m *BlobLeaseManager) waitForBlobsCreatedAgain() {
+	m.settle = 2 * m.settings.RetryInterval
+	m.floor.ownLease(m.settings.LeaseDuration)
+}
+
+// goneOrGoing reports whether err says that the blob or its container is
+// gone, or being deleted (Azure refuses to create a container again for
+// about 30 s after its deletion). A contender keeps polling such a blob
+// every RetryInterval, not with a backoff that may grow to a lease
+// duration: it may be a witness of the last term, whose raise onto the
+// blob created again must land within the creator's wait (settleFor).
+func goneOrGoing(err error) bool {
+	var se *StorageError
+	return errors.As(err, &se) && slices.Contains([]string{blobstore.BlobNotFound, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted}, se.ErrorCode)
+}
 
 // errNotSettled refuses a term on a fresh blob whose ETag this manager has
 // not watched stand for its settle time: the contender gives the lease back
@@ -81,7 +146,7 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 	if m.settle <= 0 || !isFresh(info) || info.Role != "" && info.Role != m.role {
 		return 0
 	}
-	if md := m.raisedSeed(info.Leader.Number, !info.Recreated.IsZero()); md != nil {
+	if md := m.raisedSeed(info.Leader.Number, !info.Recreated.IsZero(), info.seedLongest); md != nil {
 		_, err := m.writeSeed(ctx, info.ETag, md)
 		if err == nil {
 			m.logRaise(info.Leader.Number)
@@ -93,21 +158,49 @@ func (m *BlobLeaseManager) seedFresh(ctx context.Context, info LeaseInfo) time.D
 		m.logger.Debug("leaderelection: could not raise the term on a blob without a term's record", "container", m.container, "blob", m.blob,
 			"error", err)
 	}
-	return max(0, m.settleFor(!info.Recreated.IsZero())-time.Since(m.fresh.watch(info.ETag, info.Received)))
+	return max(0, m.settleFor(!info.Recreated.IsZero() || m.belowFloor(info.Leader.Number), info.seedLongest)-time.Since(m.fresh.watch(info.ETag, info.Received)))
 }
 
 // raisedSeed is the seed that raises a blob without a term's record,
-// numbered number, to this manager's floor (marked created again if the
-// blob is): nil if the floor is not higher.
-func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool) map[string]*string {
+// numbered number, to this manager's floor (or a term it proposed above
+// it), and, if the blob is marked created again (its seed saying that a
+// holder declared a lease as long as longest), to the longest lease this
+// manager knows a holder declared: nil if neither is higher. The raise
+// marks the blob created again if it was, or if it is below a term this
+// instance saw recorded (belowFloor): such a blob was created again, or
+// rewritten lower, under a running fleet (by an instance that never saw
+// its terms, or by another writer), so whoever takes it waits for it. One
+// below a term only proposed (a record whose answer was lost: no func ran
+// under it) is raised unmarked.
+func (m *BlobLeaseManager) raisedSeed(number int64, recreated bool, longest time.Duration) map[string]*string {
 	floor := m.floor.seed()
-	switch {
-	case floor <= number:
+	mark := recreated || m.belowFloor(number)
+	if floor <= number && (!recreated || m.floor.longestDeclared() <= longest) {
 		return nil
-	case recreated:
+	}
+	return m.seedMetadata(max(floor, number), mark)
+}
+
+// belowFloor reports whether a blob whose record carries no term, numbered
+// number, is below a term this instance saw recorded there: created again,
+// or rewritten lower, under a running fleet, and to be waited for as a
+// blob created again is (see above).
+func (m *BlobLeaseManager) belowFloor(number int64) bool { return number < m.floor.get() }
+
+// seedMetadata is the metadata a blob is created with, or a blob without a
+// term's record raised to, by this manager: its role and the term floor
+// and, if marked created again by a manager that waits for such a blob (a
+// mutex's), the longest lease this manager knows a holder of it declared.
+// (Another's marks it if floor is above 0, as wire.CreateMetadata does.)
+// Unmarked, it is an ended term's record that the next term continues.
+func (m *BlobLeaseManager) seedMetadata(floor int64, recreated bool) map[string]*string {
+	switch {
+	case !recreated:
+		return wire.EndedMetadata(string(m.role), floor, time.Now())
+	case m.settle <= 0:
 		return wire.CreateMetadata(string(m.role), floor, time.Now())
 	}
-	return wire.EndedMetadata(string(m.role), floor, time.Now())
+	return wire.SeedMetadata(string(m.role), floor, m.floor.longestDeclared(), time.Now())
 }
 
 func (m *BlobLeaseManager) logRaise(was int64) {
@@ -127,7 +220,7 @@ func (m *BlobLeaseManager) logRaise(was int64) {
 // may be: recordTerm's caller reads again and retries under the lease (a
 // raise that landed reads as raised), until the lease's deadline.
 func (m *BlobLeaseManager) raiseHeld(ctx context.Context, prev record, etag azcore.ETag) error {
-	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero())
+	md := m.raisedSeed(prev.Term.Number, !prev.Recreated.IsZero(), prev.seedLongest())
 	if md == nil {
 		return nil
 	}
@@ -175,11 +268,16 @@ func (m *BlobLeaseManager) writeUnleased(ctx context.Context, op string, etag az
 }
 
 // settleFor is how long a blob that carries no term's record must stand
-// before a term is recorded on it: none unless it was created again.
-func (m *BlobLeaseManager) settleFor(recreated bool) time.Duration {
+// before a term is recorded on it: none unless it was created again; then
+// long enough for the leader that missed the deletion to notice it and
+// raise the seed (see above), and at least the longest lease duration this
+// manager knows a holder of the blob declared, or the blob's seed says its
+// seeders knew (seedLongest), for a holder of the deleted lease cut off
+// from storage to have stopped (see above).
+func (m *BlobLeaseManager) settleFor(recreated bool, seedLongest time.Duration) time.Duration {
 	if m.settle <= 0 || !recreated {
 		return 0
 	}
 	s := m.settings
-	return s.RenewInterval + s.RequestTimeout + s.StopMargin + m.settle
+	return max(s.RenewInterval+s.RequestTimeout+s.StopMargin+m.settle, m.floor.longestDeclared(), seedLongest)
 }

@@ -85,6 +85,18 @@ import (
 // again (a read and a conditional write, or an acquire, a read and a write
 // under the lease) before its creator's wait is over (recreated.go).
 //
+// A deletion also ends a lease without its holder's knowing: the server
+// forgets it. A holder cut off from storage then acts on to its deadline,
+// so whoever takes the blob created again first waits out the lease it
+// knows the last term's holder declared, timed as a follower times an ETag
+// lease's silence (recreated.go). This fails only with the term's rule
+// above, under the same deletions: a blob created again first by an
+// instance that saw none of its terms, a last term no running instance
+// read, or witnesses of it that get no raise onto the blob before its
+// creator's wait is over. Then the old holder's func and the new one may
+// both act until the old holder's deadline, at most its LeaseDuration
+// after the deletion.
+//
 // An ETag lease (a LeaseDuration D outside Azure's 15 to 60 s) is an
 // infinite blob lease, which the server never expires: the followers do,
 // with the same arithmetic (silence.go). The holder renews by writing its

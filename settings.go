@@ -54,7 +54,9 @@ type BlobSettings struct {
 	// http BlobEndpoint) is accepted only where no secret crosses a network
 	// in clear: a loopback address, or, with an account key, the emulator's
 	// development account, whose key is published (for example Azurite at
-	// http://azurite:10000/devstoreaccount1 in docker compose).
+	// http://azurite:10000/devstoreaccount1 in docker compose). A key
+	// Azure's connection strings do not have (a misspelt AccountName) is
+	// refused, named, rather than ignored.
 	ConnectionString string
 
 	// ServiceURL is the account's blob endpoint, e.g.

@@ -51,6 +51,10 @@ func TestEveryInvalidSettingIsRejectedNamingTheField(t *testing.T) {
 		{"credential without service URL", func(s *BlobSettings) { s.Credential = fakeCredential{} }, "Credential", "only used with ServiceURL"},
 		{"malformed connection string", func(s *BlobSettings) { s.ConnectionString = "garbage" }, "ConnectionString", "malformed"},
 		{"connection string without key", func(s *BlobSettings) { s.ConnectionString = "AccountName=acct" }, "ConnectionString", "AccountKey"},
+		{"connection string key misspelt", func(s *BlobSettings) {
+			s.ConnectionString = "AccountNmae=acct;AccountKey=c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5c2VjcmV0a2V5cw=="
+		}, "ConnectionString", "unknown key AccountNmae (did you mean AccountName?); needs AccountName"},
+		{"development storage not true", func(s *BlobSettings) { s.ConnectionString = "UseDevelopmentStorage=ture" }, "ConnectionString", `got "ture"`},
 		{"connection string key not base64", func(s *BlobSettings) {
 			s.ConnectionString = "AccountName=acct;AccountKey=not*base64!"
 		}, "ConnectionString", "base64"},

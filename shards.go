@@ -586,10 +586,11 @@ func (o *ShardOwner) emit(e Event) {
 // session, with a new ID, and claims its share again. A shard func is never
 // started while an earlier run of it on this instance is still running.
 // No goroutine started by Run outlives it. Calling Run again while it runs
-// returns [ErrAlreadyRunning].
+// returns an error that matches [ErrAlreadyRunning] and reads
+// "leaderelection: ShardOwner.Run is already running on this ShardOwner".
 func (o *ShardOwner) Run(ctx context.Context) error {
 	if !o.running.CompareAndSwap(false, true) {
-		return ErrAlreadyRunning
+		return errShardOwnerRunning
 	}
 	defer func() {
 		o.running.Store(false)

@@ -39,6 +39,8 @@ func TestNewShardOwnerRejectsBadInput(t *testing.T) {
 		{"trailing dot", good, []string{"a."}, fn, nil, "must not end with a dot"},
 		{"too long", good, []string{strings.Repeat("x", 257)}, fn, nil, "at most 256 characters"},
 		{"named twice", good, []string{"a", "b", "a"}, fn, nil, `shard "a" is named twice`},
+		{"several bad names, all reported", good, []string{"a b", "c", "d.", "c"}, fn, nil, `invalid shard name "a b": may contain only letters, digits, '/' and - _ . ~ : @ =, got ' '` +
+			"\nleaderelection: invalid shard name \"d.\": must not end with a dot\nleaderelection: shard \"c\" is named twice"},
 		{"stall timeout", good, nil, fn, []Option{WithStallTimeout(time.Minute)}, "WithStallTimeout is not supported"},
 		{"empty lease ID file", good, nil, fn, []Option{WithLeaseIDFile("")}, "WithLeaseIDFile: the path is empty"},
 		{"bad identity", good, nil, fn, []Option{WithIdentity(" pod")}, "identity must not begin or end with a space"},
@@ -155,6 +157,25 @@ func TestNoGoroutineOutlivesShardOwnerInspect(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, info.Shards, 2)
 	goleak.VerifyNone(t, before)
+}
+
+// Run called while it runs is refused in the ShardOwner's own words (not
+// the mutex's), matching ErrAlreadyRunning, and leaves the first run be.
+func TestSecondConcurrentShardOwnerRunIsRefused(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		log := &shardLog{}
+		r := startOwner(t, "a", shardSettings(t), shardNames(2), log.fn("a", func(ctx context.Context, _ string) error {
+			<-ctx.Done()
+			return nil
+		}))
+		waitFor(t, time.Minute, "both shards running", func() bool { return log.perOwner()["a"] == 2 })
+		err := r.owner.Run(context.Background())
+		require.ErrorIs(t, err, ErrAlreadyRunning)
+		assert.EqualError(t, err, "leaderelection: ShardOwner.Run is already running on this ShardOwner")
+		assert.Equal(t, 2, log.perOwner()["a"], "the first run goes on")
+		require.ErrorIs(t, r.stop(t), context.Canceled)
+	})
 }
 
 // A panic in a shard func releases that shard, stops every other shard func,

@@ -32,7 +32,7 @@ type simHold struct{ heading, what string }
 
 func (h simHold) String() string { return h.heading + ": " + h.what }
 
-const headTerms = "The count of terms restarts if no instance saw it"
+const headTerms = "A deletion no running instance saw"
 
 // The hold-backs (see sim_faultmodel_test.go for each rule).
 var (

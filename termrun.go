@@ -230,13 +230,12 @@ func (t *liveTerm) start() {
 	t.state.start(t.term)
 	r.leading.Store(true)
 	r.metrics.transition("started", "")
+	msg, attrs := "leaderelection: became leader", []any{"container", s.Container, "blob", s.Blob, "term", t.term.Number, "identity", t.term.Identity}
 	if r.kind == runsSession {
-		r.logger.Info("leaderelection: session started", "container", s.Container, "prefix", r.prefix, "identity", t.term.Identity,
-			"lease", r.lease.Kind(), "leaseDuration", s.LeaseDuration)
-	} else {
-		r.logger.Info("leaderelection: became leader", "container", s.Container, "blob", s.Blob, "term", t.term.Number, "identity", t.term.Identity,
-			"lease", r.lease.Kind())
+		msg, attrs = "leaderelection: session started", []any{"container", s.Container, "prefix", r.prefix, "identity", t.term.Identity,
+			"leaseDuration", s.LeaseDuration}
 	}
+	r.logger.Info(msg, append(attrs, r.lease.kindAttrs()...)...)
 	// Set just before the event, so that a hook panicking before it
 	// cannot make StoppedLeading the first event of the term.
 	t.started = true

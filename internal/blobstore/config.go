@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -328,7 +329,9 @@ type connectionString struct {
 // CheckConnectionString reports whether cs is a connection string the
 // package can build a client from; the error is a [*ConfigError] for the
 // field ConnectionString, and never includes the string's values. It
-// refuses UseDevelopmentStorage=true with any key but
+// refuses a key Azure's connection strings do not have (named, with the key
+// it likely misspells), UseDevelopmentStorage with any value but true or
+// UseDevelopmentStorage=true with any key but
 // DevelopmentStorageProxyUri, a string with neither AccountName nor
 // BlobEndpoint, or with neither AccountKey nor SharedAccessSignature, and
 // plain http where a secret would cross a network in clear (anywhere but a
@@ -339,28 +342,131 @@ func CheckConnectionString(cs string) error {
 	return err
 }
 
+// connectionStringKeys are the keys Azure's connection strings carry (the
+// portal's, the emulator's, and .NET's parser's): the blob service's are
+// read, the other services' endpoints accepted and ignored. Any other key
+// is refused, named: a misspelt AccountName would otherwise be reported as
+// missing, and the misspelling never shown.
+var connectionStringKeys = []string{
+	"DefaultEndpointsProtocol", "AccountName", "AccountKey", "EndpointSuffix", "SharedAccessSignature",
+	"BlobEndpoint", "QueueEndpoint", "TableEndpoint", "FileEndpoint",
+	"BlobSecondaryEndpoint", "QueueSecondaryEndpoint", "TableSecondaryEndpoint", "FileSecondaryEndpoint",
+	"UseDevelopmentStorage", "DevelopmentStorageProxyUri",
+}
+
 // parseConnectionString reads the fields the blob service needs. The SDK's
 // parser does not know UseDevelopmentStorage, and its errors cannot name the
-// missing key. Errors never include the string's values.
+// missing key. Errors never include the string's values. An unknown key is
+// reported with what else is wrong, in one error.
 func parseConnectionString(cs string) (connectionString, error) {
-	bad := func(rule string) (connectionString, error) {
-		return connectionString{}, &ConfigError{Field: "ConnectionString", Rule: rule}
-	}
 	kv := map[string]string{}
-	var keys []string // as spelt, in order: for messages
+	var keys, unknown []string // as spelt, in order: for messages
 	for _, part := range strings.Split(strings.TrimSpace(cs), ";") {
 		if strings.TrimSpace(part) == "" {
 			continue
 		}
 		k, v, ok := strings.Cut(part, "=")
 		if !ok {
-			return bad("is malformed: expected Key=Value pairs separated by semicolons")
+			return connectionString{}, &ConfigError{Field: "ConnectionString", Rule: "is malformed: expected Key=Value pairs separated by semicolons"}
 		}
-		kv[strings.ToLower(strings.TrimSpace(k))] = strings.TrimSpace(v)
-		keys = append(keys, strings.TrimSpace(k))
+		k = strings.TrimSpace(k)
+		kv[strings.ToLower(k)] = strings.TrimSpace(v)
+		keys = append(keys, keyShown(k))
+		if !slices.ContainsFunc(connectionStringKeys, func(known string) bool { return strings.EqualFold(known, k) }) {
+			unknown = append(unknown, k)
+		}
 	}
+	c, rule := readConnectionString(kv, keys)
+	if len(unknown) > 0 {
+		rule = joinRules(unknownKeysRule(unknown), rule)
+	}
+	if rule != "" {
+		return connectionString{}, &ConfigError{Field: "ConnectionString", Rule: rule}
+	}
+	return c, nil
+}
+
+// joinRules joins what is wrong with one field into one rule.
+func joinRules(rules ...string) string {
+	return strings.Join(slices.DeleteFunc(rules, func(r string) bool { return r == "" }), "; ")
+}
+
+// unknownKeysRule names the unknown keys, each with the known key it is
+// likely a misspelling of.
+func unknownKeysRule(unknown []string) string {
+	var named []string
+	guessed := false
+	for _, k := range unknown {
+		shown := keyShown(k)
+		if near := nearestKey(k); near != "" && shown == k {
+			shown += " (did you mean " + near + "?)"
+			guessed = true
+		}
+		named = append(named, shown)
+	}
+	rule := "has an unknown key " + strings.Join(named, ", ")
+	if len(unknown) > 1 {
+		rule = "has unknown keys " + strings.Join(named, ", ")
+	}
+	if !guessed {
+		rule += " (the keys are " + strings.Join(connectionStringKeys, ", ") + ")"
+	}
+	return rule
+}
+
+// keyShown is a key as an error may show it: a key name is letters and
+// digits; anything else (a value pasted where a key goes, an account key
+// whose padding took the place of the "=") may be a secret and is not shown.
+func keyShown(k string) string {
+	if keyName.MatchString(k) {
+		return k
+	}
+	return "<a key not shown: it is not a key name and may be a secret>"
+}
+
+var keyName = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]{0,39}$`)
+
+// nearestKey is the known key k is within two edits of (letter case
+// aside), or "".
+func nearestKey(k string) string {
+	for _, known := range connectionStringKeys {
+		if editDistance(strings.ToLower(k), strings.ToLower(known)) <= 2 {
+			return known
+		}
+	}
+	return ""
+}
+
+// editDistance is the Levenshtein distance between a and b (bytes).
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
+
+// readConnectionString reads the blob service's fields from kv (keys
+// lower-cased; keys holds them as spelt, for messages), or says what is
+// wrong.
+func readConnectionString(kv map[string]string, keys []string) (connectionString, string) {
 	var c connectionString
-	if strings.EqualFold(kv["usedevelopmentstorage"], "true") {
+	if dev, ok := kv["usedevelopmentstorage"]; ok && !strings.EqualFold(dev, "true") {
+		return c, fmt.Sprintf("UseDevelopmentStorage must be true (the only value it takes), got %s", Shown(dev))
+	}
+	if _, ok := kv["usedevelopmentstorage"]; ok {
 		// Refused rather than guessed at: the development storage shortcut
 		// names its endpoint itself, so another endpoint, account or key
 		// beside it was either ignored (the user's Azurite on another port
@@ -374,23 +480,23 @@ func parseConnectionString(cs string) (connectionString, error) {
 			}
 		}
 		if len(extra) > 0 {
-			return bad(fmt.Sprintf("UseDevelopmentStorage=true names Azurite's endpoint (127.0.0.1:10000), account and key itself: it takes no other key "+
+			return c, fmt.Sprintf("UseDevelopmentStorage=true names Azurite's endpoint (127.0.0.1:10000), account and key itself: it takes no other key "+
 				"but DevelopmentStorageProxyUri, found %s. For an emulator elsewhere, give the development account and the endpoint: "+
-				"AccountName=%s;AccountKey=<its published key>;BlobEndpoint=http://<host>:<port>/%s", strings.Join(extra, ", "), devAccountName, devAccountName))
+				"AccountName=%s;AccountKey=<its published key>;BlobEndpoint=http://<host>:<port>/%s", strings.Join(extra, ", "), devAccountName, devAccountName)
 		}
 		base := "http://127.0.0.1"
 		if proxy := kv["developmentstorageproxyuri"]; proxy != "" {
 			base = strings.TrimRight(proxy, "/")
 		}
 		c = connectionString{serviceURL: base + ":10000/" + devAccountName + "/", accountName: devAccountName, accountKey: devAccountKey}
-		return c, nil
+		return c, ""
 	}
 	c.accountName, c.accountKey, c.sas = kv["accountname"], kv["accountkey"], strings.TrimPrefix(kv["sharedaccesssignature"], "?")
 	switch endpoint := kv["blobendpoint"]; {
 	case endpoint != "":
 		u, err := url.Parse(endpoint)
 		if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-			return bad("BlobEndpoint must be an absolute http(s) URL")
+			return c, "BlobEndpoint must be an absolute http(s) URL"
 		}
 		c.serviceURL = strings.TrimRight(endpoint, "/") + "/"
 	case c.accountName != "":
@@ -402,17 +508,17 @@ func parseConnectionString(cs string) (connectionString, error) {
 			suffix = "core.windows.net"
 		}
 		if protocol = strings.ToLower(protocol); protocol != "https" && protocol != "http" {
-			return bad("DefaultEndpointsProtocol must be https or http")
+			return c, "DefaultEndpointsProtocol must be https or http"
 		}
 		c.serviceURL = fmt.Sprintf("%s://%s.blob.%s/", protocol, c.accountName, suffix)
 	default:
-		return bad("needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)")
+		return c, "needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)"
 	}
 	switch {
 	case c.accountKey != "" && c.accountName == "":
-		return bad("has AccountKey but no AccountName")
+		return c, "has AccountKey but no AccountName"
 	case c.accountKey == "" && c.sas == "":
-		return bad("needs AccountKey (with AccountName) or SharedAccessSignature")
+		return c, "needs AccountKey (with AccountName) or SharedAccessSignature"
 	}
 	// Plain http only where no secret crosses a network in clear: to a
 	// loopback address, or with the emulator's development account, whose
@@ -422,10 +528,10 @@ func parseConnectionString(cs string) (connectionString, error) {
 	if u, err := url.Parse(c.serviceURL); err == nil && u.Scheme != "https" && !isLoopback(u.Host) {
 		switch {
 		case c.sas != "":
-			return bad("must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)")
+			return c, "must use https: a SAS token is a secret (plain http is accepted only for a local emulator on a loopback address)"
 		case c.accountKey != "" && (c.accountName != devAccountName || c.accountKey != devAccountKey):
-			return bad("must use https with an account key (plain http is accepted only for an emulator: on a loopback address, or with the emulator's development account, whose key is public)")
+			return c, "must use https with an account key (plain http is accepted only for an emulator: on a loopback address, or with the emulator's development account, whose key is public)"
 		}
 	}
-	return c, nil
+	return c, ""
 }

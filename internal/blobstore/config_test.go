@@ -69,6 +69,39 @@ func TestConnectionStringsRefusedSayWhy(t *testing.T) {
 	}
 }
 
+// A misspelt or unknown key is named (with the key it likely misspells),
+// together with what the string then lacks; a bad UseDevelopmentStorage
+// value is shown; and nothing that may be a secret is, not even a key whose
+// place a pasted value took.
+func TestConnectionStringMistakesAreNamed(t *testing.T) {
+	for _, tc := range []struct{ cs, want string }{
+		{"AccountNmae=acct;AccountKey=" + fakeKey, "has an unknown key AccountNmae (did you mean AccountName?); needs AccountName or BlobEndpoint (or UseDevelopmentStorage=true)"},
+		{"AccountName=acct;AcountKey=" + fakeKey, "has an unknown key AcountKey (did you mean AccountKey?); needs AccountKey (with AccountName) or SharedAccessSignature"},
+		{"AccountName=acct;AccountKey=" + fakeKey + ";Foo=1;BlobEndpiont=https://acct.blob.core.windows.net",
+			"has unknown keys Foo, BlobEndpiont (did you mean BlobEndpoint?)"},
+		{"AccountName=acct;AccountKey=" + fakeKey + ";Region=westeurope", "has an unknown key Region (the keys are DefaultEndpointsProtocol, AccountName, AccountKey,"},
+		{"AccountName=acct;" + fakeKey + "=;AccountKey=" + fakeKey, "has an unknown key <a key not shown: it is not a key name and may be a secret>"},
+		{"UseDevelopmentStorage=ture", `UseDevelopmentStorage must be true (the only value it takes), got "ture"`},
+		{"UseDevelopmentStorage=false", `UseDevelopmentStorage must be true (the only value it takes), got "false"`},
+		{"UseDevelopmentStorage=" + fakeKey, "UseDevelopmentStorage must be true (the only value it takes), got REDACTED"},
+		{"UseDevelopmentStorage=true;AccountNmae=x", "has an unknown key AccountNmae (did you mean AccountName?); UseDevelopmentStorage=true names Azurite's endpoint"},
+	} {
+		err := CheckConnectionString(tc.cs)
+		var ce *ConfigError
+		require.ErrorAs(t, err, &ce, tc.cs)
+		assert.Equal(t, "ConnectionString", ce.Field)
+		assert.Contains(t, ce.Rule, tc.want, tc.cs)
+		assert.NotContains(t, err.Error(), fakeKey)
+		assert.NotContains(t, err.Error(), strings.TrimRight(fakeKey, "="))
+	}
+	// Every key a portal, Azurite's documentation or .NET's parser writes is known.
+	assert.NoError(t, CheckConnectionString("BlobEndpoint=https://a.blob.core.windows.net/;QueueEndpoint=https://a.queue.core.windows.net/;"+
+		"FileEndpoint=https://a.file.core.windows.net/;TableEndpoint=https://a.table.core.windows.net/;SharedAccessSignature=sv=2023&sig=x"))
+	assert.NoError(t, CheckConnectionString("DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey="+devAccountKey+
+		";BlobEndpoint=http://127.0.0.1:10000/devstoreaccount1;QueueEndpoint=http://127.0.0.1:10001/devstoreaccount1;TableEndpoint=http://127.0.0.1:10002/devstoreaccount1;"))
+	assert.NoError(t, CheckConnectionString("accountname=acct;ACCOUNTKEY="+fakeKey+";BlobSecondaryEndpoint=https://acct-secondary.blob.core.windows.net"), "keys are matched whatever their case")
+}
+
 // Plain http is accepted wherever no secret crosses a network in clear.
 func TestPlainHTTPIsAcceptedOnlyForTheEmulator(t *testing.T) {
 	for _, cs := range []string{

@@ -25,8 +25,9 @@ type Kind int
 
 const (
 	// Permanent means retrying cannot help: bad credentials (401/403),
-	// missing permissions, an invalid request (400), a refused creation, or
-	// an error the library does not recognise.
+	// missing permissions, an invalid request (400, or headers net/http
+	// will not send), a refused creation, or an error the library does
+	// not recognise.
 	Permanent Kind = iota + 1
 	// Transient means the request failed in a way that may pass: a 5xx,
 	// 408 or 429 answer, ContainerBeingDeleted, a timeout, a connection
@@ -74,8 +75,9 @@ type Error struct {
 	// Kind is what the failure means to the caller (see [Kind]).
 	Kind Kind
 	// Unsent reports that the request never left this host: no connection
-	// could be made (refused, unreachable, no such host), so it had no
-	// effect on the server and no answer was lost.
+	// could be made (refused, unreachable, no such host), or net/http
+	// would not send its headers, so it had no effect on the server and no
+	// answer was lost.
 	Unsent bool
 	// Detail describes a failure that has no answer to show (a timeout, a
 	// connection error, a credential that got no token), or a check of
@@ -258,6 +260,10 @@ func classifyNoResponse(err error, reached bool) (detail string, kind Kind) {
 		return "token request failed: " + firstLine(err.Error()), Transient
 	case errors.As(err, &certErr), errors.As(err, &unknownCA), errors.As(err, &hostErr):
 		return "TLS certificate not trusted: " + firstLine(err.Error()), Permanent
+	case unsendable(err) != "":
+		// Checked before net.Error, which every *url.Error is: the
+		// request is one HTTP cannot carry, and never will be.
+		return "request not sent: " + unsendable(err), Permanent
 	case errors.Is(err, context.DeadlineExceeded):
 		return "request timed out", Transient
 	case errors.Is(err, context.Canceled):
@@ -325,9 +331,25 @@ func firstLine(s string) string {
 
 // neverSent reports whether err says a request failed before any byte of it
 // could reach the server: no connection was made (refused, unreachable, no
-// such host). The request had no effect there, so no answer was lost.
+// such host), or net/http refused to send its headers (unsendable). The
+// request had no effect there, so no answer was lost.
 func neverSent(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
-	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial"
+	return errors.As(err, &dns) || errors.As(err, &op) && op.Op == "dial" || unsendable(err) != ""
+}
+
+// unsendable returns net/http's error if err is its transport's refusal to
+// send a header HTTP cannot carry (a newline in a metadata value, a space in
+// a metadata name), which it returns before sending anything, and ""
+// otherwise. net/http names the header, never its value.
+func unsendable(err error) string {
+	var ue *url.Error
+	if !errors.As(err, &ue) || ue.Err == nil {
+		return ""
+	}
+	if msg := ue.Err.Error(); strings.HasPrefix(msg, "net/http: invalid header ") {
+		return msg
+	}
+	return ""
 }

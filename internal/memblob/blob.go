@@ -17,7 +17,7 @@ type containerState struct {
 	etag         string
 	lastModified time.Time
 	blobs        map[string]*blobState
-	names        []string // the blobs' names, sorted, for listing
+	names        []string // the blobs' names, in listing order (compareNames)
 }
 
 // blobState is one block blob.
@@ -70,7 +70,7 @@ func httpTime(t time.Time) string {
 // addBlob puts b into the container, replacing any blob of its name.
 func (cs *containerState) addBlob(b *blobState) {
 	if _, ok := cs.blobs[b.name]; !ok {
-		i, _ := slices.BinarySearch(cs.names, b.name)
+		i, _ := slices.BinarySearchFunc(cs.names, b.name, compareNames)
 		cs.names = slices.Insert(cs.names, i, b.name)
 	}
 	cs.blobs[b.name] = b
@@ -82,7 +82,7 @@ func (cs *containerState) removeBlob(name string) {
 		return
 	}
 	delete(cs.blobs, name)
-	if i, ok := slices.BinarySearch(cs.names, name); ok {
+	if i, ok := slices.BinarySearchFunc(cs.names, name, compareNames); ok {
 		cs.names = slices.Delete(cs.names, i, i+1)
 	}
 }
@@ -342,7 +342,8 @@ func (s *Service) deleteBlob(c *call) {
 // parseMetadata reads the request's x-ms-meta-* headers. Names keep the
 // case the client sent (the SDK sets its headers without canonicalising
 // them); a name that is not a C# identifier is 400 InvalidMetadata, as on
-// Azurite and Azure. Values of repeated headers are joined with commas.
+// Azurite and Azure. A name sent twice, or a value storage would not read
+// as sent, was refused before (signedAsSent).
 func parseMetadata(c *call) (map[string]string, bool) {
 	const prefix = "x-ms-meta-"
 	var md map[string]string
@@ -358,7 +359,7 @@ func parseMetadata(c *call) (map[string]string, bool) {
 		if md == nil {
 			md = map[string]string{}
 		}
-		md[name] = strings.Join(vs, ",")
+		md[name] = strings.Join(vs, ",") // one value: signedAsSent
 	}
 	return md, true
 }

@@ -111,6 +111,39 @@ var listCases = []contractCase{
 		p := listAll(t, e, &container.ListBlobsFlatOptions{StartFrom: to.Ptr("b")})
 		equalSlices(t, "from b", names(p[0]), []string{"b", "c", "d"})
 	}},
+	{name: "list-order-above-uffff", run: func(t *testing.T, e *env) {
+		// Names sort as UTF-16 code units: a character above U+FFFF is
+		// a surrogate pair (U+D800..U+DFFF), before U+E000..U+FFFF,
+		// where UTF-8's byte order puts it after them.
+		const (
+			bmp   = "a\u00e9"     // é
+			high  = "a\uff21"     // fullwidth A, above the surrogates
+			priv  = "a\ue000"     // the first character after them
+			sup   = "a\U00010000" // the first above U+FFFF
+			emoji = "a\U0001F600"
+		)
+		for _, n := range []string{"b", high, emoji + "x", priv, emoji, sup, bmp, "a"} {
+			e.put(t, n, nil)
+		}
+		order := []string{"a", bmp, sup, emoji, emoji + "x", priv, high, "b"}
+		equalSlices(t, "all", names(listAll(t, e, nil)[0]), order)
+		pages := listAll(t, e, &container.ListBlobsFlatOptions{MaxResults: to.Ptr[int32](3)})
+		var paged []string
+		for _, p := range pages {
+			paged = append(paged, names(p)...)
+		}
+		equalSlices(t, "paged by 3", paged, order)
+		equal(t, "pages", len(pages), 3)
+		p, err := e.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{Marker: to.Ptr(emoji)}).NextPage(e.ctx)
+		noErr(t, err, "list after a marker")
+		equalSlices(t, "after "+emoji, names(p), order[4:])
+		p = listAll(t, e, &container.ListBlobsFlatOptions{StartFrom: to.Ptr(sup)})[0]
+		equalSlices(t, "from "+sup, names(p), order[2:])
+		p = listAll(t, e, &container.ListBlobsFlatOptions{Prefix: to.Ptr(emoji)})[0]
+		equalSlices(t, "prefix "+emoji, names(p), []string{emoji, emoji + "x"})
+		p = listAll(t, e, &container.ListBlobsFlatOptions{Prefix: to.Ptr("a"), StartFrom: to.Ptr(priv)})[0]
+		equalSlices(t, "prefix a from "+priv, names(p), []string{priv, high})
+	}},
 	{name: "list-max-results", run: func(t *testing.T, e *env) {
 		e.put(t, "a", nil)
 		p, err := e.cc.NewListBlobsFlatPager(&container.ListBlobsFlatOptions{MaxResults: to.Ptr[int32](6000)}).NextPage(e.ctx)

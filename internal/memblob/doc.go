@@ -27,6 +27,14 @@
 // strays outside the fake's contract fails loudly instead of passing on a
 // guess.
 //
+// It refuses what storage refuses from a client signing with the account's
+// key, whatever client sent it: a header net/http would not send (a
+// newline in a metadata value, a metadata name with a space or a non-ASCII
+// letter) fails in Do with net/http's error, as the transport returns it
+// before sending; an x-ms-* header the server would not read as signed (a
+// value with spaces or tabs at either end, or bytes above 0x7f; a metadata
+// name sent twice in two cases) is 403 AuthorizationFailure.
+//
 // Where Azurite departs from documented Azure behaviour, the fake follows
 // Azurite (the contract tests compare the two) and says so in a comment
 // marked "Azurite divergence". A test that passes here may therefore fail
@@ -44,7 +52,10 @@
 //   - an infinite lease takes any break period; Azure: 400 outside 0..60;
 //   - a deleted container's name can be used again at once; Azure: 409
 //     ContainerBeingDeleted for about 30 s;
-//   - List Blobs' NextMarker is the last name listed; Azure's is opaque.
+//   - List Blobs' NextMarker is the last name listed; Azure's is opaque;
+//   - a request whose signature does not match is 403
+//     AuthorizationFailure; Azure: 403 AuthenticationFailed (and a
+//     metadata name sent twice is documented as 400 there).
 //
 // The one deliberate difference from Azurite: maxresults below 1 answers
 // Azure's 400 OutOfRangeQueryParameterValue where Azurite sends a bare 400.

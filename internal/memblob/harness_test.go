@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -289,7 +290,7 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	reqLine := r.describeRequest(req)
 	resp, err := r.next.Do(req)
 	if err != nil {
-		r.add(reqLine + " -> error " + err.Error())
+		r.add(reqLine + " -> error " + describeSendError(err))
 		return nil, err
 	}
 	payload, err := io.ReadAll(resp.Body)
@@ -300,6 +301,17 @@ func (r *recorder) Do(req *http.Request) (*http.Response, error) {
 	resp.Body = io.NopCloser(bytes.NewReader(payload))
 	r.add(reqLine + " -> " + r.describeResponse(req, resp, payload))
 	return resp, nil
+}
+
+// describeSendError is a transport's error without the request's URL,
+// which names Azurite's port or the fake's endpoint: the Op and the cause
+// of a *url.Error, as http.Client returns it.
+func describeSendError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return fmt.Sprintf("%T %s: %v", ue, ue.Op, ue.Err)
+	}
+	return err.Error()
 }
 
 func (r *recorder) add(line string) {

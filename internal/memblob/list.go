@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // list serves List Blobs, flat (GET ?restype=container&comp=list): the
@@ -20,10 +21,9 @@ import (
 // and the fake's, is the last name listed, and any name works as a marker.
 // Clients must pass NextMarker back as it came.
 //
-// Names are in byte order (Go's string order, UTF-8). Azurite sorts
-// JavaScript strings (UTF-16 code units): the two differ only between
-// names with characters above U+FFFF and names with characters in
-// U+E000..U+FFFF at the same place.
+// Names are in the order of their UTF-16 code units (compareNames), as
+// Azurite compares them (JavaScript strings), markers and startFrom
+// included.
 func (s *Service) list(c *call) {
 	q := c.req.URL.Query()
 	if q.Get("delimiter") != "" {
@@ -65,11 +65,11 @@ func (s *Service) list(c *call) {
 
 	// The first name after marker, at or after startFrom and prefix.
 	from := prefix
-	if startFrom > from {
+	if compareNames(startFrom, from) > 0 {
 		from = startFrom
 	}
-	i, _ := slices.BinarySearch(cs.names, from)
-	for i < len(cs.names) && marker != "" && cs.names[i] <= marker {
+	i, _ := slices.BinarySearchFunc(cs.names, from, compareNames)
+	for i < len(cs.names) && marker != "" && compareNames(cs.names[i], marker) <= 0 {
 		i++
 	}
 	var page []*blobState
@@ -171,4 +171,40 @@ func xmlEscape(buf *bytes.Buffer, s string) {
 		}
 	}
 	buf.WriteString(s)
+}
+
+// compareNames orders blob names as Azurite lists them: by their UTF-16
+// code units, as JavaScript compares strings. That is Go's order (UTF-8
+// bytes, code points) but for a character above U+FFFF, a surrogate pair
+// (U+D800..U+DFFF) in UTF-16, which sorts before U+E000..U+FFFF there and
+// after them in UTF-8. The names with a given prefix still come together,
+// from the prefix on: a listing by prefix is one run of the order. Names
+// are taken to be valid UTF-8, as the SDK sends them.
+func compareNames(a, b string) int {
+	// The first byte that differs is in the first rune that differs,
+	// which starts at or before it.
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
+	}
+	for i > 0 && i < len(a) && !utf8.RuneStart(a[i]) {
+		i--
+	}
+	ra, _ := utf8.DecodeRuneInString(a[i:])
+	rb, _ := utf8.DecodeRuneInString(b[i:])
+	switch {
+	case i == len(a) && i == len(b):
+		return 0
+	case i == len(a):
+		return -1
+	case i == len(b):
+		return 1
+	case (ra > 0xFFFF) != (rb > 0xFFFF) && min(ra, rb) >= 0xE000:
+		// One above U+FFFF, its high surrogate below the other.
+		if ra > 0xFFFF {
+			return -1
+		}
+		return 1
+	}
+	return strings.Compare(a[i:], b[i:])
 }

@@ -129,13 +129,7 @@ func ParseListed(md map[string]*string) Listed {
 			l.SeenBad = v
 		}
 	}
-	if v := Value(md, MetaLongest); v != "" {
-		if d, err := time.ParseDuration(v); err == nil && d >= MinDeclarable && d <= MaxDeclarable {
-			l.Longest = d
-		} else {
-			l.LongestBad = v
-		}
-	}
+	l.Longest, l.LongestBad = readDeclarable(md, MetaLongest)
 	return l
 }
 

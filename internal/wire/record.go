@@ -47,7 +47,16 @@ type Record struct {
 	// longest declarable if it does not read or lies outside what any
 	// setting can declare.
 	Declared time.Duration
-	Role     string
+	// DeclaredBad: the declared duration does not read (Declared is then
+	// the longest declarable).
+	DeclaredBad bool
+	// Longest, on a blob created again, is the longest lease duration its
+	// seeders knew a holder of the blob to have declared (see
+	// SeedMetadata); LongestBad is its value as stored when that does not
+	// read as one any setting declares (Longest is then 0).
+	Longest    time.Duration
+	LongestBad string
+	Role       string
 	// Problem is the first value that does not read; TermBad is set when
 	// it is the term number, which no new term may then continue.
 	Problem *Problem
@@ -97,16 +106,36 @@ func ParseRecord(md map[string]*string) Record {
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil || d < MinDeclarable:
-			r.Declared = MaxDeclarable
+			r.Declared, r.DeclaredBad = MaxDeclarable, true
 			bad(MetaLeaseDuration, v, fmt.Sprintf("is not a lease duration any setting declares (%v to %v): timed as %v", MinDeclarable, MaxDeclarable, MaxDeclarable))
 		case d > MaxDeclarable:
-			r.Declared = MaxDeclarable
+			r.Declared, r.DeclaredBad = MaxDeclarable, true
 			bad(MetaLeaseDuration, v, fmt.Sprintf("is longer than any setting declares: timed as %v", MaxDeclarable))
 		default:
 			r.Declared = d
 		}
 	}
+	r.Longest, r.LongestBad = readDeclarable(md, MetaLongest)
+	// A mutex's seed's (a shard's blob carries none of ours, and its
+	// claims wait by other rules).
+	if r.LongestBad != "" && !r.Recreated.IsZero() && r.Role != RoleShard {
+		bad(MetaLongest, r.LongestBad, fmt.Sprintf("is not a lease duration any setting declares (%v to %v): the blob created again is waited for as if a holder had declared %v, until it is repaired or raised by an instance that saw a higher term", MinDeclarable, MaxDeclarable, MaxDeclarable))
+	}
 	return r
+}
+
+// readDeclarable reads key's value in md as a lease duration some setting
+// can declare: 0 and "" if there is none, 0 and the value as stored if it
+// does not read as one.
+func readDeclarable(md map[string]*string, key string) (time.Duration, string) {
+	v := Value(md, key)
+	if v == "" {
+		return 0, ""
+	}
+	if d, err := time.ParseDuration(v); err == nil && d >= MinDeclarable && d <= MaxDeclarable {
+		return d, ""
+	}
+	return 0, v
 }
 
 // NextTerm is the number of the term after prev, for an instance that has
@@ -135,6 +164,24 @@ func CreateMetadata(role string, floor int64, at time.Time) map[string]*string {
 	md := EndedMetadata(role, floor, at)
 	if floor > 0 {
 		md[MetaRecreated] = md[MetaEnded]
+	}
+	return md
+}
+
+// SeedMetadata is the metadata of a blob created again, at time at, under
+// a fleet whose highest term seen was floor (an ended term that the next
+// one continues; none if 0), marked as created again, and naming longest
+// (if not 0), the longest lease its seeders knew a holder of that term to
+// declare: a contender that takes it waits at least that long, so that a
+// holder of the deleted lease cut off from storage has stopped (see the
+// library's recreated.go).
+func SeedMetadata(role string, floor int64, longest time.Duration, at time.Time) map[string]*string {
+	md := EndedMetadata(role, floor, at)
+	mark := at.UTC().Format(time.RFC3339Nano)
+	md[MetaRecreated] = &mark
+	if longest > 0 {
+		v := longest.String()
+		md[MetaLongest] = &v
 	}
 	return md
 }

@@ -51,7 +51,9 @@ const (
 	FaultLateAcquire = "late-acquire"
 )
 
-// AllFaults is every fault kind, the default mix.
+// AllFaults is every process fault kind, the default mix. FaultCutOffDelete,
+// which needs Azurite and another writer, is drawn when Kinds names it or
+// with Deletes (the messy world's cycle).
 var AllFaults = []string{FaultKill, FaultFreeze, FaultBlackhole, FaultLatencyLow, FaultLatencyHigh,
 	FaultResetLow, FaultResetHigh, FaultStorageRestart, FaultGraceful}
 
@@ -76,9 +78,10 @@ type Config struct {
 	// Malformed and Deletes add the messy world's faults (MessyFaults):
 	// every MessyEvery-th fault is then one of them, in turn, rather than
 	// a process fault: a malformed record of each tamper.Case, repaired
-	// seconds later (Malformed); the lease blob deleted, and every third
-	// deletion the whole container (Deletes). The fleet must run on
-	// Azurite.
+	// seconds later (Malformed); the lease blob deleted, the third
+	// deletion the whole container, and the fourth the container under a
+	// leader cut off from storage (FaultCutOffDelete), in turn (Deletes).
+	// The fleet must run on Azurite.
 	Malformed, Deletes bool
 	MessyEvery         int // default 3
 	// Sequence, if set, is the faults' kinds in order, a process fault's
@@ -86,6 +89,9 @@ type Config struct {
 	// its kind: set Malformed or Deletes for those); only their lengths
 	// are drawn, and Kinds, MessyEvery and MaxFaults are not used.
 	Sequence []string
+	// LeadFirst starts lane c1 alone, and the other lanes once it leads:
+	// the first fault then hits what c1 runs.
+	LeadFirst bool
 }
 
 // Timings the checker judges a run by.
@@ -161,8 +167,8 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o755); err != nil {
 		return Report{}, err
 	}
-	if (cfg.Malformed || cfg.Deletes) && useEtcd {
-		return Report{}, errors.New("chaos: the messy world's faults write blobs: they need a fleet on Azurite")
+	if cfg.writes() && useEtcd {
+		return Report{}, errors.New("chaos: the messy world's faults and " + FaultCutOffDelete + " write blobs: they need a fleet on Azurite")
 	}
 	if cfg.MessyEvery == 0 {
 		cfg.MessyEvery = 3
@@ -247,21 +253,6 @@ func (h *harness) track(r Record) {
 	}
 }
 
-// witnessed reports whether a running process other than lane but's has
-// started or seen lead the highest term started on the blob (top): it then
-// seeds the blob, if deleted, above that term (see docs/limits.md: a blob
-// deleted while no running instance saw its last term may repeat it).
-func (h *harness) witnessed(but string) (ok bool, top int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for w, t := range h.seen {
-		if w != but && t >= h.top {
-			return true, h.top
-		}
-	}
-	return false, h.top
-}
-
 func (h *harness) note(kind, fault, target, detail string) int64 {
 	r := Record{Mono: Mono(), Who: "harness", Kind: kind, Fault: fault, Target: target, Detail: detail}
 	h.log.Add(r)
@@ -312,7 +303,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
 	h.blob = blob
 	messy := h.messyCycle()
-	if len(messy) > 0 {
+	if h.cfg.writes() {
 		// Straight to Azurite, not through a contender's proxy: the other
 		// writer is no contender, and the faults do not reach it.
 		w, err := tamper.New(azurite.ConnectionStringFor("http://"+upstream+"/"+azurite.AccountName), containerName)
@@ -324,7 +315,11 @@ func (h *harness) run(ctx context.Context) (err error) {
 		h.other = w
 		h.mu.Unlock()
 	}
+	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
 	for i := 1; i <= h.cfg.Contenders; i++ {
+		if i == 2 && h.cfg.LeadFirst && h.waitLeader(ctx, 2*bound) == "" {
+			return errors.New("chaos: c1, started alone, did not become leader")
+		}
 		name := fmt.Sprintf("c%d", i)
 		p := toxiproxy.NewProxy(server, name, "127.0.0.1:0", upstream)
 		if err := p.Start(); err != nil {
@@ -351,7 +346,6 @@ func (h *harness) run(ctx context.Context) (err error) {
 	}
 
 	rng := rand.New(rand.NewPCG(uint64(h.cfg.Seed), uint64(h.cfg.Seed)>>32|1))
-	bound := h.timings.LeaseDuration + h.timings.RetryInterval + h.timings.Slack
 	deadline := time.Now().Add(h.cfg.Duration)
 	if h.waitLeader(ctx, 2*bound) == "" {
 		return errors.New("chaos: no contender became leader")
@@ -422,9 +416,15 @@ func (h *harness) run(ctx context.Context) (err error) {
 // how long a leader can go without a confirmed renewal and keep its term,
 // counted from a renewal due at the fault's start (LeaseDuration -
 // StopMargin - RenewInterval: 7 s, so 1-4 s, at the defaults; 0.14-0.57 s
-// for a 3 s ETag lease); low latency (300 +- 150 ms) holds for 6-12 s.
+// for a 3 s ETag lease); low latency (300 +- 150 ms) holds for 6-12 s. A
+// cut-off leader's container is deleted 0-1 s into the cut, before the
+// leader's deadline (1 s at least after the cut: a 3 s ETag lease's
+// LeaseDuration - StopMargin - RenewInterval); the cut then lasts as long
+// as the fleet takes to move on (see cutOffDelete).
 func holdFor(kind string, u float64, t laneTimings) time.Duration {
 	switch kind {
+	case FaultCutOffDelete:
+		return time.Duration(u * float64(time.Second))
 	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh:
 		return t.LeaseDuration + 2*time.Second + time.Duration(u*float64(4*time.Second))
 	case FaultLatencyLow:
@@ -482,6 +482,8 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		h.note(KindHeal, kind, target, "SIGCONT")
 		l.proc.Thaw()
 		return true, nil
+	case FaultCutOffDelete:
+		return h.cutOffDelete(ctx, l, hold)
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
 		// On a loaded machine a start can exceed its timeout: try again
@@ -499,6 +501,22 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		h.note(KindHeal, kind, "", "")
 		return true, nil
 	}
+	h.note(KindFault, kind, target, detail)
+	names, err := h.addToxics(l, kind)
+	if err != nil {
+		return false, err
+	}
+	Sleep(ctx, hold)
+	for _, n := range names {
+		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
+	}
+	h.note(KindHeal, kind, target, "")
+	return true, nil
+}
+
+// addToxics adds the toxics of a proxy fault of kind to lane l's proxy and
+// returns their names.
+func (h *harness) addToxics(l *lane, kind string) ([]string, error) {
 	var toxics []string
 	switch kind {
 	case FaultBlackhole:
@@ -513,23 +531,17 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	case FaultResetLow, FaultResetHigh:
 		toxics = []string{`{"name":"rst","type":"reset_peer","stream":"upstream","attributes":{"timeout":0}}`}
 	default:
-		return false, fmt.Errorf("chaos: unknown fault kind %q", kind)
+		return nil, fmt.Errorf("chaos: unknown fault kind %q", kind)
 	}
-	h.note(KindFault, kind, target, detail)
 	var names []string
 	for _, t := range toxics {
 		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
 		if err != nil {
-			return false, fmt.Errorf("chaos: %s toxic: %w", kind, err)
+			return names, fmt.Errorf("chaos: %s toxic: %w", kind, err)
 		}
 		names = append(names, w.Name)
 	}
-	Sleep(ctx, hold)
-	for _, n := range names {
-		_ = l.proxy.Toxics.RemoveToxic(context.Background(), n)
-	}
-	h.note(KindHeal, kind, target, "")
-	return true, nil
+	return names, nil
 }
 
 // respawn starts a new process in the lane of one that was stopped, once

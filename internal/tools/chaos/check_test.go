@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -262,4 +263,37 @@ func TestCheckShutdownIsNotAFaultsEffect(t *testing.T) {
 	require.Len(t, r.Faults, 1)
 	assert.False(t, r.Faults[0].Changed)
 	assert.Empty(t, r.Liveness)
+}
+
+// A leader cut off as its container is deleted that runs on past its
+// successor's start is an overlap: the deletion excuses nothing, nor does a
+// storage restart before it whose window would cover the leader's end.
+func TestCheckExcusesNoOverlapAfterADeletion(t *testing.T) {
+	deleted := Record{Mono: 4 * sec, Who: "harness", Kind: KindDelete}
+	r := Check([]Record{
+		rec(1, "a", KindStart, 1),
+		fault(3, FaultCutOffDelete, "a"), deleted,
+		rec(20, "b", KindStart, 2),
+		rec(30, "a", KindEnd, 1), stopped(30, "a", 1, 33),
+		heal(31, FaultCutOffDelete, "a"),
+	}, tm)
+	require.Len(t, r.Overlap, 1)
+	assert.Equal(t, 10*time.Second, r.Overlap[0].Duration)
+	assert.Empty(t, r.Amnesia)
+
+	restarted := []Record{
+		rec(1, "a", KindStart, 1),
+		fault(2, FaultStorageRestart, ""), heal(3, FaultStorageRestart, ""),
+		fault(3.5, FaultCutOffDelete, "a"), deleted,
+		rec(10, "b", KindStart, 2),
+		rec(15, "a", KindEnd, 1), stopped(15, "a", 1, 18),
+		heal(16, FaultCutOffDelete, "a"),
+	}
+	r = Check(restarted, tm)
+	assert.Len(t, r.Overlap, 1, "a deletion after the restart explains b's start as well")
+	assert.Empty(t, r.Amnesia)
+
+	r = Check(slices.DeleteFunc(slices.Clone(restarted), func(x Record) bool { return x.Kind == KindDelete }), tm)
+	assert.Empty(t, r.Overlap, "without the deletion, the restart's amnesia")
+	assert.Len(t, r.Amnesia, 1)
 }

@@ -49,7 +49,8 @@ func TestTimingsOfAMixedFleetTakeTheLongestLease(t *testing.T) {
 
 // Faults past the lease last past the target's own lease; short resets
 // scale with how long the target can go without a confirmed renewal, so
-// they stay below what it tolerates at every lease length.
+// they stay below what it tolerates at every lease length, and so does the
+// time from a cut to the container's deletion.
 func TestFaultsScaleWithTheTargetsLease(t *testing.T) {
 	def, err := Contender{}.timings()
 	require.NoError(t, err)
@@ -66,6 +67,9 @@ func TestFaultsScaleWithTheTargetsLease(t *testing.T) {
 	}
 	assert.Equal(t, 6*time.Second, holdFor(FaultLatencyLow, 0, etag3))
 	assert.Zero(t, holdFor(FaultKill, 0.5, etag3))
+	// A cut-off leader's container goes before the leader's deadline, even
+	// at the least a 3 s ETag lease keeps its term without a renewal.
+	assert.Less(t, holdFor(FaultCutOffDelete, 0.999, etag3), etag3.LeaseDuration-etag3.StopMargin-etag3.RenewInterval)
 }
 
 // The moment a lease could pass to another is the checker's own, from the

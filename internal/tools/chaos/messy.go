@@ -31,7 +31,7 @@ const (
 
 // MessyFaults are the faults of the messy world; Config.Malformed and
 // Config.Deletes add them to the draw.
-var MessyFaults = []string{FaultMalformed, FaultDeleteBlob, FaultDeleteContainer}
+var MessyFaults = []string{FaultMalformed, FaultDeleteBlob, FaultDeleteContainer, FaultCutOffDelete}
 
 // stopsTarget are the faults that stop their target lane's process: its
 // exit is the harness's doing.

@@ -148,9 +148,9 @@ func TestCheckAHoldersRecordReplacesAMalformedDuration(t *testing.T) {
 // have started or seen lead the highest term: a process started again
 // remembers nothing, and the leader's own memory goes with it.
 func TestADeletionNeedsAWitnessOfTheLastTerm(t *testing.T) {
-	h := &harness{open: map[string]int64{}, seen: map[string]int64{}}
+	h := &harness{open: map[string]int64{}, seen: map[string]int64{}, lanes: []*lane{{name: "a"}, {name: "b"}}}
 	witnessed := func(but string) bool {
-		ok, _ := h.witnessed(but)
+		ok, _ := h.witnessed(but, false)
 		return ok
 	}
 	h.track(Record{Who: "a", Kind: KindSpawn})
@@ -178,4 +178,31 @@ func TestADeletionNeedsAWitnessOfTheLastTerm(t *testing.T) {
 	assert.True(t, witnessed("b"), "a started term 3, the highest storage knows")
 	h.track(rec(6, "b", KindStart, 4))
 	assert.False(t, witnessed("b"), "a has not seen term 4")
+}
+
+// A deletion under a cut-off leader waits for every running process but the
+// leader's to have seen its term: one that never saw it would take the blob
+// created again at once (docs/limits.md, "A deletion no running instance
+// saw").
+func TestACutOffDeletionNeedsEveryOtherLaneToHaveSeenTheTerm(t *testing.T) {
+	h := &harness{open: map[string]int64{}, seen: map[string]int64{}, lanes: []*lane{{name: "a"}, {name: "b"}, {name: "c"}}}
+	all := func(but string) bool {
+		ok, _ := h.witnessed(but, true)
+		return ok
+	}
+	for _, w := range []string{"a", "b", "c"} {
+		h.track(Record{Who: w, Kind: KindSpawn})
+	}
+	h.track(rec(1, "a", KindStart, 5))
+	h.track(rec(2, "b", KindObserved, 5))
+	assert.False(t, all("a"), "c has seen nothing")
+	ok, _ := h.witnessed("a", false)
+	assert.True(t, ok, "one witness is enough for a deletion of a free blob")
+	h.track(rec(3, "c", KindObserved, 4))
+	assert.False(t, all("a"), "c saw an older term only")
+	h.track(rec(4, "c", KindObserved, 5))
+	assert.True(t, all("a"))
+	h.track(Record{Who: "c", Kind: KindExit})
+	h.track(Record{Who: "c", Kind: KindSpawn})
+	assert.False(t, all("a"), "c's new process remembers nothing")
 }

@@ -16,11 +16,11 @@ type messyFault struct {
 }
 
 // messyCycle is the messy world's faults the run takes in turn: a
-// malformed record of each case, and deletions in between, every third of
-// them the container's.
+// malformed record of each case, and deletions in between: two of the
+// blob, then the container, then the container under a cut-off leader.
 func (h *harness) messyCycle() []messyFault {
 	var out []messyFault
-	deletes := []string{FaultDeleteBlob, FaultDeleteBlob, FaultDeleteContainer}
+	deletes := []string{FaultDeleteBlob, FaultDeleteBlob, FaultDeleteContainer, FaultCutOffDelete}
 	for i, c := range tamper.Cases {
 		if h.cfg.Malformed {
 			out = append(out, messyFault{kind: FaultMalformed, c: c})
@@ -53,13 +53,35 @@ func (h *harness) repairWithin() time.Duration {
 	return max(time.Minute, 4*h.timings.LeaseDuration)
 }
 
+// witnessed reports whether a running process other than lane but's has
+// started or seen lead the highest term started on the blob (top): it then
+// seeds the blob, if deleted, above that term (see docs/limits.md: a blob
+// deleted while no running instance saw its last term may repeat it). With
+// all, whether every lane's process but but's has: then none that never saw
+// the term can be the first to create the blob again.
+func (h *harness) witnessed(but string, all bool) (ok bool, top int64) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, l := range h.lanes {
+		if l.name != but {
+			if t, saw := h.seen[l.name]; saw && t >= h.top {
+				n++
+			} else if all {
+				return false, h.top
+			}
+		}
+	}
+	return n > 0, h.top
+}
+
 // waitWitness waits, up to the liveness bound, for a running contender
 // other than target to witness the highest term started (see witnessed):
 // followers read the blob every retry interval, but back off while
 // storage fails them.
-func (h *harness) waitWitness(ctx context.Context, target string) (ok bool, top int64) {
+func (h *harness) waitWitness(ctx context.Context, target string, all bool) (ok bool, top int64) {
 	h.log.Wait(ctx, h.timings.LeaseDuration+h.timings.RetryInterval+2*h.timings.Slack, func() bool {
-		ok, top = h.witnessed(target)
+		ok, top = h.witnessed(target, all)
 		return ok
 	})
 	return ok, top
@@ -75,6 +97,11 @@ func (h *harness) waitWitness(ctx context.Context, target string) (ok bool, top 
 // contender leads. It reports false, having done nothing, when there is
 // no leader to stop.
 func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob string) (bool, error) {
+	if m.kind == FaultCutOffDelete {
+		// A process fault and a deletion at once: the leader is not
+		// stopped.
+		return h.inject(ctx, m.kind, u, blob)
+	}
 	target := h.leader()
 	var l *lane
 	for _, x := range h.lanes {
@@ -87,7 +114,7 @@ func (h *harness) injectMessy(ctx context.Context, m messyFault, u float64, blob
 		return false, nil
 	}
 	if m.kind != FaultMalformed {
-		if ok, top := h.waitWitness(ctx, target); !ok {
+		if ok, top := h.waitWitness(ctx, target, false); !ok {
 			h.progress("no running contender but %s has seen term %d lead; %s held back", target, top, m.kind)
 			return false, nil
 		}

@@ -41,6 +41,9 @@ type Report struct {
 	// Messy is what the other writer did: malformed records written and
 	// repaired, blobs and containers deleted.
 	Messy Messy
+	// Deletions are when the other writer's deletions (of a blob or the
+	// container) were sent, CLOCK_MONOTONIC ns, in order.
+	Deletions []int64
 }
 
 // TermSpan is one run of a leader func, on one lane.

@@ -268,10 +268,6 @@ func run(n, rounds int, settle time.Duration, out string) error {
 	if err != nil {
 		return err
 	}
-	modes := []struct {
-		name      string
-		old, newP int
-	}{{"today: no priority", 0, 0}, {"WithPriority: old 1, new 2", 1, 2}}
 	results := make([][]outcome, len(modes))
 	for r := range rounds {
 		// Which old instance leads is up to the race; the order in which
@@ -287,32 +283,61 @@ func run(n, rounds int, settle time.Duration, out string) error {
 			results[i] = append(results[i], o)
 		}
 	}
+	pub := publication(n, rounds, settle, time.Since(began), modes, results)
+	fmt.Println(pub.Sections[0])
+	if out != "" {
+		return benchdoc.Publish(out, pub)
+	}
+	return nil
+}
+
+// mode is a kind of rolling update: without priorities, or with the new
+// instances preferred.
+type mode struct {
+	name      string
+	old, newP int
+}
+
+var modes = []mode{{"today: no priority", 0, 0}, {"WithPriority: old 1, new 2", 1, 2}}
+
+// publication is the command's section of BENCHMARKS.md and its row of the
+// summary, which replaces its row in place: for each mode, the medians and
+// ranges of its rounds' outcomes.
+func publication(n, rounds int, settle, took time.Duration, modes []mode, results [][]outcome) benchdoc.Publication {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s\n\nProduced by `go run ./internal/tools/rollbench -rounds %d -out BENCHMARKS.md` in %v, on %s; commit %s; %s, %d cores, %s.\n\n",
-		heading, rounds, time.Since(began).Round(time.Second), time.Now().Format("2006-01-02"), buildinfo.Revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
+		heading, rounds, took.Round(time.Second), time.Now().Format("2006-01-02"), buildinfo.Revision(), runtime.Version(), runtime.NumCPU(), runtime.GOARCH)
 	fmt.Fprintf(&b, "%d mutex contenders, each a process of its own, at the library's default timings (native lease 15 s, RetryInterval 2 s), against a local Azurite, are updated as a Deployment with maxSurge 1 and maxUnavailable 0 does: for each old instance, a new one starts, runs %v, then an old one gets SIGTERM and exits, and %v pass before the next; the old ones are stopped in an order drawn for each round (the same for both kinds), so the leader may be stopped first, last or between. Counted from the fleet's first term: how many times leadership moved, and how long no leader func ran in all (from one func's return to the next one's start, CLOCK_MONOTONIC stamps the processes wrote). %d rolling updates of each kind, in turn; medians, [min–max].\n\n",
 		n, settle, settle, rounds)
 	b.WriteString("| | moves | leader's work stopped, in all | ended on a new instance |\n|---|---|---|---|\n")
 	for i, m := range modes {
 		rs := results[i]
-		moves := make([]float64, len(rs))
-		stopped := make([]float64, len(rs))
 		onNew := 0
-		for j, o := range rs {
-			moves[j], stopped[j] = float64(o.moves), o.stopped.Seconds()
+		for _, o := range rs {
 			if o.onNew {
 				onNew++
 			}
 		}
-		mm, ms := stat(moves), stat(stopped)
+		mm, ms := movesAndStops(rs)
 		fmt.Fprintf(&b, "| %s | %.0f [%.0f–%.0f] | %.2f s [%.2f–%.2f] | %d of %d |\n", m.name, mm[0], mm[1], mm[2], ms[0], ms[1], ms[2], onNew, len(rs))
 	}
-	section := b.String()
-	fmt.Println(section)
-	if out != "" {
-		return benchdoc.WriteSection(out, heading, section)
+	m0, s0 := movesAndStops(results[0])
+	m1, s1 := movesAndStops(results[1])
+	row := fmt.Sprintf("| a rolling update of %d instances: leadership moves / work stood still | %.0f [%.0f–%.0f] / %.2f s [%.2f–%.2f]; "+
+		"with `WithPriority` %.0f [%.0f–%.0f] / %.2f s [%.2f–%.2f] | %d rounds each | | %s | "+
+		"`go run ./internal/tools/rollbench -rounds %d -out BENCHMARKS.md`, [Rolling update](#rolling-update-leadership-moves) |",
+		n, m0[0], m0[1], m0[2], s0[0], s0[1], s0[2], m1[0], m1[1], m1[2], s1[0], s1[1], s1[2], rounds, buildinfo.Revision(), rounds)
+	return benchdoc.Publication{Sections: []string{b.String()}, Rows: []string{row}}
+}
+
+// movesAndStops are the median, min and max of the rounds' leadership
+// moves and seconds of work stood still.
+func movesAndStops(rs []outcome) (moves, stopped [3]float64) {
+	m, st := make([]float64, len(rs)), make([]float64, len(rs))
+	for j, o := range rs {
+		m[j], st[j] = float64(o.moves), o.stopped.Seconds()
 	}
-	return nil
+	return stat(m), stat(st)
 }
 
 // stat is the median, min and max of v.

@@ -103,8 +103,8 @@ func run() error {
 			return err
 		}
 	}
-	section := report(c, main, small, base, ch, time.Since(began)) + repeated(c, runs)
-	fmt.Println(section)
+	pub := publication(c, main, small, base, ch, runs, time.Since(began))
+	fmt.Println(pub.Sections[0])
 	if c.svg != "" {
 		svg := shardchaos.OwnershipSVG(main.records, fmt.Sprintf("ShardOwner: %d shards on %d instance processes, one more joins, one is SIGKILLed", c.shards, c.instances), main.markers)
 		if err := os.WriteFile(c.svg, svg, 0o644); err != nil {
@@ -112,9 +112,16 @@ func run() error {
 		}
 	}
 	if c.out != "" {
-		return benchdoc.WriteSection(c.out, heading, section)
+		return benchdoc.Publish(c.out, pub)
 	}
 	return nil
+}
+
+// publication is the command's section of BENCHMARKS.md. (Its rows of the
+// summary are written by hand: they quote the repeated runs' figures in
+// words of their own.)
+func publication(c config, main, small, base *result, ch *shardchaos.ChaosResult, runs []*result, took time.Duration) benchdoc.Publication {
+	return benchdoc.Publication{Sections: []string{report(c, main, small, base, ch, took) + repeated(c, runs)}}
 }
 
 func progress(format string, args ...any) {

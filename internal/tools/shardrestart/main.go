@@ -315,12 +315,74 @@ func run(n, instances, restarts, baseline int, out string) error {
 		}
 		all = append(all, rs...)
 	}
-	section := report(all, n, instances, time.Since(began))
-	fmt.Print(section)
+	pub := publication(all, n, instances, time.Since(began))
+	fmt.Print(pub.Sections[0])
 	if out != "" {
-		return benchdoc.WriteSection(out, heading, section)
+		return benchdoc.Publish(out, pub)
 	}
 	return nil
+}
+
+// publication is the command's section of BENCHMARKS.md and its row of the
+// summary (the restarts by SIGKILL with the file), which replaces its row
+// in place.
+func publication(rs []restart, n, instances int, took time.Duration) benchdoc.Publication {
+	withFile := 0
+	for _, r := range rs {
+		if r.file {
+			withFile++
+		}
+	}
+	g := statsOf(selectRestarts(rs, true, syscall.SIGKILL))
+	row := fmt.Sprintf("| ShardOwner restarted in place with `WithLeaseIDFile`: its shards all running again | %d shards: p50 %s, p99 %s (SIGKILL; target 1 s at p99) | "+
+		"%d restarts | %s: %s | %s | `go run ./internal/tools/shardrestart -restarts %d -baseline %d -out BENCHMARKS.md`, [ShardOwner restarted in place](#shardowner-restarted-in-place) |",
+		g.held, secs(pct(g.alls, 50)), secs(pct(g.alls, 99)), g.n, g.floorCol, g.ratioCol, buildinfo.Revision(), withFile, len(rs)-withFile)
+	return benchdoc.Publication{Sections: []string{report(rs, n, instances, took)}, Rows: []string{row}}
+}
+
+// selectRestarts are the restarts with the file or without, by sig.
+func selectRestarts(rs []restart, file bool, sig syscall.Signal) []restart {
+	var sel []restart
+	for _, r := range rs {
+		if r.file == file && r.sig == sig {
+			sel = append(sel, r)
+		}
+	}
+	return sel
+}
+
+// groupStats is what the table says of a group of restarts.
+type groupStats struct {
+	n, held            int
+	alls, idle         []time.Duration
+	away, starts, back []int
+	floorCol, ratioCol string
+}
+
+func statsOf(sel []restart) groupStats {
+	g := groupStats{n: len(sel), floorCol: "—", ratioCol: "—"}
+	if len(sel) == 0 {
+		return g
+	}
+	var floors []time.Duration
+	var ratios []float64
+	var held []int
+	for _, r := range sel {
+		g.alls = append(g.alls, r.all)
+		if r.floor > 0 {
+			floors = append(floors, r.floor)
+			ratios = append(ratios, float64(r.all)/float64(r.floor))
+		}
+		g.idle = append(g.idle, r.idle...)
+		held, g.away, g.starts, g.back = append(held, r.held), append(g.away, r.away), append(g.starts, r.starts), append(g.back, r.resumed)
+	}
+	g.held = median(held)
+	if len(floors) > 0 {
+		slices.Sort(ratios)
+		g.floorCol = secs(pct(floors, 50))
+		g.ratioCol = fmt.Sprintf("%.2f× [%.2f–%.2f]", ratios[(len(ratios)-1)/2], ratios[0], ratios[len(ratios)-1])
+	}
+	return g
 }
 
 // phase runs a fleet on a prefix of its own and restarts its child count
@@ -523,26 +585,9 @@ func report(rs []restart, n, instances int, took time.Duration) string {
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, file := range []bool{true, false} {
 		for _, sig := range []syscall.Signal{syscall.SIGKILL, syscall.SIGTERM} {
-			var sel []restart
-			for _, r := range rs {
-				if r.file == file && r.sig == sig {
-					sel = append(sel, r)
-				}
-			}
-			if len(sel) == 0 {
+			g := statsOf(selectRestarts(rs, file, sig))
+			if g.n == 0 {
 				continue
-			}
-			var alls, idle, floors []time.Duration
-			var ratios []float64
-			var held, away, starts, back []int
-			for _, r := range sel {
-				alls = append(alls, r.all)
-				if r.floor > 0 {
-					floors = append(floors, r.floor)
-					ratios = append(ratios, float64(r.all)/float64(r.floor))
-				}
-				idle = append(idle, r.idle...)
-				held, away, starts, back = append(held, r.held), append(away, r.away), append(starts, r.starts), append(back, r.resumed)
 			}
 			name := "none"
 			if file {
@@ -552,15 +597,9 @@ func report(rs []restart, n, instances int, took time.Duration) string {
 			if sig == syscall.SIGTERM {
 				sigName = "SIGTERM"
 			}
-			floorCol, ratioCol := "—", "—"
-			if len(floors) > 0 {
-				slices.Sort(ratios)
-				floorCol = secs(pct(floors, 50))
-				ratioCol = fmt.Sprintf("%.2f× [%.2f–%.2f]", ratios[(len(ratios)-1)/2], ratios[0], ratios[len(ratios)-1])
-			}
-			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d, %d | %d | %d |\n", name, sigName, len(sel), median(held),
-				secs(pct(alls, 50)), secs(pct(alls, 99)), secs(pct(alls, 100)), floorCol, ratioCol, secs(pct(idle, 50)), secs(pct(idle, 99)),
-				median(away), slices.Max(away), median(starts), median(back))
+			fmt.Fprintf(&b, "| %s | %s | %d | %d | %s | %s | %s | %s | %s | %s | %s | %d, %d | %d | %d |\n", name, sigName, g.n, g.held,
+				secs(pct(g.alls, 50)), secs(pct(g.alls, 99)), secs(pct(g.alls, 100)), g.floorCol, g.ratioCol, secs(pct(g.idle, 50)), secs(pct(g.idle, 99)),
+				median(g.away), slices.Max(g.away), median(g.starts), median(g.back))
 		}
 	}
 	b.WriteString("\nPercentiles are nearest-rank over the restarts (all running again) or over every shard of every restart (idle); with fewer than 100 restarts, p99 of the first is the maximum.\n")

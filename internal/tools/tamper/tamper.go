@@ -9,7 +9,9 @@
 // broken), without a lease ID and on condition of the ETag it has just read,
 // so that the server refuses the write if a contender took the lease in
 // between (412 LeaseIdMissing) or wrote (412 ConditionNotMet). A blob is
-// deleted the same way. Every loop is bounded by a deadline and every
+// deleted the same way. One call does what a script that removes the
+// container under a running fleet does, and takes a holder's lease with it:
+// DeleteContainerNow. Every loop is bounded by a deadline and every
 // request by a timeout, and the only traffic is to the URL it is given (a
 // local Azurite).
 package tamper
@@ -392,6 +394,30 @@ func (w *Writer) DeleteContainer(ctx context.Context, name string, deadline time
 		return false, err
 	})
 	return out, err
+}
+
+// DeleteContainerNow deletes the container at once, whatever leases its
+// blobs hold: the server takes them with it, a leader's included, as it does
+// for an operator's script that removes the container under a running fleet.
+// It tries every poll until deadline; a container already gone is no error.
+// The Outcome's Sent is when the delete that did it was sent.
+func (w *Writer) DeleteContainerNow(ctx context.Context, deadline time.Time, poll time.Duration) (Outcome, error) {
+	var out Outcome
+	var last error
+	for ; ; out.Tries++ {
+		if out.Tries > 0 && (time.Now().Add(poll).After(deadline) || !sleep(ctx, poll)) {
+			return out, fmt.Errorf("tamper: delete the container: %w", errors.Join(last, ctx.Err()))
+		}
+		callCtx, cancel := w.call(ctx)
+		out.Sent = time.Now()
+		_, err := w.cc.Delete(callCtx, nil)
+		out.Done = time.Now()
+		cancel()
+		if err == nil || bloberror.HasCode(err, bloberror.ContainerNotFound) {
+			return out, nil
+		}
+		last = err
+	}
 }
 
 // Phantom is a blob under a ShardOwner's sessions/ that is not a session.

@@ -134,6 +134,24 @@ func TestDeletionsWaitForTheLeaseToBeFree(t *testing.T) {
 	assert.True(t, bloberror.HasCode(err, bloberror.ContainerNotFound), "%v", err)
 }
 
+// DeleteContainerNow deletes the container while a blob in it is leased:
+// the lease goes with it, and the holder's renewal then finds no container.
+func TestDeleteContainerNowTakesAHoldersLease(t *testing.T) {
+	ctx := context.Background()
+	w := writer(t)
+	_, err := w.WriteMalformed(ctx, "h", KindMutex, DurationGarbage, time.Now().Add(time.Second), 20*time.Millisecond)
+	require.NoError(t, err)
+	lc := hold(t, w, "h")
+	_, err = w.DeleteContainerNow(ctx, time.Now().Add(time.Second), 20*time.Millisecond)
+	require.NoError(t, err)
+	_, err = w.cc.GetProperties(ctx, nil)
+	assert.True(t, bloberror.HasCode(err, bloberror.ContainerNotFound), "%v", err)
+	_, err = lc.RenewLease(ctx, nil)
+	assert.True(t, bloberror.HasCode(err, bloberror.ContainerNotFound), "%v", err)
+	_, err = w.DeleteContainerNow(ctx, time.Now().Add(time.Second), 20*time.Millisecond)
+	assert.NoError(t, err, "a container already gone")
+}
+
 // Phantom sessions: an empty blob and a leased one with a mutex's record;
 // both are removed, the leased one with the Writer's lease or, once an
 // instance broke it, without.

@@ -12,8 +12,11 @@
 // prints the path of the blob service script.
 //
 // run starts Azurite on 127.0.0.1, prints a connection string on one line of
-// stdout, copies Azurite's log to stderr, and stops Azurite on SIGINT or
-// SIGTERM. To point the tests at it:
+// stdout (its AccountKey is Azurite's public development key, not a secret),
+// copies Azurite's log to stderr, and stops Azurite on SIGINT or SIGTERM,
+// leaving nothing listening. Under go run, SIGTERM go run itself (it dies
+// and this program follows, on Linux) or SIGINT the process group, as Ctrl-C
+// does (go run ignores a SIGINT sent to it alone). To point the tests at it:
 //
 //	LEADERELECTION_AZURITE_URL=http://127.0.0.1:N/devstoreaccount1 go test -race -count=1 -p 4 -timeout 30m work
 package main
@@ -30,6 +33,10 @@ import (
 
 	"github.com/blobelect/leaderelection/internal/azurite"
 )
+
+// init runs on the main thread, which lives as long as the process: the
+// parent-death signal followGoRun asks for belongs to the thread that asks.
+func init() { followGoRun() }
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout); err != nil {
@@ -99,6 +106,8 @@ func run(args []string, stdout io.Writer) error {
 			return err
 		}
 		fmt.Fprintln(stdout, srv.ConnectionString())
+		fmt.Fprintf(os.Stderr, "azurite: listening at %s (pid %d). The connection string's AccountKey is Azurite's well-known development key, "+
+			"published in its documentation: not a secret, and good for nothing but an emulator. Stop with SIGTERM or SIGINT (Ctrl-C).\n", srv.URL(), os.Getpid())
 		select {
 		case <-ctx.Done():
 			return srv.Stop()

@@ -13,8 +13,9 @@
 // against a local Azurite (or etcd); independent runs go in parallel, each
 // with its own server. etcd is Debian's etcd-server package: the bench
 // installs it with apt-get if it is missing (as root), or says how to.
-// Sections of the output file that the bench does not write (the restart
-// benchmark's) are kept.
+// It rewrites only its own sections of the output file (ownSections) and
+// its rows of the summary table, and keeps the rest byte for byte
+// (internal/tools/benchdoc).
 package main
 
 import (
@@ -37,6 +38,7 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/azurite"
+	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/buildinfo"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
@@ -84,7 +86,7 @@ func main() {
 	flag.DurationVar(&o.steady, "steady", 3*time.Minute, "fault-free period over which requests are counted")
 	flag.IntVar(&o.scaleMutexes, "scale-mutexes", 1000, "mutexes in one process")
 	flag.DurationVar(&o.scaleSteady, "scale-steady", 5*time.Minute, "steady state observed once all of them lead")
-	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the tables (sections the bench does not write are kept)")
+	flag.StringVar(&o.out, "out", "BENCHMARKS.md", "where to write the tables (only the bench's own sections and summary rows are rewritten)")
 	flag.StringVar(&o.svg, "svg", "docs/chaos-timeline.svg", "where to draw one chaos run of a mixed fleet")
 	flag.StringVar(&o.dir, "dir", "", "where to keep the runs' records and logs (default a temporary directory)")
 	flag.Int64Var(&o.seed, "seed", time.Now().Unix()%100000*1000, "first seed; every run's seed is printed")
@@ -107,15 +109,13 @@ func main() {
 		check(err)
 	}
 	start := time.Now()
-	doc, err := run(ctx, o)
+	res, err := run(ctx, o)
 	check(err)
-	doc = strings.Replace(doc, "{{ELAPSED}}", time.Since(start).Round(time.Second).String(), 1)
-	if old, err := os.ReadFile(o.out); err == nil {
-		doc += kept(string(old))
-	}
-	fmt.Print(doc)
-	check(os.WriteFile(o.out, []byte(doc), 0o644))
-	fmt.Fprintln(os.Stderr, "bench: wrote", o.out)
+	pub, err := publication(o, res, time.Since(start))
+	check(err)
+	fmt.Print(strings.Join(pub.Sections, "\n"))
+	check(benchdoc.Publish(o.out, pub))
+	fmt.Fprintln(os.Stderr, "bench: wrote its sections and summary rows of", o.out)
 }
 
 func check(err error) {
@@ -125,25 +125,111 @@ func check(err error) {
 	}
 }
 
-// ownSections are the "## " sections the bench writes; kept returns the
-// others of an earlier file (the restart benchmark's), in their order.
-var ownSections = []string{"Failover", "Targets", "Requests per hour", "Scale", "Chaos", "Peers not run here"}
+// ownSections are the "## " sections the bench writes, in its order.
+var ownSections = []string{"Failover", "Targets", "Requests per hour", "Scale", "Chaos"}
 
-func kept(old string) string {
-	var b strings.Builder
-	keep := false
-	for _, line := range strings.SplitAfter(old, "\n") {
-		if h, ok := strings.CutPrefix(line, "## "); ok {
-			keep = !slices.Contains(ownSections, strings.TrimSpace(h))
-			if keep {
-				b.WriteString("\n")
-			}
-		}
-		if keep {
-			b.WriteString(line)
+// publication is what the bench writes into the output file: its sections,
+// as writeDoc writes them, and its summary rows.
+func publication(o options, res results, took time.Duration) (benchdoc.Publication, error) {
+	var doc strings.Builder
+	writeDoc(&doc, o, res)
+	text := strings.Replace(doc.String(), "{{ELAPSED}}", took.Round(time.Second).String(), 1)
+	var pub benchdoc.Publication
+	for _, part := range strings.SplitAfter(text, "\n## ")[1:] {
+		heading, _, _ := strings.Cut(part, "\n")
+		if !slices.Contains(ownSections, heading) {
+			return pub, fmt.Errorf("writeDoc wrote a section %q that is not the bench's own", heading)
 		}
 	}
-	return strings.TrimRight(b.String(), "\n") + "\n"
+	for _, sec := range strings.Split("\n"+text, "\n## ")[1:] {
+		pub.Sections = append(pub.Sections, "## "+strings.TrimRight(sec, "\n")+"\n")
+	}
+	if len(pub.Sections) != len(ownSections) {
+		return pub, fmt.Errorf("writeDoc wrote %d sections, not the bench's %d", len(pub.Sections), len(ownSections))
+	}
+	pub.Rows = summaryRows(o, res)
+	return pub, nil
+}
+
+// summaryRows are the bench's rows of the summary table, each named as in
+// BENCHMARKS.md's summary so that it replaces its row in place.
+func summaryRows(o options, res results) []string {
+	gaps := func(kind, key string) string {
+		g := res.failover[kind][key].gaps()
+		if len(g) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("p50 %s, p99 %s", secs(chaos.Percentile(g, 50)), secs(chaos.Percentile(g, 99)))
+	}
+	trials := func(kind, key string) string {
+		return fmt.Sprintf("%d trials, one run", len(res.failover[kind][key].faults()))
+	}
+	margin := func(key string) string {
+		b := res.failover[chaos.FaultBlackhole][key]
+		ms := b.margins()
+		if len(ms) == 0 {
+			return "-"
+		}
+		return fmt.Sprintf("%s in %d of %d", secs(slices.Min(ms)), len(ms), len(b.faults()))
+	}
+	t := totalsOf(res)
+	reqs := "-"
+	if l, f, err := requestRates(res.steady["native15"]); err == nil {
+		reqs = fmt.Sprintf("leader %s, follower %s", thousands(l.total()), thousands(f.total()))
+	}
+	row := func(figure, value, runs, command string) string {
+		return fmt.Sprintf("| %s | %s | %s | | %s | %s |", figure, value, runs, o.commit, command)
+	}
+	return []string{
+		row("crash failover (SIGKILL), defaults (native lease 15 s)", gaps(chaos.FaultKill, "native15"), trials(chaos.FaultKill, "native15"),
+			"`go run ./internal/tools/bench/cmd/bench`, [Failover](#failover)"),
+		row("graceful handover (SIGTERM), defaults", gaps(chaos.FaultGraceful, "native15"), trials(chaos.FaultGraceful, "native15"), "the same"),
+		row("crash failover, ETag lease 5 s, RetryInterval 1 s", gaps(chaos.FaultKill, "etag5"), trials(chaos.FaultKill, "etag5"), "the same"),
+		row("a cut-off leader stopped before its lease could pass to another",
+			fmt.Sprintf("by at least %s partition trials (native), %s (ETag 5 s)", margin("native15"), margin("etag5")), "one run", "the same"),
+		row("two leader funcs at once", fmt.Sprintf("%d in %s faults (%s into fleets holding ETag leases)", t.libOverlaps, thousands(float64(t.libFaults)), thousands(float64(t.etagFaults))),
+			"one run", "the same, [Chaos](#chaos)"),
+		row("requests an hour, defaults", reqs, fmt.Sprintf("%v, 3 contenders", o.steady), "the same, [Requests per hour](#requests-per-hour)"),
+	}
+}
+
+// thousands writes n rounded, with thousands separators: 2,070.
+func thousands(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}
+
+// totals counts the faults and overlaps of a run, over the fleets holding
+// ETag leases and over the library's contenders of every kind.
+type totals struct{ etagFaults, etagOverlaps, libFaults, libOverlaps int }
+
+func totalsOf(res results) totals {
+	var t totals
+	for _, sc := range res.scenarios {
+		for _, su := range res.sus {
+			if su.etag {
+				t.etagFaults += len(res.failover[sc.kind][su.key].faults())
+				t.etagOverlaps += res.failover[sc.kind][su.key].overlaps()
+			}
+		}
+	}
+	for _, b := range res.chaos {
+		if b.setup.etag {
+			t.etagFaults += len(b.faults())
+			t.etagOverlaps += b.overlaps()
+		}
+	}
+	t.libFaults, t.libOverlaps = t.etagFaults, t.etagOverlaps
+	for _, sc := range res.scenarios {
+		t.libFaults += len(res.failover[sc.kind]["native15"].faults())
+		t.libOverlaps += res.failover[sc.kind]["native15"].overlaps()
+	}
+	t.libFaults += len(res.crowd.faults()) + len(res.chaos[0].faults())
+	t.libOverlaps += res.crowd.overlaps() + res.chaos[0].overlaps()
+	return t
 }
 
 // setup is one configuration under test: what every lane of its runs runs.
@@ -303,17 +389,13 @@ type results struct {
 	scenarios []scenario
 }
 
-func run(ctx context.Context, o options) (string, error) {
+func run(ctx context.Context, o options) (results, error) {
 	seed := o.seed
 	var seedMu sync.Mutex
 	nextSeed := func() int64 { seedMu.Lock(); defer seedMu.Unlock(); seed += 100; return seed }
 	say := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
 	res := results{sus: setups(o), failover: map[string]map[string]*batch{}}
-	res.scenarios = []scenario{
-		{"graceful handover (SIGTERM)", chaos.FaultGraceful},
-		{"crash (SIGKILL)", chaos.FaultKill},
-		{"partition (blackhole)", chaos.FaultBlackhole},
-	}
+	res.scenarios = scenarios
 
 	// 1. Failover, every configuration side by side, one fault kind at a
 	// time; the runs of all configurations go in parallel.
@@ -323,7 +405,7 @@ func run(ctx context.Context, o options) (string, error) {
 			return runBatch(ctx, o, sc.kind, su, []string{sc.kind}, o.parallel, o.trials, 3, 30*time.Minute, nextSeed())
 		})
 		if err != nil {
-			return "", err
+			return res, err
 		}
 		res.failover[sc.kind] = bs
 	}
@@ -344,7 +426,7 @@ func run(ctx context.Context, o options) (string, error) {
 	})
 	wg.Wait()
 	if err = errors.Join(err, res.crowd.err); err != nil {
-		return "", err
+		return res, err
 	}
 
 	// 3. Chaos: every fault kind, against native leases, ETag leases of 3 s
@@ -371,21 +453,21 @@ func run(ctx context.Context, o options) (string, error) {
 	wg.Wait()
 	for _, b := range res.chaos {
 		if b.err != nil {
-			return "", b.err
+			return res, b.err
 		}
 	}
 	mixed := res.chaos[len(res.chaos)-1]
 	if o.svg != "" && len(mixed.reports) > 0 {
 		if err := os.MkdirAll(filepath.Dir(o.svg), 0o755); err != nil {
-			return "", err
+			return res, err
 		}
 		f, err := os.Create(o.svg)
 		if err != nil {
-			return "", err
+			return res, err
 		}
 		werr := chaos.WriteSVG(f, mixed.reports[0])
 		if err := errors.Join(werr, f.Close()); err != nil {
-			return "", err
+			return res, err
 		}
 	}
 
@@ -393,16 +475,21 @@ func run(ctx context.Context, o options) (string, error) {
 	say("scale: %d mutexes, %v steady", o.scaleMutexes, o.scaleSteady)
 	res.scale, err = runScale(ctx, o)
 	if err != nil {
-		return "", fmt.Errorf("scale: %w", err)
+		return res, fmt.Errorf("scale: %w", err)
 	}
 
-	var doc strings.Builder
-	writeDoc(&doc, o, res)
-	return doc.String(), nil
+	return res, nil
 }
 
 // scenario is one failover benchmark: a fault kind and what it measures.
 type scenario struct{ title, kind string }
+
+// scenarios are the failover benchmarks, in their order.
+var scenarios = []scenario{
+	{"graceful handover (SIGTERM)", chaos.FaultGraceful},
+	{"crash (SIGKILL)", chaos.FaultKill},
+	{"partition (blackhole)", chaos.FaultBlackhole},
+}
 
 func runScale(ctx context.Context, o options) (scale.Result, error) {
 	var res scale.Result
@@ -525,13 +612,14 @@ var stopMarginOf = map[string]time.Duration{"etag3": time.Second, "etag5": time.
 
 func writeDoc(w io.Writer, o options, res results) {
 	p := func(format string, args ...any) { fmt.Fprintf(w, format, args...) }
-	p("# Benchmarks\n\n")
-	p("Produced by `go run ./internal/tools/bench/cmd/bench` (%s), in {{ELAPSED}}, on %s.\n\n", strings.Join(os.Args[1:], " "), time.Now().UTC().Format("2006-01-02"))
+	p("## Failover\n\n")
+	p("Produced by `%s` in {{ELAPSED}}, on %s; commit %s.\n\n", strings.Join(append([]string{"go run ./internal/tools/bench/cmd/bench"}, os.Args[1:]...), " "),
+		time.Now().UTC().Format("2006-01-02"), o.commit)
 	p("Machine: %s, %d cores, %s. %s, %s, Azurite %s", cpuModel(), runtime.NumCPU(), memTotal(), runtime.Version(), nodeVersion(), azurite.Version)
 	if o.etcd {
 		p(", %s (Debian's etcd-server)", etcdpeer.Version())
 	}
-	p(".\n\nModule versions: %s. Commit: %s.\n\n", depVersions(), o.commit)
+	p(".\n\nModule versions: %s.\n\n", depVersions())
 	p("Configurations:\n\n")
 	for _, su := range res.sus {
 		p("- **%s**: %s.\n", su.title, settingsOf[su.key])
@@ -541,8 +629,6 @@ func writeDoc(w io.Writer, o options, res results) {
 	p("server and 3 contenders, and the runs of all configurations go at the same time, so every configuration shares one loaded machine. ")
 	p("Times are between CLOCK_MONOTONIC stamps written by the processes themselves. Failover is from the fault to the next leader's func starting. ")
 	p("Percentiles are nearest-rank: with up to 100 trials, p99 is the maximum.\n\n")
-
-	p("## Failover\n\n")
 	p("| scenario | configuration | faults | no successor | p50 | p99 | max | overlaps |\n|---|---|---|---|---|---|---|---|\n")
 	for _, sc := range res.scenarios {
 		for _, su := range res.sus {
@@ -580,21 +666,7 @@ func writeDoc(w io.Writer, o options, res results) {
 		pmMin = slices.Min(pm)
 	}
 	partTrials := len(e5(chaos.FaultBlackhole).faults())
-	etagFaults, etagOverlaps := 0, 0
-	for _, sc := range res.scenarios {
-		for _, su := range res.sus {
-			if su.etag {
-				etagFaults += len(res.failover[sc.kind][su.key].faults())
-				etagOverlaps += res.failover[sc.kind][su.key].overlaps()
-			}
-		}
-	}
-	for _, b := range res.chaos {
-		if b.setup.etag {
-			etagFaults += len(b.faults())
-			etagOverlaps += b.overlaps()
-		}
-	}
+	t := totalsOf(res)
 	p("\n## Targets\n\n")
 	p("For an ETag lease of 5 s with RetryInterval 1 s (StopMargin 1 s), in this run:\n\n")
 	p("| target | measured | |\n|---|---|---|\n")
@@ -602,7 +674,7 @@ func writeDoc(w io.Writer, o options, res results) {
 	p("| partition failover p99 at most 6.5 s | %s (%d trials) | %s |\n", secs(partP99), len(e5(chaos.FaultBlackhole).gaps()), metMissed(partP99 > 0 && partP99 <= 6500*time.Millisecond))
 	p("| stop margin at least StopMargin − 0.25 s = 0.75 s in every partition trial | min %s over %d of %d trials | %s |\n", secs(pmMin), len(pm), partTrials,
 		metMissed(len(pm) == partTrials && pmMin >= 750*time.Millisecond))
-	p("| 0 overlaps, every fleet with ETag leases (failover trials and chaos runs) | %d overlaps in %d faults | %s |\n", etagOverlaps, etagFaults, metMissed(etagOverlaps == 0))
+	p("| 0 overlaps, every fleet with ETag leases (failover trials and chaos runs) | %d overlaps in %d faults | %s |\n", t.etagOverlaps, t.etagFaults, metMissed(t.etagOverlaps == 0))
 	p("\nA 5 s ETag lease fails over in at most D + RetryInterval + a few round trips: a follower times the ETag from the first answer that shows it, ")
 	p("so up to one RetryInterval after the leader's last write, and breaks D later, at once (its wait is cut to the due time), then acquires the lease ")
 	p("and writes its term record before its func starts. The leader's last write precedes the fault by up to one RenewInterval, which the gap does not count.\n")
@@ -665,25 +737,12 @@ func writeDoc(w io.Writer, o options, res results) {
 		p("):\n\n")
 		writeChaosTable(w, b)
 	}
-	p("\nIn all, %d faults were injected into fleets holding ETag leases in this run (failover trials and chaos, the mixed fleets included), with %d overlaps; ", etagFaults, etagOverlaps)
-	libFaults, libOverlaps := etagFaults, etagOverlaps
-	for _, sc := range res.scenarios {
-		libFaults += len(res.failover[sc.kind]["native15"].faults())
-		libOverlaps += res.failover[sc.kind]["native15"].overlaps()
-	}
-	libFaults += len(crowd.faults()) + len(res.chaos[0].faults())
-	libOverlaps += crowd.overlaps() + res.chaos[0].overlaps()
-	p("%d into the library's contenders of every kind (with the native failover trials, the crowd and the native chaos runs), with %d overlaps.\n", libFaults, libOverlaps)
+	p("\nIn all, %d faults were injected into fleets holding ETag leases in this run (failover trials and chaos, the mixed fleets included), with %d overlaps; ", t.etagFaults, t.etagOverlaps)
+	p("%d into the library's contenders of every kind (with the native failover trials, the crowd and the native chaos runs), with %d overlaps.\n", t.libFaults, t.libOverlaps)
 	if o.svg != "" {
 		p("\nThe first mixed run, a lane per contender (labelled with its lease), terms as bars with their numbers, faults shaded, ")
 		p("the leaderless gaps in the bottom row:\n\n![Timeline of a chaos run](%s)\n", o.svg)
 	}
-
-	p("\n## Peers not run here\n\nFrom their source and documentation, at their defaults (not measured here): ")
-	p("DistributedLock.Azure (blob lease 30 s, renewed every 10 s, followers poll every 0.25-1 s): crash failover about 31 s, graceful about 1 s; ")
-	p("the WebJobs primary-host coordinator (lease 15 s, followers every 5 s): crash about 20 s; ")
-	p("client-go's leaderelection (Kubernetes Lease, 15 s, retry 2 s): crash about 17-24 s, graceful up to 2 s with ReleaseOnCancel; ")
-	p("the Kinesis Client Library 2.x (DynamoDB, failover time 10 s, judged on the observer's clock as ETag leases are): crash about 10-20 s.\n")
 }
 
 func writeChaosTable(w io.Writer, b *batch) {

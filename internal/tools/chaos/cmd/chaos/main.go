@@ -11,9 +11,11 @@
 //
 // With -malformed and -deletes every -messy-every-th fault is, in turn, a
 // malformed record written into the lease blob by another writer (and
-// repaired seconds later), or the blob or its container deleted; the run
-// then also fails if a term did not grow, a func started under a malformed
-// record, a record stayed unrepaired or a contender exited by itself.
+// repaired seconds later), or the blob or its container deleted, every
+// fourth deletion the container under a leader cut off from storage
+// (cutoff-delete, which -kinds may also name); the run then also fails if a
+// term did not grow, a func started under a malformed record, a record
+// stayed unrepaired or a contender exited by itself.
 //
 // The timing flags are comma-separated lists, cycled over the lanes (lane i
 // takes element i of each list, modulo its length); each may also be given
@@ -44,7 +46,7 @@ func main() {
 		duration   = flag.Duration("duration", 3*time.Minute, "no fault starts after this")
 		maxFaults  = flag.Int("faults", 0, "stop each run after this many faults (0: no limit)")
 		contenders = flag.Int("contenders", 5, "contender processes per run")
-		kinds      = flag.String("kinds", strings.Join(chaos.AllFaults, ","), "fault kinds to draw from")
+		kinds      = flag.String("kinds", strings.Join(chaos.AllFaults, ","), "fault kinds to draw from; "+chaos.FaultCutOffDelete+" (the leader cut off from storage while the container is deleted) may be added")
 		algo       = flag.String("algo", chaos.AlgoLibrary, "library, baseline (the reference sample's algorithm) or etcd (etcd's election; needs Debian's etcd-server); a comma list is cycled over the lanes")
 		lease      = flag.String("lease", os.Getenv("LEADERELECTION_CHAOS_LEASE"), "LeaseDuration per lane (etcd: the session TTL); empty: the default")
 		renew      = flag.String("renew", os.Getenv("LEADERELECTION_CHAOS_RENEW"), "RenewInterval per lane")
@@ -55,7 +57,7 @@ func main() {
 		svg        = flag.String("svg", "", "write the first run's timeline here")
 		recheck    = flag.String("check", "", "check an earlier run's records.jsonl (with -algo) instead of running")
 		malformed  = flag.Bool("malformed", false, "another writer writes malformed records into the lease blob (each repaired seconds later)")
-		deletes    = flag.Bool("deletes", false, "another writer deletes the lease blob, or its container, while it is unleased")
+		deletes    = flag.Bool("deletes", false, "another writer deletes the lease blob, or its container, while it is unleased, and the container under a leader cut off from storage")
 		messyEvery = flag.Int("messy-every", 3, "with -malformed or -deletes, every this many faults one is theirs")
 	)
 	flag.Parse()
