@@ -38,7 +38,11 @@ import (
 //     it hits has seen the fleet (a mutex contender has read a term on its
 //     blob, not only a malformed record; a ShardOwner's session has stored
 //     its record and listed the sessions), and each election it hits that ever ran, or carried a
-//     term's record, has a live witness of its last term (see witness).
+//     term's record, has a live witness of its last term that reaches
+//     storage (see witness), and, for a mutex, a live contender other than
+//     its holder that read its record (see reader: whoever takes the blob
+//     created again waits out the lease that record declares only if one
+//     raises the seed).
 //     A deletion may hit an election deleted before that has not run since
 //     (its witnesses are then those of the deletion before that still
 //     live), and a blob whose record, made malformed, awaits its repair;
@@ -47,8 +51,10 @@ import (
 //     created again (for a ShardOwner, before it carries a seed at or
 //     above its last term: a process started after the deletion claims a
 //     blob created again at once, continuing from its seed), and the last
-//     live witness of a pending election is not crashed or stopped before
-//     a seed at or above its last term is on the blob; for a ShardOwner,
+//     live witness of a pending election that reaches storage is not
+//     crashed, stopped or cut off before a seed at or above its last term
+//     is on the blob (limits.md: "if the instances that saw the last term
+//     cannot reach storage for all of it"); for a ShardOwner,
 //     only the shards of a set count (a shard out of every set is claimed
 //     by nobody), and a shard still pending comes back into a set only
 //     while every live ShardOwner saw the fleet before its deletion (else
@@ -163,8 +169,12 @@ func (f *simFleet) deletable(targets []string) bool {
 		}
 	}
 	for _, e := range targets {
-		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
+		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) && !f.cutOff(l) }) {
 			f.hold(holdNoWitness)
+			return false
+		}
+		if f.kindOf(e) != laneShard && f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.reader(l, e) }) {
+			f.hold(holdNoReader)
 			return false
 		}
 	}
@@ -258,24 +268,46 @@ func (f *simFleet) mayStart(l *simLane) bool {
 // not the last live witness of a pending election whose blob carries no
 // seed at or above its last term yet. Under f.mu.
 func (f *simFleet) mayKill(l *simLane) bool {
+	unseeded, seeded := f.lastWitness(l)
+	if !unseeded && seeded {
+		f.made["a crash or stop of the last live witness of a deleted election, let through after a seed above its last term"]++
+	}
+	return !unseeded
+}
+
+// lastWitness reports whether l's process is the last live witness, not
+// cut off, of a pending election whose blob carries no seed at or above its
+// last term (unseeded), or of one whose blob does (seeded). Under f.mu.
+func (f *simFleet) lastWitness(l *simLane) (unseeded, seeded bool) {
 	alive := func(o *simLane, ws map[[2]int]bool) bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		return o.alive && ws[[2]int{o.idx, o.inc}]
+		return o.alive && o.cut == 0 && ws[[2]int{o.idx, o.inc}]
 	}
-	last := false
 	for e := range f.pending {
 		ws := f.witnesses[e]
 		if !alive(l, ws) || slices.ContainsFunc(f.lanes, func(o *simLane) bool { return o != l && alive(o, ws) }) {
 			continue
 		}
-		if !f.pendings[e].seeded {
-			return false
+		if f.pendings[e].seeded {
+			seeded = true
+		} else {
+			unseeded = true
 		}
-		last = true
 	}
-	if last {
-		f.made["a crash or stop of the last live witness of a deleted election, let through after a seed above its last term"]++
+	return unseeded, seeded
+}
+
+// mayCut reports whether l may be cut off from storage now: it is not the
+// last live witness, not cut off, of a pending election whose blob carries
+// no seed at or above its last term (limits.md: "if the instances that saw
+// the last term cannot reach storage for all of it [the wait]").
+func (f *simFleet) mayCut(l *simLane) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if unseeded, _ := f.lastWitness(l); unseeded {
+		f.hold(holdCut)
+		return false
 	}
 	return true
 }

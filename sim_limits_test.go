@@ -36,7 +36,9 @@ const headTerms = "A deletion no running instance saw"
 
 // The hold-backs (see sim_faultmodel_test.go for each rule).
 var (
-	holdNoWitness = simHold{headTerms, "a deletion while no live process is a witness of the last term of an election it hits"}
+	holdNoWitness = simHold{headTerms, "a deletion while no live process that reaches storage is a witness of the last term of an election it hits"}
+	holdNoReader  = simHold{headTerms, "a deletion of a mutex's blob whose last term's record no live contender but its holder read"}
+	holdCut       = simHold{headTerms, "a partition of the last live witness of a deleted election before a seed above its last term"}
 	holdUnseen    = simHold{headTerms, "a deletion while a live process of a kind it hits has not seen the fleet"}
 	holdShardSeen = simHold{headTerms, "a shard's blob deleted alone while a live ShardOwner never saw its terms"}
 	holdStart     = simHold{headTerms, "a start while a deleted election of its kind is not created again (a shard's: not seeded above its last term)"}
@@ -49,6 +51,7 @@ var (
 var simHolds = map[string]simHold{
 	"holdNoWitness": holdNoWitness, "holdUnseen": holdUnseen, "holdShardSeen": holdShardSeen,
 	"holdStart": holdStart, "holdWitness": holdWitness, "holdKeepOut": holdKeepOut,
+	"holdNoReader": holdNoReader, "holdCut": holdCut,
 }
 
 // simLimits says how the simulator keeps each section of the docs that
@@ -223,4 +226,38 @@ func (f *simFleet) madeDeletion(targets []string) {
 	if malformed {
 		f.made["a deletion while a malformed record awaits its repair"]++
 	}
+}
+
+// cutOff reports whether l is cut off from storage now (a partition). Under
+// f.mu.
+func (f *simFleet) cutOff(l *simLane) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cut > 0
+}
+
+// reader reports whether l's process, a mutex contender, read the record
+// of mutex election e's last term (a read of a term that reads, after that
+// term began), and is not its holder: whoever takes the blob created again
+// waits out the lease that record declares only if such a contender raises
+// the seed (docs/limits.md: "a last term that no running instance read is
+// waited out only as long as the leases they did read"). Under f.mu.
+func (f *simFleet) reader(l *simLane, e string) bool {
+	run, ran := f.lastRun[e]
+	if rec, ok := f.lastRecord[e]; ok && (!ran || rec.term > run.term) {
+		run, ran = rec, true
+	}
+	_, pending := f.pending[e]
+	ws := f.witnesses[e]
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.alive || l.kind != f.kindOf(e) || ran && run.lane == l.idx && run.inc == l.inc {
+		return false
+	}
+	if pending {
+		// Deleted before, and not run since: the witnesses of that
+		// deletion (see witness).
+		return ws[[2]int{l.idx, l.inc}]
+	}
+	return l.sawShard[e] && !l.readAt.IsZero() && (!ran || l.readAt.After(run.at))
 }

@@ -369,7 +369,11 @@ func (f *simFleet) run() {
 					}
 				})
 			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing, sim.CrashInStep:
+				held := false // a partition the fault model held back (mayCut)
 				at(ft.At, func() {
+					if held = ft.Kind == sim.Partition && !f.mayCut(l); held {
+						return
+					}
 					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
 					l.mu.Lock()
 					switch ft.Kind {
@@ -388,6 +392,9 @@ func (f *simFleet) run() {
 					l.mu.Unlock()
 				})
 				at(ft.Until, func() {
+					if held {
+						return
+					}
 					f.trace.printf(time.Now(), "lane%d: %s ends", l.idx, ft.Kind)
 					l.mu.Lock()
 					switch ft.Kind {
