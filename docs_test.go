@@ -101,6 +101,8 @@ var citedPaths = []string{
 	"sim_test.go",
 	"sim_fleet_test.go",
 	"sim_faultmodel_test.go",
+	"sim_config_test.go",
+	"sim_limits_test.go",
 	"term.go",
 	"termrun.go",
 	"termstate.go",

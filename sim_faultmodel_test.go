@@ -22,34 +22,50 @@ import (
 // a running fleet is within the library's promise but for what its
 // argument names as not covered (renew.go: "What cannot be kept: a blob
 // deleted while no instance that saw its terms runs, or created again
-// first by one that never saw them"; vanished.go's "What is not covered":
-// an instance that never saw the fleet before the deletion, a process
-// started after it or whose first session had not yet written its record
-// then; recreated.go, the same for a mutex's blob). The plan stays out of
-// exactly those, and nothing more:
+// first by one that never saw them; and, as the wait for a blob created
+// again is a time, a deletion whose only witnesses of the last term get no
+// raise onto the blob created again ... before its creator's wait is
+// over"; vanished.go's "What is not covered": an instance that never saw
+// the fleet before the deletion, a process started after it or whose first
+// session had not yet written its record then, which may claim a blob
+// created again at once, continuing from what is seeded; recreated.go, the
+// same for a mutex's blob), which docs/limits.md states as "The count of
+// terms restarts if no instance saw it". The driver holds back exactly
+// those (each hold-back names that section: sim_limits_test.go), and
+// nothing more:
 //
 //   - a deletion happens only while every live process of the elections
-//     it hits has seen the fleet (a mutex contender has read its blob; a
-//     ShardOwner's session has stored its record and listed the
-//     sessions), no record made malformed awaits its repair (nobody has
-//     seen a term on it), none was repaired within 2 R (a contender may
-//     not have read it yet), and each election it hits that ever ran, or
-//     carried a term's record, has a live witness of its last term (see
-//     witness);
+//     it hits has seen the fleet (a mutex contender has read a term on its
+//     blob, not only a malformed record; a ShardOwner's session has stored
+//     its record and listed the sessions), and each election it hits that ever ran, or carried a
+//     term's record, has a live witness of its last term that reaches
+//     storage (see witness), and, for a mutex, a live contender other than
+//     its holder that read its record (see reader: whoever takes the blob
+//     created again waits out the lease that record declares only if one
+//     raises the seed).
+//     A deletion may hit an election deleted before that has not run since
+//     (its witnesses are then those of the deletion before that still
+//     live), and a blob whose record, made malformed, awaits its repair;
 //   - from a deletion until each election it hit runs again (pending), no
-//     new process of that election's kind starts (its start waits), and
-//     the last live witness of a pending election is not crashed or
-//     stopped (the fault is held back); for a ShardOwner, only the shards
-//     of a set count (a shard out of every set is claimed by nobody), and
-//     a shard still pending comes back into a set only while every live
-//     ShardOwner saw the fleet before its deletion (else it is left out);
+//     new process of that election's kind starts before its blob is
+//     created again (for a ShardOwner, before it carries a seed at or
+//     above its last term: a process started after the deletion claims a
+//     blob created again at once, continuing from its seed), and the last
+//     live witness of a pending election that reaches storage is not
+//     crashed, stopped or cut off before a seed at or above its last term
+//     is on the blob (limits.md: "if the instances that saw the last term
+//     cannot reach storage for all of it"); for a ShardOwner,
+//     only the shards of a set count (a shard out of every set is claimed
+//     by nobody), and a shard still pending comes back into a set only
+//     while every live ShardOwner saw the fleet before its deletion (else
+//     it is left out);
 //   - a shard's blob is deleted alone only while every live ShardOwner saw
 //     its terms (ran it, read it, or listed the shards while it carried
 //     one): nobody sees such a deletion, and one that never saw its terms
 //     creates it again unmarked and records 1 (renew.go: "created again
 //     first by one that never saw them").
 //
-// A deletion's storm may crash and stop processes like any other.
+// A deletion's storm may crash, stop and cut off processes like any other.
 
 // witness reports whether l's current process is a witness of election
 // e's last term: the process that ran it, or, if a term was recorded
@@ -67,6 +83,12 @@ func (f *simFleet) witness(l *simLane, e string) bool {
 	defer l.mu.Unlock()
 	if !l.alive || l.kind != f.kindOf(e) {
 		return false
+	}
+	if _, pending := f.pending[e]; pending {
+		// Deleted before, and not run since: a read of the blob created
+		// again shows a seed, which may be below the last term until a
+		// witness raised it.
+		return f.witnesses[e][[2]int{l.idx, l.inc}]
 	}
 	run, ran := f.lastRun[e]
 	if rec, ok := f.lastRecord[e]; ok && (!ran || rec.term > run.term) {
@@ -122,22 +144,11 @@ func (f *simFleet) ran() []string {
 
 // deletable reports whether a deletion of the elections targets (each ran
 // before) stays within the promise now (see above), and if so marks them
-// pending: the caller deletes them at once.
+// pending: the caller deletes them at once, or, if that fails, undoes the
+// marks (undelete).
 func (f *simFleet) deletable(targets []string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	why := ""
-	switch {
-	case len(f.malformed) > 0:
-		why = "a malformed record awaits its repair"
-	case len(f.pending) > 0:
-		why = "an election deleted before has not run since"
-	}
-	for _, r := range f.repaired {
-		if time.Since(r) < 2*f.shape.retry {
-			why = "a record was repaired less than 2 R ago"
-		}
-	}
 	kinds := map[laneKind]bool{}
 	for _, e := range targets {
 		kinds[f.kindOf(e)] = true
@@ -145,17 +156,29 @@ func (f *simFleet) deletable(targets []string) bool {
 	for _, l := range f.lanes {
 		l.mu.Lock()
 		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting)
+		for _, e := range targets {
+			// A mutex contender that never read a term of its blob (it
+			// read only a malformed record) takes it at once if it
+			// creates it again.
+			unseen = unseen || l.alive && l.kind != laneShard && l.kind == f.kindOf(e) && f.termedOnce(e) && !l.sawShard[e]
+		}
 		l.mu.Unlock()
-		if unseen && why == "" {
-			why = "a live process has not seen the fleet yet"
+		if unseen {
+			f.hold(holdUnseen)
+			return false
 		}
 	}
 	for _, e := range targets {
-		if f.termedOnce(e) && why == "" && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) }) {
-			why = "no live process is a witness of " + e + "'s last term"
+		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) && !f.cutOff(l) }) {
+			f.hold(holdNoWitness)
+			return false
+		}
+		if f.kindOf(e) != laneShard && f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.reader(l, e) }) {
+			f.hold(holdNoReader)
+			return false
 		}
 	}
-	if len(targets) == 1 && f.kindOf(targets[0]) == laneShard && why == "" {
+	if len(targets) == 1 && f.kindOf(targets[0]) == laneShard {
 		// A shard's blob deleted alone: no session sees that (no quiet,
 		// no seeds from those that did not see it gone), and one that
 		// never saw its terms would create it again unmarked, from 1.
@@ -164,18 +187,17 @@ func (f *simFleet) deletable(targets []string) bool {
 			unseen := l.alive && l.kind == laneShard && !l.sawShard[targets[0]]
 			l.mu.Unlock()
 			if unseen {
-				why = "a live process never saw the shard's terms"
+				f.hold(holdShardSeen)
+				return false
 			}
 		}
 	}
-	if why != "" {
-		f.held["delete: "+why]++
-		return false
-	}
+	f.madeDeletion(targets)
 	now := time.Now()
 	for _, e := range targets {
 		if f.termedOnce(e) {
-			f.pending[e] = now
+			at, was := f.pending[e]
+			f.before[e] = simBefore{pending: was, at: at, witnesses: f.witnesses[e], info: f.pendings[e]}
 			ws := map[[2]int]bool{}
 			for _, l := range f.lanes {
 				if f.witness(l, e) {
@@ -184,10 +206,39 @@ func (f *simFleet) deletable(targets []string) bool {
 					l.mu.Unlock()
 				}
 			}
-			f.witnesses[e] = ws
+			f.pending[e], f.witnesses[e] = now, ws
+			f.pendings[e] = simPending{at: now, term: f.chk.MaxTerm(e)}
 		}
 	}
 	return true
+}
+
+// simBefore is what the fault model knew of an election before a
+// deletion it marked (deletable), for undelete.
+type simBefore struct {
+	pending   bool
+	at        time.Time
+	witnesses map[[2]int]bool
+	info      simPending
+}
+
+// undelete undoes deletable's marks of targets, whose deletion failed.
+func (f *simFleet) undelete(targets []string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, e := range targets {
+		b, ok := f.before[e]
+		if !ok {
+			continue
+		}
+		delete(f.before, e)
+		if !b.pending {
+			delete(f.pending, e)
+			delete(f.witnesses, e)
+			continue
+		}
+		f.pending[e], f.witnesses[e], f.pendings[e] = b.at, b.witnesses, b.info
+	}
 }
 
 // termedOnce reports whether a func ran on election e, or a term was
@@ -199,10 +250,14 @@ func (f *simFleet) termedOnce(e string) bool {
 }
 
 // mayStart reports whether a new process of l's kind may start now: no
-// election of that kind, in a set, is pending. Under f.mu.
+// election of that kind, in a set, is pending with its blob not created
+// again (a shard's: not seeded at or above its last term). Under f.mu.
 func (f *simFleet) mayStart(l *simLane) bool {
 	for e := range f.pending {
-		if f.kindOf(e) == l.kind && f.inSets(e) {
+		if f.kindOf(e) != l.kind || !f.inSets(e) {
+			continue
+		}
+		if p := f.pendings[e]; !p.created || l.kind == laneShard && !p.seeded {
 			return false
 		}
 	}
@@ -210,21 +265,49 @@ func (f *simFleet) mayStart(l *simLane) bool {
 }
 
 // mayKill reports whether l's process may be crashed or stopped now: it is
-// not the last live witness of a pending election. Under f.mu.
+// not the last live witness of a pending election whose blob carries no
+// seed at or above its last term yet. Under f.mu.
 func (f *simFleet) mayKill(l *simLane) bool {
+	unseeded, seeded := f.lastWitness(l)
+	if !unseeded && seeded {
+		f.made["a crash or stop of the last live witness of a deleted election, let through after a seed above its last term"]++
+	}
+	return !unseeded
+}
+
+// lastWitness reports whether l's process is the last live witness, not
+// cut off, of a pending election whose blob carries no seed at or above its
+// last term (unseeded), or of one whose blob does (seeded). Under f.mu.
+func (f *simFleet) lastWitness(l *simLane) (unseeded, seeded bool) {
 	alive := func(o *simLane, ws map[[2]int]bool) bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		return o.alive && ws[[2]int{o.idx, o.inc}]
+		return o.alive && o.cut == 0 && ws[[2]int{o.idx, o.inc}]
 	}
 	for e := range f.pending {
 		ws := f.witnesses[e]
-		if !alive(l, ws) {
+		if !alive(l, ws) || slices.ContainsFunc(f.lanes, func(o *simLane) bool { return o != l && alive(o, ws) }) {
 			continue
 		}
-		if !slices.ContainsFunc(f.lanes, func(o *simLane) bool { return o != l && alive(o, ws) }) {
-			return false
+		if f.pendings[e].seeded {
+			seeded = true
+		} else {
+			unseeded = true
 		}
+	}
+	return unseeded, seeded
+}
+
+// mayCut reports whether l may be cut off from storage now: it is not the
+// last live witness, not cut off, of a pending election whose blob carries
+// no seed at or above its last term (limits.md: "if the instances that saw
+// the last term cannot reach storage for all of it [the wait]").
+func (f *simFleet) mayCut(l *simLane) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if unseeded, _ := f.lastWitness(l); unseeded {
+		f.hold(holdCut)
+		return false
 	}
 	return true
 }
@@ -244,7 +327,7 @@ func (f *simFleet) keepOut(set []string) []string {
 			fresh := l.kind == laneShard && l.alive && (l.seenAt.IsZero() || !l.seenAt.Before(at))
 			l.mu.Unlock()
 			if fresh {
-				f.held["set: a pending shard kept out"]++
+				f.hold(holdKeepOut)
 				return true
 			}
 		}
@@ -263,7 +346,7 @@ func (f *simFleet) kill(l *simLane, cmd laneCmd, kind sim.Kind) bool {
 func (f *simFleet) killIf(l *simLane, cmd laneCmd, kind sim.Kind, cond func() bool) bool {
 	f.mu.Lock()
 	if !f.mayKill(l) {
-		f.held[string(kind)+": the last witness of a pending election"]++
+		f.hold(holdWitness)
 		f.mu.Unlock()
 		return false
 	}
@@ -328,7 +411,7 @@ func (f *simFleet) startLane(l *simLane) {
 		return
 	}
 	f.mu.Lock()
-	f.held["start: an election of its kind is pending"]++
+	f.hold(holdStart)
 	f.mu.Unlock()
 	f.wg.Go(func() {
 		for {
@@ -362,10 +445,7 @@ func (f *simFleet) deleteBlob(blob string) bool {
 			if err == nil {
 				return true
 			}
-			f.mu.Lock()
-			delete(f.pending, election) // not deleted after all
-			delete(f.witnesses, election)
-			f.mu.Unlock()
+			f.undelete([]string{election}) // not deleted after all
 			if bloberror.HasCode(err, bloberror.BlobNotFound, bloberror.ContainerNotFound) {
 				return false
 			}
@@ -380,35 +460,34 @@ func (f *simFleet) deleteBlob(blob string) bool {
 }
 
 // bound is how long after a calm began election must run again (see
-// sim_test.go's doc of the bounds).
+// sim_test.go's doc of the bounds), with D, R, T, SM and RI the longest
+// among the election's instances (their LeaseDuration, RetryInterval,
+// RequestTimeout, StopMargin, RenewInterval: shape.longest) and B =
+// max(R, min(D, 1 min)), the most a follower backs off (mutex.go's and
+// shards.go's maxBackoff).
 func (f *simFleet) bound(election string) (time.Duration, string) {
-	r, sh := f.shape.retry, f.shape
+	sh := f.shape
 	f.mu.Lock()
 	_, pending := f.pending[election]
 	f.mu.Unlock()
-	mutex := func(kind string, d time.Duration) (time.Duration, string) {
-		s := BlobSettings{LeaseDuration: d, RetryInterval: r}.withDefaults()
-		b, why := 2*d+max(r, d)*5/4+2*s.RequestTimeout+r, kind+" mutex: 2 D + 1.25 max(R, D) + 2 T + R"
+	kind := f.kindOf(election)
+	s := sh.longest(kind)
+	d, r, t, ri := s.LeaseDuration, s.RetryInterval, s.RequestTimeout, s.RenewInterval
+	backoff := max(r, min(d, maxLeaseDuration))
+	if kind != laneShard {
+		name := map[laneKind]string{laneNative: "native", laneETag: "ETag"}[kind]
+		b, why := 2*d+backoff*5/4+2*t+r, name+" mutex: 2 D + 1.25 B + 2 T + R"
 		if pending {
 			// Deleted, and not run since: the blob created again stands
 			// its settle time (recreated.go) as a contender watched it,
 			// from the calm at the latest.
-			b, why = b+s.RenewInterval+s.RequestTimeout+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
+			b, why = b+ri+t+s.StopMargin+2*r, why+" + RI + T + SM + 2 R (created again)"
 		}
 		return b, why
 	}
-	switch {
-	case strings.HasSuffix(election, "/"+simNativeBlob):
-		return mutex("native", sh.native)
-	case strings.HasSuffix(election, "/"+simETagBlob):
-		return mutex("ETag", sh.etag)
-	}
-	d, r := sh.session, sh.shardRetry
-	def := BlobSettings{LeaseDuration: d}.withDefaults()
-	t, ri := def.RequestTimeout, def.RenewInterval
 	stray := 2*sh.strayAfter + d + r
 	if sh.strayAfter == 0 {
-		stray = 20*time.Minute + d + r
+		stray = 2*2*strayAfter + d + r
 	}
-	return 4*d + max(r, d)*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
+	return 4*d + backoff*5/4 + 3*t + 3*r + 4*(ri+2*r) + stray, "shard: 4 D + 1.25 B + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D + R"
 }

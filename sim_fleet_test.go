@@ -34,9 +34,11 @@ import (
 
 // simShape is what a fleet is.
 type simShape struct {
+	class                              string           // its configuration class (sim_config_test.go)
+	timings                            []simLaneTimings // by lane (nil: each lane the lease of its kind, and retry or shardRetry)
 	nativeLanes, etagLanes, shardLanes int
-	native, etag, session              time.Duration // lease durations
-	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners'
+	native, etag, session              time.Duration // lease durations (the longest of each election's lanes)
+	retry, shardRetry                  time.Duration // RetryInterval: the mutexes', the ShardOwners' (the longest)
 	notesPoll                          time.Duration // how often a ShardOwner that expects shards reads its notes (0: the library's)
 	strayAfter                         time.Duration // how long before a ShardOwner at its share looks for a stray lease (0: the library's)
 	reserveWait                        time.Duration // the most a ShardOwner waits before it reserves a shard (see withReserveWaits)
@@ -46,6 +48,7 @@ type simShape struct {
 	sets        [2]int // the sizes SetShards draws from
 	storm, calm time.Duration
 	length      time.Duration
+	asked       time.Duration // the length the run asked for (-sim.hours): length is less for a costly fleet (simShapeFor)
 	perStorm    int
 	lateMax     time.Duration
 }
@@ -144,7 +147,12 @@ type simFleet struct {
 	// incarnation) that were witnesses of its last term at its deletion:
 	// a read after the deletion sees no term of before.
 	witnesses map[string]map[[2]int]bool
-	lastRun   map[string]simRun
+	// pendings are, for each pending election, its last term at its
+	// deletion and whether its blob was created again and seeded since
+	// (noteStored); before, what deletable marked, for undelete.
+	pendings map[string]simPending
+	before   map[string]simBefore
+	lastRun  map[string]simRun
 	// lastRecord is, for each election, who recorded its highest term,
 	// and when first: a term recorded whose func never ran (its answer
 	// lost) is a term all the same (see witness). named is, for each
@@ -152,8 +160,12 @@ type simFleet struct {
 	lastRecord map[string]simRun
 	named      map[string]simRun
 	held       map[string]int
+	made       map[string]int  // cases an older fault model held back, made (see madeDeletion)
 	termed     map[string]bool // shard elections whose blob carries a term's record
 	actors     simActors       // the other writer and the protocol points (sim_points_test.go)
+	// outOfSet is, for each shard election, when it last left the fleet's
+	// set (see leaveSet).
+	outOfSet map[string]time.Time
 }
 
 // simRun is who started an election's last func (or recorded its highest
@@ -210,7 +222,8 @@ type simLane struct {
 	published int64
 	// sawShard: the shards whose terms a ShardOwner's current process saw:
 	// it ran one, read its blob, or listed the shards while it carried a
-	// term (its floor for it is then above 0).
+	// term (its floor for it is then above 0); for a mutex contender, its
+	// blob, once it ran it or read a term there that reads (readTerms).
 	sawShard map[string]bool
 }
 
@@ -281,11 +294,15 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		names:      map[string]*simLane{},
 		pending:    map[string]time.Time{},
 		witnesses:  map[string]map[[2]int]bool{},
+		pendings:   map[string]simPending{},
+		before:     map[string]simBefore{},
 		lastRun:    map[string]simRun{},
 		lastRecord: map[string]simRun{},
 		named:      map[string]simRun{},
 		held:       map[string]int{},
+		made:       map[string]int{},
 		termed:     map[string]bool{},
+		outOfSet:   map[string]time.Time{},
 		trace:      &simTracer{},
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
@@ -310,8 +327,16 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		first := shape.nativeLanes + shape.etagLanes
 		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
 	}
-	f.plan = sim.NewPlan(seed, sim.Shape{
-		Lanes: len(f.lanes), FileLanes: files, Elections: 2 + shape.shards,
+	f.plan = sim.NewPlan(seed, shape.plan(files))
+	f.actors = newSimActors(f)
+	return f
+}
+
+// plan is the shape of the fleet's plan of faults, files the lanes that
+// have a lease ID file.
+func (shape simShape) plan(files []int) sim.Shape {
+	return sim.Shape{
+		Lanes: shape.nativeLanes + shape.etagLanes + shape.shardLanes, FileLanes: files, Elections: 2 + shape.shards,
 		// A shard's record made malformed under a held lease cannot be
 		// repaired by the rules (RepairRecord needs the lease free, and
 		// nobody may break a shard's lease by hand), so only the mutexes'
@@ -320,9 +345,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		ShardSets: shape.sets, Storm: shape.storm, Calm: shape.calm, Length: shape.length,
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
-	})
-	f.actors = newSimActors(f)
-	return f
+	}
 }
 
 // observe turns the fake's events into the checker's, under the fake's
@@ -378,6 +401,7 @@ func simRecord(md map[string]string) (term, holder string, ended bool) {
 // "record"; a session's record, for what its instance has seen of the
 // fleet (the fault model, see deletable).
 func (f *simFleet) stored(e memblob.Event) {
+	f.noteStored(e)
 	term, holder, ended := simRecord(e.Metadata)
 	n, err := strconv.ParseInt(term, 10, 64)
 	if err != nil || n <= 0 || byWriter(e.Metadata) {
@@ -515,6 +539,9 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			f.mu.Unlock()
 		}
 	}
+	if ex.Status == http.StatusOK && l.kind != laneShard && ex.Method == http.MethodHead {
+		saw = f.readTerms(l)
+	}
 	if ex.Status == http.StatusOK {
 		l.mu.Lock()
 		if l.inc == inc && l.alive {
@@ -528,7 +555,9 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 			}
 			switch {
 			case l.kind != laneShard && ex.Method == http.MethodHead:
-				l.readAt = ex.Sent // it saw what was stored before it was sent
+				if len(saw) > 0 {
+					l.readAt = ex.Sent // it saw what was stored before it was sent: a term that reads (readTerms)
+				}
 				if l.seenAt.IsZero() {
 					l.seenAt = ex.Done
 				}

@@ -96,11 +96,11 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	var run func(context.Context) error
 	switch l.kind {
 	case laneNative, laneETag:
-		blob, d := simNativeBlob, f.shape.native
+		blob := simNativeBlob
 		if l.kind == laneETag {
-			blob, d = simETagBlob, f.shape.etag
+			blob = simETagBlob
 		}
-		s := f.settings(blob, d, tr)
+		s := f.timed(f.settings(blob, 0, tr), l)
 		s.ClientOptions.Transport = f.actors.points.transport(l, inc, tr)
 		election := simContainer + "/" + blob
 		opts = append(opts, WithEvents(func(e Event) {
@@ -117,9 +117,8 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 		}
 		run = m.RunTaskWhenMutexAcquired
 	case laneShard:
-		s := f.settings(simPrefix, f.shape.session, tr)
+		s := f.timed(f.settings(simPrefix, 0, tr), l)
 		s.ClientOptions.Transport = f.actors.points.transport(l, inc, tr)
-		s.RetryInterval = f.shape.shardRetry
 		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
 			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait, l.noteWait))
 		opts = append(opts, WithEvents(func(e Event) {

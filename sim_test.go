@@ -25,8 +25,9 @@ import (
 // The fault simulator (issue 31). Fleets of mutex contenders and ShardOwner
 // instances (simShape: what one fleet is) run in one process, each fleet in
 // a synctest bubble of its own on the in-memory Blob service, under
-// virtual time, with faults drawn from the fleet's seed (internal/sim's
-// plan): crashes (at a time, or as a write is applied, inside a step of
+// virtual time, each with a configuration drawn from its seed (a class, and
+// every instance's timings in it: sim_config_test.go), and faults drawn
+// from its seed too (internal/sim's plan): crashes (at a time, or as a write is applied, inside a step of
 // several requests), graceful stops, partitions, slow storage, lost answers,
 // requests applied late, throttling, failing storage, deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
@@ -37,8 +38,8 @@ import (
 // fake stores), every func within a lease the fake granted its instance,
 // every election running again within its bound after a storm of faults.
 //
-// The smoke run (two fleets of fixed seeds, 20 simulated minutes each) is
-// part of the suite; the default run is
+// The smoke run (a fleet of each configuration class, of fixed seeds, 4
+// simulated minutes each) is part of the suite; the default run is
 //
 //	go test -run 'TestSimulator$' -count=1 -timeout 0 -v . -args -sim.wall=10m
 //
@@ -47,20 +48,22 @@ import (
 //
 // Bounds (from the fleet's start of a calm, when every fault has ended:
 // lanes restarted, rates off, late requests applied, records repaired),
-// with D the election's lease duration, R the RetryInterval, T the
-// RequestTimeout:
+// with D the longest lease duration among the election's instances (in a
+// fleet that mixes them, old and new), R the longest RetryInterval, T the
+// longest RequestTimeout, and B = max(R, min(D, 1 min)), the longest a
+// follower backs off:
 //
-//   - a mutex: 2 D + 1.25 max(R, D) + 2 T + R: a lease held by a dead
+//   - a mutex: 2 D + 1.25 B + 2 T + R: a lease held by a dead
 //     holder expires (or, for an ETag lease, is broken as silent) within D
 //     of its last renewal, before the calm, and a lease taken in the storm
 //     whose holder could not record or release it stands D more; a
-//     follower backing off after failures waits up to 1.25 max(R, D);
+//     follower backing off after failures waits up to 1.25 B;
 //     taking the lease and recording the term are two requests of at most
 //     T each; R for the follower's first try. If the election was deleted
 //     and has not run since, its blob created again must also stand
 //     RI + T + SM + 2 R (recreated.go's settleFor, SM the StopMargin) as a
 //     contender watched it, which may begin only with the calm.
-//   - a shard: 4 D + 1.25 max(R, D) + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D
+//   - a shard: 4 D + 1.25 B + 3 T + 3 R + 4 (RI + 2 R) + 2 S + D
 //     + R, RI the
 //     RenewInterval: a session cut off across the calm's start ends by its
 //     deadline, and a dead session's blob stands silent D before it is
@@ -78,13 +81,20 @@ import (
 //     its acquire and its record) is freed by the session its record
 //     names once it looks for strays, S to 2 S after fewer shards than
 //     the set are held (balance.go's strayAfter, S; the simulator's 1
-//     minute), and the lease has stood D; a listing to claim it.
+//     minute), and the lease has stood D; a listing to claim it. A shard
+//     that leaves the fleet's set before its bound is over is not judged
+//     (nobody need run it).
+//
+// A fleet whose instances send more requests than one of the tuned shape
+// (simCostMost) (short RetryIntervals and RenewIntervals) runs shorter
+// than -sim.hours asks (sim_config_test.go's simShapeFor): the report's
+// fleet-hours count what ran.
 
 var (
 	simWall     = flag.Duration("sim.wall", 0, "simulator: run fleets for this long (wall time); 0: the smoke run")
 	simSeed     = flag.Uint64("sim.seed", 0, "simulator: replay only the fleet of this seed")
 	simBase     = flag.Uint64("sim.base", 0, "simulator: the run's first seed (0: drawn from the clock)")
-	simFleets   = flag.Int("sim.fleets", 0, "simulator: fleets to run (0: as many as -sim.wall allows; the smoke run's 2)")
+	simFleets   = flag.Int("sim.fleets", 0, "simulator: fleets to run (0: as many as -sim.wall allows; the smoke run's one a class)")
 	simHours    = flag.Float64("sim.hours", 1, "simulator: simulated hours per fleet")
 	simParallel = flag.Int("sim.parallel", 0, "simulator: fleets run at once (0: GOMAXPROCS)")
 	simLog      = flag.Bool("sim.log", false, "simulator: print the library's logs to stderr (for a replay)")
@@ -95,12 +105,14 @@ var (
 	simTrace    = flag.String("sim.trace", "", "simulator: with -sim.seed, write every step of the fleet to this file (for a replay)")
 	simFirst    = flag.Bool("sim.first", false, "simulator: end the run once a fleet has broken a rule (to time how long finding it takes)")
 	simSeeded   = flag.Bool("sim.seeded", true, "simulator: with -sim.seed, draw the library's IDs and jittered waits from the seed too")
+	simOnly     = flag.String("sim.class", "", "simulator: run only the fleets of this configuration class (see sim_config_test.go)")
 )
 
-// The smoke run's seeds (simSmokeBase and the next) and fleets' length.
+// The smoke run's seeds (for each configuration class, the first from
+// simSmokeBase on of that class) and fleets' length.
 const (
 	simSmokeBase   = 20
-	simSmokeLength = 20 * time.Minute
+	simSmokeLength = 4 * time.Minute
 )
 
 // simFlagSet reports whether flag name was given.
@@ -120,8 +132,7 @@ func simReplay(seed uint64, length time.Duration) string {
 }
 
 func TestSimulator(t *testing.T) {
-	shape := defaultShape
-	shape.length = time.Duration(*simHours * float64(time.Hour))
+	length := time.Duration(*simHours * float64(time.Hour))
 	wall := time.Now()
 	if *simSeed != 0 {
 		// A replay: the library's random draws (lease and session IDs,
@@ -144,7 +155,7 @@ func TestSimulator(t *testing.T) {
 			// A subtest each: a replay that breaks a rule fails its own
 			// (synctest.Test ends the test it runs in), not the loop.
 			t.Run(fmt.Sprintf("replay=%d", i+1), func(t *testing.T) {
-				synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, shape, trace) })
+				synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, simShapeFor(*simSeed, length), trace) })
 			})
 			res.Wall = time.Since(began)
 			if trace != "" && len(res.Violations) == 0 && *simRepeat > 1 {
@@ -171,14 +182,17 @@ func TestSimulator(t *testing.T) {
 	}
 	base := *simBase
 	fleets := *simFleets
+	var seeds []uint64 // the seeds to run, if not base and the next
 	if fleets == 0 && *simWall == 0 && base == 0 {
-		// The smoke run, on every CI: two fleets of fixed seeds whose 20
-		// minutes hold crashes, resumes, stops, partitions, every rate
-		// fault, a malformed record, a changed set, a deleted container
-		// and a deleted blob: a few seconds under -race.
-		base, fleets = simSmokeBase, 2
+		// The smoke run, on every CI: a fleet of each configuration class,
+		// of fixed seeds, whose 4 minutes (a storm of 2) together hold crashes, resumes,
+		// stops, partitions, every rate fault, a malformed record, a
+		// changed set, a deleted container and a deleted blob: a few
+		// seconds under -race.
+		seeds = simSmokeSeeds()
+		fleets = len(seeds)
 		if !simFlagSet("sim.hours") {
-			shape.length = simSmokeLength
+			length = simSmokeLength
 		}
 	}
 	if base == 0 {
@@ -192,12 +206,17 @@ func TestSimulator(t *testing.T) {
 	if *simGC > 0 {
 		defer debug.SetGCPercent(debug.SetGCPercent(*simGC))
 	}
-	t.Logf("simulator: seeds from %d, %d at once, %v simulated per fleet", base, parallel, shape.length)
+	if seeds != nil {
+		t.Logf("simulator: the smoke run, seeds %v, %d at once, %v simulated per fleet", seeds, parallel, length)
+	} else {
+		t.Logf("simulator: seeds from %d, %d at once, %v simulated per fleet", base, parallel, length)
+	}
 
 	var (
 		mu      sync.Mutex
 		rp      sim.Report
 		longest time.Duration // the longest fleet's wall time
+		last    uint64        // the last seed run
 		next    atomic.Int64
 		workers sync.WaitGroup
 	)
@@ -215,6 +234,13 @@ func TestSimulator(t *testing.T) {
 					return
 				}
 				seed := base + uint64(i)
+				if seeds != nil {
+					seed = seeds[i]
+				}
+				shape := simShapeFor(seed, length)
+				if *simOnly != "" && shape.class != *simOnly {
+					continue
+				}
 				began := time.Now()
 				var res sim.Result
 				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
@@ -222,7 +248,7 @@ func TestSimulator(t *testing.T) {
 				})
 				res.Wall = time.Since(began)
 				mu.Lock()
-				longest = max(longest, res.Wall)
+				longest, last = max(longest, res.Wall), max(last, seed)
 				if len(res.Violations) > 0 && len(rp.Failing) == 0 {
 					t.Logf("simulator: first violation found after %v of wall time, in seed %d: %s", time.Since(wall).Round(time.Second), seed, res.Violations[0])
 				}
@@ -233,9 +259,13 @@ func TestSimulator(t *testing.T) {
 	}
 	workers.Wait()
 	rp.Wall = time.Since(wall)
-	t.Logf("simulator: seeds %d to %d\n%s", base, base+uint64(rp.Fleets)-1, rp.String())
+	if seeds != nil {
+		t.Logf("simulator: seeds %v\n%s", seeds, rp.String())
+	} else {
+		t.Logf("simulator: seeds %d to %d\n%s", base, last, rp.String())
+	}
 	for _, r := range rp.Failing {
-		t.Errorf("seed %d: %s\n\treplay: %s", r.Seed, r.Violations[0], simReplay(r.Seed, shape.length))
+		t.Errorf("seed %d (%s): %s\n\treplay: %s", r.Seed, r.Class, r.Violations[0], simReplay(r.Seed, length))
 	}
 }
 
@@ -258,8 +288,8 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 		}
 	}
 	f.run()
-	res := sim.Result{Seed: seed, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
-		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held)}
+	res := sim.Result{Seed: seed, Class: shape.class, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
+		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held), Made: maps.Clone(f.made)}
 	res.Violations, res.Dropped = f.chk.Violations()
 	if trace == "" && len(res.Violations) > 0 {
 		trace = filepath.Join(os.TempDir(), fmt.Sprintf("leaderelection-sim-%d.trace", seed))
@@ -275,7 +305,10 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 		t.Errorf("seed %d: %s", seed, v)
 	}
 	if len(res.Violations) > 0 {
-		t.Logf("replay: %s", simReplay(seed, shape.length))
+		t.Logf("replay: %s", simReplay(seed, shape.asked))
+	}
+	if len(res.Violations) > 0 || *simSeed != 0 {
+		t.Logf("seed %d: %s", seed, shape.describe())
 	}
 	if *simDump != "" {
 		for _, fn := range f.chk.Funcs() {
@@ -337,7 +370,11 @@ func (f *simFleet) run() {
 					}
 				})
 			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing, sim.CrashInStep:
+				held := false // a partition the fault model held back (mayCut)
 				at(ft.At, func() {
+					if held = ft.Kind == sim.Partition && !f.mayCut(l); held {
+						return
+					}
 					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)
 					l.mu.Lock()
 					switch ft.Kind {
@@ -356,6 +393,9 @@ func (f *simFleet) run() {
 					l.mu.Unlock()
 				})
 				at(ft.Until, func() {
+					if held {
+						return
+					}
 					f.trace.printf(time.Now(), "lane%d: %s ends", l.idx, ft.Kind)
 					l.mu.Lock()
 					switch ft.Kind {
@@ -387,7 +427,8 @@ func (f *simFleet) run() {
 				})
 			case sim.DeleteContainer:
 				at(ft.At, func() {
-					if !f.deletable(f.ran()) {
+					targets := f.ran()
+					if !f.deletable(targets) {
 						return
 					}
 					if f.svc.DeleteContainer(simContainer) == nil {
@@ -395,10 +436,7 @@ func (f *simFleet) run() {
 						f.trace.printf(time.Now(), "deleted the container")
 						return
 					}
-					f.mu.Lock()
-					clear(f.pending)
-					clear(f.witnesses)
-					f.mu.Unlock()
+					f.undelete(targets)
 				})
 			case sim.Malform:
 				var blob string
@@ -423,6 +461,7 @@ func (f *simFleet) run() {
 				at(ft.At, func() {
 					f.mu.Lock()
 					set = f.keepOut(planned)
+					f.leaveSet(set)
 					f.set = set
 					f.mu.Unlock()
 					f.count(string(ft.Kind), 1)
@@ -507,6 +546,9 @@ func (f *simFleet) expectRecovery(calm time.Time) {
 				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
 				f.mu.Unlock()
+				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
+					return // the fleet ends first (its lanes are told to finish)
+				}
 				d := time.Until(from.Add(bound))
 				if d <= 0 && !pending {
 					break
@@ -519,6 +561,9 @@ func (f *simFleet) expectRecovery(calm time.Time) {
 					return
 				case <-time.After(max(d, time.Second)):
 				}
+			}
+			if f.leftSet(e, from) {
+				return // out of the fleet's set since: nobody need run it
 			}
 			if ok := f.chk.CheckRecovery(time.Now(), sim.Recovery{Election: e, From: from, Bound: bound, Why: why}); ok {
 				if at, ok := f.chk.FirstActing(e, from); ok {

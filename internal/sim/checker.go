@@ -110,9 +110,10 @@ type Checker struct {
 
 	// DeleteGrace is how long after a deletion of its blob (or container)
 	// a func may still start without a lease on the fake: one whose term
-	// was recorded just before the deletion, which the library cannot
+	// was recorded before the deletion (Record), which the library cannot
 	// know of (its fuse bounds it, as for a func running at the
-	// deletion). Set it before the first step: the longest LeaseDuration.
+	// deletion); a func of any other term is judged by the lease rule.
+	// Set it before the first step: the longest LeaseDuration.
 	DeleteGrace time.Duration
 }
 
@@ -128,6 +129,9 @@ type election struct {
 	recTerm    int64     // the highest term recorded on its blob
 	recBy      string    // for whom
 	taken      [2]string // the lease IDs another writer last changed its lease from and to (see Taken)
+	// recorded is when each term was first recorded on its blob (see
+	// DeleteGrace).
+	recorded map[int64]time.Time
 }
 
 // NewChecker returns an empty checker that keeps the first 100
@@ -172,7 +176,7 @@ func (c *Checker) Start(t time.Time, election, instance string, term int64, owns
 	} else {
 		e.maxTerm, e.maxBy = term, instance
 	}
-	if !e.deleted.IsZero() && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
+	if rec, ok := e.recorded[term]; ok && !e.deleted.IsZero() && !rec.After(e.deleted) && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
 		f.Exempt = true
 	} else if !e.lease.held(e.lease.ID, t) || !owns(e.lease.ID) {
 		c.violate(t, "lease", "%s: %s's func (term %d) started while the fake's lease is %s under %q (expiry %s), not a lease of its own",
@@ -266,6 +270,12 @@ func (c *Checker) Record(t time.Time, election string, term int64, holder string
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.election(election)
+	if _, ok := e.recorded[term]; !ok {
+		if e.recorded == nil {
+			e.recorded = map[int64]time.Time{}
+		}
+		e.recorded[term] = t
+	}
 	switch {
 	case term > e.recTerm:
 		e.recTerm, e.recBy = term, holder

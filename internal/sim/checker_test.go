@@ -111,6 +111,35 @@ func TestADeletionExemptsTheFuncsOnItsBlobFromTheLeaseRuleOnly(t *testing.T) {
 	}
 }
 
+// A func may start unleased just after a deletion of its blob only under
+// a term recorded before the deletion (whose lease the deletion took); one
+// whose term was recorded after it, or never, is judged by the lease rule.
+func TestTheDeleteGraceCoversOnlyTermsRecordedBeforeTheDeletion(t *testing.T) {
+	for name, tc := range map[string]struct {
+		recordAt float64 // when its term was recorded (0: never)
+		want     string
+	}{
+		"recorded before": {1, ""},
+		"recorded after":  {4, "lease"},
+		"never recorded":  {0, "lease"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := NewChecker()
+			c.DeleteGrace = 15 * time.Second
+			c.Lease(leased(0, "c/b", "a", 15))
+			c.Record(at(0.5), "c/b", 1, "Z")
+			if tc.recordAt > 0 {
+				c.Record(at(tc.recordAt), "c/b", 2, "A")
+			}
+			c.Lease(LeaseEvent{Time: at(2), Blob: "c/", Op: "delete-container", Admin: true, State: Gone})
+			c.Start(at(5), "c/b", "A", 2, ownsID("a"))
+			if got := strings.Join(rules(c), ","); got != tc.want {
+				t.Fatalf("rules %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestRecovery(t *testing.T) {
 	c := NewChecker()
 	c.Lease(leased(0, "c/b", "a", 15))

@@ -11,6 +11,7 @@ import (
 // Result is one fleet's run.
 type Result struct {
 	Seed       uint64
+	Class      string        // its configuration class
 	Simulated  time.Duration // the fleet's virtual time
 	Wall       time.Duration
 	Faults     map[string]int // injected faults by kind: plan faults by Kind, per-request ones by Req*
@@ -22,6 +23,10 @@ type Result struct {
 	// Held counts what the driver held back to stay within the library's
 	// promise (a deletion, a crash, a start...), by why.
 	Held map[string]int
+	// Made counts cases the driver made that no stated limit excludes and
+	// that an older fault model held back (a deletion of an election
+	// deleted before, ...), by what.
+	Made map[string]int
 }
 
 // Report sums the results of a run of many fleets.
@@ -35,24 +40,54 @@ type Report struct {
 	Violations int
 	Recovery   time.Duration
 	Held       map[string]int
+	Made       map[string]int
 	Failing    []Result // fleets with a violation, by seed
+	Classes    map[string]*Tally
+}
+
+// Tally is what the fleets of one configuration class did.
+type Tally struct {
+	Fleets     int
+	Simulated  time.Duration
+	Wall       time.Duration // the sum of the fleets' wall times
+	Faults     int
+	Violations int
 }
 
 // Add sums r into the report.
 func (rp *Report) Add(r Result) {
 	rp.Fleets++
 	rp.Simulated += r.Simulated
+	if rp.Classes == nil {
+		rp.Classes = map[string]*Tally{}
+	}
+	c := rp.Classes[r.Class]
+	if c == nil {
+		c = &Tally{}
+		rp.Classes[r.Class] = c
+	}
+	c.Fleets++
+	c.Simulated += r.Simulated
+	c.Wall += r.Wall
+	c.Violations += len(r.Violations) + r.Dropped
 	if rp.Faults == nil {
 		rp.Faults = map[string]int{}
 	}
 	for k, n := range r.Faults {
 		rp.Faults[k] += n
+		c.Faults += n
 	}
 	if len(r.Held) > 0 && rp.Held == nil {
 		rp.Held = map[string]int{}
 	}
 	for k, n := range r.Held {
 		rp.Held[k] += n
+	}
+	if len(r.Made) > 0 && rp.Made == nil {
+		rp.Made = map[string]int{}
+	}
+	for k, n := range r.Made {
+		rp.Made[k] += n
 	}
 	rp.Requests += r.Requests
 	rp.Funcs += r.Funcs
@@ -98,10 +133,23 @@ func (rp *Report) String() string {
 	for _, k := range slices.Sorted(maps.Keys(rp.Faults)) {
 		fmt.Fprintf(&b, " %s %d;", k, rp.Faults[k])
 	}
+	if len(rp.Classes) > 1 || rp.Classes[""] == nil {
+		fmt.Fprintf(&b, "\nby configuration class (fleets, fleet-hours, fleets' wall time, faults, violations):")
+		for _, k := range slices.Sorted(maps.Keys(rp.Classes)) {
+			c := rp.Classes[k]
+			fmt.Fprintf(&b, "\n  %s: %d, %.1f, %v, %d, %d", k, c.Fleets, c.Simulated.Hours(), c.Wall.Round(time.Second), c.Faults, c.Violations)
+		}
+	}
 	if len(rp.Held) > 0 {
 		fmt.Fprintf(&b, "\nheld back by the fault model:")
 		for _, k := range slices.Sorted(maps.Keys(rp.Held)) {
 			fmt.Fprintf(&b, " %s %d;", k, rp.Held[k])
+		}
+	}
+	if len(rp.Made) > 0 {
+		fmt.Fprintf(&b, "\nmade, beyond what an older fault model held back:")
+		for _, k := range slices.Sorted(maps.Keys(rp.Made)) {
+			fmt.Fprintf(&b, " %s %d;", k, rp.Made[k])
 		}
 	}
 	fmt.Fprintf(&b, "\nviolations %d\n", rp.Violations)
