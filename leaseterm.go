@@ -40,7 +40,12 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		return Term{}, Grant{}, m.wrap(err)
 	}
 	prev := readRecord(m.container, m.blob, props.Metadata)
-	m.floor.noteLease(prev)
+	// Seen, whatever comes of this attempt: a blob created again is
+	// seeded and raised with it, and taken above it (the simulator found
+	// a contender that read a term here, gave the blob back to let it
+	// settle, then created it again after a deletion below that term).
+	floor := m.floor.get()
+	m.floor.remember(prev)
 	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
 	}
@@ -55,19 +60,17 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	// instance's floor, must have stood (recreated.go), however this
 	// contender came to hold its lease: after a read, or at once after a
 	// failure (the mutex's loop).
-	recreated := !prev.Recreated.IsZero() || !prev.TermBad && m.belowFloor(prev.Term.Number)
+	recreated := !prev.Recreated.IsZero() || !prev.TermBad && prev.Term.Number < floor
 	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
 		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
 			return Term{}, Grant{}, err
 		}
 		return Term{}, Grant{}, errNotSettled
 	}
-	floor := m.floor.get()
 	n, ok := wire.NextTerm(prev.Term.Number, floor)
 	if !ok {
 		return Term{}, Grant{}, termCannotGrow(m.container, m.blob, max(prev.Term.Number, floor))
 	}
-	m.floor.see(prev.Term.Number)
 	if prev.Term.Number < floor {
 		m.logger.Error("leaderelection: the term on the blob is lower than one this instance saw there: the blob was deleted or rewritten; the new term continues from the higher",
 			"container", m.container, "blob", m.blob, "onBlob", prev.Term.Number, "seen", floor, "term", n)

@@ -267,3 +267,30 @@ func TestAnInstanceRemembersTheLeaseOfTheLastTermItRead(t *testing.T) {
 		assert.Equal(t, "5", wire.Value(md, wire.MetaTerm))
 	})
 }
+
+// A contender that takes a blob created again and gives it back to let it
+// settle has seen the term it read there: after a deletion it creates the
+// blob again seeded with that term, not from nothing (the simulator's
+// find: a newcomer read term 1 so, the container was deleted, and it
+// created the blob again unmarked and recorded term 1 a second time).
+func TestATermReadBeforeABlobSettlesIsSeen(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s := testSettings(t)
+		raw := newRawBlob(t, s)
+		raw.put(s.Blob, "", map[string]string{wire.MetaTerm: "5", wire.MetaRole: string(RoleMutex),
+			wire.MetaEnded: "2000-01-01T00:00:00Z", wire.MetaRecreated: "2000-01-01T00:00:00Z"})
+		newcomer := settlingManager(t, s)
+		_, err := takeTerm(t, newcomer, "n")
+		require.ErrorIs(t, err, errNotSettled)
+		assert.Equal(t, int64(5), newcomer.floor.get(), "the term read as it took the lease is seen")
+
+		_, err = raw.cc.Delete(ctx, nil)
+		require.NoError(t, err)
+		require.NoError(t, newcomer.ensureBlob(ctx))
+		info := leaderOn(t, s)
+		assert.Equal(t, int64(5), info.Leader.Number, "created again, seeded with the term seen")
+		assert.False(t, info.Recreated.IsZero(), "and marked so")
+	})
+}
