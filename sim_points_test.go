@@ -232,6 +232,14 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	f, l := t.p.f, t.l
+	if act == "cut" && !f.mayCut(l) {
+		// The fault model's rule for a planned partition holds here too:
+		// the last live witness of a deleted election that reaches
+		// storage is not cut off before a seed at or above its last term
+		// (once cut, it no longer counts as one, so nothing else would
+		// keep it from being stopped, leaving nobody to seed the blob).
+		return resp, err
+	}
 	f.count("point "+point+": "+act, 1)
 	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
 	switch act {

@@ -47,7 +47,9 @@ import (
 // a trace file.
 //
 // Bounds (from the fleet's start of a calm, when every fault has ended:
-// lanes restarted, rates off, late requests applied, records repaired),
+// lanes restarted, rates off, late requests applied, records repaired; or
+// from a malformed record's repair, if that came later and the bound ends
+// before the next storm, else the next calm's check judges the election),
 // with D the longest lease duration among the election's instances (in a
 // fleet that mixes them, old and new), R the longest RetryInterval, T the
 // longest RequestTimeout, and B = max(R, min(D, 1 min)), the longest a
@@ -488,8 +490,8 @@ func (f *simFleet) run() {
 				}
 			}
 		}
-		calm := st.Calm
-		at(calm, func() { f.expectRecovery(f.begin.Add(calm)) })
+		calm, end := st.Calm, st.End
+		at(calm, func() { f.expectRecovery(f.begin.Add(calm), f.begin.Add(end)) })
 	}
 	slices.SortStableFunc(acts, func(a, b simAction) int { return int(a.at - b.at) })
 	for _, a := range acts {
@@ -522,9 +524,10 @@ func (f *simFleet) run() {
 	}
 }
 
-// expectRecovery, at the start of a calm, schedules the check that every
-// election of the fleet runs again within its bound.
-func (f *simFleet) expectRecovery(calm time.Time) {
+// expectRecovery, at the start of a calm (which ends at end, when the next
+// storm begins), schedules the check that every election of the fleet runs
+// again within its bound.
+func (f *simFleet) expectRecovery(calm, end time.Time) {
 	f.mu.Lock()
 	elections := []string{simContainer + "/" + simNativeBlob, simContainer + "/" + simETagBlob}
 	for _, b := range f.shardBlobs() {
@@ -548,6 +551,13 @@ func (f *simFleet) expectRecovery(calm time.Time) {
 				f.mu.Unlock()
 				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
 					return // the fleet ends first (its lanes are told to finish)
+				}
+				if from.After(calm) && from.Add(bound).After(end) {
+					// Repaired so late that the bound would run into the
+					// next storm, whose faults it does not count: the
+					// next calm's check judges it, from that calm or
+					// from the repair.
+					return
 				}
 				d := time.Until(from.Add(bound))
 				if d <= 0 && !pending {
