@@ -49,7 +49,7 @@ func (w simWriterCall) leaderctl(ctx context.Context, kind, blob string, st memb
 		case !info.Held():
 			return "leaderctl break: nothing to break", nil
 		case info.Kind == ETagLease && w.intn(3) == 0:
-			if why := w.limit(blob, st, time.Now(), false); why != "" {
+			if why := w.breakLimit(blob, st, 0); why != "" {
 				w.heldBack("leaderctl break -force", why)
 				return "", nil
 			}
@@ -59,14 +59,16 @@ func (w simWriterCall) leaderctl(ctx context.Context, kind, blob string, st memb
 			_, _, err := mgr.BreakWhenSilent(ctx)
 			return "leaderctl break (BreakWhenSilent)", err
 		}
-		period := declaredOr(info, mgr.SafeBreakPeriod())
-		what := "leaderctl break"
+		period, what := ctlSafeBreakPeriod(info), "leaderctl break"
 		if w.intn(3) == 0 {
 			period, what = time.Duration(w.intn(61))*time.Second, "leaderctl break -period"
-			if why := w.limit(blob, st, time.Now().Add(period), false); why != "" {
-				w.heldBack(what, why)
-				return "", nil
-			}
+		}
+		if why := w.breakLimit(blob, st, period); why != "" {
+			// Even leaderctl's own period: it is the one the record's
+			// writer declared, and the lease it breaks may be another's,
+			// taken since it read the record.
+			w.heldBack(what, why)
+			return "", nil
 		}
 		_, err := mgr.Break(ctx, period)
 		return what, err
@@ -86,13 +88,17 @@ func (w simWriterCall) leaderctl(ctx context.Context, kind, blob string, st memb
 	return "", nil
 }
 
-// declaredOr is the lease duration info's record declares (leaderctl's
-// safe break period), or d if it declares none.
-func declaredOr(info LeaseInfo, d time.Duration) time.Duration {
-	if info.DeclaredDuration > 0 && info.DeclaredDuration <= 60*time.Second {
-		return info.DeclaredDuration
+// ctlSafeBreakPeriod is leaderctl's break period when it is given none
+// (examples/leaderctl/break.go's safeBreakPeriod): the lease duration the
+// holder declared in its record, or 60 s if the record is not the
+// holder's (its term is pending: it has not recorded its own yet) or
+// declares none. Not this manager's SafeBreakPeriod: leaderctl's manager
+// has the default LeaseDuration, not the holder's.
+func ctlSafeBreakPeriod(info LeaseInfo) time.Duration {
+	if d := info.DeclaredDuration; d > 0 && !info.TermPending() && info.Leader.Number > 0 {
+		return min(d, 60*time.Second)
 	}
-	return d
+	return 60 * time.Second
 }
 
 // TestSimWriterHoldBacksNameTheirSections checks that each hold-back of

@@ -307,6 +307,37 @@ func (w *simWriter) limit(blob string, st memblob.BlobState, end time.Time, infi
 	return simWriterLimits.etagBreak
 }
 
+// breakLimit is the section that holds back a break of blob's lease with
+// period p (st is the blob as read before the break): "" if nothing holds
+// it back. Unlike limit, it does not judge the break on the lease st
+// shows, which may not be the lease the break finds: an instance may take
+// the blob between that read and the break (seed 865483552802: a break
+// judged, and meant, for the lease its last holder had declared landed
+// on one an instance had just acquired, and cut it short). It judges it
+// on any lease the break may find: a break of the native mutex's blob
+// with a period of at least the longest LeaseDuration of its instances
+// (the fleet's shape.native) ends no lease sooner than its holder's
+// deadline, whoever took it; so does a break of the writer's own lease
+// (acquired on a blob nobody held; st shows it held and not breaking),
+// which no instance can take before it ends. Any other break may cut a
+// lease short: of a shard ("Never break a ShardOwner's shard by hand"),
+// of the native mutex with a shorter period ("A break shortens the
+// lease"), of an ETag lease (no period covers it: BreakWhenSilent is its
+// safe break).
+func (w *simWriter) breakLimit(blob string, st memblob.BlobState, p time.Duration) string {
+	switch {
+	case blob == simNativeBlob && p >= w.f.shape.native:
+		return ""
+	case st.LeaseState == lease.StateTypeLeased && w.holds(blob, st.LeaseID):
+		return ""
+	case strings.HasPrefix(blob, simPrefix+"/"+wire.ShardsDir):
+		return simWriterLimits.shardBreak
+	case blob == simNativeBlob:
+		return simWriterLimits.breakShortens
+	}
+	return simWriterLimits.etagBreak
+}
+
 // declared is the lease duration blob's record declares, or, if none, the
 // fleet's for its kind.
 func (w *simWriter) declared(blob string, st memblob.BlobState) time.Duration {
@@ -393,7 +424,7 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 		if w.float() < 0.3 {
 			period = 0
 		}
-		if why := w.limit(blob, st, time.Now().Add(time.Duration(period)*time.Second), false); exists && why != "" {
+		if why := w.breakLimit(blob, st, time.Duration(period)*time.Second); exists && why != "" {
 			w.heldBack(kind, why)
 			return "", nil
 		}
