@@ -148,7 +148,18 @@ func (g *shardManager) listShards(view sessionView) error {
 	if err := g.lookUpUnknown(sc); err != nil {
 		return err
 	}
-	g.noteMissing(sc)
+	if g.noteMissing(sc) {
+		// A shard this session runs holds its lease: its blob goes only
+		// with the container (or by a hand that breaks it, which is not
+		// covered). This session may not have noticed the deletion yet
+		// (its renewal failing on the silence, or not yet sent), and
+		// must claim nothing on this listing of a container created
+		// again: it ends, and its next session waits as after any
+		// deletion seen (vanished.go).
+		o := g.o
+		o.sawDeletion("a listing of the shards did not show a shard this session runs: its blob went with the container")
+		return errSessionGone
+	}
 	g.keepScan(sc, view)
 	return nil
 }
@@ -329,8 +340,9 @@ func (g *shardManager) lookUpUnknown(sc *shardScan) error {
 }
 
 // noteMissing takes the shards of the set the listing did not show as
-// free (no blob yet), and stops the runs whose blob it did not show.
-func (g *shardManager) noteMissing(sc *shardScan) {
+// free (no blob yet), and stops the runs whose blob it did not show,
+// reporting whether there were any.
+func (g *shardManager) noteMissing(sc *shardScan) bool {
 	o := g.o
 	for name := range sc.set {
 		if !sc.seen[name] {
@@ -350,6 +362,7 @@ func (g *shardManager) noteMissing(sc *shardScan) {
 		g.lost(r, "its blob is gone")
 	}
 	g.reportLost()
+	return len(gone) > 0
 }
 
 // keepScan makes the listing's free shards the candidates, and its owners
