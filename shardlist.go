@@ -144,24 +144,28 @@ func (g *shardManager) listShards(view sessionView) error {
 	if err != nil {
 		return err
 	}
+	if g.sessionBlobGone() {
+		g.o.sawDeletion("a listing of the shards found this session's blob gone")
+		return errSessionGone
+	}
 	g.judgeShards(sc, view)
 	if err := g.lookUpUnknown(sc); err != nil {
 		return err
 	}
-	if g.noteMissing(sc) {
-		// A shard this session runs holds its lease: its blob goes only
-		// with the container (or by a hand that breaks it, which is not
-		// covered). This session may not have noticed the deletion yet
-		// (its renewal failing on the silence, or not yet sent), and
-		// must claim nothing on this listing of a container created
-		// again: it ends, and its next session waits as after any
-		// deletion seen (vanished.go).
-		o := g.o
-		o.sawDeletion("a listing of the shards did not show a shard this session runs: its blob went with the container")
-		return errSessionGone
-	}
+	g.noteMissing(sc)
 	g.keepScan(sc, view)
 	return nil
+}
+
+// sessionBlobGone reports whether this session's blob is gone, read after
+// a listing of the shards and before anything is claimed on it: a session's
+// blob is never created again, so it goes only with the container, and a
+// session that has not noticed that yet (its renewal failing on the
+// silence, or not yet sent) must claim nothing on a listing of the
+// container created again (vanished.go). One request a listing.
+func (g *shardManager) sessionBlobGone() bool {
+	info, err := g.s.term.lease.Inspect(g.ctx)
+	return err == nil && !info.Exists
 }
 
 // shardScan is what one listing of the shards found, and its steps share.
@@ -340,9 +344,8 @@ func (g *shardManager) lookUpUnknown(sc *shardScan) error {
 }
 
 // noteMissing takes the shards of the set the listing did not show as
-// free (no blob yet), and stops the runs whose blob it did not show,
-// reporting whether there were any.
-func (g *shardManager) noteMissing(sc *shardScan) bool {
+// free (no blob yet), and stops the runs whose blob it did not show.
+func (g *shardManager) noteMissing(sc *shardScan) {
 	o := g.o
 	for name := range sc.set {
 		if !sc.seen[name] {
@@ -362,7 +365,6 @@ func (g *shardManager) noteMissing(sc *shardScan) bool {
 		g.lost(r, "its blob is gone")
 	}
 	g.reportLost()
-	return len(gone) > 0
 }
 
 // keepScan makes the listing's free shards the candidates, and its owners

@@ -44,10 +44,9 @@ import (
 // listed the sessions: the limit below.
 //
 // An instance that sees the deletion (its session's renewal, or a listing,
-// finds its session's blob or the container gone, or a listing of the
-// shards does not show one its session runs, whose leased blob goes only
-// with the container: it claims nothing on that listing, and its session
-// ends; or its next session finds
+// finds its session's blob or the container gone, the listing of the
+// shards included, which reads the session's blob after it and claims
+// nothing on it if that is gone: the session ends; or its next session finds
 // the container gone, as it creates its blob, or resumes from the lease ID
 // file) also claims nothing with its next session for quietFor from that
 // session's first pass; and so does one whose session ended cut off from
