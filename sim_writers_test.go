@@ -326,7 +326,12 @@ func (w *simWriter) limit(blob string, st memblob.BlobState, end time.Time, infi
 // safe break).
 func (w *simWriter) breakLimit(blob string, st memblob.BlobState, p time.Duration) string {
 	switch {
-	case blob == simNativeBlob && p >= w.f.shape.native:
+	case blob == simNativeBlob && p >= w.f.shape.native && !w.f.etagAmong(laneNative):
+		// A native lease, as every instance of the election holds: the
+		// break ends it no sooner than it would end unrenewed. (An ETag
+		// holder, in a fleet that mixes kinds, learns of a break only as
+		// it ends, whatever its period: "An ETag lease trusts the
+		// followers' clocks", below.)
 		return ""
 	case st.LeaseState == lease.StateTypeLeased && w.holds(blob, st.LeaseID):
 		return ""
@@ -336,6 +341,23 @@ func (w *simWriter) breakLimit(blob string, st memblob.BlobState, p time.Duratio
 		return simWriterLimits.breakShortens
 	}
 	return simWriterLimits.etagBreak
+}
+
+// etagAmong reports whether an instance of the election of kind k may
+// hold an ETag lease (its timings, first or after a rolling change).
+func (f *simFleet) etagAmong(k laneKind) bool {
+	for _, l := range f.lanes {
+		if l.kind != k {
+			continue
+		}
+		lt := f.shape.laneTimings(l.idx, k)
+		for _, tm := range []simTiming{lt.first, lt.then} {
+			if tm.blob().withDefaults().kind() == ETagLease {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // declared is the lease duration blob's record declares, or, if none, the
