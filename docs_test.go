@@ -103,6 +103,8 @@ var citedPaths = []string{
 	"sim_faultmodel_test.go",
 	"sim_config_test.go",
 	"sim_limits_test.go",
+	"sim_writers_test.go",
+	"sim_points_test.go",
 	"term.go",
 	"termrun.go",
 	"termstate.go",
