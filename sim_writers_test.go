@@ -559,15 +559,16 @@ func setStored(md map[string]*string, key, v string) {
 func (w simWriterCall) delete(ctx context.Context, bc *blob.Client, name string, st memblob.BlobState, id, whose string) (string, error) {
 	f := w.f
 	if w.intn(4) == 0 {
-		if !f.deletable(f.ran()) {
+		targets := f.ran()
+		if !f.deletable(targets) {
 			return "", nil
 		}
 		_, err := w.cc.Delete(ctx, nil)
 		if err != nil {
-			f.mu.Lock()
-			clear(f.pending)
-			clear(f.witnesses)
-			f.mu.Unlock()
+			// Not deleted after all: back to what the fault model knew
+			// before, which keeps the marks of an earlier deletion still
+			// pending (a refusal is often that: the container is gone).
+			f.undelete(targets)
 		}
 		return "delete the container", err
 	}
@@ -591,10 +592,7 @@ func (w simWriterCall) delete(ctx context.Context, bc *blob.Client, name string,
 	}
 	_, err := bc.Delete(ctx, opts)
 	if err != nil {
-		f.mu.Lock()
-		delete(f.pending, election) // not deleted after all
-		delete(f.witnesses, election)
-		f.mu.Unlock()
+		f.undelete([]string{election}) // not deleted after all
 	}
 	return what, err
 }
