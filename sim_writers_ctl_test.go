@@ -114,10 +114,6 @@ func TestSimWriterHoldBacksNameTheirSections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	repair, err := os.ReadFile("leaseterm.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	sections := map[string]string{} // heading -> its text, normalized
 	for _, part := range strings.Split(string(limits), "\n## ")[1:] {
 		heading, body, _ := strings.Cut(part, "\n")
@@ -131,23 +127,17 @@ func TestSimWriterHoldBacksNameTheirSections(t *testing.T) {
 			t.Errorf("%s: cites nothing", cite)
 			continue
 		}
-		text := ""
-		switch {
-		case strings.HasPrefix(cite, "limits.md "):
-			body, ok := sections[quotes[0][1]]
-			if !ok {
-				t.Errorf("%s: docs/limits.md has no section %q", cite, quotes[0][1])
-				continue
-			}
-			text = body
-		case strings.HasPrefix(cite, "RepairRecord's doc: "):
-			text = norm(string(repair))
-		default:
-			t.Errorf("%s: cites neither docs/limits.md nor RepairRecord's doc", cite)
+		if !strings.HasPrefix(cite, "limits.md ") {
+			t.Errorf("%s: cites no section of docs/limits.md", cite)
+			continue
+		}
+		text, ok := sections[quotes[0][1]]
+		if !ok {
+			t.Errorf("%s: docs/limits.md has no section %q", cite, quotes[0][1])
 			continue
 		}
 		for j, q := range quotes {
-			if j == 0 && strings.HasPrefix(cite, "limits.md ") {
+			if j == 0 {
 				continue // the heading
 			}
 			if !strings.Contains(text, q[1]) {
