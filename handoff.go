@@ -160,7 +160,7 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 // usual instead: its record could not be written.
 func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	o := g.o
-	lm := r.runner.lease
+	lm := r.runner.blob()
 	number, ok := wire.NextTerm(r.term.Number, o.floorOf(r.name))
 	if !ok {
 		return false

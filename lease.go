@@ -636,3 +636,16 @@ func sdkError(err error) error {
 func (m *BlobLeaseManager) CloseIdleConnections() {
 	m.containerClient.CloseIdleConnections()
 }
+
+// config, bootClock and giveBack are the term engine's view of the manager
+// (termLease, termrun.go).
+func (m *BlobLeaseManager) config() BlobSettings  { return m.settings }
+func (m *BlobLeaseManager) bootClock() clock.Boot { return m.boot }
+
+func (m *BlobLeaseManager) giveBack(ctx context.Context) error {
+	h, err := m.release(ctx)
+	for h != nil && errors.Is(err, ErrTransient) && clock.Sleep(ctx, m.settings.retryDelay()) {
+		err = m.releaseWith(ctx, h)
+	}
+	return err
+}

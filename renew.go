@@ -350,7 +350,7 @@ func (f *safetyFuse) stop() {
 // down, and is released only after it returns.
 func (r *termRunner) keepAlive(stop context.Context, first Grant, fuse *safetyFuse, ts termStop,
 	renew func(context.Context) (Grant, error), term *termState) error {
-	s := r.lease.settings
+	s := r.lease.config()
 	retryDelay := s.retryDelay()
 	next := first.Sent.Add(s.RenewInterval)
 	var failing failureLog

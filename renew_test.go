@@ -85,7 +85,7 @@ type keepAliveRun struct {
 }
 
 func runKeepAlive(t *testing.T, m *termRunner, behave func(context.Context) error) *keepAliveRun {
-	s := m.lease.settings
+	s := m.lease.config()
 	r := &scriptedRenew{behave: behave}
 	now := time.Now()
 	g := Grant{LeaseID: "id", Sent: now, Expires: now.Add(s.LeaseDuration), bootSent: clock.SinceBoot()}
@@ -109,7 +109,7 @@ func runKeepAlive(t *testing.T, m *termRunner, behave func(context.Context) erro
 func TestHealthyRenewalsKeepTheTermAlive(t *testing.T) {
 	m := fastTiming()
 	run := runKeepAlive(t, m, ok)
-	time.Sleep(3 * m.lease.settings.LeaseDuration)
+	time.Sleep(3 * m.lease.config().LeaseDuration)
 	assert.NoError(t, run.ctx.Err(), "healthy renewals must not end the term")
 	run.renewals.mu.Lock()
 	calls := run.renewals.calls
@@ -136,7 +136,7 @@ func TestPersistentFailuresCancelAtTheSafetyDeadline(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			m := fastTiming()
-			s := m.lease.settings
+			s := m.lease.config()
 			run := runKeepAlive(t, m, ok)
 			time.Sleep(450 * time.Millisecond)
 			run.renewals.set(behave)
@@ -168,7 +168,7 @@ func TestLostLeaseCancelsAtOnce(t *testing.T) {
 	<-run.ctx.Done()
 	assert.ErrorIs(t, context.Cause(run.ctx), ErrLeaseLost)
 	// The next renewal is due one RenewInterval after the first grant.
-	assert.Less(t, time.Since(set), m.lease.settings.RenewInterval+250*time.Millisecond)
+	assert.Less(t, time.Since(set), m.lease.config().RenewInterval+250*time.Millisecond)
 }
 
 // A renewal that succeeds after the deadline, before the fuse's timer has
@@ -321,7 +321,7 @@ func TestRenewalDeadlineIsStampedAtSend(t *testing.T) {
 // the func runs: renewals that failed meanwhile, and a lease lost meanwhile.
 func TestHealthKeepsWhatHappenedBeforeTheFuncStarted(t *testing.T) {
 	m := fastTiming()
-	s := m.lease.settings
+	s := m.lease.config()
 	t.Run("renewals failing", func(t *testing.T) {
 		m.health.beginTerm()
 		m.health.renewResult(transient(context.Background()))

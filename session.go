@@ -149,7 +149,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 		return nil, Grant{}, err
 	}
 	s := o.newSession(id)
-	lm := s.term.lease
+	lm := s.term.blob()
 	etag, err := lm.createBlob(ctx)
 	if err != nil {
 		if o.hadRecord.Load() && gone(err) {
@@ -249,7 +249,7 @@ func (s *session) run(ctx context.Context, o *ShardOwner, g Grant) (StopReason, 
 // endWindow). Best effort: a blob still leased (its release failed), or not
 // reached in time, is collected later by another instance.
 func (o *ShardOwner) endSession(ctx context.Context, s *session) {
-	lm := s.term.lease
+	lm := s.term.blob()
 	ctx, cancel := lm.call(ctx)
 	defer cancel()
 	if text := s.endList.Load(); text != nil {

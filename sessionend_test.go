@@ -149,7 +149,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 		ended := sessionRecord("x")
 		ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 		raw.put(o.sessionBlob(id), id, ended)
-		lm := o.newSession(id).term.lease
+		lm := o.newSession(id).term.blob()
 		_, _, err = lm.recordTerm(context.Background(), "x")
 		require.ErrorIs(t, err, ErrLeaseLost)
 		assert.Contains(t, err.Error(), "never taken up again")

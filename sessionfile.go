@@ -96,7 +96,7 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 		return nil, Grant{}, false, nil
 	}
 	s = o.newSession(id)
-	lm := s.term.lease
+	lm := s.term.blob()
 	props, err := lm.blobClient.Properties(ctx, blobstore.Call{Op: "read session"})
 	switch {
 	case blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted):

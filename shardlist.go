@@ -164,7 +164,7 @@ func (g *shardManager) listShards(view sessionView) error {
 // silence, or not yet sent) must claim nothing on a listing of the
 // container created again (vanished.go). One request a listing.
 func (g *shardManager) sessionBlobGone() bool {
-	info, err := g.s.term.lease.Inspect(g.ctx)
+	info, err := g.s.term.blob().Inspect(g.ctx)
 	return err == nil && !info.Exists
 }
 

@@ -206,7 +206,7 @@ func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
 		return
 	}
 	defer func() { <-o.release }()
-	lm := r.runner.lease
+	lm := r.runner.blob()
 	id := lm.LeaseID()
 	if err := lm.Release(ctx); err != nil && ctx.Err() == nil {
 		o.logger.Debug("leaderelection: could not release a shard; retrying", "shard", r.name, "error", err)

@@ -233,7 +233,7 @@ func TestShardOwnerKeepsItsSessionOnConnectionsOfItsOwn(t *testing.T) {
 	go func() { done <- o.Run(ctx) }()
 	waitFor(t, 30*time.Second, "the 4 shards", func() bool { return len(log.running()) == 4 })
 	o.mu.Lock()
-	lm := o.current.term.lease
+	lm := o.current.term.blob()
 	o.mu.Unlock()
 	require.Same(t, o.sessionCC, lm.containerClient, "the session's lease manager is on the session's client")
 	cancel()

@@ -33,7 +33,7 @@ const (
 
 // termRunner runs the terms of one lease, one at a time.
 type termRunner struct {
-	lease    *BlobLeaseManager
+	lease    termLease // the lease its terms run on: one blob's, or a quorum's
 	logger   *slog.Logger
 	metrics  *metrics
 	identity string        // written in each term's record
@@ -49,6 +49,27 @@ type termRunner struct {
 	// What an election adds to its terms, set before the first.
 	hooks termHooks
 }
+
+// termLease is what the term engine needs of a lease: one blob's
+// (*BlobLeaseManager), or a quorum's over several accounts (quorum.go). Each
+// keeps the argument at the top of renew.go: a Grant it returns bounds, by
+// its send time, when another instance may take the lease.
+type termLease interface {
+	config() BlobSettings // the settings, with defaults applied
+	bootClock() clock.Boot
+	Kind() LeaseKind
+	kindAttrs() []any // what a start line says of the lease's kind
+	Renew(ctx context.Context) (Grant, error)
+	recordTerm(ctx context.Context, identity string) (Term, Grant, error)
+	endTerm(ctx context.Context, t Term) error
+	// giveBack releases the lease, sending a release whose outcome is
+	// unknown again while attempts fail fast, until ctx ends.
+	giveBack(ctx context.Context) error
+}
+
+// blob is the manager of the one blob a session's or a shard's terms run
+// on (never a quorum's: a ShardOwner runs over one account).
+func (r *termRunner) blob() *BlobLeaseManager { return r.lease.(*BlobLeaseManager) }
 
 // termHooks are what an election adds to the terms it runs.
 type termHooks struct {
@@ -138,7 +159,7 @@ func (r *termRunner) run(ctx context.Context, g Grant, fn func(context.Context) 
 	t.returned = true
 	switch {
 	case t.funcErr != nil && t.leaderCtx.Err() == nil && r.kind == runsLeader:
-		s := r.lease.settings
+		s := r.lease.config()
 		r.logger.Warn("leaderelection: leader func returned an error; releasing the lease", "container", s.Container, "blob", s.Blob, "error", t.funcErr)
 	case t.funcErr != nil:
 		// A session's func (the shard loop) fails only when storage
@@ -154,10 +175,10 @@ func (r *termRunner) run(ctx context.Context, g Grant, fn func(context.Context) 
 // deadline, the renewal loop, which outlives the caller's cancellation (it
 // stops when the func has returned), and the watch on the func's stop.
 func (r *termRunner) begin(ctx context.Context, g Grant) *liveTerm {
-	s := r.lease.settings
+	s := r.lease.config()
 	t := &liveTerm{r: r, state: &termState{}, funcDone: make(chan struct{})}
 	t.leaderCtx, t.leaseCtx, t.ts = twoStages(ctx, context.WithoutCancel(ctx), t.state)
-	t.fuse = newSafetyFuse(g.safetyDeadline(s.StopMargin), t.ts.stopNow, r.lease.boot)
+	t.fuse = newSafetyFuse(g.safetyDeadline(s.StopMargin), t.ts.stopNow, r.lease.bootClock())
 	t.state.fuse = t.fuse
 	r.health.beginTerm()
 	stopCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
@@ -196,7 +217,7 @@ func twoStages(funcParent, leaseParent context.Context, state *termState) (leade
 // contention too (the error returned).
 func (t *liveTerm) record() error {
 	r := t.r
-	s := r.lease.settings
+	s := r.lease.config()
 	term, err := r.recordTerm(t.leaderCtx, t.fuse)
 	if err != nil {
 		t.ts.pleaseStop(err)
@@ -225,7 +246,7 @@ func (t *liveTerm) record() error {
 // start marks the recorded term's func as running, and says so.
 func (t *liveTerm) start() {
 	r := t.r
-	s := r.lease.settings
+	s := r.lease.config()
 	r.health.funcStarted()
 	t.state.start(t.term)
 	r.leading.Store(true)
@@ -250,7 +271,7 @@ func (t *liveTerm) start() {
 // failure.
 func (t *liveTerm) end(ctx context.Context, err error) (StopReason, error) {
 	r := t.r
-	s := r.lease.settings
+	s := r.lease.config()
 	funcEnd := time.Now()
 	r.leading.Store(false)
 	expires := t.fuse.current().Add(s.StopMargin)
@@ -292,7 +313,7 @@ func (t *liveTerm) end(ctx context.Context, err error) (StopReason, error) {
 // shutdown is bounded even with storage unreachable.
 func (t *liveTerm) release(ctx context.Context) {
 	r := t.r
-	s := r.lease.settings
+	s := r.lease.config()
 	end, cancelEnd := r.endWindow(ctx)
 	defer cancelEnd()
 	lost := errors.Is(t.renewErr, ErrLeaseLost)
@@ -347,7 +368,7 @@ func stopReason(returned bool, cause, funcErr error) (StopReason, error) {
 // recordTerm writes this term into the blob's metadata, retrying transient
 // failures until ctx (the leader's, cancelled at the safety deadline) ends.
 func (r *termRunner) recordTerm(ctx context.Context, fuse *safetyFuse) (Term, error) {
-	retryDelay := r.lease.settings.retryDelay()
+	retryDelay := r.lease.config().retryDelay()
 	for {
 		callCtx, cancel := context.WithDeadline(ctx, fuse.current())
 		t, g, err := r.lease.recordTerm(callCtx, r.identity)
@@ -375,7 +396,7 @@ func (r *termRunner) recordTerm(ctx context.Context, fuse *safetyFuse) (Term, er
 // record was being written, the fuse blows and the func is not started.
 func (r *termRunner) securedByRecord(fuse *safetyFuse, g Grant) {
 	if r.lease.Kind() == ETagLease {
-		fuse.extend(g.safetyDeadline(r.lease.settings.StopMargin))
+		fuse.extend(g.safetyDeadline(r.lease.config().StopMargin))
 	}
 }
 
@@ -395,7 +416,7 @@ func (r *termRunner) watchFunc(leaderCtx, leaseCtx context.Context, funcDone <-c
 	case <-leaderCtx.Done():
 	}
 	r.health.cancelled(context.Cause(leaderCtx))
-	s := r.lease.settings
+	s := r.lease.config()
 	cancelled := time.Now()
 	windingDown := time.NewTimer(s.StopMargin + r.hooks.windDown)
 	defer windingDown.Stop()
@@ -454,7 +475,7 @@ func (r *termRunner) stopLevel(level slog.Level) slog.Level {
 // follower once ctx is done), for the requests that end its term: one
 // RequestTimeout in all, whatever ctx says.
 func (r *termRunner) endWindow(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), r.lease.settings.RequestTimeout)
+	return context.WithTimeout(context.WithoutCancel(ctx), r.lease.config().RequestTimeout)
 }
 
 // releaseQuietly gives the lease back within ctx (an endWindow), best
@@ -465,17 +486,14 @@ func (r *termRunner) endWindow(ctx context.Context) (context.Context, context.Ca
 // again while attempts fail fast, until ctx ends: an unreleased ETag lease
 // holds everyone off for a whole lease duration, perhaps hours.
 func (r *termRunner) releaseQuietly(ctx context.Context, held bool) {
-	s := r.lease.settings
-	h, err := r.lease.release(ctx)
-	for h != nil && errors.Is(err, ErrTransient) && clock.Sleep(ctx, s.retryDelay()) {
-		err = r.lease.releaseWith(ctx, h)
-	}
+	s := r.lease.config()
+	err := r.lease.giveBack(ctx)
 	if err == nil {
 		return
 	}
 	if !held {
 		r.logger.Debug("leaderelection: could not give back a lease that an acquire whose answer was lost may have taken",
-			"container", r.lease.container, "blob", r.lease.blob, "error", err)
+			"container", s.Container, "blob", s.Blob, "error", err)
 		return
 	}
 	then := "it will expire by itself"
@@ -483,7 +501,7 @@ func (r *termRunner) releaseQuietly(ctx context.Context, held bool) {
 		then = fmt.Sprintf("followers will break it once its ETag has stood for its lease duration, %v", s.LeaseDuration)
 	}
 	r.logger.Warn("leaderelection: could not release the lease; "+then,
-		"container", r.lease.container, "blob", r.lease.blob, "error", err)
+		"container", s.Container, "blob", s.Blob, "error", err)
 }
 
 // noteRecord reports a record on the lease blob that this instance cannot
@@ -500,7 +518,7 @@ func (r *termRunner) noteRecord(problem *RecordError) {
 	}
 	was := r.badRecord
 	r.badRecord = key
-	s := r.lease.settings
+	s := r.lease.config()
 	switch {
 	case problem != nil && problem.blocks():
 		r.logger.Error("leaderelection: cannot lead: the lease blob's record cannot be built on; repair it (leaderctl repair)",
@@ -516,7 +534,7 @@ func (r *termRunner) noteRecord(problem *RecordError) {
 // healthy is a term's health as Healthy reports it: see
 // [BlobDistributedMutex.Healthy], whose rules it applies.
 func (r *termRunner) healthy() error {
-	s := r.lease.settings
+	s := r.lease.config()
 	h, record := r.health.snapshot()
 	if !h.leading {
 		if record != nil {
