@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -35,37 +36,9 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 	if err := checkIdentity(identity); err != nil {
 		return Term{}, Grant{}, err
 	}
-	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "read term", Lost: lostCodes})
+	prev, etag, floor, err := m.readForTerm(ctx)
 	if err != nil {
-		return Term{}, Grant{}, m.wrap(err)
-	}
-	prev := readRecord(m.container, m.blob, props.Metadata)
-	// Seen, whatever comes of this attempt: a blob created again is
-	// seeded and raised with it, and taken above it (the simulator found
-	// a contender that read a term here, gave the blob back to let it
-	// settle, then created it again after a deletion below that term).
-	floor := m.floor.get()
-	m.floor.remember(prev)
-	if err := m.mayRecord(prev); err != nil {
 		return Term{}, Grant{}, err
-	}
-	if m.role == RoleSession && prev.EndMark {
-		// A session's end is final (session.go): a lease on its blob
-		// under its ID (an acquire that reached the server late, or one
-		// by hand) is no session to run.
-		return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
-			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
-	}
-	// A blob with no term's record, created again or below this
-	// instance's floor, must have stood (recreated.go), however this
-	// contender came to hold its lease: after a read, or at once after a
-	// failure (the mutex's loop).
-	recreated := !prev.Recreated.IsZero() || !prev.TermBad && prev.Term.Number < floor
-	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
-		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
-			return Term{}, Grant{}, err
-		}
-		return Term{}, Grant{}, errNotSettled
 	}
 	n, ok := wire.NextTerm(prev.Term.Number, floor)
 	if !ok {
@@ -75,28 +48,76 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 		m.logger.Error("leaderelection: the term on the blob is lower than one this instance saw there: the blob was deleted or rewritten; the new term continues from the higher",
 			"container", m.container, "blob", m.blob, "onBlob", prev.Term.Number, "seen", floor, "term", n)
 	}
-	id := m.LeaseID()
-	t := Term{Number: n, Identity: identity, LeaseID: id, Since: time.Now().UTC()}
-	m.floor.propose(n)         // the server may store it, answered or not
+	t := Term{Number: n, Identity: identity, LeaseID: m.LeaseID(), Since: time.Now().UTC()}
+	g, err := m.writeTerm(ctx, t, etag)
+	return t, g, err
+}
+
+// readForTerm reads, under the lease this manager holds, the record a new
+// term is to follow, with the ETag a write of it is conditional on, and
+// the floor it read it against (the highest term this instance saw there
+// before). It refuses a record that must not be built on, a session's
+// ended record, and a blob that must settle first (errNotSettled).
+func (m *BlobLeaseManager) readForTerm(ctx context.Context) (prev record, etag azcore.ETag, floor int64, err error) {
+	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "read term", Lost: lostCodes})
+	if err != nil {
+		return record{}, "", 0, m.wrap(err)
+	}
+	prev = readRecord(m.container, m.blob, props.Metadata)
+	// Seen, whatever comes of this attempt: a blob created again is
+	// seeded and raised with it, and taken above it (the simulator found
+	// a contender that read a term here, gave the blob back to let it
+	// settle, then created it again after a deletion below that term).
+	floor = m.floor.get()
+	m.floor.remember(prev)
+	if err := m.mayRecord(prev); err != nil {
+		return record{}, "", 0, err
+	}
+	if m.role == RoleSession && prev.EndMark {
+		// A session's end is final (session.go): a lease on its blob
+		// under its ID (an acquire that reached the server late, or one
+		// by hand) is no session to run.
+		return record{}, "", 0, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
+			detail: "the session's record says it has ended: a session is never taken up again", kind: ErrLeaseLost}
+	}
+	// A blob with no term's record, created again or below this
+	// instance's floor, must have stood (recreated.go), however this
+	// contender came to hold its lease: after a read, or at once after a
+	// failure (the mutex's loop).
+	recreated := !prev.Recreated.IsZero() || !prev.TermBad && prev.Term.Number < floor
+	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
+		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
+			return record{}, "", 0, err
+		}
+		return record{}, "", 0, errNotSettled
+	}
+	return prev, props.ETag, floor, nil
+}
+
+// writeTerm writes t's record under the lease, on condition (If-Match)
+// that the blob's ETag is still etag, as read for it, and returns the grant
+// of the write.
+func (m *BlobLeaseManager) writeTerm(ctx context.Context, t Term, etag azcore.ETag) (Grant, error) {
+	m.floor.propose(t.Number)  // the server may store it, answered or not
 	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	sent, bootSent := time.Now(), m.boot()
-	etag, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "write term", Lost: lostCodes},
-		Metadata: m.metadataOf(t), LeaseID: id, IfMatch: props.ETag})
+	written, err := m.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{Call: blobstore.Call{Op: "write term", Lost: lostCodes},
+		Metadata: m.metadataOf(t), LeaseID: t.LeaseID, IfMatch: etag})
 	if err != nil {
 		// ConditionNotMet: the blob changed since we read it. Only a lease
 		// holder can write it, so that was our own earlier attempt, answered
 		// too late: read again and retry. (Had the lease passed to another,
 		// the write would fail on our lease ID.)
 		if blobstore.HasCode(err, blobstore.ConditionNotMet) {
-			return Term{}, Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
+			return Grant{}, &StorageError{Op: "write term", Container: m.container, Blob: m.blob,
 				StatusCode: statusCode(err), ErrorCode: errorCode(err), kind: ErrTransient, err: sdkError(err)}
 		}
-		return Term{}, Grant{}, m.wrap(err)
+		return Grant{}, m.wrap(err)
 	}
 	m.floor.see(t.Number)
-	m.record.Store(&termRecord{leaseID: id, term: t, etag: etag})
-	return t, m.grant(id, sent, bootSent), nil
+	m.record.Store(&termRecord{leaseID: t.LeaseID, term: t, etag: written})
+	return m.grant(t.LeaseID, sent, bootSent), nil
 }
 
 // RepairRecord is an operator's repair of a record that does not read (see

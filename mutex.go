@@ -18,8 +18,9 @@ import (
 // a time, using a lease on one blob. Build it with [NewBlobDistributedMutex]
 // and call RunTaskWhenMutexAcquired.
 type BlobDistributedMutex struct {
-	lease    *BlobLeaseManager
-	term     *termRunner // runs each term of the lease (termrun.go)
+	lease    *BlobLeaseManager // a quorum mutex's: its first account's
+	quorum   *quorumLease      // a quorum mutex's lease (quorum.go); nil for one account's
+	term     *termRunner       // runs each term of the lease (termrun.go)
 	fn       func(ctx context.Context) error
 	logger   *slog.Logger
 	opts     options
@@ -109,6 +110,9 @@ func (m *BlobDistributedMutex) IsLeader() bool { return m.term.leading.Load() }
 // Leader asks the server who leads, and since when (see
 // [BlobLeaseManager.Inspect]). It needs no lease.
 func (m *BlobDistributedMutex) Leader(ctx context.Context) (LeaseInfo, error) {
+	if m.quorum != nil {
+		return m.quorum.leader(ctx)
+	}
 	return m.lease.Inspect(ctx)
 }
 
@@ -156,6 +160,9 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		return ErrAlreadyRunning
 	}
 	defer m.running.Store(false)
+	if m.quorum != nil {
+		return m.runQuorum(ctx)
+	}
 	// Held for the whole run, so for as long as any lease with its ID may
 	// be ours: every lease activity ends before Run returns.
 	unlock, err := m.lease.LockLeaseIDFile()
@@ -490,13 +497,19 @@ func (m *BlobDistributedMutex) breakIfSilent(ctx context.Context, info LeaseInfo
 func (m *BlobDistributedMutex) Healthy() error { return m.term.healthy() }
 
 // HealthHandler serves [BlobDistributedMutex.Healthy] over HTTP, for a
-// Kubernetes liveness probe: 200 "ok", or 503 with the reason.
+// Kubernetes liveness probe: 200 "ok", or 503 with the reason; a quorum
+// mutex that leads on fewer than all its accounts answers 200 "degraded:"
+// with the accounts it does not hold (see [BlobDistributedMutex.Degraded]).
 func (m *BlobDistributedMutex) HealthHandler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		if err := m.Healthy(); err != nil {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			fmt.Fprintln(w, err)
+			return
+		}
+		if err := m.Degraded(); err != nil {
+			fmt.Fprintln(w, "degraded:", err)
 			return
 		}
 		fmt.Fprintln(w, "ok")

@@ -50,6 +50,7 @@ var tiers = map[string]string{
 	"etaglease.go":      "2-lease",
 	"lease.go":          "2-lease",
 	"leaseterm.go":      "2-lease",
+	"quorum.go":         "2-lease",
 	"record.go":         "2-lease",
 	"recreated.go":      "2-lease",
 	"resume.go":         "2-lease",
@@ -63,8 +64,9 @@ var tiers = map[string]string{
 	"termrun.go":   "3-term",
 	"termstate.go": "3-term",
 
-	"mutex.go":  "4-mutex",
-	"prefer.go": "4-mutex",
+	"mutex.go":       "4-mutex",
+	"prefer.go":      "4-mutex",
+	"quorummutex.go": "4-mutex",
 
 	"balance.go":      "4-shards",
 	"handoff.go":      "4-shards",

@@ -3,6 +3,8 @@ package blobstore
 import (
 	"context"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -103,4 +105,15 @@ func (cl *Client) CreateContainer(ctx context.Context, c Call) error {
 	}
 	cl.answered()
 	return nil
+}
+
+// Where names the container this client reaches, as scheme, host and path,
+// without a query (a SAS token) or user info: to tell two clients' containers
+// apart, not to show.
+func (cl *Client) Where() string {
+	u, err := url.Parse(cl.cc.URL())
+	if err != nil {
+		return cl.cc.URL()
+	}
+	return strings.ToLower(u.Scheme+"://"+u.Host) + strings.TrimSuffix(u.Path, "/")
 }

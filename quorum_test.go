@@ -1,0 +1,296 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/faults"
+	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// A quorum mutex over in-memory accounts (quorum.go): each account a
+// memblob service of its own, and each contender a transport of its own in
+// front of each, to cut off one contender from one account.
+
+// quorumFleet is n contenders over k in-memory accounts.
+type quorumFleet struct {
+	t        *testing.T
+	accounts []BlobSettings // one per account, on its own service
+	cut      [][]*faults.Transport
+	mutexes  []*BlobDistributedMutex
+	stops    []func() (time.Duration, error)
+
+	mu    sync.Mutex
+	terms []quorumTerm // every func run, in start order
+}
+
+// quorumTerm is one run of a contender's func.
+type quorumTerm struct {
+	who              int
+	term             Term
+	started, stopped time.Time
+	leaseEnded       time.Time // when its LeaseContext ended (zero if the func returned first)
+}
+
+func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings)) *quorumFleet {
+	f := &quorumFleet{t: t}
+	base := testSettings(t)
+	for i := range k {
+		s := memorySettings(t, memblob.New())
+		s.Container, s.Blob = fmt.Sprintf("%s-a%d", base.Container, i), base.Blob
+		if tune != nil {
+			tune(&s)
+		}
+		f.accounts = append(f.accounts, s)
+	}
+	for who := range n {
+		var mine []BlobSettings
+		var trs []*faults.Transport
+		for _, s := range f.accounts {
+			s, tr := instanceOn(s, memoryOf(s))
+			t.Cleanup(tr.Close)
+			mine = append(mine, s)
+			trs = append(trs, tr)
+		}
+		f.cut = append(f.cut, trs)
+		logger, _ := quietLogs(t, fmt.Sprint("q", who))
+		m, err := NewQuorumMutex(mine, f.leaderFunc(who), WithIdentity(fmt.Sprint("q", who)), WithLogger(logger), bubbleClock())
+		require.NoError(t, err)
+		f.mutexes = append(f.mutexes, m)
+	}
+	return f
+}
+
+// leaderFunc runs until its context ends, noting when it ran.
+func (f *quorumFleet) leaderFunc(who int) func(context.Context) error {
+	return func(ctx context.Context) error {
+		term, _ := TermFromContext(ctx)
+		f.mu.Lock()
+		i := len(f.terms)
+		f.terms = append(f.terms, quorumTerm{who: who, term: term, started: time.Now()})
+		f.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-LeaseContext(ctx).Done():
+		}
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if LeaseContext(ctx).Err() != nil {
+			f.terms[i].leaseEnded = time.Now()
+		}
+		f.terms[i].stopped = time.Now()
+		return nil
+	}
+}
+
+func (f *quorumFleet) start() {
+	for _, m := range f.mutexes {
+		f.stops = append(f.stops, runMutex(f.t, m))
+	}
+}
+
+func (f *quorumFleet) stop() {
+	for _, stop := range f.stops {
+		_, err := stop()
+		require.ErrorIs(f.t, err, context.Canceled)
+	}
+}
+
+func (f *quorumFleet) runs() []quorumTerm {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]quorumTerm(nil), f.terms...)
+}
+
+// leader is the contender whose func runs now, or -1.
+func (f *quorumFleet) leader() int {
+	for who, m := range f.mutexes {
+		if m.IsLeader() {
+			return who
+		}
+	}
+	return -1
+}
+
+// checkApart fails if two funcs ran at once, or a term did not grow.
+func (f *quorumFleet) checkApart() {
+	runs := f.runs()
+	for i := 1; i < len(runs); i++ {
+		prev, next := runs[i-1], runs[i]
+		require.False(f.t, prev.stopped.IsZero(), "q%d started (term %d) while q%d's func (term %d) still ran", next.who, next.term.Number, prev.who, prev.term.Number)
+		assert.False(f.t, next.started.Before(prev.stopped), "q%d started at %v, before q%d's func stopped at %v", next.who, next.started, prev.who, prev.stopped)
+		assert.Greater(f.t, next.term.Number, prev.term.Number, "terms grow")
+	}
+}
+
+func TestQuorumMutexRefusesBadSettings(t *testing.T) {
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		fn := func(context.Context) error { return nil }
+		s := memorySettings(t, svc)
+		other := func(c string) BlobSettings { o := s; o.Container = c; return o }
+		_, err := NewQuorumMutex([]BlobSettings{s, other("b")}, fn)
+		require.ErrorContains(t, err, "3 or 5 accounts, got 2")
+
+		_, err = NewQuorumMutex([]BlobSettings{s, other("bb2"), s}, fn)
+		require.ErrorContains(t, err, "accounts[0] and accounts[2] name the same blob")
+
+		etag := other("cc3")
+		etag.LeaseDuration = 10 * time.Second
+		slow := other("dd4")
+		slow.RetryInterval = 3 * time.Second
+		bad := other("dd5")
+		bad.Container = "UPPER"
+		_, err = NewQuorumMutex([]BlobSettings{s, etag, slow, bad, other("ee6")}, fn)
+		require.ErrorContains(t, err, "LeaseDuration of accounts[1]: a quorum takes a native lease on each account, whole seconds from 15 s to 60 s, got 10s")
+		require.ErrorContains(t, err, "RetryInterval of accounts[2]: a quorum's accounts share their timings: 3s here, 500ms on accounts[0]")
+		require.ErrorContains(t, err, "accounts[3]: ")
+		require.ErrorContains(t, err, "Container")
+
+		_, err = NewQuorumMutex([]BlobSettings{s, other("ff7"), other("ff8")}, nil, WithPriority(1))
+		require.ErrorContains(t, err, "the leader func is nil")
+		require.ErrorContains(t, err, "WithPriority is not supported by a quorum mutex yet")
+	})
+}
+
+// One leader at a time over 3 accounts, terms growing, and a graceful stop
+// hands over as for one account: within about a RetryInterval.
+func TestQuorumMutexElectsOneLeaderAndHandsOver(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		before := goleak.IgnoreCurrent()
+		f := newQuorumFleet(t, 3, 3, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		first := f.leader()
+		time.Sleep(time.Minute) // four lease durations: the leader renews on all three
+		require.Len(t, f.runs(), 1, "one term while nothing fails")
+		require.NoError(t, f.mutexes[first].Degraded())
+		held, of := f.mutexes[first].quorum.held()
+		require.Equal(t, [2]int{3, 3}, [2]int{held, of}, "the leader holds every account")
+
+		_, err := f.stops[first]()
+		require.ErrorIs(t, err, context.Canceled)
+		at := time.Now()
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		runs := f.runs()
+		handover := runs[1].started.Sub(at)
+		assert.LessOrEqual(t, handover, 2*f.accounts[0].RetryInterval, "a graceful stop hands over within about a RetryInterval")
+		assert.Equal(t, runs[0].term.Number+1, runs[1].term.Number)
+		for i, stop := range f.stops {
+			if i != first {
+				_, err := stop()
+				require.ErrorIs(t, err, context.Canceled)
+			}
+		}
+		f.checkApart()
+		goleak.VerifyNone(t, before)
+	})
+}
+
+// An account down for minutes moves nothing: no cancellation, no handover;
+// the leader reports itself degraded meanwhile, and takes the account back
+// once it answers.
+func TestQuorumMutexLeadsThroughAnAccountDown(t *testing.T) {
+	for _, how := range []string{"silent", "refusing"} {
+		t.Run(how, func(t *testing.T) {
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				f := newQuorumFleet(t, 3, 3, nil)
+				f.start()
+				require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+				leader := f.leader()
+				for who := range f.mutexes {
+					if how == "silent" {
+						f.cut[who][1].Blackhole()
+					} else {
+						f.cut[who][1].Fail(403, "AuthenticationFailed") // a wrong key for one account
+					}
+				}
+				time.Sleep(3 * time.Minute)
+				require.Len(t, f.runs(), 1, "no handover while a majority answers")
+				require.Equal(t, leader, f.leader())
+				require.ErrorContains(t, f.mutexes[leader].Degraded(), "leading on 2 of 3 accounts; not held: accounts[1]")
+				for who := range f.mutexes {
+					f.cut[who][1].Heal()
+				}
+				require.Eventually(t, func() bool { return f.mutexes[leader].Degraded() == nil }, time.Minute, 10*time.Millisecond, "the account taken back")
+				info, err := f.mutexes[leader].LeaseManager().Inspect(context.Background())
+				require.NoError(t, err)
+				require.Equal(t, f.runs()[0].term.Number, info.Leader.Number)
+				require.Len(t, f.runs(), 1)
+				f.stop()
+				f.checkApart()
+				// The term is written on the account taken back too.
+				other := f.mutexes[leader].quorum.accounts[1]
+				info, err = other.Inspect(context.Background())
+				require.NoError(t, err)
+				assert.Equal(t, f.runs()[0].term.Number, info.Leader.Number, "the term written on the account taken back")
+			})
+		})
+	}
+}
+
+// A leader cut off from two of three accounts stops at its deadline, from
+// the last round a majority confirmed (the third account's renewals do not
+// extend it), before any other contender leads; cut off from all three, no
+// other leads until StopMargin after its lease context ended. (Cut off from
+// two, it may release the third once its func has returned, and the next
+// leader take that one at once.)
+func TestQuorumMutexLeaderCutOffFromAMajorityStopsFirst(t *testing.T) {
+	for _, cut := range [][]int{{0, 2}, {0, 1, 2}} {
+		t.Run(fmt.Sprint("cut from ", len(cut)), func(t *testing.T) {
+			inBubble(t, func(t *testing.T, _ *memblob.Service) {
+				f := newQuorumFleet(t, 3, 3, nil)
+				f.start()
+				require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+				leader := f.leader()
+				for _, a := range cut {
+					f.cut[leader][a].Blackhole()
+				}
+				require.Eventually(t, func() bool { return len(f.runs()) == 2 }, 2*time.Minute, 10*time.Millisecond)
+				f.stop()
+				f.checkApart()
+				runs := f.runs()
+				require.False(t, runs[0].leaseEnded.IsZero(), "the cut-off leader's lease context ended")
+				assert.LessOrEqual(t, runs[0].leaseEnded.Sub(runs[0].started), 12*time.Second+time.Second,
+					"the cut-off leader stops at the deadline its acquire set (LeaseDuration - StopMargin, and the renewal rounds' timeouts)")
+				if len(cut) == 3 {
+					margin := f.accounts[0].withDefaults().StopMargin
+					assert.GreaterOrEqual(t, runs[1].started.Sub(runs[0].leaseEnded), margin,
+						"the next leader starts at least StopMargin after the cut-off leader's lease context ended")
+				}
+			})
+		})
+	}
+}
+
+// A contender that takes a minority gives it back at once: with another
+// contender holding one account and a third down, nobody leads, and the
+// account the first took is free again at once.
+func TestQuorumMutexGivesBackAMinority(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 1, nil)
+		squatter, err := NewBlobLeaseManager(f.accounts[0], bubbleClock())
+		require.NoError(t, err)
+		_, err = squatter.Acquire(context.Background())
+		require.NoError(t, err)
+		f.cut[0][1].Blackhole()
+		q := f.mutexes[0].quorum
+		_, err = q.acquire(context.Background())
+		require.ErrorIs(t, err, ErrLeaseHeld)
+		var qe *QuorumError
+		require.True(t, errors.As(err, &qe))
+		assert.Equal(t, 1, qe.Got)
+		assert.Equal(t, 2, qe.Need)
+		info, err := q.accounts[2].Inspect(context.Background())
+		require.NoError(t, err)
+		assert.False(t, info.Held(), "the minority taken is given back at once")
+		held, _ := q.held()
+		assert.Equal(t, 0, held)
+	})
+}

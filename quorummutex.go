@@ -1,0 +1,228 @@
+package leaderelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/clock"
+	"github.com/google/uuid"
+)
+
+// A mutex over a quorum of accounts (quorum.go holds the lease and its
+// argument): the same term engine, and a contention loop of its own, as it
+// looks at K blobs, not one.
+
+// NewQuorumMutex returns a mutex that runs fn while it holds the lease on a
+// majority of accounts: one BlobSettings per account, 3 or 5 of them, each
+// naming its own source (a connection string, a service URL with its
+// credential...), container and blob, on distinct blobs. Their timings are
+// shared: LeaseDuration (a native lease, whole seconds from 15 s to 60 s),
+// RenewInterval, RetryInterval, StopMargin and RequestTimeout must be the
+// same on every account, defaults applied. Every invalid setting is
+// reported, naming its account (accounts[i]). No network call is made.
+//
+// The mutex leads, and its func runs, as [NewBlobDistributedMutex]'s do,
+// with the same options, but for [WithPriority] and [WithLeaseIDFile], which
+// are refused (not supported over a quorum yet). An account down, slow or
+// refusing moves nothing while the others are a majority: the leader keeps
+// leading, and takes that account's lease back when it answers again.
+// [BlobDistributedMutex.LeaseManager] returns the first account's manager;
+// [BlobDistributedMutex.Leader] reads every account; see
+// [BlobDistributedMutex.Degraded]. The guarantee, and what it costs:
+// docs/quorum.md.
+func NewQuorumMutex(accounts []BlobSettings, fn func(ctx context.Context) error, opts ...Option) (*BlobDistributedMutex, error) {
+	var errs []error
+	if fn == nil {
+		errs = append(errs, errors.New("leaderelection: the leader func is nil"))
+	}
+	o := buildOptions(opts)
+	if err := checkIdentity(o.identity); err != nil {
+		errs = append(errs, err)
+	}
+	if o.prioritySet {
+		errs = append(errs, errors.New("leaderelection: WithPriority is not supported by a quorum mutex yet"))
+	}
+	if o.leaseIDFileSet {
+		errs = append(errs, errors.New("leaderelection: WithLeaseIDFile is not supported by a quorum mutex yet"))
+	}
+	q, err := newQuorumLease(accounts, opts...)
+	if err != nil {
+		errs = append(errs, err)
+	} else if renew := q.settings.RenewInterval; o.stallTimeout != 0 && o.stallTimeout < renew {
+		errs = append(errs, fmt.Errorf("leaderelection: stall timeout must be 0 (off) or at least RenewInterval (%v), got %v", renew, o.stallTimeout))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	s := q.settings
+	m := &BlobDistributedMutex{lease: q.accounts[0], quorum: q, fn: fn, logger: q.logger, opts: o, instance: uuid.NewString()[:8]}
+	m.term = &termRunner{lease: q, logger: q.logger, metrics: newMetrics(o.meterProvider, s.Container, s.Blob),
+		identity: o.identity, stall: o.stallTimeout, emit: m.emit, kind: runsLeader,
+		hooks: termHooks{started: func(t Term) { m.observed = max(m.observed, t.Number) }}}
+	return m, nil
+}
+
+// runQuorum is RunTaskWhenMutexAcquired for a quorum mutex: each turn it
+// reads every account, and tries for the lease when a majority is free
+// (quorum.go's Q2: a minority taken is given back at once).
+func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
+	q := m.quorum
+	defer q.closeIdle()
+	defer m.term.metrics.observeLeading(m.term.leading.Load)()
+	s := q.settings
+	m.logger.Info("leaderelection: contending for leadership", append([]any{"container", s.Container, "blob", s.Blob,
+		"identity", m.opts.identity, "leaseDuration", s.LeaseDuration}, q.kindAttrs()...)...)
+	var (
+		failing    failureLog
+		backoff    = s.RetryInterval
+		maxBackoff = max(s.RetryInterval, s.LeaseDuration)
+		wait       time.Duration
+		mayHold    bool // an acquire failed: an account may have taken it with its answer lost
+		standAside bool // deposed: let the lease go free once without taking it
+	)
+	defer func() {
+		if mayHold {
+			end, cancel := m.term.endWindow(ctx)
+			m.term.releaseQuietly(end, false)
+			cancel()
+		}
+	}()
+	for clock.Sleep(ctx, wait) {
+		wait = clock.Jitter(s.RetryInterval)
+		free, left := m.lookQuorum(ctx)
+		switch {
+		case ctx.Err() != nil:
+			continue
+		case free < q.need:
+			if left > 0 {
+				wait = min(wait, left)
+			}
+			continue
+		case standAside:
+			standAside = false
+			wait = clock.Behind(s.RetryInterval)
+			continue
+		}
+		g, err := q.acquire(ctx)
+		m.term.metrics.attempt(outcome(err, "acquired"))
+		mayHold = err != nil
+		switch {
+		case err == nil:
+			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
+			backoff = s.RetryInterval
+			if ctx.Err() != nil {
+				end, cancel := m.term.endWindow(ctx) // won just as the caller gave up
+				m.term.releaseQuietly(end, true)
+				cancel()
+				continue
+			}
+			reason, err := m.term.run(ctx, g, m.fn)
+			if err != nil {
+				return err
+			}
+			standAside = reason == ReasonLeaseLost || reason == ReasonStalled || reason == ReasonDeadline
+			wait = clock.Behind(s.RetryInterval)
+		case ctx.Err() != nil:
+		case errors.Is(err, ErrLeaseHeld):
+			backoff = s.RetryInterval
+			m.logger.Debug("leaderelection: could not take a majority of accounts", "container", s.Container, "blob", s.Blob, "error", err)
+		case errors.Is(err, ErrPermanent):
+			m.logger.Error("leaderelection: giving up: storage refused the lease request on too many accounts for a majority", "container", s.Container, "blob", s.Blob, "error", err)
+			return err
+		default:
+			failing.failed(m.logger, "leaderelection: cannot reach a majority of accounts; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
+			wait = clock.Jitter(backoff)
+			backoff = min(2*backoff, maxBackoff)
+		}
+	}
+	return ctx.Err()
+}
+
+// lookQuorum reads every account's lease, notes who leads, and does a
+// contender's part on each blob created again (seedFresh). It returns on
+// how many accounts the lease may be taken now, and, if on fewer than a
+// majority, how soon a blob still settling may be.
+func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free int, left time.Duration) {
+	q := m.quorum
+	infos, errs := q.inspect(ctx)
+	var lead LeaseInfo
+	for i, info := range infos {
+		if errs[i] != nil {
+			continue
+		}
+		a := q.accounts[i]
+		if info.Held() && !info.TermPending() && info.Leader.Number > lead.Leader.Number {
+			lead = info
+		}
+		if info.Held() || a.recordProblem(info).blocks() {
+			continue
+		}
+		if wait := a.seedFresh(ctx, info); wait > 0 {
+			left = max(left, wait)
+			continue
+		}
+		free++
+	}
+	if lead.Leader.Number > m.observed && lead.Leader.Identity != m.opts.identity {
+		m.observed = lead.Leader.Number
+		s := q.settings
+		m.logger.Info("leaderelection: following the leader", "container", s.Container, "blob", s.Blob,
+			"leader", lead.Leader.Identity, "term", lead.Leader.Number, "since", lead.Leader.Since, "identity", m.opts.identity)
+		m.emit(Event{Kind: NewLeaderObserved, Term: lead.Leader})
+	}
+	return free, left
+}
+
+// Degraded reports nil unless this is a quorum mutex (see [NewQuorumMutex])
+// that leads on fewer than all its accounts: then an error naming each
+// account it does not hold and the last failure there. A degraded leader is
+// healthy (see [BlobDistributedMutex.Healthy]): it leads on a majority, and
+// one more account lost would stop it. It makes no network call.
+func (m *BlobDistributedMutex) Degraded() error {
+	if m.quorum == nil || !m.term.leading.Load() {
+		return nil
+	}
+	return m.quorum.degraded()
+}
+
+// leader is Leader for a quorum mutex: every account read, the lease
+// with the highest term of those held, or, if none is held, of all read.
+func (q *quorumLease) leader(ctx context.Context) (LeaseInfo, error) {
+	infos, errs := q.inspect(ctx)
+	var best LeaseInfo
+	found, read := false, 0
+	for i, info := range infos {
+		if errs[i] != nil {
+			continue
+		}
+		read++
+		better := info.Leader.Number > best.Leader.Number
+		if !found || info.Held() && (!best.Held() || better) || !best.Held() && !info.Held() && better {
+			best, found = info, true
+		}
+	}
+	if read < q.need {
+		return best, q.shortOf("read lease", read, errs)
+	}
+	return best, nil
+}
+
+// degraded names the accounts a leader does not hold, and why.
+func (q *quorumLease) degraded() error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var missing []string
+	now := time.Now()
+	for i, st := range q.state {
+		if !st.holds(now) {
+			missing = append(missing, fmt.Sprintf("accounts[%d] (%v)", i, st.lastErr))
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("leaderelection: leading on %d of %d accounts; not held: %s", len(q.state)-len(missing), len(q.state), strings.Join(missing, "; "))
+}
