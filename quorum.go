@@ -79,7 +79,7 @@ type quorumLease struct {
 	need     int                 // a majority
 	logger   *slog.Logger
 
-	mu    sync.Mutex
+	mu       sync.Mutex
 	state    []accountLease
 	term     Term  // the running term, once recorded (Number 0: none)
 	extended Grant // the last grant returned: a renewal returns one only if later
