@@ -59,18 +59,8 @@ func (m *BlobLeaseManager) recordTerm(ctx context.Context, identity string) (Ter
 // before). It refuses a record that must not be built on, a session's
 // ended record, and a blob that must settle first (errNotSettled).
 func (m *BlobLeaseManager) readForTerm(ctx context.Context) (prev record, etag azcore.ETag, floor int64, err error) {
-	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "read term", Lost: lostCodes})
+	prev, etag, floor, err = m.readUnderLease(ctx)
 	if err != nil {
-		return record{}, "", 0, m.wrap(err)
-	}
-	prev = readRecord(m.container, m.blob, props.Metadata)
-	// Seen, whatever comes of this attempt: a blob created again is
-	// seeded and raised with it, and taken above it (the simulator found
-	// a contender that read a term here, gave the blob back to let it
-	// settle, then created it again after a deletion below that term).
-	floor = m.floor.get()
-	m.floor.remember(prev)
-	if err := m.mayRecord(prev); err != nil {
 		return record{}, "", 0, err
 	}
 	if m.role == RoleSession && prev.EndMark {
@@ -85,11 +75,32 @@ func (m *BlobLeaseManager) readForTerm(ctx context.Context) (prev record, etag a
 	// contender came to hold its lease: after a read, or at once after a
 	// failure (the mutex's loop).
 	recreated := !prev.Recreated.IsZero() || !prev.TermBad && prev.Term.Number < floor
-	if prev.Term.Identity == "" && props.ETag != "" && !m.fresh.stood(props.ETag, m.settleFor(recreated, prev.seedLongest())) {
-		if err := m.raiseHeld(ctx, prev, props.ETag); err != nil {
+	if prev.Term.Identity == "" && etag != "" && !m.fresh.stood(etag, m.settleFor(recreated, prev.seedLongest())) {
+		if err := m.raiseHeld(ctx, prev, etag); err != nil {
 			return record{}, "", 0, err
 		}
 		return record{}, "", 0, errNotSettled
+	}
+	return prev, etag, floor, nil
+}
+
+// readUnderLease reads the blob's record under the lease this manager
+// holds, with its ETag and the floor it was read against, notes it
+// (termFloor), and refuses one that must not be built on.
+func (m *BlobLeaseManager) readUnderLease(ctx context.Context) (prev record, etag azcore.ETag, floor int64, err error) {
+	props, err := m.blobClient.Properties(ctx, blobstore.Call{Op: "read term", Lost: lostCodes})
+	if err != nil {
+		return record{}, "", 0, m.wrap(err)
+	}
+	prev = readRecord(m.container, m.blob, props.Metadata)
+	// Seen, whatever comes of this attempt: a blob created again is
+	// seeded and raised with it, and taken above it (the simulator found
+	// a contender that read a term here, gave the blob back to let it
+	// settle, then created it again after a deletion below that term).
+	floor = m.floor.get()
+	m.floor.remember(prev)
+	if err := m.mayRecord(prev); err != nil {
+		return record{}, "", 0, err
 	}
 	return prev, props.ETag, floor, nil
 }

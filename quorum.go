@@ -92,6 +92,7 @@ type accountLease struct {
 	recorded bool  // the running term is stored there
 	failing  int   // requests failed in a row
 	lastErr  error // the last failure
+	down     bool  // said not held (noteHeld)
 }
 
 // holds reports whether the lease is surely still ours at now: taken, not
@@ -308,25 +309,35 @@ func (q *quorumLease) Renew(ctx context.Context) (Grant, error) {
 		}
 		grants[i], errs[i] = q.retake(ctx, i)
 	})
+	g, err := q.renewed(grants, errs, held)
+	if err == nil {
+		q.writeHeld(ctx)
+	}
+	return g, err
+}
+
+// renewed takes in a round of renewals (and retakes, where held[i] is
+// false): it notes each account's outcome, and returns the grant the round
+// extends the term to, if any (Q1).
+func (q *quorumLease) renewed(grants []Grant, errs []error, held []bool) (Grant, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	renewed := 0
+	now := time.Now()
 	for i, err := range errs {
 		st := &q.state[i]
 		switch {
 		case err == nil:
 			renewed++
-			if !st.holds(grants[i].Sent) {
-				q.logger.Info("leaderelection: took the lease on an account back", append(q.where(i), "failures", st.failing)...)
-			}
-			*st = accountLease{held: true, last: grants[i], recorded: st.recorded}
+			st.held, st.last, st.failing, st.lastErr = true, grants[i], 0, nil
 		case held[i] && errors.Is(err, ErrLeaseLost):
-			q.logger.Info("leaderelection: lost the lease on an account; leading on the others while they are a majority", append(q.where(i), "error", err)...)
-			*st = accountLease{failing: 1, lastErr: err}
+			st.held, st.recorded = false, false
+			fallthrough
 		default:
 			st.failing++
 			st.lastErr = err
 		}
+		q.noteHeld(i, st, now)
 	}
 	g, ok := q.grantLocked()
 	switch {
@@ -341,25 +352,45 @@ func (q *quorumLease) Renew(ctx context.Context) (Grant, error) {
 	return g, nil
 }
 
-// retake tries to take back account i's lease, which this leader does not
-// hold (an account that was down, or that it lost), and writes the running
-// term there if one is recorded (Q3). The lease counts once taken: the
-// term's write is best effort.
-func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
-	a := q.accounts[i]
-	g, err := a.Acquire(ctx)
-	if err != nil {
-		return g, err
-	}
+// writeHeld writes the running term, if one is recorded, on every account
+// held that does not carry it yet (taken back, or not reached when the term
+// was recorded: Q3). Best effort: the lease counts once held.
+func (q *quorumLease) writeHeld(ctx context.Context) {
 	q.mu.Lock()
 	t := q.term
-	q.mu.Unlock()
-	if t.Number > 0 {
-		if err := q.writeOn(ctx, i, t); err != nil {
-			q.logger.Debug("leaderelection: could not write the term on an account taken back", append(q.where(i), "term", t.Number, "error", err)...)
+	var todo []int
+	for i, st := range q.state {
+		if t.Number > 0 && st.held && !st.recorded {
+			todo = append(todo, i)
 		}
 	}
-	return g, nil
+	q.mu.Unlock()
+	for _, i := range todo {
+		if err := q.writeOn(ctx, i, t); err != nil {
+			q.logger.Debug("leaderelection: could not write the term on an account held", append(q.where(i), "term", t.Number, "error", err)...)
+		}
+	}
+}
+
+// noteHeld says at Info when this leader stops holding account i's lease
+// (lost, or unrenewed past its last grant), and when it holds it again.
+func (q *quorumLease) noteHeld(i int, st *accountLease, now time.Time) {
+	switch holds := st.holds(now); {
+	case !holds && !st.down:
+		st.down = true
+		q.logger.Info("leaderelection: no longer holding the lease on an account; leading on the others while they are a majority",
+			append(q.where(i), "error", st.lastErr)...)
+	case holds && st.down:
+		st.down = false
+		q.logger.Info("leaderelection: holding the lease on an account again", q.where(i)...)
+	}
+}
+
+// retake tries to take back account i's lease, which this leader does not
+// hold (an account that was down, or that it lost); Renew then writes the
+// running term there (Q3).
+func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
+	return q.accounts[i].Acquire(ctx)
 }
 
 // writeOn writes t on account i, whose lease this leader holds, unless the
@@ -367,21 +398,22 @@ func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
 // whose data is not what the majority stored: said at Error).
 func (q *quorumLease) writeOn(ctx context.Context, i int, t Term) error {
 	a := q.accounts[i]
-	prev, etag, _, err := a.readForTerm(ctx)
+	// No wait for a blob created again (readForTerm's): this leader holds
+	// a majority, so every earlier leader has stopped (Q1), and a term
+	// written here only raises the blob's.
+	prev, etag, _, err := a.readUnderLease(ctx)
 	if err != nil {
 		return err
 	}
 	if prev.Term.Number > t.Number {
 		q.logger.Error("leaderelection: an account carries a higher term than the majority's leader recorded: its data is not what a majority stored (restored, or failed over)",
 			append(q.where(i), "onAccount", prev.Term.Number, "term", t.Number)...)
-		return nil
 	}
-	if prev.Term.Number == t.Number {
-		return nil
-	}
-	t.LeaseID = a.LeaseID()
-	if _, err := a.writeTerm(ctx, t, etag); err != nil {
-		return err
+	if prev.Term.Number < t.Number {
+		t.LeaseID = a.LeaseID()
+		if _, err := a.writeTerm(ctx, t, etag); err != nil {
+			return err
+		}
 	}
 	q.mu.Lock()
 	q.state[i].recorded = true

@@ -10,6 +10,7 @@ import (
 
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -292,5 +293,127 @@ func TestQuorumMutexGivesBackAMinority(t *testing.T) {
 		assert.False(t, info.Held(), "the minority taken is given back at once")
 		held, _ := q.held()
 		assert.Equal(t, 0, held)
+	})
+}
+
+// rollBack rewrites account i's record, as a restore or a failover to a
+// stale copy would leave it: term n, ended, as a repair writes it.
+func (f *quorumFleet) rollBack(i int, n int64) {
+	s := f.accounts[i]
+	md := map[string]string{}
+	for k, v := range wire.EndedMetadata(string(RoleMutex), n, time.Now()) {
+		md[k] = *v
+	}
+	newRawBlob(f.t, s).set(s.Blob, md)
+}
+
+// A term is read from the majority a new leader holds, which meets the
+// majority every earlier term was stored on: an account rolled back to an
+// old record (a restore, a failover to a stale copy) does not make the
+// next term repeat or go down, even for an instance that never saw a term
+// of this election.
+func TestQuorumMutexTermsSurviveAnAccountRolledBack(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 2, nil)
+		f.start()
+		require.Eventually(t, func() bool { return len(f.runs()) == 1 }, time.Minute, 10*time.Millisecond)
+		first := f.leader()
+		_, err := f.stops[first]()
+		require.ErrorIs(t, err, context.Canceled)
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 }, time.Minute, 10*time.Millisecond)
+		_, err = f.stops[1-first]()
+		require.ErrorIs(t, err, context.Canceled)
+		require.EqualValues(t, 2, f.runs()[1].term.Number)
+
+		f.rollBack(0, 0)
+		// A newcomer that reaches accounts 0 and 2 only: it reads 0 on
+		// one and 2 on the other.
+		late := newQuorumFleet(t, 3, 1, nil)
+		late.accounts = f.accounts
+		late.mutexes, late.cut = nil, nil
+		var mine []BlobSettings
+		for i, s := range f.accounts {
+			s, tr := instanceOn(s, memoryOf(s))
+			t.Cleanup(tr.Close)
+			if i == 1 {
+				tr.Blackhole()
+			}
+			mine = append(mine, s)
+		}
+		m, err := NewQuorumMutex(mine, late.leaderFunc(0), WithIdentity("late"), bubbleClock())
+		require.NoError(t, err)
+		late.mutexes = []*BlobDistributedMutex{m}
+		late.start()
+		require.Eventually(t, func() bool { return len(late.runs()) == 1 }, time.Minute, 10*time.Millisecond)
+		late.stop()
+		assert.EqualValues(t, 3, late.runs()[0].term.Number, "the term continues from the majority's, not the account rolled back")
+		info, err := m.quorum.accounts[0].Inspect(context.Background())
+		require.NoError(t, err)
+		assert.EqualValues(t, 3, info.Leader.Number, "the term is written on the account rolled back too")
+	})
+}
+
+// An account's container deleted under a running leader moves nothing: the
+// leader leads on, creates the blob again, takes its lease and writes its
+// term there.
+func TestQuorumMutexLeadsThroughAContainerDeleted(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 2, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		leader := f.leader()
+		_, err := newRawBlob(t, f.accounts[2]).cc.Delete(context.Background(), nil)
+		require.NoError(t, err)
+		time.Sleep(2 * time.Minute)
+		require.Len(t, f.runs(), 1, "no handover")
+		require.NoError(t, f.mutexes[leader].Degraded(), "the account taken back")
+		info, err := f.mutexes[leader].quorum.accounts[2].Inspect(context.Background())
+		require.NoError(t, err)
+		assert.True(t, info.Held())
+		assert.Equal(t, f.runs()[0].term.Number, info.Leader.Number, "the term written on the blob created again")
+		assert.Equal(t, f.runs()[0].term.Identity, info.Leader.Identity, "the term's own record, not a seed")
+		f.stop()
+		f.checkApart()
+	})
+}
+
+// Contenders that start together over 3 accounts, and may split them, do
+// not livelock: each gives back a minority at once and tries again after a
+// jittered RetryInterval (quorum.go's Q2).
+func TestQuorumMutexContendersThatSplitTheAccountsDoNotLivelock(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 6, nil)
+		f.start()
+		retry := f.accounts[0].RetryInterval
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, 10*retry, 10*time.Millisecond)
+		f.stop()
+		f.checkApart()
+	})
+}
+
+// Over 5 accounts, two down move nothing; a third down stops the leader at
+// its deadline, and, while it stays down, nobody leads.
+func TestQuorumMutexOverFiveAccounts(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 5, 2, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		leader := f.leader()
+		down := func(a int) {
+			for who := range f.mutexes {
+				f.cut[who][a].Blackhole()
+			}
+		}
+		down(0)
+		down(3)
+		time.Sleep(2 * time.Minute)
+		require.Len(t, f.runs(), 1, "no handover with 3 of 5 accounts up")
+		require.ErrorContains(t, f.mutexes[leader].Degraded(), "leading on 3 of 5 accounts")
+		down(4)
+		require.Eventually(t, func() bool { return !f.mutexes[leader].IsLeader() }, 20*time.Second, 10*time.Millisecond)
+		time.Sleep(time.Minute)
+		require.Len(t, f.runs(), 1, "nobody leads on 2 of 5 accounts")
+		f.stop()
+		f.checkApart()
 	})
 }
