@@ -409,7 +409,9 @@ func (q *quorumLease) writeOn(ctx context.Context, i int, t Term) error {
 		q.logger.Error("leaderelection: an account carries a higher term than the majority's leader recorded: its data is not what a majority stored (restored, or failed over)",
 			append(q.where(i), "onAccount", prev.Term.Number, "term", t.Number)...)
 	}
-	if prev.Term.Number < t.Number {
+	// A seed of the same number (a blob created again with this
+	// instance's floor) carries no term: written over too.
+	if prev.Term.Number < t.Number || prev.Term.Number == t.Number && prev.Term.Identity == "" {
 		t.LeaseID = a.LeaseID()
 		if _, err := a.writeTerm(ctx, t, etag); err != nil {
 			return err
