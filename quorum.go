@@ -585,6 +585,13 @@ func (q *quorumLease) held() (held, of int) {
 	return held, len(q.state)
 }
 
+// snapshot is what the quorum knows of each account's lease now.
+func (q *quorumLease) snapshot() []accountLease {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return slices.Clone(q.state)
+}
+
 // closeIdle closes every account's idle connections.
 func (q *quorumLease) closeIdle() {
 	for _, a := range q.accounts {

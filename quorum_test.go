@@ -13,6 +13,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 )
 
@@ -40,7 +41,7 @@ type quorumTerm struct {
 	leaseEnded       time.Time // when its LeaseContext ended (zero if the func returned first)
 }
 
-func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings)) *quorumFleet {
+func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings), opts ...Option) *quorumFleet {
 	f := &quorumFleet{t: t}
 	base := testSettings(t)
 	for i := range k {
@@ -62,7 +63,7 @@ func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings)) *quorumFle
 		}
 		f.cut = append(f.cut, trs)
 		logger, _ := quietLogs(t, fmt.Sprint("q", who))
-		m, err := NewQuorumMutex(mine, f.leaderFunc(who), WithIdentity(fmt.Sprint("q", who)), WithLogger(logger), bubbleClock())
+		m, err := NewQuorumMutex(mine, f.leaderFunc(who), append([]Option{WithIdentity(fmt.Sprint("q", who)), WithLogger(logger), bubbleClock()}, opts...)...)
 		require.NoError(t, err)
 		f.mutexes = append(f.mutexes, m)
 	}
@@ -415,5 +416,43 @@ func TestQuorumMutexOverFiveAccounts(t *testing.T) {
 		require.Len(t, f.runs(), 1, "nobody leads on 2 of 5 accounts")
 		f.stop()
 		f.checkApart()
+	})
+}
+
+// A quorum leader reports each account's lease: held, the age of its last
+// confirmed renewal, and its failures in a row.
+func TestQuorumMutexReportsEachAccount(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		reader, mp := newManualReader(t)
+		f := newQuorumFleet(t, 3, 1, nil, WithMeterProvider(mp))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		f.cut[0][1].Fail(503, "ServerBusy")
+		time.Sleep(30 * time.Second) // past the lease on account 1
+		got := reader.collect()
+		perAccount := func(name string) map[int64]float64 {
+			out := map[int64]float64{}
+			switch data := got[name].Data.(type) {
+			case metricdata.Gauge[int64]:
+				for _, dp := range data.DataPoints {
+					i, _ := dp.Attributes.Value("leaderelection.account")
+					out[i.AsInt64()] = float64(dp.Value)
+				}
+			case metricdata.Gauge[float64]:
+				for _, dp := range data.DataPoints {
+					i, _ := dp.Attributes.Value("leaderelection.account")
+					out[i.AsInt64()] = dp.Value
+				}
+			}
+			return out
+		}
+		assert.Equal(t, map[int64]float64{0: 1, 1: 0, 2: 1}, perAccount("leaderelection.quorum.account.held"))
+		ages := perAccount("leaderelection.quorum.account.renew.age")
+		assert.Less(t, ages[0], 6.0, "renewed every RenewInterval")
+		assert.Greater(t, ages[1], 15.0, "not renewed since the account failed")
+		failures := perAccount("leaderelection.quorum.account.failures")
+		assert.Zero(t, failures[0])
+		assert.Greater(t, failures[1], 2.0)
+		f.stop()
 	})
 }

@@ -9,6 +9,8 @@ import (
 
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 )
 
 // A mutex over a quorum of accounts (quorum.go holds the lease and its
@@ -72,6 +74,7 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 	q := m.quorum
 	defer q.closeIdle()
 	defer m.term.metrics.observeLeading(m.term.leading.Load)()
+	defer m.observeAccounts()()
 	s := q.settings
 	m.logger.Info("leaderelection: contending for leadership", append([]any{"container", s.Container, "blob", s.Blob,
 		"identity", m.opts.identity, "leaseDuration", s.LeaseDuration}, q.kindAttrs()...)...)
@@ -225,4 +228,44 @@ func (q *quorumLease) degraded() error {
 		return nil
 	}
 	return fmt.Errorf("leaderelection: leading on %d of %d accounts; not held: %s", len(q.state)-len(missing), len(q.state), strings.Join(missing, "; "))
+}
+
+// observeAccounts registers, for the life of one RunTaskWhenMutexAcquired
+// call, the gauges of each account a leader holds the lease on (attribute
+// leaderelection.account, its index), observed while it leads:
+//
+//	leaderelection.quorum.account.held        gauge     1 while this leader surely holds the account's lease, else 0
+//	leaderelection.quorum.account.renew.age   gauge, s  seconds since the send time of its last confirmed acquire or renewal there
+//	leaderelection.quorum.account.failures    gauge     its requests that failed in a row
+func (m *BlobDistributedMutex) observeAccounts() func() {
+	mt := m.term.metrics
+	held, _ := mt.meter.Int64ObservableGauge("leaderelection.quorum.account.held",
+		metric.WithDescription("1 while this quorum mutex's leader surely holds the account's lease, else 0; observed while it leads."))
+	age, _ := mt.meter.Float64ObservableGauge("leaderelection.quorum.account.renew.age", metric.WithUnit("s"),
+		metric.WithDescription("Time since the send time of the last confirmed acquire or renewal of the account's lease; observed while it leads."))
+	failures, _ := mt.meter.Int64ObservableGauge("leaderelection.quorum.account.failures",
+		metric.WithDescription("The leader's requests to the account that failed in a row; observed while it leads."))
+	reg, err := mt.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if !m.term.leading.Load() {
+			return nil
+		}
+		now := time.Now()
+		for i, st := range m.quorum.snapshot() {
+			at := mt.with(attribute.Int("leaderelection.account", i))
+			v := int64(0)
+			if st.holds(now) {
+				v = 1
+			}
+			o.ObserveInt64(held, v, at)
+			if st.held {
+				o.ObserveFloat64(age, now.Sub(st.last.Sent).Seconds(), at)
+			}
+			o.ObserveInt64(failures, int64(st.failing), at)
+		}
+		return nil
+	}, held, age, failures)
+	if err != nil {
+		return func() {}
+	}
+	return func() { _ = reg.Unregister() }
 }
