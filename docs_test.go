@@ -79,6 +79,8 @@ var citedPaths = []string{
 	"mutex_test.go",
 	"options.go",
 	"prefer.go",
+	"quorum.go",
+	"quorummutex.go",
 	"record.go",
 	"recreated.go",
 	"renew.go",

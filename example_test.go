@@ -116,3 +116,31 @@ func ExampleNewShardOwner() {
 		log.Fatal(err)
 	}
 }
+
+// A coordinator that survives the loss of a storage account, or of a
+// region: it leads while it holds the lease on two of three accounts, each
+// reached with the service's managed identity (DefaultAzureCredential when
+// Credential is nil).
+func ExampleNewQuorumMutex() {
+	var accounts []leaderelection.BlobSettings
+	for _, name := range []string{"leaseswesteurope", "leasesnortheurope", "leasesswedencentral"} {
+		accounts = append(accounts, leaderelection.BlobSettings{
+			ServiceURL: "https://" + name + ".blob.core.windows.net/",
+			Container:  "leases",
+			Blob:       "MyLeaderCoordinatorTask",
+		})
+	}
+	coordinate := func(ctx context.Context) error {
+		<-ctx.Done() // the coordinator's work, until leadership may end
+		return nil
+	}
+	mutex, err := leaderelection.NewQuorumMutex(accounts, coordinate)
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	if err := mutex.RunTaskWhenMutexAcquired(ctx); !errors.Is(err, context.Canceled) {
+		log.Fatal(err)
+	}
+}

@@ -163,6 +163,13 @@ import (
 // candidate's blob (its priority, and a native lease that says it lives)
 // is not the mutex's, and no follower breaks or takes it.
 //
+// A mutex over a quorum of accounts (NewQuorumMutex, quorum.go) holds one
+// such lease per account, and leads while it holds a majority: its deadline
+// is the one above for the majority-th latest S of the accounts it holds,
+// so that it stops before any majority can pass; its term is read from the
+// majority it holds, which meets every earlier term's, and stored on a
+// majority before its func starts. The argument is at the top of quorum.go.
+//
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
 // that has not expired, with the ID its previous holder used. That is safe
 // because the previous holder is dead: the new process proposes the ID only
