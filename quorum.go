@@ -469,6 +469,13 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 	if good < q.need {
 		return Term{}, Grant{}, q.unrecorded(good, errs)
 	}
+	for _, a := range q.accounts {
+		// Above every term this instance saw on any account, read now or
+		// not (one since rolled back, or down).
+		if next, ok := wire.NextTerm(0, a.floor.get()); ok {
+			n = max(n, next)
+		}
+	}
 	t := Term{Number: n, Identity: identity, LeaseID: "", Since: time.Now().UTC()}
 	written := make([]bool, len(q.accounts))
 	q.each(func(i int, a *BlobLeaseManager) {

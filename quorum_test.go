@@ -301,11 +301,16 @@ func TestQuorumMutexGivesBackAMinority(t *testing.T) {
 // stale copy would leave it: term n, ended, as a repair writes it.
 func (f *quorumFleet) rollBack(i int, n int64) {
 	s := f.accounts[i]
+	newRawBlob(f.t, s).set(s.Blob, endedRecord(n))
+}
+
+// endedRecord is an ended term's record numbered n, as a repair writes it.
+func endedRecord(n int64) map[string]string {
 	md := map[string]string{}
 	for k, v := range wire.EndedMetadata(string(RoleMutex), n, time.Now()) {
 		md[k] = *v
 	}
-	newRawBlob(f.t, s).set(s.Blob, md)
+	return md
 }
 
 // A term is read from the majority a new leader holds, which meets the
@@ -454,5 +459,26 @@ func TestQuorumMutexReportsEachAccount(t *testing.T) {
 		assert.Zero(t, failures[0])
 		assert.Greater(t, failures[1], 2.0)
 		f.stop()
+	})
+}
+
+// A new term is above every term this instance saw on any account, also one
+// it cannot read when it records (here: account 0, the only one that kept
+// term 5, cut off from it by then), not only above the majority it reads.
+func TestQuorumMutexTermIsAboveEveryTermTheInstanceSaw(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 1, nil)
+		for i, n := range []int64{5, 0, 0} { // account 0 alone kept term 5
+			newRawBlob(t, f.accounts[i]).put(f.accounts[i].Blob, "", endedRecord(n))
+		}
+		for _, a := range f.mutexes[0].quorum.accounts {
+			_, err := a.Inspect(context.Background()) // as a follower reads them
+			require.NoError(t, err)
+		}
+		f.cut[0][0].Blackhole()
+		f.start()
+		require.Eventually(t, func() bool { return len(f.runs()) == 1 }, time.Minute, 10*time.Millisecond)
+		f.stop()
+		assert.EqualValues(t, 6, f.runs()[0].term.Number)
 	})
 }
