@@ -69,6 +69,7 @@ var simLimits = []struct {
 	{"limits.md", "An ETag lease trusts the followers' clocks", true, "a fleet's processes share the bubble's clock; the other writer's break of a live ETag lease is held back (simWriterLimits)"},
 	{"limits.md", "A break shortens the lease", true, "the driver's operator breaks only as BreakWhenSilent does, and never a shard's lease; the other writer's shortening breaks are held back (simWriterLimits)"},
 	{"limits.md", "Storage is a single point of failure", false, "recovery is judged from a calm, when storage answers again"},
+	{"limits.md", "A quorum's accounts that lose their data", false, "the simulator runs no quorum mutex yet"},
 	{"limits.md", headTerms, true, ""},
 	{"limits.md", "A term written lower by hand is trusted", true, "the other writer's record below a term the fleet saw is held back (simWriterLimits; -sim.stale lets it happen)"},
 	{"limits.md", "A lease ID file is sound on one host only", true, "a lane's processes use its file one after another (supervise); the other writer's acquire of a native lease under its holder's ID, infinite or shorter, is held back (simWriterLimits)"},
