@@ -22,22 +22,27 @@ import (
 // the top of renew.go.
 //
 // Q1. No two funcs at once. A contender leads only while it holds the lease
-// on a majority, Q = K/2 + 1, of the accounts (rounded down). For each
-// account it holds, the lease there cannot pass before S_i + D, S_i the send
-// time of its last confirmed acquire or renewal there (renew.go). Sort those
+// on a majority, Q = floor(K/2) + 1, of the accounts. For each account it
+// holds, the lease there cannot pass before S_i + D, S_i the send time of
+// its last confirmed acquire or renewal there (renew.go). Sort those
 // moments, latest first: until the Q-th of them, at least Q accounts are
 // surely still its own. Its fuse is set from that Q-th latest S_i (grant),
 // less StopMargin, on both clocks, read when that request was sent; a round
-// of renewals extends the term only when it moved that Q-th latest. Any other contender
-// needs a majority too, and two majorities of K share an account: that
-// account's lease is this holder's until its S_i + D, no earlier than the
-// Q-th latest, so the other cannot hold it, nor a majority, before this
-// holder's func has stopped, StopMargin before. An account this holder lost
-// (the server says so) leaves its set; if fewer than Q are left the term
-// stops at once. Its own deadline needs no account to answer: a leader cut
-// off from all accounts, or from all but a minority, stops at the deadline
-// the last Q confirmations set. Every account has the same LeaseDuration
-// (checked): D is one number.
+// of renewals extends the term only when it moved that Q-th latest. Any
+// other contender needs a majority too, and two majorities of K share an
+// account: that account's lease is this holder's until its S_i + D, no
+// earlier than the Q-th latest, so the other cannot hold it, nor a
+// majority, before this holder's func has stopped, StopMargin before. Its
+// own deadline needs no account to answer: a leader cut off from all
+// accounts, or from all but a minority, stops at the deadline the last Q
+// confirmations set. Every account has the same LeaseDuration (checked): D
+// is one number. An account whose server says the lease is no longer ours
+// (its container deleted, a break by hand) leaves the set before its
+// S_i + D: if that brings the Q-th latest of the rest below the one the fuse
+// was last set from, or leaves fewer than Q, the term stops at once
+// (renewed), rather than trust the lost account's S_i. (A deleted
+// container's blob created again is also waited for before any contender
+// records a term on it: recreated.go.)
 //
 // Q2. A contender that takes a minority gives it back at once, and tries
 // again after a jittered RetryInterval (the mutex's loop): contenders that
@@ -322,7 +327,7 @@ func (q *quorumLease) Renew(ctx context.Context) (Grant, error) {
 func (q *quorumLease) renewed(grants []Grant, errs []error, held []bool) (Grant, error) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	renewed := 0
+	renewed, lost := 0, false
 	now := time.Now()
 	for i, err := range errs {
 		st := &q.state[i]
@@ -332,6 +337,7 @@ func (q *quorumLease) renewed(grants []Grant, errs []error, held []bool) (Grant,
 			st.held, st.last, st.failing, st.lastErr = true, grants[i], 0, nil
 		case held[i] && errors.Is(err, ErrLeaseLost):
 			st.held, st.recorded = false, false
+			lost = true
 			fallthrough
 		default:
 			st.failing++
@@ -341,7 +347,7 @@ func (q *quorumLease) renewed(grants []Grant, errs []error, held []bool) (Grant,
 	}
 	g, ok := q.grantLocked()
 	switch {
-	case !ok:
+	case !ok || lost && g.Sent.Before(q.extended.Sent):
 		return Grant{}, &QuorumError{Op: "renew lease", Need: q.need, Got: renewed, Accounts: errs, kind: ErrLeaseLost}
 	case !g.Sent.After(q.extended.Sent):
 		// Not a majority's confirmation later than the last one: no

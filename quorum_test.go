@@ -482,3 +482,27 @@ func TestQuorumMutexTermIsAboveEveryTermTheInstanceSaw(t *testing.T) {
 		assert.EqualValues(t, 6, f.runs()[0].term.Number)
 	})
 }
+
+// An account whose lease the server says is no longer ours leaves the
+// majority at once: with account 1 down for the leader, account 0's
+// container deleted leaves it one account it surely holds, and its func
+// stops at that renewal, not at the deadline the lost account's renewals
+// had set.
+func TestQuorumMutexStopsWhenALostAccountLowersItsDeadline(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 1, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		f.cut[0][1].Blackhole()
+		time.Sleep(20 * time.Second) // account 1's last renewal is long past
+		_, err := newRawBlob(t, f.accounts[0]).cc.Delete(context.Background(), nil)
+		require.NoError(t, err)
+		deleted := time.Now()
+		require.Eventually(t, func() bool { return !f.mutexes[0].IsLeader() }, 20*time.Second, 10*time.Millisecond)
+		runs := f.runs()
+		require.False(t, runs[0].leaseEnded.IsZero(), "the lease context ended")
+		assert.Less(t, runs[0].leaseEnded.Sub(deleted), 2*f.accounts[0].withDefaults().RenewInterval,
+			"stopped at the next renewal, not at the deadline account 0's renewals had set")
+		f.stop()
+	})
+}
