@@ -31,11 +31,14 @@ Usage:
   leaderctl repair [flags]   rewrite a record that does not read, on a blob nobody holds
   leaderctl shards [flags]   a ShardOwner's sessions, who holds each shard, the spread,
                              the shards no live session holds (-prefix instead of -blob)
+  leaderctl quorum [flags]   a mutex over 3 or 5 accounts (NewQuorumMutex): each account's
+                             lease, who leads, which accounts it holds (an account flag each)
   leaderctl help [command]
 
 ` + connectionHelp + `
-Exit status: 0 done, 1 a storage request failed, or status or shards found
-  that the container does not exist, 2 usage error (nothing sent),
+Exit status: 0 done, 1 a storage request failed, status or shards found
+  that the container does not exist, or quorum could not tell who leads
+  (fewer than a majority of the accounts answered), 2 usage error (nothing sent),
 3 break found the holder of an ETag lease alive, and did not break it,
 4 break was pointed at a ShardOwner's session or shard, which it never breaks,
   or at its held list or handoff note, which are no leases,
@@ -273,3 +276,57 @@ refuses it): to move shards, stop or restart the instance that runs them.
   -timeout D            give up on a listing after D (default 10s)
 
 ` + accountHelp
+
+const quorumHelp = `Usage: leaderctl quorum -connection-string S|-account-url URL|-sas-url URL
+         (once per account, 3 or 5 of them) -container NAME -blob NAME [flags]
+
+Shows a mutex that leads over a majority of 3 or 5 storage accounts
+(leaderelection.NewQuorumMutex): it reads each account's lease at once (one
+request each, each bounded by -timeout), and holds, breaks or changes nothing.
+
+First who leads: the term held, and recorded, on a majority of the accounts
+(terms never repeat: the accounts that show one term held are its leader's),
+since when, and which accounts it holds. "degraded" when it holds fewer than
+all of them as read from here (an account that did not answer counts as not
+held): it leads on, and stops if it loses the majority; each account it does
+not hold is named with why (unreachable, free, held by another, its
+container missing). "no leader" when no term is held on a majority (nobody
+contends, or a contender holds a minority, or has not recorded its term yet),
+with the highest term recorded. "unknown: no majority reachable" when fewer
+than a majority answered, and "unknown" when those that did not answer could
+still make a majority for a term: both exit with 1.
+
+Then one line per account, in the order given (its index is the mutex's, as
+in its logs, Degraded() and its metrics' leaderelection.account): the
+account's endpoint (scheme, host and path: never a key or a SAS token), the
+blob, the holder's identity and term ("-" and the last term, ended, when
+nobody holds it), and the lease's state, status and duration, or the error
+if the account did not answer. If every account that answered says its
+container does not exist, quorum says so and exits with 1.
+
+Storage accounts, 3 or 5, in the order the mutex was given them; each flag
+given once per account, the kinds mixed as the accounts need (the
+environment's storage account is not read):
+  -connection-string S  an account's connection string
+  -account-url URL      an account's blob service URL, signed in with
+                        DefaultAzureCredential
+  -sas-url URL          an account's or a container's URL with a SAS token
+Lease, both required:
+  -container NAME       the container, once for every account, or once per
+                        account in their order (env LEASE_CONTAINER: every
+                        account's)
+  -blob NAME            the lease blob, likewise (env LEASE_BLOB)
+
+  -timeout D            give up on an account after D (default 10s); the
+                        accounts are read at once
+  -json                 print one JSON object instead:
+                        {"majority", "answered", "decided": false when who
+                         leads is unknown, "leader": null or {"identity",
+                         "term", "since", "ageSeconds"}, "holds": the
+                         accounts the leader holds, "degraded", "lastLeader":
+                         when nobody leads, "accounts": [{"index", "endpoint",
+                         "container", "blob", "answered", "error", "exists",
+                         "containerMissing", "held", "state", "status",
+                         "duration", "identity", "term", "termPending",
+                         "leaderHolds"}]}
+`

@@ -2,17 +2,21 @@
 // shows who leads, breaks the lease when a holder must be made to stop, and
 // repairs a record that does not read. For a ShardOwner it shows the
 // sessions, who holds each shard, the spread and the shards no live session
-// holds.
+// holds. For a mutex over a quorum of accounts (NewQuorumMutex) it shows
+// each account's lease and which of them the leader holds.
 //
 //	AZURE_STORAGE_CONNECTION_STRING=UseDevelopmentStorage=true \
 //	  go run ./examples/leaderctl status -container leases -blob coordinator
 //	go run ./examples/leaderctl break -account-url https://myaccount.blob.core.windows.net/ \
 //	  -container leases -blob coordinator
 //	go run ./examples/leaderctl shards -container leases -prefix jobs -watch
+//	go run ./examples/leaderctl quorum -account-url https://leases1.blob.core.windows.net/ \
+//	  -account-url https://leases2.blob.core.windows.net/ \
+//	  -account-url https://leases3.blob.core.windows.net/ -container leases -blob coordinator
 //
 // Run "leaderctl help" for the flags. It exits with 0 on success, 1 when a
-// storage request fails or status or shards finds that the container does
-// not exist, 2 on a usage error, 3 when break finds the holder of an ETag
+// storage request fails, status or shards finds that the container does
+// not exist, or quorum cannot tell who leads (too few accounts answered), 2 on a usage error, 3 when break finds the holder of an ETag
 // lease alive and leaves its lease alone, 4 when break is pointed at a
 // ShardOwner's session or shard, which it never breaks, or at its held list
 // or handoff note, which are no leases, and 5 when repair writes nothing
@@ -40,7 +44,7 @@ import (
 // Exit codes.
 const (
 	exitOK     = 0
-	exitFailed = 1 // a storage request failed, or status or shards found no such container
+	exitFailed = 1 // a storage request failed, status or shards found no such container, or quorum could not tell who leads
 	exitUsage  = 2 // bad command line or environment: nothing was sent
 	exitAlive  = 3 // break: the holder of an ETag lease renewed it, or another took the lease, and it was not broken
 	// break: the blob is a ShardOwner's session or shard, whose lease is
@@ -66,7 +70,7 @@ func main() {
 func run(ctx context.Context, args []string, env func(string) string, stdout, stderr io.Writer) int {
 	c := &cli{env: env, stdout: stdout, stderr: stderr}
 	if len(args) == 0 {
-		return c.usageError("", "no command given: use status, break, repair or shards")
+		return c.usageError("", "no command given: use status, break, repair, shards or quorum")
 	}
 	switch cmd, rest := args[0], args[1:]; cmd {
 	case "status":
@@ -77,13 +81,15 @@ func run(ctx context.Context, args []string, env func(string) string, stdout, st
 		return c.repair(ctx, rest)
 	case "shards":
 		return c.shards(ctx, rest)
+	case "quorum":
+		return c.quorum(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		return c.help(rest)
 	default:
 		if strings.HasPrefix(cmd, "-") {
-			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break|repair|shards [flags]), got %q first", cmd))
+			return c.usageError("", fmt.Sprintf("flags go after the command (leaderctl status|break|repair|shards|quorum [flags]), got %q first", cmd))
 		}
-		return c.usageError("", fmt.Sprintf("unknown command %q: use status, break, repair or shards", cmd))
+		return c.usageError("", fmt.Sprintf("unknown command %q: use status, break, repair, shards or quorum", cmd))
 	}
 }
 
@@ -105,8 +111,10 @@ func (c *cli) help(args []string) int {
 		fmt.Fprint(c.stdout, repairHelp)
 	case len(args) == 1 && args[0] == "shards":
 		fmt.Fprint(c.stdout, shardsHelp)
+	case len(args) == 1 && args[0] == "quorum":
+		fmt.Fprint(c.stdout, quorumHelp)
 	default:
-		return c.usageError("", fmt.Sprintf("no help for %q: use status, break, repair or shards", strings.Join(args, " ")))
+		return c.usageError("", fmt.Sprintf("no help for %q: use status, break, repair, shards or quorum", strings.Join(args, " ")))
 	}
 	return exitOK
 }
@@ -240,12 +248,7 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 	if t.server != nil {
 		policies = append(policies, t.server)
 	}
-	policies = append(policies, testPolicies...)
-	if len(policies) > 0 {
-		// Without a Transport the library still uses one of its own, which
-		// the session's close closes.
-		s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: policies}}
-	}
+	s.ClientOptions = clientOptions(policies...)
 
 	// Flags win over the environment, as a whole: a source given as a flag
 	// makes the environment's sources irrelevant, so a shell with
@@ -314,20 +317,7 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		return nil, c.usageError(fs.Name(), problems...), false
 	}
 
-	// With no ClientOptions the manager uses a transport of its own, whose
-	// connections session.close closes when the command ends.
-	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
-	if err == nil {
-		// Each request is bounded by RequestTimeout (4 s by default), too
-		// short for some credentials' first token (the Azure CLI's takes
-		// seconds). Let it use what -timeout allows, up to the library's
-		// limit.
-		eff := m.Settings()
-		if want := min(t.timeout, eff.LeaseDuration-eff.StopMargin-eff.RenewInterval); want > eff.RequestTimeout {
-			eff.RequestTimeout = want
-			m, err = leaderelection.NewBlobLeaseManager(eff, leaderelection.WithLogger(nil))
-		}
-	}
+	m, err := newManager(s, t.timeout)
 	if err != nil {
 		if problems := settingsProblems(err, origin); problems != nil {
 			return nil, c.usageError(fs.Name(), problems...), false
@@ -335,6 +325,37 @@ func (c *cli) open(fs *flag.FlagSet, t *target) (*session, int, bool) {
 		return nil, c.fail(err), false
 	}
 	return &session{manager: m, name: s.Container + "/" + s.Blob, timeout: t.timeout, close: m.CloseIdleConnections}, exitOK, true
+}
+
+// clientOptions installs policies, and the tests', in the library's
+// pipeline, for BlobSettings.ClientOptions; nil if there are none. Without
+// a Transport the library still uses one of its own, which the session's
+// close closes.
+func clientOptions(policies ...policy.Policy) *azblob.ClientOptions {
+	policies = append(policies, testPolicies...)
+	if len(policies) == 0 {
+		return nil
+	}
+	return &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{PerCallPolicies: policies}}
+}
+
+// newManager builds the lease manager for s, whose requests may take what
+// timeout allows. With no ClientOptions the manager uses a transport of its
+// own, whose connections session.close closes when the command ends.
+func newManager(s leaderelection.BlobSettings, timeout time.Duration) (*leaderelection.BlobLeaseManager, error) {
+	m, err := leaderelection.NewBlobLeaseManager(s, leaderelection.WithLogger(nil))
+	if err != nil {
+		return nil, err
+	}
+	// Each request is bounded by RequestTimeout (4 s by default), too
+	// short for some credentials' first token (the Azure CLI's takes
+	// seconds). Let it use what timeout allows, up to the library's limit.
+	eff := m.Settings()
+	if want := min(timeout, eff.LeaseDuration-eff.StopMargin-eff.RenewInterval); want > eff.RequestTimeout {
+		eff.RequestTimeout = want
+		return leaderelection.NewBlobLeaseManager(eff, leaderelection.WithLogger(nil))
+	}
+	return m, nil
 }
 
 // settingsProblems rewords the library's settings errors in terms of the

@@ -114,8 +114,39 @@ func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who strin
 	t.Helper()
 	tr := faults.New()
 	s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
-	ctx, cancel := context.WithCancel(context.Background())
-	m, err := leaderelection.NewBlobDistributedMutex(s, func(leaderCtx context.Context) error {
+	m, err := leaderelection.NewBlobDistributedMutex(s, l.leaderFunc(who), l.options(t, who, opts)...)
+	l.run(t, who, m, err, tr.Close)
+	return tr
+}
+
+// quorumContender is contender for a mutex over a quorum of accounts
+// (NewQuorumMutex). It returns its transport to each account, to cut it off
+// from one.
+func (l *terms) quorumContender(t *testing.T, accounts []leaderelection.BlobSettings, who string, opts ...leaderelection.Option) []*faults.Transport {
+	t.Helper()
+	var trs []*faults.Transport
+	var mine []leaderelection.BlobSettings
+	for _, s := range accounts {
+		tr := faults.New()
+		s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr}}
+		trs, mine = append(trs, tr), append(mine, s)
+	}
+	m, err := leaderelection.NewQuorumMutex(mine, l.leaderFunc(who), l.options(t, who, opts)...)
+	l.run(t, who, m, err, func() {
+		for _, tr := range trs {
+			tr.Close()
+		}
+	})
+	return trs
+}
+
+func (l *terms) options(t *testing.T, who string, opts []leaderelection.Option) []leaderelection.Option {
+	return append([]leaderelection.Option{leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who))}, opts...)
+}
+
+// leaderFunc leads until its context is cancelled, and notes its run.
+func (l *terms) leaderFunc(who string) func(context.Context) error {
+	return func(leaderCtx context.Context) error {
 		tm := &term{who: who, start: time.Now()}
 		l.mu.Lock()
 		l.all = append(l.all, tm)
@@ -126,11 +157,18 @@ func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who strin
 		tm.cancelled, tm.cause = time.Now(), context.Cause(leaderCtx)
 		l.mu.Unlock()
 		return nil
-	}, append([]leaderelection.Option{leaderelection.WithIdentity(who), leaderelection.WithLogger(testLogger(t, who))}, opts...)...)
+	}
+}
+
+// run runs m (built with err) until the test ends, then closes its
+// transports.
+func (l *terms) run(t *testing.T, who string, m *leaderelection.BlobDistributedMutex, err error, closeTransports func()) {
+	t.Helper()
 	if err != nil {
-		cancel()
+		closeTransports()
 		require.NoError(t, err)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.RunTaskWhenMutexAcquired(ctx) }()
 	t.Cleanup(func() {
@@ -140,9 +178,8 @@ func (l *terms) contender(t *testing.T, s leaderelection.BlobSettings, who strin
 		case <-time.After(30 * time.Second):
 			t.Errorf("%s: RunTaskWhenMutexAcquired did not return within 30s of cancellation", who)
 		}
-		tr.Close()
+		closeTransports()
 	})
-	return tr
 }
 
 // testLogger sends a contender's logs to the test log.
@@ -383,6 +420,22 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 		// are those the library reserves.
 		{"shards with a prefix holding a held segment", full, []string{"shards", "-prefix", "jobs/held/x"}, `invalid -prefix: is a ShardOwner's prefix that lies among the blobs of a ShardOwner with prefix "jobs" (its "held/" directory)`},
 		{"shards with a prefix holding a handoff segment", full, []string{"shards", "-prefix", "a/b/handoff"}, `invalid -prefix: is a ShardOwner's prefix that lies among the blobs of a ShardOwner with prefix "a/b" (its "handoff/" directory)`},
+		{"quorum without accounts", full, []string{"quorum"}, "no storage account given: give -connection-string, -account-url or -sas-url once per account"},
+		{"quorum over two accounts", full, []string{"quorum", "-connection-string", conn, "-account-url", "https://b.blob.core.windows.net/"},
+			"a quorum mutex leads over 3 or 5 accounts, got 2"},
+		{"quorum with two containers for three accounts", full, []string{"quorum", "-connection-string", conn, "-account-url", "https://b.blob.core.windows.net/",
+			"-account-url", "https://c.blob.core.windows.net/", "-container", "a1", "-container", "a2"},
+			"give -container once, for every account, or once per account in their order (3), got 2"},
+		{"quorum with an account's SAS URL of a blob", full, []string{"quorum", "-connection-string", conn, "-sas-url",
+			"https://b.blob.core.windows.net/leases/worker?sv=2024-01-01&sig=" + sig, "-account-url", "https://c.blob.core.windows.net/"},
+			"invalid -sas-url of account 1: must name the account or the container, not a blob"},
+		{"quorum with an account's container name that is not one", full, []string{"quorum", "-connection-string", conn,
+			"-account-url", "https://b.blob.core.windows.net/", "-account-url", "https://c.blob.core.windows.net/",
+			"-container", "leases", "-container", "Leases", "-container", "leases"},
+			`invalid -container of account 1: may contain only lowercase letters, digits and hyphens, got "Leases"`},
+		{"quorum with one account twice", full, []string{"quorum", "-connection-string", conn, "-account-url", "https://b.blob.core.windows.net/",
+			"-connection-string", conn}, "accounts 0 and 2 are the same blob"},
+		{"quorum with an empty account", full, []string{"quorum", "-sas-url", ""}, `invalid value "" for flag -sas-url: empty`},
 		{"shards watched at no interval", with("LEASE_PREFIX", "jobs"), []string{"shards", "-watch", "-interval", "0s"}, "-interval must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -390,7 +443,7 @@ func TestUsageErrorsExitWith2AndNameTheProblem(t *testing.T) {
 			assert.Equal(t, exitUsage, r.code)
 			assert.Empty(t, r.stdout)
 			assert.Contains(t, r.stderr, "leaderctl: "+tc.want)
-			assert.Regexp(t, `Run "leaderctl( (status|break|repair|shards) -h| help)" for usage.\n$`, r.stderr)
+			assert.Regexp(t, `Run "leaderctl( (status|break|repair|shards|quorum) -h| help)" for usage.\n$`, r.stderr)
 			assert.NotContains(t, r.stderr, key)
 			assert.NotContains(t, r.stderr, sig)
 		})
@@ -443,9 +496,11 @@ func TestHelpDocumentsEveryFlag(t *testing.T) {
 	assert.Contains(t, r.stdout, "leaderctl break [flags]")
 	assert.Contains(t, r.stdout, "leaderctl repair [flags]")
 	assert.Contains(t, r.stdout, "leaderctl shards [flags]")
+	assert.Contains(t, r.stdout, "leaderctl quorum [flags]")
 
 	for cmd, fs := range map[string]*flag.FlagSet{
 		"status": new(statusCmd).flags(), "break": new(breakCmd).flags(), "repair": new(repairCmd).flags(), "shards": new(shardsCmd).flags(),
+		"quorum": new(quorumCmd).flags(),
 	} {
 		r := leaderctl(t, nil, cmd, "-h")
 		require.Equal(t, exitOK, r.code)

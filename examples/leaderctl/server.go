@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -36,17 +38,23 @@ type serverView struct {
 	mu      sync.Mutex
 	missing bool      // an answer since begin said ContainerNotFound
 	date    time.Time // the Date of the first listing of sessions since begin; zero if none gave one
+	sent    *url.URL  // where the first request since begin went, answered or not
 }
 
 // begin forgets what the answers of an earlier command said.
 func (v *serverView) begin() {
 	v.mu.Lock()
 	defer v.mu.Unlock()
-	v.missing, v.date = false, time.Time{}
+	v.missing, v.date, v.sent = false, time.Time{}, nil
 }
 
 // Do passes the library's request on, and looks at the answer.
 func (v *serverView) Do(req *policy.Request) (*http.Response, error) {
+	v.mu.Lock()
+	if v.sent == nil {
+		v.sent = req.Raw().URL
+	}
+	v.mu.Unlock()
 	resp, err := req.Next()
 	if err != nil {
 		return resp, err
@@ -82,6 +90,21 @@ func (v *serverView) listedAt() time.Time {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	return v.date
+}
+
+// endpoint is the account the first request since begin went to, as the
+// library's own client resolved it from a connection string, an account URL
+// or a SAS URL: its scheme, host and path, less the container and the blob
+// (Azurite's path names the account). The query, where a SAS token lies, is
+// never shown. "" before a request was sent.
+func (v *serverView) endpoint(container, blob string) string {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.sent == nil {
+		return ""
+	}
+	path := strings.TrimSuffix(v.sent.Path, "/"+container+"/"+blob)
+	return (&url.URL{Scheme: v.sent.Scheme, Host: v.sent.Host, Path: path}).String()
 }
 
 // containerMissing is the error of status and shards when storage says the

@@ -374,6 +374,17 @@ type termJSON struct {
 	Priority *int `json:"priority,omitempty"`
 }
 
+// newTermJSON is a term, its since and its age as now.
+func newTermJSON(term leaderelection.Term, now time.Time) *termJSON {
+	t := &termJSON{Identity: term.Identity, Term: term.Number}
+	if since := term.Since; !since.IsZero() {
+		since = since.UTC()
+		age := now.Sub(since).Round(time.Millisecond).Seconds()
+		t.Since, t.AgeSeconds = &since, &age
+	}
+	return t
+}
+
 func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etagWatch, sh shardSession, now time.Time) statusJSON {
 	out := statusJSON{
 		Container: container, Blob: blob, Exists: info.Exists, Held: info.Held(),
@@ -385,18 +396,13 @@ func newStatusJSON(container, blob string, info leaderelection.LeaseInfo, w etag
 		lm := info.LastModified.UTC()
 		out.LastModified = &lm
 	}
-	t := &termJSON{Identity: info.Leader.Identity, Term: info.Leader.Number}
+	t := newTermJSON(info.Leader, now)
 	if info.Prioritized {
 		p := info.Priority
 		t.Priority = &p
 	}
 	if !info.Held() {
 		out.HandedTo = info.HandedTo
-	}
-	if since := info.Leader.Since; !since.IsZero() {
-		since = since.UTC()
-		age := now.Sub(since).Round(time.Millisecond).Seconds()
-		t.Since, t.AgeSeconds = &since, &age
 	}
 	switch {
 	case info.TermPending():
