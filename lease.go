@@ -51,9 +51,10 @@ type BlobLeaseManager struct {
 	idFile leaseIDFile // see WithLeaseIDFile, in resume.go
 
 	// role is what the blob is for (record.go): a mutex's, unless a
-	// ShardOwner's session or shard. floor is the highest term seen on it.
+	// ShardOwner's session or shard. floor is the highest term seen on it
+	// (shared by a quorum's managers: the highest seen on any account).
 	role  BlobRole
-	floor termFloor
+	floor *termFloor
 	// settle is, beyond what a leader needs to notice a deletion, how long
 	// a blob created again must stand unchanged, as this manager watched
 	// it, before a term is recorded on it (see settleFor); 0: at once (a
@@ -205,6 +206,7 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 		boot:            o.seams.boot,
 		idFile:          leaseIDFile{path: o.leaseIDFile},
 		role:            RoleMutex,
+		floor:           &termFloor{},
 	}
 	m.newLeaseID()
 	return m, nil

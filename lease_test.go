@@ -244,7 +244,7 @@ func TestReleaseWithUnknownOutcomeChangesTheLeaseID(t *testing.T) {
 // An answer with another lease ID is classified where it arises; passing it
 // through wrap again must not give it a second kind.
 func TestClassifiedErrorKeepsItsOneKind(t *testing.T) {
-	m := &BlobLeaseManager{container: "c", blob: "b"}
+	m := &BlobLeaseManager{container: "c", blob: "b", floor: &termFloor{}}
 	held := &StorageError{Op: "acquire lease", Container: "c", Blob: "b",
 		detail: "the server answered with another lease ID", kind: ErrLeaseHeld}
 	err := m.wrap(held)

@@ -8,11 +8,10 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/clock"
-	"github.com/blobelect/leaderelection/internal/wire"
 )
 
 // A quorum lease: the lease on one blob in each of K storage accounts (3 or
@@ -86,8 +85,12 @@ type quorumLease struct {
 
 	mu       sync.Mutex
 	state    []accountLease
-	term     Term  // the running term, once recorded (Number 0: none)
-	extended Grant // the last grant returned: a renewal returns one only if later
+	term     Term        // the running term, once recorded (Number 0: none)
+	extended Grant       // the Q-th latest confirmation the term was last extended to
+	progress func(Grant) // extends the running term's fuse (onProgress); nil between terms
+
+	stopRetakes context.CancelFunc // stops the running term's retakeLoop
+	retakesDone chan struct{}      // closed once it has returned
 }
 
 // accountLease is what a quorum lease knows of one account's lease.
@@ -147,6 +150,12 @@ func newQuorumLease(accounts []BlobSettings, opts ...Option) (*quorumLease, erro
 		where[at] = i
 		q.accounts = append(q.accounts, m)
 	}
+	// One floor for the election: a term seen on any account raises the
+	// next term, and marks a blob below it (created again, or rolled back
+	// empty) as one to wait for (recreated.go), on every account.
+	for _, a := range q.accounts[1:] {
+		a.floor = q.accounts[0].floor
+	}
 	q.settings, q.logger = q.accounts[0].settings, q.accounts[0].logger
 	return q, nil
 }
@@ -182,12 +191,54 @@ func (q *quorumLease) kindAttrs() []any {
 }
 
 // each runs f for every account at once, and returns when all have.
-func (q *quorumLease) each(f func(i int, a *BlobLeaseManager)) {
-	var wg sync.WaitGroup
+func (q *quorumLease) each(ctx context.Context, f func(ctx context.Context, i int, a *BlobLeaseManager)) {
+	q.fan(ctx, f, nil, 0)
+}
+
+// fan runs f for every account at once, and calls enough, in this
+// goroutine, as each returns, in the order they do. Once enough has
+// returned true, the accounts still running get grace more to answer, then
+// their contexts are cancelled: a round need not wait a whole
+// RequestTimeout for an account once it has what it needs. It returns when
+// every f has, so that nothing it started outlives it.
+func (q *quorumLease) fan(ctx context.Context, f func(ctx context.Context, i int, a *BlobLeaseManager), enough func(i int) bool, grace time.Duration) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan int, len(q.accounts))
 	for i, a := range q.accounts {
-		wg.Go(func() { f(i, a) })
+		go func() {
+			f(ctx, i, a)
+			done <- i
+		}()
 	}
-	wg.Wait()
+	var late <-chan time.Time
+	graced := false
+	for left := len(q.accounts); left > 0; {
+		select {
+		case i := <-done:
+			left--
+			if !graced && enough != nil && enough(i) {
+				graced = true
+				t := time.NewTimer(grace)
+				defer t.Stop()
+				late = t.C
+			}
+		case <-late:
+			cancel()
+			late = nil
+		}
+	}
+}
+
+// grace is how long a contender's reads and acquires wait for the accounts
+// that have not answered once a majority has (fan): a quarter of
+// RetryInterval, at least 100 ms. An account slower than that is left out
+// of the round: a follower counts it as not free, a contender as not taken
+// (its lease, if the request took it, is renewed or taken back at the
+// leader's next renewal round, which waits for every account, or given
+// back with the rest).
+func (q *quorumLease) grace() time.Duration {
+	return max(q.settings.RetryInterval/4, 100*time.Millisecond)
 }
 
 // where names account i in logs: its index, container and blob.
@@ -213,35 +264,46 @@ func (q *quorumLease) grantLocked() (Grant, bool) {
 	return gs[q.need-1], true
 }
 
-// acquire tries once to take every account's lease, and keeps them if it
-// took a majority; otherwise it gives back those it took, at once (Q2). Its
-// error is a *QuorumError.
-func (q *quorumLease) acquire(ctx context.Context) (Grant, error) {
+// acquire tries once to take the lease on each account try says (those a
+// contender's read found free), and keeps them if it took a majority;
+// otherwise it gives back every account it tried, at once (Q2): those it
+// took, and those whose answer it did not get, which the request may have
+// taken. Its error is a *QuorumError.
+func (q *quorumLease) acquire(ctx context.Context, try []bool) (Grant, error) {
 	errs := make([]error, len(q.accounts))
 	grants := make([]Grant, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) { grants[i], errs[i] = a.Acquire(ctx) })
-	q.mu.Lock()
-	took := 0
-	for i, err := range errs {
-		q.state[i] = accountLease{held: err == nil, last: grants[i]}
-		if err == nil {
-			took++
+	var took atomic.Int32
+	q.fan(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
+		if !try[i] {
+			errs[i] = errNotTried
+			return
 		}
+		if grants[i], errs[i] = a.Acquire(ctx); errs[i] == nil {
+			took.Add(1)
+		}
+	}, func(int) bool { return int(took.Load()) >= q.need }, q.grace())
+	q.mu.Lock()
+	for i, err := range errs {
+		// An account not taken is said held again once it is (noteHeld),
+		// not said lost at the term's first renewal.
+		q.state[i] = accountLease{held: err == nil, last: grants[i], down: err != nil}
 	}
 	g, ok := q.grantLocked()
 	q.term, q.extended = Term{}, g
 	q.mu.Unlock()
 	if ok {
-		q.logger.Debug("leaderelection: took the lease on a majority of accounts", "took", took, "of", len(q.accounts), "errors", fmt.Sprint(errs))
 		return g, nil
 	}
-	if took > 0 {
-		end, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.settings.RequestTimeout)
-		_ = q.giveBack(end) // the minority; what stays unreleased expires
-		cancel()
-	}
-	return Grant{}, q.shortOf("acquire lease", took, errs)
+	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.settings.RequestTimeout)
+	_ = q.giveBackTo(end, try) // what stays unreleased expires
+	cancel()
+	return Grant{}, q.shortOf("acquire lease", int(took.Load()), errs)
 }
+
+// errNotTried stands for an account a contender did not try to take, its
+// read having found it held, settling, another role's or unreachable, in a
+// QuorumError.
+var errNotTried = errors.New("leaderelection: not tried: its lease was not seen free")
 
 // shortOf is the error of an operation that got took accounts, fewer than
 // a majority: permanent once too many accounts refuse for good for a
@@ -294,88 +356,143 @@ func (e *QuorumError) Error() string {
 // Is reports whether target is the kind of this error.
 func (e *QuorumError) Is(target error) bool { return target == e.kind }
 
-// Renew renews the lease on every account held, and tries to take back
-// each one not held (retake); it extends the term only when the Q-th
-// latest confirmation is later than the one that extended it last (Q1). An error matching ErrLeaseLost means fewer
-// than a majority of accounts can still be ours.
+// Renew renews the lease on every account held, all at once, and takes in
+// each answer as it comes: the term is extended, through the engine's hook
+// (onProgress), as soon as an answer moves the Q-th latest confirmation
+// past the one that extended it last (Q1), not when the slowest account has
+// answered. Once every account held has answered (each within
+// RequestTimeout), it returns that extension, if the round made one; an
+// error matching ErrLeaseLost when fewer than a majority are held, or when
+// an account the server said is no longer ours left the rest's Q-th latest
+// behind the fuse's; transient otherwise. Accounts not held are taken back
+// beside it (retakeLoop).
 func (q *quorumLease) Renew(ctx context.Context) (Grant, error) {
 	q.mu.Lock()
 	held := make([]bool, len(q.state))
 	for i, st := range q.state {
 		held[i] = st.held
 	}
+	before := q.extended
 	q.mu.Unlock()
 	errs := make([]error, len(q.accounts))
-	grants := make([]Grant, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) {
-		if held[i] {
-			grants[i], errs[i] = a.Renew(ctx)
+	var lost atomic.Bool
+	q.each(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
+		if !held[i] {
+			errs[i] = errNotHeld
 			return
 		}
-		grants[i], errs[i] = q.retake(ctx, i)
-	})
-	g, err := q.renewed(grants, errs, held)
-	if err == nil {
-		q.writeHeld(ctx)
-	}
-	return g, err
-}
-
-// renewed takes in a round of renewals (and retakes, where held[i] is
-// false): it notes each account's outcome, and returns the grant the round
-// extends the term to, if any (Q1).
-func (q *quorumLease) renewed(grants []Grant, errs []error, held []bool) (Grant, error) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	renewed, lost := 0, false
-	now := time.Now()
-	for i, err := range errs {
-		st := &q.state[i]
-		switch {
-		case err == nil:
-			renewed++
-			st.held, st.last, st.failing, st.lastErr = true, grants[i], 0, nil
-		case held[i] && errors.Is(err, ErrLeaseLost):
-			st.held, st.recorded = false, false
-			lost = true
-			fallthrough
-		default:
-			st.failing++
-			st.lastErr = err
+		g, err := a.Renew(ctx)
+		errs[i] = err
+		if q.took(i, g, err, true) {
+			lost.Store(true)
 		}
-		q.noteHeld(i, st, now)
+	})
+	renewed := 0
+	for _, err := range errs {
+		if err == nil {
+			renewed++
+		}
 	}
-	g, ok := q.grantLocked()
+	q.mu.Lock()
+	at, ok := q.grantLocked()
+	g := q.extended
+	q.mu.Unlock()
 	switch {
-	case !ok || lost && g.Sent.Before(q.extended.Sent):
+	case !ok || lost.Load() && at.Sent.Before(g.Sent):
 		return Grant{}, &QuorumError{Op: "renew lease", Need: q.need, Got: renewed, Accounts: errs, kind: ErrLeaseLost}
-	case !g.Sent.After(q.extended.Sent):
-		// Not a majority's confirmation later than the last one: no
-		// extension, and the engine retries after its retry delay.
+	case !g.Sent.After(before.Sent):
+		// No majority's confirmation later than the last: the engine
+		// retries after its retry delay.
 		return Grant{}, &QuorumError{Op: "renew lease", Need: q.need, Got: renewed, Accounts: errs, kind: ErrTransient}
 	}
-	q.extended = g
 	return g, nil
 }
 
-// writeHeld writes the running term, if one is recorded, on every account
-// held that does not carry it yet (taken back, or not reached when the term
-// was recorded: Q3). Best effort: the lease counts once held.
-func (q *quorumLease) writeHeld(ctx context.Context) {
+// onProgress sets, for the life of a term, the hook through which the
+// quorum extends its fuse as answers come (nil at the term's end), and
+// starts, or stops and waits for, the loop that takes back the accounts
+// not held (retakeLoop): nothing it starts outlives the term.
+func (q *quorumLease) onProgress(extend func(Grant)) {
 	q.mu.Lock()
-	t := q.term
-	var todo []int
-	for i, st := range q.state {
-		if t.Number > 0 && st.held && !st.recorded {
-			todo = append(todo, i)
-		}
-	}
+	q.progress = extend
+	stop, done := q.stopRetakes, q.retakesDone
 	q.mu.Unlock()
-	for _, i := range todo {
-		if err := q.writeOn(ctx, i, t); err != nil {
-			q.logger.Debug("leaderelection: could not write the term on an account held", append(q.where(i), "term", t.Number, "error", err)...)
+	if stop != nil {
+		stop()
+		<-done
+	}
+	if extend == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	q.mu.Lock()
+	q.stopRetakes, q.retakesDone = cancel, make(chan struct{})
+	done = q.retakesDone
+	q.mu.Unlock()
+	go func() {
+		defer close(done)
+		q.retakeLoop(ctx)
+	}()
+}
+
+// retakeLoop, while a term runs, tries every RenewInterval to take back the
+// accounts this leader does not hold (down, lost, or taken by another when
+// it acquired), each at once and apart from the renewals, so that an
+// account that answers slowly, or needs its container and blob created
+// again, holds no renewal back; and writes the running term on the
+// accounts held that lack it (writeHeld, Q3). An account taken back counts
+// toward the majority from its acquire's send time, as any (took).
+func (q *quorumLease) retakeLoop(ctx context.Context) {
+	for clock.Sleep(ctx, q.settings.RenewInterval) {
+		q.mu.Lock()
+		held := make([]bool, len(q.state))
+		for i, st := range q.state {
+			held[i] = st.held
+		}
+		q.mu.Unlock()
+		q.each(ctx, func(ctx context.Context, i int, _ *BlobLeaseManager) {
+			if held[i] {
+				return
+			}
+			g, err := q.retake(ctx, i)
+			if ctx.Err() == nil {
+				q.took(i, g, err, false)
+			}
+		})
+		q.writeHeld(ctx)
+	}
+}
+
+// took takes in account i's answer to a renewal (held) or a retake, as it
+// comes: it notes the outcome, and extends the term if the Q-th latest
+// confirmation moved (Q1). It reports whether the server said the lease is
+// no longer ours there.
+func (q *quorumLease) took(i int, g Grant, err error, held bool) (lost bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	st := &q.state[i]
+	switch {
+	case err == nil:
+		if !held {
+			st.recorded = false // taken back: the term is written there again
+		}
+		st.held, st.last, st.failing, st.lastErr = true, g, 0, nil
+	case held && errors.Is(err, ErrLeaseLost):
+		st.held, st.recorded = false, false
+		lost = true
+		fallthrough
+	default:
+		st.failing++
+		st.lastErr = err
+	}
+	q.noteHeld(i, st, time.Now())
+	if at, ok := q.grantLocked(); ok && at.Sent.After(q.extended.Sent) {
+		q.extended = at
+		if q.progress != nil {
+			q.progress(at)
 		}
 	}
+	return lost
 }
 
 // noteHeld says at Info when this leader stops holding account i's lease
@@ -394,195 +511,23 @@ func (q *quorumLease) noteHeld(i int, st *accountLease, now time.Time) {
 
 // retake tries to take back account i's lease, which this leader does not
 // hold (an account that was down, or that it lost); Renew then writes the
-// running term there (Q3).
+// running term there (Q3). It reads the blob first, and takes no lease
+// another holds, nor a blob of another role or whose record cannot be
+// built on (renew.go's rule on roles): one read a round while the account
+// is not held, and an acquire once it is free.
 func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
-	return q.accounts[i].Acquire(ctx)
-}
-
-// writeOn writes t on account i, whose lease this leader holds, unless the
-// account already carries t or a higher term (a higher one is an account
-// whose data is not what the majority stored: said at Error).
-func (q *quorumLease) writeOn(ctx context.Context, i int, t Term) error {
 	a := q.accounts[i]
-	// No wait for a blob created again (readForTerm's): this leader holds
-	// a majority, so every earlier leader has stopped (Q1), and a term
-	// written here only raises the blob's.
-	prev, etag, _, err := a.readUnderLease(ctx)
-	if err != nil {
-		return err
-	}
-	if prev.Term.Number > t.Number {
-		q.logger.Error("leaderelection: an account carries a higher term than the majority's leader recorded: its data is not what a majority stored (restored, or failed over)",
-			append(q.where(i), "onAccount", prev.Term.Number, "term", t.Number)...)
-	}
-	// A seed of the same number (a blob created again with this
-	// instance's floor) carries no term: written over too.
-	if prev.Term.Number < t.Number || prev.Term.Number == t.Number && prev.Term.Identity == "" {
-		t.LeaseID = a.LeaseID()
-		if _, err := a.writeTerm(ctx, t, etag); err != nil {
-			return err
-		}
-	}
-	q.mu.Lock()
-	q.state[i].recorded = true
-	q.mu.Unlock()
-	return nil
-}
-
-// recordTerm records a new term on the accounts held (Q3): it reads each
-// one's record, takes 1 + the highest term read there or seen by this
-// instance, writes it on each, If-Match the ETag read, and succeeds once a
-// majority has stored it.
-func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Grant, error) {
-	if err := checkIdentity(identity); err != nil {
-		return Term{}, Grant{}, err
-	}
-	q.mu.Lock()
-	held := make([]bool, len(q.state))
-	for i, st := range q.state {
-		held[i] = st.held
-	}
-	q.mu.Unlock()
-	type read struct {
-		prev  record
-		etag  azcore.ETag
-		floor int64
-		err   error
-	}
-	reads := make([]read, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) {
-		if !held[i] {
-			reads[i].err = errNotHeld
-			return
-		}
-		prev, etag, floor, err := a.readForTerm(ctx)
-		reads[i] = read{prev: prev, etag: etag, floor: floor, err: err}
-	})
-	var n int64
-	errs := make([]error, len(q.accounts))
-	good := 0
-	for i, r := range reads {
-		if errs[i] = r.err; r.err != nil {
-			continue
-		}
-		next, ok := wire.NextTerm(r.prev.Term.Number, r.floor)
-		if !ok {
-			return Term{}, Grant{}, termCannotGrow(q.accounts[i].container, q.accounts[i].blob, max(r.prev.Term.Number, r.floor))
-		}
-		n = max(n, next)
-		good++
-	}
-	if good < q.need {
-		return Term{}, Grant{}, q.unrecorded(good, errs)
-	}
-	for _, a := range q.accounts {
-		// Above every term this instance saw on any account, read now or
-		// not (one since rolled back, or down).
-		if next, ok := wire.NextTerm(0, a.floor.get()); ok {
-			n = max(n, next)
-		}
-	}
-	t := Term{Number: n, Identity: identity, LeaseID: "", Since: time.Now().UTC()}
-	written := make([]bool, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) {
-		if errs[i] != nil {
-			return
-		}
-		ti := t
-		ti.LeaseID = a.LeaseID()
-		_, errs[i] = a.writeTerm(ctx, ti, reads[i].etag)
-		written[i] = errs[i] == nil
-	})
-	stored := 0
-	for i, ok := range written {
-		if ok {
-			stored++
-			if t.LeaseID == "" {
-				t.LeaseID = q.accounts[i].LeaseID()
-			}
-		}
-	}
-	if stored < q.need {
-		return Term{}, Grant{}, q.unrecorded(stored, errs)
-	}
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.term = t
-	for i, ok := range written {
-		q.state[i].recorded = ok
-	}
-	g, ok := q.grantLocked()
-	if !ok {
-		return Term{}, Grant{}, q.shortOf("write term", stored, errs)
-	}
-	return t, g, nil
-}
-
-// errNotHeld stands for an account whose lease this contender does not
-// hold, in a QuorumError.
-var errNotHeld = errors.New("leaderelection: the lease on this account is not held")
-
-// unrecorded is why a term was not stored on a majority (got accounts):
-// a record that cannot be built on, or a blob still settling, on so many
-// accounts that no majority is left, ends the term before its func starts,
-// as for one account; anything else is retried.
-func (q *quorumLease) unrecorded(got int, errs []error) error {
-	blocked := 0
-	var bad *RecordError
-	settling := false
-	for _, err := range errs {
-		var re *RecordError
-		switch {
-		case errors.As(err, &re):
-			blocked++
-			bad = cmp(bad, re)
-		case errors.Is(err, errNotSettled), errors.Is(err, errNotHeld):
-			blocked++
-			settling = settling || errors.Is(err, errNotSettled)
-		}
-	}
+	info, err := a.Inspect(ctx)
 	switch {
-	case blocked > len(q.accounts)-q.need && bad != nil && !settling:
-		return bad
-	case blocked > len(q.accounts)-q.need:
-		return errNotSettled
+	case err != nil:
+		return Grant{}, err
+	case info.Held():
+		return Grant{}, &StorageError{Op: "take back lease", Container: a.container, Blob: a.blob, detail: "held by another instance", kind: ErrLeaseHeld}
 	}
-	return q.shortOf("write term", got, errs)
-}
-
-// cmp keeps the first record problem found.
-func cmp(a, b *RecordError) *RecordError {
-	if a != nil {
-		return a
+	if problem := a.recordProblem(info); problem.blocks() {
+		return Grant{}, problem
 	}
-	return b
-}
-
-// endTerm marks t ended on every account that stored it, at once.
-func (q *quorumLease) endTerm(ctx context.Context, t Term) error {
-	errs := make([]error, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) { errs[i] = a.endTerm(ctx, t) })
-	return errors.Join(errs...)
-}
-
-// giveBack releases every account's lease at once (a lease not ours counts
-// as released), each sent again while its outcome is unknown, until ctx
-// ends; the error names the accounts whose release failed.
-func (q *quorumLease) giveBack(ctx context.Context) error {
-	errs := make([]error, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) { errs[i] = a.giveBack(ctx) })
-	q.mu.Lock()
-	for i := range q.state {
-		q.state[i] = accountLease{}
-	}
-	q.term = Term{}
-	q.mu.Unlock()
-	for i, err := range errs {
-		if err != nil {
-			errs[i] = fmt.Errorf("accounts[%d]: %w", i, err)
-		}
-	}
-	return errors.Join(errs...)
+	return a.Acquire(ctx)
 }
 
 // held is how many accounts' leases are held now, of how many.
@@ -613,10 +558,16 @@ func (q *quorumLease) closeIdle() {
 }
 
 // inspect reads every account's lease at once (see
-// [BlobLeaseManager.Inspect]).
+// [BlobLeaseManager.Inspect]); once a majority has answered, the others get
+// a grace (fan).
 func (q *quorumLease) inspect(ctx context.Context) ([]LeaseInfo, []error) {
 	infos := make([]LeaseInfo, len(q.accounts))
 	errs := make([]error, len(q.accounts))
-	q.each(func(i int, a *BlobLeaseManager) { infos[i], errs[i] = a.Inspect(ctx) })
+	var answered atomic.Int32
+	q.fan(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
+		if infos[i], errs[i] = a.Inspect(ctx); errs[i] == nil {
+			answered.Add(1)
+		}
+	}, func(int) bool { return int(answered.Load()) >= q.need }, q.grace())
 	return infos, errs
 }

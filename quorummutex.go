@@ -81,25 +81,21 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 	var (
 		failing    failureLog
 		backoff    = s.RetryInterval
-		maxBackoff = max(s.RetryInterval, s.LeaseDuration)
 		wait       time.Duration
-		mayHold    bool // an acquire failed: an account may have taken it with its answer lost
 		standAside bool // deposed: let the lease go free once without taking it
 	)
-	defer func() {
-		if mayHold {
-			end, cancel := m.term.endWindow(ctx)
-			m.term.releaseQuietly(end, false)
-			cancel()
-		}
-	}()
 	for clock.Sleep(ctx, wait) {
 		wait = clock.Jitter(s.RetryInterval)
-		free, left := m.lookQuorum(ctx)
+		try, left, err := m.lookQuorum(ctx)
 		switch {
 		case ctx.Err() != nil:
 			continue
-		case free < q.need:
+		case err != nil:
+			if err := m.quorumFailed(err, &failing, &wait, &backoff); err != nil {
+				return err
+			}
+			continue
+		case count(try) < q.need:
 			if left > 0 {
 				wait = min(wait, left)
 			}
@@ -109,9 +105,10 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 			wait = clock.Behind(s.RetryInterval)
 			continue
 		}
-		g, err := q.acquire(ctx)
+		// A minority taken, or an answer lost, is given back by acquire
+		// itself, within one RequestTimeout of a cancel.
+		g, err := q.acquire(ctx, try)
 		m.term.metrics.attempt(outcome(err, "acquired"))
-		mayHold = err != nil
 		switch {
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
@@ -132,25 +129,48 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 		case errors.Is(err, ErrLeaseHeld):
 			backoff = s.RetryInterval
 			m.logger.Debug("leaderelection: could not take a majority of accounts", "container", s.Container, "blob", s.Blob, "error", err)
-		case errors.Is(err, ErrPermanent):
-			m.logger.Error("leaderelection: giving up: storage refused the lease request on too many accounts for a majority", "container", s.Container, "blob", s.Blob, "error", err)
-			return err
 		default:
-			failing.failed(m.logger, "leaderelection: cannot reach a majority of accounts; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
-			wait = clock.Jitter(backoff)
-			backoff = min(2*backoff, maxBackoff)
+			if err := m.quorumFailed(err, &failing, &wait, &backoff); err != nil {
+				return err
+			}
 		}
 	}
 	return ctx.Err()
 }
 
+// quorumFailed handles a read or an acquire that no majority of accounts
+// answered: an error matching ErrPermanent (so many accounts refuse for
+// good that no majority can answer) ends the contention, returned;
+// anything else is logged (rate-limited) and retried with backoff.
+func (m *BlobDistributedMutex) quorumFailed(err error, failing *failureLog, wait, backoff *time.Duration) error {
+	s := m.quorum.settings
+	if errors.Is(err, ErrPermanent) {
+		m.logger.Error("leaderelection: giving up: storage refused the lease request on too many accounts for a majority", "container", s.Container, "blob", s.Blob, "error", err)
+		return err
+	}
+	failing.failed(m.logger, "leaderelection: cannot reach a majority of accounts; retrying with backoff", "container", s.Container, "blob", s.Blob, "error", err)
+	*wait = clock.Jitter(*backoff)
+	*backoff = min(2**backoff, max(s.RetryInterval, s.LeaseDuration))
+	return nil
+}
+
 // lookQuorum reads every account's lease, notes who leads, and does a
-// contender's part on each blob created again (seedFresh). It returns on
-// how many accounts the lease may be taken now, and, if on fewer than a
-// majority, how soon a blob still settling may be.
-func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free int, left time.Duration) {
+// contender's part on each blob created again (seedFresh). It returns the
+// accounts whose lease may be taken now (free, settled, of this role), and,
+// if they are fewer than a majority, how soon a blob still settling may be.
+func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, left time.Duration, err error) {
 	q := m.quorum
 	infos, errs := q.inspect(ctx)
+	answered := 0
+	for _, err := range errs {
+		if err == nil {
+			answered++
+		}
+	}
+	if answered < q.need {
+		return nil, 0, q.shortOf("read lease", answered, errs)
+	}
+	free = make([]bool, len(infos))
 	var lead LeaseInfo
 	for i, info := range infos {
 		if errs[i] != nil {
@@ -167,7 +187,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free int, left t
 			left = max(left, wait)
 			continue
 		}
-		free++
+		free[i] = true
 	}
 	if lead.Leader.Number > m.observed && lead.Leader.Identity != m.opts.identity {
 		m.observed = lead.Leader.Number
@@ -176,7 +196,18 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free int, left t
 			"leader", lead.Leader.Identity, "term", lead.Leader.Number, "since", lead.Leader.Since, "identity", m.opts.identity)
 		m.emit(Event{Kind: NewLeaderObserved, Term: lead.Leader})
 	}
-	return free, left
+	return free, left, nil
+}
+
+// count is how many of bs are true.
+func count(bs []bool) int {
+	n := 0
+	for _, b := range bs {
+		if b {
+			n++
+		}
+	}
+	return n
 }
 
 // Degraded reports nil unless this is a quorum mutex (see [NewQuorumMutex])

@@ -29,7 +29,7 @@ func fastTiming() *termRunner {
 		RequestTimeout: 400 * time.Millisecond,
 		RetryInterval:  100 * time.Millisecond,
 	}
-	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, logger: slog.New(slog.DiscardHandler)}
+	lm := &BlobLeaseManager{settings: s, container: s.Container, blob: s.Blob, logger: slog.New(slog.DiscardHandler), floor: &termFloor{}}
 	lm.id.Store(&leaseHandle{id: "id"})
 	return &termRunner{lease: lm, logger: lm.logger, metrics: newMetrics(nil, s.Container, s.Blob)}
 }

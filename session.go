@@ -113,6 +113,7 @@ func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *Blob
 		blobClient:      cc.Blob(name),
 		logger:          o.logger,
 		boot:            o.opts.seams.boot,
+		floor:           &termFloor{},
 	}
 	switch {
 	case strings.HasPrefix(name, o.prefix+wire.SessionsDir):

@@ -67,6 +67,13 @@ type termLease interface {
 	giveBack(ctx context.Context) error
 }
 
+// progressive is a lease whose renewal may extend the term before it
+// returns: a quorum's, as each account answers (quorum.go). The engine
+// hands it the fuse's extension for the life of each term.
+type progressive interface {
+	onProgress(extend func(Grant))
+}
+
 // blob is the manager of the one blob a session's or a shard's terms run
 // on (never a quorum's: a ShardOwner runs over one account).
 func (r *termRunner) blob() *BlobLeaseManager { return r.lease.(*BlobLeaseManager) }
@@ -180,6 +187,9 @@ func (r *termRunner) begin(ctx context.Context, g Grant) *liveTerm {
 	t.leaderCtx, t.leaseCtx, t.ts = twoStages(ctx, context.WithoutCancel(ctx), t.state)
 	t.fuse = newSafetyFuse(g.safetyDeadline(s.StopMargin), t.ts.stopNow, r.lease.bootClock())
 	t.state.fuse = t.fuse
+	if p, ok := r.lease.(progressive); ok {
+		p.onProgress(func(g Grant) { t.fuse.extend(g.safetyDeadline(s.StopMargin)) })
+	}
 	r.health.beginTerm()
 	stopCtx, stopRenewing := context.WithCancel(context.WithoutCancel(ctx))
 	t.stopRenewing = stopRenewing
@@ -285,6 +295,9 @@ func (t *liveTerm) end(ctx context.Context, err error) (StopReason, error) {
 	t.ts.stopNow(errTermEnded)
 	t.stopRenewing()
 	t.wg.Wait()
+	if p, ok := r.lease.(progressive); ok {
+		p.onProgress(nil)
+	}
 	t.fuse.stop()
 	t.release(ctx)
 	r.health.endTerm()
