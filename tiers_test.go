@@ -51,6 +51,7 @@ var tiers = map[string]string{
 	"lease.go":          "2-lease",
 	"leaseterm.go":      "2-lease",
 	"quorum.go":         "2-lease",
+	"quorumterm.go":     "2-lease",
 	"record.go":         "2-lease",
 	"recreated.go":      "2-lease",
 	"resume.go":         "2-lease",
