@@ -81,6 +81,7 @@ var citedPaths = []string{
 	"prefer.go",
 	"quorum.go",
 	"quorummutex.go",
+	"quorumterm.go",
 	"record.go",
 	"recreated.go",
 	"renew.go",
