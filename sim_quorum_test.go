@@ -69,7 +69,7 @@ type simQuorum struct {
 	f        *simFleet
 	k, need  int
 	svcs     []*memblob.Service
-	accounts []*faults.Transport           // each account's own faults, in front of its service, for every contender
+	accounts []*faults.Transport         // each account's own faults, in front of its service, for every contender
 	paths    map[int][]*faults.Transport // a lane's path to each account (its own faults: cut off from one)
 	plan     []simAccountFault
 
