@@ -98,7 +98,8 @@ type simClass struct {
 
 // simClasses are the configuration classes (see above).
 var simClasses = []simClass{
-	{"tuned", 70, func(*rand.Rand, *simShape) {}},
+	{"quorum", 10, drawQuorum}, // first: the other classes draw the seeds they drew before it came
+	{"tuned", 60, func(*rand.Rand, *simShape) {}},
 	{"defaults", 6, func(_ *rand.Rand, sh *simShape) {
 		sh.each(func(laneKind) simLaneTimings { return simLaneTimings{} })
 		sh.productionSeams()

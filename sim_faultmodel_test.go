@@ -139,7 +139,8 @@ func (f *simFleet) inSets(e string) bool {
 func (f *simFleet) ran() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.lastRun))
+	// Not a quorum's (sim_quorum_test.go): its accounts are not the fleet's service.
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(f.lastRun)), func(e string) bool { return !strings.HasPrefix(e, simContainer+"/") })
 }
 
 // deletable reports whether a deletion of the elections targets (each ran
@@ -466,6 +467,9 @@ func (f *simFleet) deleteBlob(blob string) bool {
 // max(R, min(D, 1 min)), the most a follower backs off (mutex.go's and
 // shards.go's maxBackoff).
 func (f *simFleet) bound(election string) (time.Duration, string) {
+	if election == simQuorumElection {
+		return f.quorum.bound()
+	}
 	sh := f.shape
 	f.mu.Lock()
 	_, pending := f.pending[election]

@@ -35,6 +35,7 @@ import (
 // simShape is what a fleet is.
 type simShape struct {
 	class                              string           // its configuration class (sim_config_test.go)
+	quorum                             int              // the accounts the native mutex leads over (sim_quorum_test.go); 0: one, the fleet's service
 	timings                            []simLaneTimings // by lane (nil: each lane the lease of its kind, and retry or shardRetry)
 	nativeLanes, etagLanes, shardLanes int
 	native, etag, session              time.Duration // lease durations (the longest of each election's lanes)
@@ -163,6 +164,7 @@ type simFleet struct {
 	made       map[string]int  // cases an older fault model held back, made (see madeDeletion)
 	termed     map[string]bool // shard elections whose blob carries a term's record
 	actors     simActors       // the other writer and the protocol points (sim_points_test.go)
+	quorum     *simQuorum      // a quorum fleet's accounts (sim_quorum_test.go), or nil
 	// outOfSet is, for each shard election, when it last left the fleet's
 	// set (see leaveSet).
 	outOfSet map[string]time.Time
@@ -313,7 +315,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 			l := &simLane{f: f, idx: len(f.lanes), kind: kind, cmds: make(chan laneCmd, 16), done: make(chan struct{}),
 				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, died: map[int]bool{}, set: f.set,
 				rng: f.rngFor("lane", strconv.Itoa(len(f.lanes)))}
-			if i == 0 {
+			if i == 0 && (kind != laneNative || shape.quorum == 0) { // a quorum mutex takes no lease ID file
 				files = append(files, l.idx)
 				l.file = filepath.Join(dir, fmt.Sprintf("lane%d.id", l.idx))
 			}
@@ -329,6 +331,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 	}
 	f.plan = sim.NewPlan(seed, shape.plan(files))
 	f.actors = newSimActors(f)
+	f.quorum = newSimQuorum(f)
 	return f
 }
 

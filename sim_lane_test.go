@@ -67,7 +67,7 @@ func (l *simLane) supervise() {
 func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	defer close(ran)
 	f := l.f
-	tr := faults.Over(f.svc)
+	tr := faults.Over(f.storage(l))
 	l.mu.Lock()
 	l.inc++
 	inc := l.inc
@@ -96,6 +96,12 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	var run func(context.Context) error
 	switch l.kind {
 	case laneNative, laneETag:
+		if f.quorum != nil && l.kind == laneNative {
+			if run = f.quorum.mutex(l, inc, name, tr, opts); run == nil {
+				return
+			}
+			break
+		}
 		blob := simNativeBlob
 		if l.kind == laneETag {
 			blob = simETagBlob

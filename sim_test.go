@@ -349,6 +349,9 @@ func (f *simFleet) run() {
 		at(f.between(0, time.Second), func() { f.startLane(l) })
 	}
 	f.actors.writer.schedule(at)
+	if f.quorum != nil {
+		f.quorum.schedule(at)
+	}
 	id := 0
 	for _, st := range f.plan {
 		for _, ft := range st.Faults {
@@ -511,6 +514,9 @@ func (f *simFleet) run() {
 	}
 	cancel()
 	f.wg.Wait()
+	if f.quorum != nil {
+		f.quorum.close() // first: a lane's late requests may be held on a path to an account
+	}
 	for _, l := range f.lanes {
 		l.mu.Lock()
 		trs := append(l.spent, l.tr)
@@ -529,7 +535,7 @@ func (f *simFleet) run() {
 // again within its bound.
 func (f *simFleet) expectRecovery(calm, end time.Time) {
 	f.mu.Lock()
-	elections := []string{simContainer + "/" + simNativeBlob, simContainer + "/" + simETagBlob}
+	elections := []string{f.nativeElection(), simContainer + "/" + simETagBlob}
 	for _, b := range f.shardBlobs() {
 		elections = append(elections, simContainer+"/"+b)
 	}

@@ -64,6 +64,7 @@ type Func struct {
 	// the library cannot prevent (renew.go), after which the func runs on
 	// until its fuse; only the overlap rule judges it from then on.
 	Exempt bool
+	owns   func(leaseID string) bool // its instance's lease IDs (a quorum's func: see Quorum)
 }
 
 // Violation is a broken promise, with what the checker saw.
@@ -115,6 +116,9 @@ type Checker struct {
 	// deletion); a func of any other term is judged by the lease rule.
 	// Set it before the first step: the longest LeaseDuration.
 	DeleteGrace time.Duration
+
+	quorums   map[string]*quorum // a quorum's election -> its accounts (see Quorum)
+	accountOf map[string]string  // an account's blob -> its quorum's election
 }
 
 type election struct {
@@ -164,7 +168,7 @@ func (c *Checker) Start(t time.Time, election, instance string, term int64, owns
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.election(election)
-	f := &Func{ID: len(c.funcs), Election: election, Instance: instance, Term: term, Start: t, LeaseID: e.lease.ID}
+	f := &Func{ID: len(c.funcs), Election: election, Instance: instance, Term: term, Start: t, LeaseID: e.lease.ID, owns: owns}
 	c.funcs = append(c.funcs, f)
 	for _, o := range e.acting {
 		c.violate(t, "overlap", "%s: %s's func (term %d) started while %s's (term %d, since %s) acts",
@@ -176,7 +180,9 @@ func (c *Checker) Start(t time.Time, election, instance string, term int64, owns
 	} else {
 		e.maxTerm, e.maxBy = term, instance
 	}
-	if rec, ok := e.recorded[term]; ok && !e.deleted.IsZero() && !rec.After(e.deleted) && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
+	if q, ok := c.quorums[election]; ok {
+		c.judgeQuorum(q, f, t, "started")
+	} else if rec, ok := e.recorded[term]; ok && !e.deleted.IsZero() && !rec.After(e.deleted) && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
 		f.Exempt = true
 	} else if !e.lease.held(e.lease.ID, t) || !owns(e.lease.ID) {
 		c.violate(t, "lease", "%s: %s's func (term %d) started while the fake's lease is %s under %q (expiry %s), not a lease of its own",
@@ -194,7 +200,11 @@ func (c *Checker) End(t time.Time, id int) {
 	f := c.funcs[id]
 	f.End = t
 	e := c.election(f.Election)
-	c.judgeLease(e, f, t, "returned")
+	if q, ok := c.quorums[f.Election]; ok {
+		c.judgeQuorum(q, f, t, "returned")
+	} else {
+		c.judgeLease(e, f, t, "returned")
+	}
 	e.acting = slices.DeleteFunc(e.acting, func(o *Func) bool { return o == f })
 	e.lastActive = t
 }
@@ -228,6 +238,7 @@ func (c *Checker) Lease(ev LeaseEvent) {
 		for name, e := range c.elections {
 			if inContainer(name, container) && e.lease.State != Gone {
 				c.gone(e, ev)
+				c.judgeAccount(name, ev.Time)
 			}
 		}
 		return
@@ -236,9 +247,11 @@ func (c *Checker) Lease(ev LeaseEvent) {
 	if ev.State == Gone {
 		if e.lease.State != Gone {
 			c.gone(e, ev)
+			c.judgeAccount(ev.Blob, ev.Time)
 		}
 		return
 	}
+	c.judgeAccount(ev.Blob, ev.Time) // the lease as last seen, perhaps expired since
 	for _, f := range e.acting {
 		// Before this request, the lease stood (or not) as last seen; a
 		// fixed lease may have expired since, unseen.
@@ -248,6 +261,7 @@ func (c *Checker) Lease(ev LeaseEvent) {
 	for _, f := range e.acting {
 		c.judgeLease(e, f, ev.Time, "acted")
 	}
+	c.judgeAccount(ev.Blob, ev.Time)
 }
 
 // gone records a blob's deletion: the funcs acting on it are exempt from
