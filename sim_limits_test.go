@@ -33,7 +33,10 @@ type simHold struct{ heading, what string }
 
 func (h simHold) String() string { return h.heading + ": " + h.what }
 
-const headTerms = "A deletion no running instance saw"
+const (
+	headTerms      = "A deletion no running instance saw"
+	headQuorumLoss = "A quorum's accounts that lose their data"
+)
 
 // The hold-backs (see sim_faultmodel_test.go for each rule).
 var (
@@ -45,6 +48,8 @@ var (
 	holdStart     = simHold{headTerms, "a start while a deleted election of its kind is not created again (a shard's: not seeded above its last term)"}
 	holdWitness   = simHold{headTerms, "the crash or stop of the last live witness of a deleted election before a seed above its last term"}
 	holdKeepOut   = simHold{headTerms, "a deleted shard back into a set while a live ShardOwner never saw the fleet before its deletion"}
+
+	holdQuorumLoss = simHold{headQuorumLoss, "a container deleted or a record rolled back on an account, that would leave the highest term on fewer than K - Q + 1 accounts (those that meet every majority)"}
 )
 
 // simHolds are the hold-backs by name, as the driver's calls of hold name
@@ -52,7 +57,7 @@ var (
 var simHolds = map[string]simHold{
 	"holdNoWitness": holdNoWitness, "holdUnseen": holdUnseen, "holdShardSeen": holdShardSeen,
 	"holdStart": holdStart, "holdWitness": holdWitness, "holdKeepOut": holdKeepOut,
-	"holdNoReader": holdNoReader, "holdCut": holdCut,
+	"holdNoReader": holdNoReader, "holdCut": holdCut, "holdQuorumLoss": holdQuorumLoss,
 }
 
 // simLimits says how the simulator keeps each section of the docs that
@@ -69,7 +74,7 @@ var simLimits = []struct {
 	{"limits.md", "An ETag lease trusts the followers' clocks", true, "a fleet's processes share the bubble's clock; the other writer's break of a live ETag lease is held back (simWriterLimits)"},
 	{"limits.md", "A break shortens the lease", true, "the driver's operator breaks only as BreakWhenSilent does, and never a shard's lease; the other writer's shortening breaks are held back (simWriterLimits)"},
 	{"limits.md", "Storage is a single point of failure", false, "recovery is judged from a calm, when storage answers again"},
-	{"limits.md", "A quorum's accounts that lose their data", false, "the simulator runs no quorum mutex yet"},
+	{"limits.md", headQuorumLoss, true, ""},
 	{"limits.md", headTerms, true, ""},
 	{"limits.md", "A term written lower by hand is trusted", true, "the other writer's record below a term the fleet saw is held back (simWriterLimits; -sim.stale lets it happen)"},
 	{"limits.md", "A lease ID file is sound on one host only", true, "a lane's processes use its file one after another (supervise); the other writer's acquire of a native lease under its holder's ID, infinite or shorter, is held back (simWriterLimits)"},

@@ -48,22 +48,6 @@ import (
 // simQuorumElection is the quorum's election, for the checker.
 const simQuorumElection = "quorum/" + simNativeBlob
 
-// headQuorumLoss is the section of docs/limits.md that states how many of
-// a quorum's accounts may lose their data.
-const headQuorumLoss = "A quorum's accounts that lose their data"
-
-var holdQuorumLoss = simHold{headQuorumLoss, "a container deleted or a record rolled back on an account, that would leave the highest term on fewer than K - Q + 1 accounts (those that meet every majority)"}
-
-func init() {
-	// Beside the hold-backs of sim_limits_test.go.
-	simHolds["holdQuorumLoss"] = holdQuorumLoss
-	simLimits = append(simLimits, struct {
-		doc, heading string
-		held         bool
-		how          string
-	}{"limits.md", headQuorumLoss, true, ""})
-}
-
 // simQuorum is a quorum fleet's accounts and their faults.
 type simQuorum struct {
 	f        *simFleet
