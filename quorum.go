@@ -332,7 +332,9 @@ func (q *quorumLease) shortOf(op string, took int, errs []error) error {
 // of accounts: what each account answered (nil where it succeeded). It
 // matches one of [ErrLeaseHeld], [ErrLeaseLost], [ErrTransient] or
 // [ErrPermanent], for the quorum as a whole: permanent only when so many
-// accounts refuse for good that no majority can ever answer.
+// accounts refuse for good that no majority can ever answer. It does not
+// unwrap to the accounts' errors, whose kinds are not the quorum's (one
+// account refusing for good is no reason to stop): read Accounts.
 type QuorumError struct {
 	Op       string  // "acquire lease", "renew lease", "write term"
 	Need     int     // a majority of the accounts
