@@ -230,13 +230,13 @@ func (q *quorumLease) fan(ctx context.Context, f func(ctx context.Context, i int
 	}
 }
 
-// grace is how long a contender's reads and acquires wait for the accounts
-// that have not answered once a majority has (fan): a quarter of
-// RetryInterval, at least 100 ms. An account slower than that is left out
-// of the round: a follower counts it as not free, a contender as not taken
-// (its lease, if the request took it, is renewed or taken back at the
-// leader's next renewal round, which waits for every account, or given
-// back with the rest).
+// grace is how long a contender's reads and acquires, and a new term's
+// read and write, wait for the accounts that have not answered once a
+// majority has (fan): a quarter of RetryInterval, at least 100 ms. An
+// account slower than that is left out of the round: a follower counts it
+// as not free, a contender as not taken (its lease, if the request took it,
+// is taken back by the leader's retakeLoop, or given back with the rest),
+// a term as not written there yet (writeHeld writes it).
 func (q *quorumLease) grace() time.Duration {
 	return max(q.settings.RetryInterval/4, 100*time.Millisecond)
 }
@@ -512,19 +512,17 @@ func (q *quorumLease) noteHeld(i int, st *accountLease, now time.Time) {
 }
 
 // retake tries to take back account i's lease, which this leader does not
-// hold (an account that was down, or that it lost); Renew then writes the
-// running term there (Q3). It reads the blob first, and takes no lease
-// another holds, nor a blob of another role or whose record cannot be
-// built on (renew.go's rule on roles): one read a round while the account
-// is not held, and an acquire once it is free.
+// hold (an account that was down, or that it lost, or whose acquire's
+// answer it did not wait for); retakeLoop then writes the running term
+// there (Q3). It reads the blob first, and takes no blob of another role or
+// whose record cannot be built on (renew.go's rule on roles); then it
+// acquires with its own lease ID, which takes a free lease, extends one
+// that is already its own, and fails on another's.
 func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
 	a := q.accounts[i]
 	info, err := a.Inspect(ctx)
-	switch {
-	case err != nil:
+	if err != nil {
 		return Grant{}, err
-	case info.Held():
-		return Grant{}, &StorageError{Op: "take back lease", Container: a.container, Blob: a.blob, detail: "held by another instance", kind: ErrLeaseHeld}
 	}
 	if problem := a.recordProblem(info); problem.blocks() {
 		return Grant{}, problem
