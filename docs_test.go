@@ -55,6 +55,7 @@ var citedPaths = []string{
 	"internal/faults",
 	"internal/memblob",
 	"internal/sim",
+	"internal/shardplan",
 	"internal/tools",
 	"internal/tools/baseline",
 	"internal/tools/bench/cmd/bench",

@@ -12,6 +12,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
+	"github.com/blobelect/leaderelection/internal/shardplan"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -66,9 +67,9 @@ const (
 
 // How often a session reads its notes (see balance).
 const (
-	expectNothing = iota // at its share: never
-	expectSeldom         // below its share, the records changing: every seldomEvery handoffPolls
-	expectOften          // another session of its group above its share, or leaving: every handoffPoll
+	expectNothing = int32(shardplan.NotesNever)  // at its share: never
+	expectSeldom  = int32(shardplan.NotesSeldom) // below its share, the records changing: every seldomEvery handoffPolls
+	expectOften   = int32(shardplan.NotesOften)  // another session of its group above its share, or leaving: every handoffPoll
 )
 
 // receiver is the session a shard is handed to.

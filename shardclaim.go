@@ -65,7 +65,6 @@ type candidates struct {
 	deathFor  string               // the live sessions deathRoom is for
 	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
 	stale     bool                 // the last claims from them mostly failed: list again
-	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
 	// fromListing: the candidates are a listing's, and owners is that
 	// listing's (with this session's claims and handovers since): parts
 	// are assigned over the whole set (balance.AssignSet).
@@ -217,7 +216,7 @@ func (g *shardManager) orderPart(r *claimRound) bool {
 			// listings, or its own count, differed. The rest are mostly
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
-			g.stale, g.listNotBefore = true, time.Time{}
+			g.stale, g.plan.ListNotBefore = true, time.Time{}
 			return false
 		}
 	}

@@ -29,10 +29,6 @@ type shardHolder struct {
 // when it lists them again. Touched only by the session's goroutine but
 // owners, which ownersMu guards.
 type shardListing struct {
-	strayAt   time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
-	lastList  time.Time
-	listTook  time.Duration
-	listers   int                      // other live sessions below their share, by their records
 	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
 	lostNow   map[string][]string      // shards a listing found lost, by why (see reportLost)
 
@@ -42,16 +38,6 @@ type shardListing struct {
 	owners   map[string]shardHolder
 	ownersAt time.Time  // when the listing owners comes from started
 	ownersMu sync.Mutex // claims and adoptions write owners in parallel
-	// The view of the sessions (who is live, what each holds) settles
-	// after ownership moved; the shards are then listed once, at a random
-	// moment, so that owners is fresh for the next death.
-	viewSig   string
-	viewSince time.Time
-	settleAt  time.Time
-	settled   bool
-	// listNotBefore delays this instance's listing of the shards to its
-	// turn, after a death.
-	listNotBefore time.Time
 }
 
 // takeFromDead makes the candidates the shards that the sessions that just
@@ -71,7 +57,7 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 		entries, err := o.readHeld(g.ctx, id)
 		if err != nil {
 			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
-			g.stale, g.listNotBefore = true, time.Time{}
+			g.stale, g.plan.ListNotBefore = true, time.Time{}
 			return
 		}
 		for _, e := range entries {
@@ -129,7 +115,7 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath, g.probed, g.fromListing = false, nil, true, false, false
+	g.stale, g.part, g.fromDeath, g.plan.Probed, g.fromListing = false, nil, true, false, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -211,8 +197,8 @@ func (g *shardManager) readShards() (*shardScan, error) {
 		}
 		return nil, err
 	}
-	g.lastList = time.Now()
-	g.listTook = g.lastList.Sub(sc.start)
+	g.plan.LastList = time.Now()
+	g.plan.ListTook = g.plan.LastList.Sub(sc.start)
 	return sc, nil
 }
 
@@ -240,7 +226,7 @@ func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	if sc.strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
-		g.strayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+		g.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
 	o.seeTerms(sc.terms)
 	g.adopt(sc.adopt)
@@ -384,10 +370,10 @@ func (g *shardManager) keepScan(sc *shardScan, view sessionView) {
 	g.ownersMu.Lock()
 	g.owners = sc.owners
 	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, sc.start, nil, false, true
+	g.freeSince, g.stale, g.ownersAt, g.part, g.plan.Probed, g.fromListing = freeSince, false, sc.start, nil, false, true
 	g.deathRoom, g.fromDeath = nil, false
 	o.counts.sawListing(sc.start, g.cands, sc.anomalies, sc.bad)
-	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.plan.ListTook.Round(time.Millisecond),
 		"shards", len(sc.entries), "free", len(sc.cands), "liveSessions", len(view.live))
 }
 

@@ -184,9 +184,10 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 }
 
 // The leaf packages under internal/ that the library itself uses (the
-// storage boundary, the wire format, the balancing arithmetic, the clocks,
-// and the test twins) import nothing of the root: the compiler keeps the
-// floors apart, as Go's import cycle rule forbids the other way.
+// storage boundary, the wire format, the balancing arithmetic, a session's
+// plan, the clocks, and the test twins) import nothing of the root: the
+// compiler keeps the floors apart, as Go's import cycle rule forbids the
+// other way.
 func TestLeafPackagesImportNothingOfTheRoot(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/...").Output()
 	require.NoError(t, err)
