@@ -96,6 +96,7 @@ var citedPaths = []string{
 	"shardmanager.go",
 	"shardmetrics.go",
 	"shardrun.go",
+	"shardtake.go",
 	"shards.go",
 	"shutdown_bench_test.go",
 	"silence.go",

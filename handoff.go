@@ -190,23 +190,6 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 	return true
 }
 
-// changeLease changes the shard's lease ID from lm's to id, If-Match etag
-// unless it is "". It returns the blob's ETag, which a lease's change leaves
-// as it was.
-func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) (azcore.ETag, error) {
-	changed, err := lm.blobClient.ChangeLease(ctx, blobstore.ChangeOptions{
-		Call: blobstore.Call{Op: "change shard lease", Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		From: lm.LeaseID(), To: id, IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if changed.ETag == "" {
-		return "", &StorageError{Op: "change shard lease", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return changed.ETag, nil
-}
-
 // warmConns is how many connections a session opens as it starts (warm).
 const warmConns = claimParallel + 4
 
@@ -354,38 +337,6 @@ func (g *shardManager) adopt(hs []handed) {
 		}()
 	}
 	wg.Wait()
-}
-
-func (g *shardManager) adoptOne(h handed) {
-	o := g.o
-	id := wire.HandoffLeaseID(g.s.id, h.name, h.term)
-	lm := o.managerFor(o.shardBlob(h.name), id)
-	if h.from != "" && !g.s.resumed {
-		// A note of a live session's, in this session's own directory,
-		// written once the lease was handed over: the lease is this
-		// session's, and nobody else can end it (see the top of shards.go).
-		// Not so for a resumed session, whose previous process may have
-		// adopted the shard, run it and let it go (sessionfile.go).
-	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
-		// The release below may end the lease the giver handed over: a
-		// note naming this term must not start it at once later, while
-		// another claims the freed shard (see the top of shards.go).
-		g.record(h.name, h.term)
-		o.unclaim(h.name)
-		if errors.Is(err, ErrTransient) {
-			g.releaseClaim(h.name, lm)
-		}
-		o.logger.Debug("leaderelection: could not adopt a shard handed to this session", "shard", h.name, "term", h.term, "error", err)
-		o.counts.claim(h.name, outcome(err, "handed"))
-		return
-	}
-	g.record(h.name, h.term)
-	g.took.Add(1)
-	o.seeTerm(h.name, h.term)
-	o.counts.claim(h.name, "handed")
-	g.noteOwner(h.name, shardHolder{session: g.s.id, etag: h.etag, term: h.term})
-	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.start(h.name, lm, t, 0, h.etag)
 }
 
 // record notes a term this session records, or adopts, for itself: it never

@@ -1,8 +1,6 @@
 package leaderelection
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -12,14 +10,13 @@ import (
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/blobstore"
-	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
 // How a ShardOwner's session finds the free shards (a listing, or what it
-// knew a dead session held) and claims them: break, acquire and record, each
-// step conditional on the ETag it saw.
+// knew a dead session held) and picks its part of them to claim; each is
+// then taken by the one path of shardtake.go (claimOne): break, acquire and
+// record, each step conditional on the ETag it saw.
 
 // candidate is a shard that a listing showed free to claim.
 type candidate struct {
@@ -71,25 +68,6 @@ type candidates struct {
 	fromListing bool
 	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
 	tookFreed   atomic.Int64 // of those, shards a peer had released (candidate.released)
-}
-
-// reserve marks shard name as being claimed (by path by), unless it runs
-// here, a claim of it is in flight, or skip (if not nil) says no: it
-// reports whether it did. The claim's end (claimOne's done, start)
-// unmarks it. skip is asked under the same lock as the mark is made, so
-// that a claim that notes something (a term as its own: adoptOne) before
-// it unmarks the shard has noted it for skip to see.
-func (o *ShardOwner) reserve(name string, by reservation, skip func() bool) bool {
-	if o.opts.seams.beforeReserve != nil {
-		o.opts.seams.beforeReserve(by)
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.runs[name] != nil || o.claiming[name] || skip != nil && skip() {
-		return false
-	}
-	o.claiming[name] = true
-	return true
 }
 
 // holds reports whether this instance holds name's lease, or may: running,
@@ -354,214 +332,6 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 		recreated: marked && !info.Held(), marked: marked}
 }
 
-// claimOne takes one shard: breaks its lease if its session is dead, on
-// condition that the blob's ETag is still the listing's (a claim made since
-// has changed it by writing its record, and stays), acquires it on the same
-// condition with a lease ID of this claim's own, and writes the shard's
-// record on that condition too: this session, the term one greater than the
-// listing's (or more). Only then does the func start. It reports whether it
-// did and, if not, why: the outcome its metric counts ("held": another
-// took it first; "transient": storage did not answer in time), or "ended"
-// if the claim won but the session or the shard's place in the set ended
-// before the func could start (the metric has counted a win). A shard
-// taken back by a resumed session whose lease still has the ID its previous
-// process used (c.oldID) has that ID changed to this claim's instead of
-// being broken and acquired: one request less, the same effect.
-//
-// The claim's lease ID derives from this session, its term (which a resumed
-// session's next process raises), the shard and the term the claim records
-// (wire.ClaimLeaseID), and the record names that session term, so a process that
-// resumes the session can derive it too. This session never proposes a term
-// twice for one shard (propose, before the acquire), so no two of its claims
-// share an ID: a release whose answer was lost, reaching the server late,
-// ends no later claim. A term proposed by a claim that did not get the lease
-// is not recorded (record, after the acquire): it may yet be handed to this
-// session, which must not refuse it as its own.
-func (g *shardManager) claimOne(c candidate) (won bool, why string) {
-	o := g.o
-	floor, ok := g.claimFloor(c)
-	if !ok {
-		o.unclaim(c.name)
-		return false, "settling"
-	}
-	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
-	if !ok {
-		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
-		o.unclaim(c.name)
-		o.counts.claim(c.name, "permanent")
-		return false, "permanent"
-	}
-	g.propose(c.name, number)
-	id := wire.ClaimLeaseID(g.s.id, g.gen, c.name, number)
-	lm := o.managerFor(o.shardBlob(c.name), id)
-	done := func(outcome string, release bool) (bool, string) {
-		if release {
-			g.releaseClaim(c.name, lm)
-		}
-		o.unclaim(c.name)
-		o.counts.claim(c.name, outcome)
-		return false, outcome
-	}
-	ctx := g.ctx
-	etag := c.etag
-	if !c.exists {
-		var err error
-		if etag, err = o.createShard(ctx, lm, floor); err != nil {
-			return done(outcome(err, "claimed"), false)
-		}
-	}
-	if ok, why, release := g.takeLease(c, lm, id, etag); !ok {
-		return done(why, release)
-	}
-	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number)      // before the write: its answer may be lost
-	o.proposeTerm(c.name, number) // and the server may store it all the same (vanished.go)
-	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
-	if err != nil {
-		return done(outcome(err, "claimed"), true)
-	}
-	o.seeTerm(c.name, t.Number)
-	switch {
-	case c.oldID != "" && !c.dead:
-		o.counts.claim(c.name, "resumed")
-	case c.leased:
-		o.counts.claim(c.name, "taken")
-	default:
-		o.counts.claim(c.name, "claimed")
-		if c.released {
-			g.tookFreed.Add(1)
-		}
-	}
-	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	if !g.start(c.name, lm, t, g.gen, newETag) {
-		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
-	}
-	return true, ""
-}
-
-// claimFloor is the term a claim of c must go above: the highest this
-// instance saw on its blob (for a blob gone or created again, or sent a
-// record of there: seedOf), or the fleet's highest (below). It reports
-// false if c is not to be taken yet (stoodRecreated).
-func (g *shardManager) claimFloor(c candidate) (int64, bool) {
-	o := g.o
-	floor := o.floorOf(c.name)
-	if seed := o.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
-		// Gone, though this instance saw or sent terms on it, or created
-		// again by an instance that did: not taken before it has stood.
-		// The seed stays this instance's own: a fleet's highest moves on,
-		// and each raise would start the wait again. The claim goes above
-		// a term this instance sent a record of, whose answer it may never
-		// have had: the deletion may have taken that record unread.
-		if !g.stoodRecreated(c, seed) {
-			return 0, false
-		}
-		floor = o.seedOf(c.name) // as it is now
-	}
-	if c.marked || c.prev == 0 && o.mayHaveMissed() {
-		// Created again (held or not: a claim of it may have failed before
-		// it recorded its term), or with no term yet after this instance
-		// may have missed a deletion: its term goes above every term any
-		// session said its instance saw on any shard (vanished.go).
-		if fleet := o.fleetSeen.Load(); fleet > floor {
-			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
-				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
-			floor = fleet
-		}
-	}
-	return floor, true
-}
-
-// takeLease takes c's lease with this claim's ID (lm's, id), on condition
-// that the blob's ETag is still etag: by a change from the ID its session
-// derived, a break and an acquire, or an acquire. It reports whether it
-// did; if not, the claim's outcome, and whether the lease may be this
-// claim's all the same (its answer lost), to be given back.
-func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
-	o := g.o
-	ctx := g.ctx
-	changed := false
-	if c.oldID != "" && c.leased {
-		// Taken back from this session's previous process, or from a dead
-		// session by its list (held.go): a change fails unless the lease
-		// has the ID that session derived, which nobody else uses, and
-		// then nothing it left in flight can end the lease once it has
-		// this claim's.
-		_, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
-		switch {
-		case err == nil:
-			changed = true
-			if !c.dead {
-				g.changedBack.Add(1)
-			}
-		case c.fromList:
-			// The list is not read from the shard's blob: the ETag it
-			// gives is not known to be of a record that names its
-			// session, so no break is made on it. But an acquire, If-Match
-			// that ETag, takes a shard that is free (one the session
-			// released as it left: see endSession), as any claim may;
-			// else the shard is not that session's as the list says any
-			// more (handed on, or its record rewritten), or a listing
-			// finds it. A change whose answer was lost may have given the
-			// lease this claim's ID: give it back.
-			if errors.Is(err, ErrTransient) {
-				return false, outcome(err, "taken"), true
-			}
-			if why := g.listAgrees(c, lm); why != "" {
-				return false, why, false
-			}
-			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-				return false, outcome(err, "taken"), errors.Is(err, ErrTransient)
-			}
-			changed = true
-		}
-	}
-	if c.leased && !changed {
-		// A lease handed to this session at the listed term ends with the
-		// break: a note naming that term must never start it at once.
-		g.record(c.name, c.prev)
-		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
-		case breakDone:
-			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
-		case noLease:
-		case etagChanged:
-			return false, "held", false
-		default:
-			return false, "transient", false
-		}
-	}
-	if !changed {
-		if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-			// An acquire whose answer was lost may hold the lease: give it back.
-			return false, outcome(err, "claimed"), errors.Is(err, ErrTransient)
-		}
-	}
-	return true, "", false
-}
-
-// listAgrees reads the blob of a shard that a session's list names, before
-// an acquire on the list's word takes it (see claimOne): the term recorded
-// then is the list's + 1, so the blob must show the list's ETag, and its
-// record the list's term, of a shard. A list that names, at the blob's own
-// ETag, another term than the blob's was not written by the session it
-// belongs to (another writer rewrote it): it is reported and not trusted,
-// and a listing finds the shard. It returns "" if the list agrees, else the
-// claim's outcome.
-func (g *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
-	info, err := lm.Inspect(g.ctx)
-	switch {
-	case err != nil:
-		return outcome(err, "taken")
-	case !info.Exists || info.ETag != c.etag:
-		return "held" // written since: not the list's any more
-	case info.Leader.Number != c.prev || info.RecordError != nil || info.Role != "" && info.Role != RoleShard:
-		g.o.logger.Warn("leaderelection: a session's list of the shards it held names a term its shard's blob does not carry; the list is not trusted, and the shard is left to a listing",
-			"container", lm.container, "blob", lm.blob, "shard", c.name, "listed", c.prev, "onBlob", info.Leader.Number)
-		return "held"
-	}
-	return ""
-}
-
 // freeStrays breaks the leases that the last listing found stray (see
 // candidate.ours): leased for a lease duration or more with this session's
 // record, which this session does not hold. A session below its share claims
@@ -588,68 +358,10 @@ func (g *shardManager) freeStrays() {
 	}
 }
 
-// unclaim ends a claim of shard name that starts no func.
-func (o *ShardOwner) unclaim(name string) {
-	o.mu.Lock()
-	delete(o.claiming, name)
-	o.mu.Unlock()
-}
-
 // noteOwner records a claim of this session in owners (claims run in
 // parallel).
 func (l *shardListing) noteOwner(name string, h shardHolder) {
 	l.ownersMu.Lock()
 	defer l.ownersMu.Unlock()
 	l.owners[name] = h
-}
-
-// createShard creates a shard's blob, empty, if nobody has: a conditional
-// upload (If-None-Match: *), seeded with seed (marked as created again if
-// above 0). It returns the new blob's ETag; an error matching ErrLeaseHeld
-// if the blob exists already (another claim made it).
-func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed int64) (azcore.ETag, error) {
-	etag, err := lm.blobClient.Create(ctx, blobstore.WriteOptions{
-		Call: blobstore.Call{Op: "create shard", Timeout: o.settings.claimTimeout(),
-			Held: []string{blobstore.BlobAlreadyExists, blobstore.ConditionNotMet, blobstore.LeaseIDMissing}},
-		Metadata: wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if etag == "" {
-		return "", &StorageError{Op: "create shard", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return etag, nil
-}
-
-// acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
-// ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
-func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
-	// An answer with another lease ID than ours is an error of kind Held
-	// (the storage package checks it).
-	_, err := lm.blobClient.AcquireLease(ctx, blobstore.AcquireOptions{
-		Call: blobstore.Call{Op: "acquire shard lease", Timeout: o.settings.claimTimeout(),
-			Held: append([]string{blobstore.ConditionNotMet, blobstore.BlobNotFound}, heldCodes...)},
-		ID: lm.LeaseID(), Duration: blobstore.Infinite, IfMatch: etag,
-	})
-	return lm.wrap(err)
-}
-
-// writeShardRecord writes the shard's record under its lease, if the blob's
-// ETag is still etag, and returns the ETag it made. gen is the term of the
-// claiming session that the lease ID derives from (wire.ClaimLeaseID), 0 for
-// a transfer (wire.HandoffLeaseID).
-func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, gen int64, etag azcore.ETag) (azcore.ETag, error) {
-	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, gen)
-	written, err := lm.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
-		Call:     blobstore.Call{Op: "write shard record", Timeout: o.settings.claimTimeout(), Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		Metadata: md, LeaseID: lm.LeaseID(), IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if written == "" {
-		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return written, nil
 }

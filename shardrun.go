@@ -51,37 +51,6 @@ type shardRun struct {
 	done     chan struct{} // closed once it is released or handed on
 }
 
-// start runs the func of a shard just claimed, under two contexts as the
-// mutex's leader func (see the top of renew.go): its own, cancelled to ask
-// it to stop (the caller cancelled, a handover, a removal) or to stop now;
-// and its lease context, derived from the session's, cancelled only when
-// the shard may pass to another instance. It reports false, and releases
-// the shard, if the session is ending or the shard left the set meanwhile.
-func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag) bool {
-	o := g.o
-	state := &termState{}
-	leaderCtx, leaseCtx, ts := twoStages(g.shardsCtx, g.stopNow, state)
-	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
-	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
-	o.mu.Lock()
-	delete(o.claiming, name)
-	if !o.set[name] || g.shardsCtx.Err() != nil || g.s.leaving.Load() {
-		o.mu.Unlock()
-		r.ts.stopNow(errTermEnded)
-		g.releaseClaim(name, lm)
-		return false
-	}
-	o.runs[name] = r
-	o.mu.Unlock()
-	g.runs.Add(1)
-	g.funcs.Add(1)
-	go func() {
-		defer g.runs.Done()
-		g.run(r, leaderCtx, leaseCtx)
-	}()
-	return true
-}
-
 // run runs a shard's func, then releases the shard, however the func ends:
 // normally, or by a panic, which is handed to Run once the lease is
 // released.
@@ -223,21 +192,6 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 		return ReasonShardRemoved, cause
 	}
 	return stopReason(returned, cause, funcErr)
-}
-
-// releaseClaim gives back the lease of a claim that will not run its func.
-// As the session ends (its context done), the lease becomes a leftover,
-// released with the others in the end's bounded window (manage), rather
-// than one RequestTimeout each before that window opens.
-func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
-	id := lm.LeaseID()
-	if g.ctx.Err() != nil {
-		g.o.addLeftover(name, id)
-		return
-	}
-	if err := lm.Release(g.releases); err != nil {
-		g.o.addLeftover(name, id)
-	}
 }
 
 // ownedCount is how many shards this instance holds and keeps: running, not

@@ -22,11 +22,11 @@ import (
 // the top of renew.go (the safety deadline and the two-stage stop, the
 // fencing term, ETag leases and the followers' rule, the blobs' roles), which
 // points back here; each part of the protocol is told again at the top of
-// its own file (session.go, balance.go, held.go, handoff.go, sessionfile.go,
-// vanished.go).
+// its own file (session.go, balance.go, shardtake.go, held.go, handoff.go,
+// sessionfile.go, vanished.go).
 //
 // Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
-// shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
+// shardtake.go, shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
 // whatever its duration D, and its shard funcs run under contexts derived
 // from its own: each shard's lease context ends no later than the session's,
 // at S + D - StopMargin for the send time S of the session's last confirmed

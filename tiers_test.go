@@ -80,6 +80,7 @@ var tiers = map[string]string{
 	"shardmanager.go": "4-shards",
 	"shardmetrics.go": "4-shards",
 	"shardrun.go":     "4-shards",
+	"shardtake.go":    "4-shards",
 	"shards.go":       "4-shards",
 	"vanished.go":     "4-shards",
 }
