@@ -105,27 +105,19 @@ func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
 func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *BlobLeaseManager {
 	s := o.settings
 	s.Blob = name
-	m := &BlobLeaseManager{
-		settings:        s,
-		container:       s.Container,
-		blob:            name,
-		containerClient: cc,
-		blobClient:      cc.Blob(name),
-		logger:          o.logger,
-		boot:            o.opts.seams.boot,
-	}
+	var role BlobRole
 	switch {
 	case strings.HasPrefix(name, o.prefix+wire.SessionsDir):
-		m.role = RoleSession
+		role = RoleSession
 	case strings.HasPrefix(name, o.prefix+wire.ShardsDir):
-		m.role = RoleShard
+		role = RoleShard
 	}
+	m := newManagerOn(s, cc, role, leaseID, o.logger, o.opts.seams.boot)
 	if o.reached.Load() {
 		// A DNS or TLS failure is an outage now, not a misspelt account:
 		// the session's client too, which may not have been answered yet.
 		cc.MarkReached()
 	}
-	m.id.Store(&leaseHandle{id: leaseID})
 	return m
 }
 
