@@ -25,7 +25,7 @@ import (
 var citedPaths = []string{
 	".ci/run",
 	"BENCHMARKS.md",
-	"balance.go",
+	"shardbalance.go",
 	"doc.go",
 	"docs/chaos-timeline.svg",
 	"docs/shards-timeline.svg",
@@ -44,7 +44,7 @@ var citedPaths = []string{
 	"handoff.go",
 	"handoffnotes.go",
 	"health.go",
-	"held.go",
+	"heldlist.go",
 	"internal/azurite",
 	"internal/azurite/cmd/azurite",
 	"internal/azuritetest",
@@ -111,7 +111,7 @@ var citedPaths = []string{
 	"termrun.go",
 	"termstate.go",
 	"tiers_test.go",
-	"vanished.go",
+	"shardfloors.go",
 }
 
 // plannedPaths are paths of the target layout that CONTRIBUTING.md
@@ -613,11 +613,11 @@ var internalTexts = map[string]string{
 	"the blob has no term recorded yet and has not stood unchanged long enough for every instance to seed its term": "errNotSettled: the mutex gives the lease back and watches the blob settle; a bare BlobLeaseManager never waits",
 	"the session's blob is gone":       "errSessionGone: ends the session, logged as the container's deletion",
 	"the container is gone":            "errContainerGone: likewise",
-	"no list of the shards session":    "held.go: a survivor that cannot read a dead session's list lists the shards instead",
-	"the list of the shards session":   "held.go: likewise",
-	"a list of held shards whose":      "internal/wire's ParseHeld, for held.go: likewise",
-	"a list of held shards whose line": "internal/wire's ParseHeld, for held.go: likewise",
-	"a list of held shards with":       "internal/wire's ParseHeld, for held.go: likewise",
+	"no list of the shards session":    "heldlist.go: a survivor that cannot read a dead session's list lists the shards instead",
+	"the list of the shards session":   "heldlist.go: likewise",
+	"a list of held shards whose":      "internal/wire's ParseHeld, for heldlist.go: likewise",
+	"a list of held shards whose line": "internal/wire's ParseHeld, for heldlist.go: likewise",
+	"a list of held shards with":       "internal/wire's ParseHeld, for heldlist.go: likewise",
 	"leaderctl never runs a shard":     "a text of leaderctl's own, not an error",
 	"its body was not read":            "a text of leaderctl's own, not an error",
 }

@@ -168,7 +168,7 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 	}
 	id := wire.HandoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
-	o.proposeTerm(r.name, number) // the server may store it, answered or not (vanished.go)
+	o.proposeTerm(r.name, number) // the server may store it, answered or not (shardfloors.go)
 	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
 		o.logger.Debug("leaderelection: could not hand a shard over; releasing it", "shard", r.name, "to", to.session, "error", err)
@@ -204,7 +204,7 @@ const warmConns = claimParallel + 4
 // the request that needs the connection opens it.
 func (g *shardManager) warm(ctx context.Context) {
 	defer g.pacing.Done()
-	b := g.o.cc.Blob(g.o.sessionBlob(g.s.id))
+	b := g.o.client.Blob(g.o.sessionBlob(g.s.id))
 	atOnce(warmConns, warmConns, func(int) {
 		_, _ = b.Properties(ctx, blobstore.Call{Timeout: g.o.settings.claimTimeout()})
 	})
@@ -241,7 +241,7 @@ func (g *shardManager) watchNotes() {
 		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
 			// If-Match what was read: a note rewritten since is read
 			// first.
-			_ = o.cc.Blob(stale[0].name).Delete(g.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
+			_ = o.client.Blob(stale[0].name).Delete(g.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
 			stale, lastDelete = stale[1:], time.Now()
 		}
 		switch g.expecting.Load() {
@@ -256,7 +256,7 @@ func (g *shardManager) watchNotes() {
 		changed := 0
 		listed := map[string]bool{}
 		stale = stale[:0]
-		for page, err := range o.cc.List(g.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
+		for page, err := range o.client.List(g.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				break
 			}
@@ -510,12 +510,12 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 	if ctx.Err() != nil {
 		return
 	}
-	for page, err := range o.cc.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
+	for page, err := range o.client.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
 		if err != nil {
 			return
 		}
 		for _, b := range page.Items {
-			_ = o.cc.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+			_ = o.client.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
 		}
 		if ctx.Err() != nil {
 			return

@@ -181,7 +181,7 @@ func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) e
 }
 
 func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
-	_, err := o.cc.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
+	_, err := o.client.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
 	return err
 }
 

@@ -62,7 +62,7 @@ type session struct {
 	inherited atomic.Int64
 	keep      atomic.Bool
 
-	// endList is, once its shards have stopped, the list (held.go) of those
+	// endList is, once its shards have stopped, the list (heldlist.go) of those
 	// it released as it left instead of handing them on, if any: written
 	// as it ends, for the others to take them from it (see endSession).
 	endList atomic.Pointer[string]
@@ -72,8 +72,7 @@ type session struct {
 // the account has answered. The clients are set as it is built; reached is
 // atomic.
 type storage struct {
-	cc      *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
-	ops     *BlobLeaseManager // names the container and the prefix in the errors of the listings and lists
+	client  *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
 	reached atomic.Bool       // the account has answered
 
 	// The session's lease is kept on connections of its own when the
@@ -82,24 +81,31 @@ type storage struct {
 	// opened on a busy account (on Azurite, a new connection's first
 	// answer waited up to 4 s while ten instances claimed 10,000 shards,
 	// and every session's first renewal failed). On the caller's
-	// transport or Client, sessionCC is a client on that.
-	sessionCC *blobstore.Client
+	// transport or Client, sessionClient is a client on that.
+	sessionClient *blobstore.Client
 }
 
 // closeIdle closes the idle pooled connections of the transports the
 // library built (none for the caller's), and so their goroutines: Run does
 // when it returns, and Inspect when Run is not running.
 func (st *storage) closeIdle() {
-	st.cc.CloseIdleConnections()
-	st.sessionCC.CloseIdleConnections()
+	st.client.CloseIdleConnections()
+	st.sessionClient.CloseIdleConnections()
+}
+
+// wrapListing is err, a failed listing or read of the storage package, as
+// the owner returns it: a *StorageError that names the container and the
+// owner's prefix (its settings' Blob).
+func (o *ShardOwner) wrapListing(err error) error {
+	return storageError(err, o.settings.Container, o.settings.Blob)
 }
 
 // managerFor returns a lease manager for one blob under the owner's prefix,
 // proposing leaseID, on the owner's client: the shards' leases, and other
 // sessions' (to break them), share one connection pool; this instance's
-// own session's lease has one of its own (managerOn sessionCC).
+// own session's lease has one of its own (managerOn sessionClient).
 func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
-	return o.managerOn(o.cc, name, leaseID)
+	return o.managerOn(o.client, name, leaseID)
 }
 
 func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *BlobLeaseManager {
@@ -196,7 +202,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 
 // newSession builds session id's lease manager and the term runner that runs it.
 func (o *ShardOwner) newSession(id string) *session {
-	lm := o.managerOn(o.sessionCC, o.sessionBlob(id), id)
+	lm := o.managerOn(o.sessionClient, o.sessionBlob(id), id)
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
@@ -298,17 +304,17 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 	if dir == wire.ShardsDir {
 		timeout = max(timeout, listPageTimeout)
 	}
-	for page, err := range o.cc.List(ctx, blobstore.ListOptions{
+	for page, err := range o.client.List(ctx, blobstore.ListOptions{
 		Call:     blobstore.Call{Op: "list " + strings.TrimSuffix(dir, "/"), Timeout: timeout},
 		Prefix:   full,
 		Metadata: true,
 		PageSize: listPage,
 	}) {
 		if blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted) {
-			return errContainerGone // nothing there: not yet, or no more (vanished.go)
+			return errContainerGone // nothing there: not yet, or no more (shardfloors.go)
 		}
 		if err != nil {
-			return o.ops.wrap(err)
+			return o.wrapListing(err)
 		}
 		o.reached.Store(true)
 		for _, item := range page.Items {

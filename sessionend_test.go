@@ -167,7 +167,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 // A process restarted with the lease ID file whose session's container is
 // gone has seen the container deleted: its next session claims nothing for
 // as long as the sessions that ran before the deletion may still run their
-// shards (vanished.go).
+// shards (shardfloors.go).
 func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
@@ -186,7 +186,7 @@ func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T
 	})
 }
 
-// A dead session's list (held.go) is not read from the shards' blobs: a
+// A dead session's list (heldlist.go) is not read from the shards' blobs: a
 // shard it names that is free is taken by an acquire If-Match the ETag the
 // list gives, and its term then continues the list's. So a list that says,
 // at the blob's own ETag, a lower term than the blob carries (rewritten by
@@ -250,7 +250,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 // instances know of runs no shard until their records say they know it:
 // after a deletion of the container, each of them waits out the longest
 // lease duration it knows before it claims a shard blob created again
-// (vanished.go), and so must know this one's.
+// (shardfloors.go), and so must know this one's.
 func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {

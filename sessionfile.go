@@ -101,7 +101,7 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 	switch {
 	case blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted):
 		// The container this instance's session ran in was deleted: the
-		// sessions that ran then may still run their shards (vanished.go).
+		// sessions that ran then may still run their shards (shardfloors.go).
 		o.sawDeletion("the session in the lease ID file found the container gone")
 	case blobstore.HasCode(err, blobstore.BlobNotFound):
 	case err != nil:
@@ -151,7 +151,7 @@ const takeBackParallel = 4 * claimParallel
 // takeBack is a resumed session's first act, before it claims or adopts
 // anything: it takes back each shard the previous process held (or was
 // claiming, or had handed to it), which is dead: the file's lock says so.
-// First those the session's list names (held.go), at once, with no
+// First those the session's list names (heldlist.go), at once, with no
 // listing: each by a change of its lease's ID from the one the list
 // implies (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed to the
 // session) to one of this claim's own, then the next term recorded, each
@@ -168,7 +168,7 @@ const takeBackParallel = 4 * claimParallel
 // term can follow) is marked as this session's own (record), so none is
 // ever adopted from a note or a listing: the previous process may have run
 // it; and every term it shows on a shard of the set raises that shard's
-// floor, as a listing of the shards does (vanished.go), even from an
+// floor, as a listing of the shards does (shardfloors.go), even from an
 // attempt that fails midway: what it read was stored. The listing is tried
 // until it succeeds, or the session ends.
 func (g *shardManager) takeBack() {
@@ -202,7 +202,7 @@ func (g *shardManager) takeBack() {
 				// Every shard's term it shows, as any listing of the
 				// shards keeps them (judgeShard): this process is then
 				// a witness of them, and a blob deleted and created
-				// again continues above them (vanished.go).
+				// again continues above them (shardfloors.go).
 				terms[l.name] = l.info.Leader.Number
 			}
 			if l.session != g.s.id || o.shardProblem(l) != nil {

@@ -62,7 +62,7 @@ type setID struct {
 // and, just after it changed, the one before: see balance); self's own
 // record may still carry an earlier one. A session whose record carries no
 // digest (an older version) agrees with none. The shares of a set are
-// counted among the sessions that agree on it (see balance.go). A session
+// counted among the sessions that agree on it (see shardbalance.go). A session
 // that is leaving (handing its shards on, see leave) counts in no group but
 // its own: its shards are not free, and it takes none.
 func (v sessionView) group(self string, sets ...setID) sessionView {
@@ -550,4 +550,22 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 // forgetUnlisted drops from m the sessions the listing did not show.
 func forgetUnlisted[V any](m map[string]V, listed map[string]bool) {
 	maps.DeleteFunc(m, func(id string, _ V) bool { return !listed[id] })
+}
+
+// sameSetPeers is the live sessions of view, this one aside, that run this
+// session's set and are not leaving: a shard one of them released (its
+// lease available under its record) is one whose func returned, or whose
+// release that session reports itself (a removal, a handover that failed:
+// reportStopped), so a take of it is no news of this session's.
+func (g *shardManager) sameSetPeers(view sessionView) map[string]bool {
+	g.o.mu.Lock()
+	digest := g.o.digest
+	g.o.mu.Unlock()
+	peers := map[string]bool{}
+	for _, id := range view.live {
+		if id != g.s.id && view.set[id] == digest && !view.leave[id] {
+			peers[id] = true
+		}
+	}
+	return peers
 }

@@ -26,7 +26,7 @@ type candidate struct {
 	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
 	prev   int64       // the term number on the blob
 	// recreated: free, carrying no term's record, and created again by an
-	// instance that saw terms on it (record.go): see vanished.go. marked:
+	// instance that saw terms on it (record.go): see shardfloors.go. marked:
 	// so created again, and carrying no term's record, free or not (a claim
 	// that took it may have failed before it recorded its term).
 	recreated, marked bool
@@ -38,11 +38,11 @@ type candidate struct {
 	// ETag has stood a lease duration: a stray only this session can tell
 	// (see freeStrays).
 	ours bool
-	// fromList: named by a session's list of what it held (held.go), not
+	// fromList: named by a session's list of what it held (heldlist.go), not
 	// seen in a listing: taken only by the change from oldID, If-Match
 	// etag, never broken (see claimOne).
 	fromList bool
-	// released: free, its lease released by a peer (see peersOf): a shard
+	// released: free, its lease released by a peer (see sameSetPeers): a shard
 	// its func returned, or one it tells of (see reportTook).
 	released bool
 }

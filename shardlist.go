@@ -16,7 +16,7 @@ import (
 // How a ShardOwner's session finds the free shards (shardclaim.go claims
 // them): a listing of every shard, which also stops the funcs of the shards
 // no longer its own and reports the records no term can follow; or, after a
-// death, the dead sessions' lists (held.go).
+// death, the dead sessions' lists (heldlist.go).
 
 // shardHolder is who held a shard, by a listing.
 type shardHolder struct {
@@ -41,7 +41,7 @@ type shardListing struct {
 }
 
 // takeFromDead makes the candidates the shards that the sessions that just
-// died held, by their lists (held.go), with no listing of every shard: each
+// died held, by their lists (heldlist.go), with no listing of every shard: each
 // to be taken by a change of its lease's ID from the one the dead session
 // derived, If-Match the ETag of that session's record (see claimOne). If a list cannot
 // be read, it lists at once instead, out of turn; so it does, once its part
@@ -148,7 +148,7 @@ func (g *shardManager) listShards(view sessionView) error {
 // blob is never created again, so it goes only with the container, and a
 // session that has not noticed that yet (its renewal failing on the
 // silence, or not yet sent) must claim nothing on a listing of the
-// container created again (vanished.go). One request a listing.
+// container created again (shardfloors.go). One request a listing.
 func (g *shardManager) sessionBlobGone() bool {
 	info, err := g.s.term.blob().Inspect(g.ctx)
 	return err == nil && !info.Exists
@@ -170,7 +170,7 @@ type shardScan struct {
 	anomalies map[string]unleasedSince
 	bad       map[string]*RecordError
 	terms     map[string]int64
-	peers     map[string]bool // see peersOf
+	peers     map[string]bool // see sameSetPeers
 }
 
 // readShards lists the shards of the set, and those this instance runs.
@@ -191,7 +191,7 @@ func (g *shardManager) readShards() (*shardScan, error) {
 		}
 	}); err != nil {
 		if errors.Is(err, errContainerGone) {
-			// And this session's blob with it (vanished.go).
+			// And this session's blob with it (shardfloors.go).
 			o.sawDeletion("a listing of the shards found the container gone")
 			return nil, errSessionGone
 		}
@@ -218,7 +218,7 @@ func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	sc.anomalies = map[string]unleasedSince{}
 	sc.bad = map[string]*RecordError{}
 	sc.terms = make(map[string]int64, len(sc.entries))
-	sc.peers = g.peersOf(view)
+	sc.peers = g.sameSetPeers(view)
 	for _, l := range sc.entries {
 		g.judgeShard(sc, l, live)
 	}

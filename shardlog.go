@@ -33,7 +33,7 @@ import (
 // session is back where it was. The count cannot tell which shards came
 // back: a handover received while such shards wait out their cooldown may
 // be counted as theirs, and is then told at Info by the session that gave
-// it. So are the shards a peer released (peersOf): one whose func returned
+// it. So are the shards a peer released (sameSetPeers): one whose func returned
 // while this session took the shard first, its own still cooling down (so
 // two sessions trade such shards round after round); or one the peer
 // tells of, at Info if it is news.
@@ -166,24 +166,6 @@ func (o *ShardOwner) reportStopped(final bool) {
 	slices.Sort(reasons)
 	o.logger.Log(context.Background(), level, "leaderelection: stopped shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", n, "reasons", strings.Join(reasons, ", "), "running", running)
-}
-
-// peersOf is the live sessions of view, this one aside, that run this
-// session's set and are not leaving: a shard one of them released (its
-// lease available under its record) is one whose func returned, or whose
-// release that session reports itself (a removal, a handover that failed:
-// reportStopped), so a take of it is no news of this session's.
-func (g *shardManager) peersOf(view sessionView) map[string]bool {
-	g.o.mu.Lock()
-	digest := g.o.digest
-	g.o.mu.Unlock()
-	peers := map[string]bool{}
-	for _, id := range view.live {
-		if id != g.s.id && view.set[id] == digest && !view.leave[id] {
-			peers[id] = true
-		}
-	}
-	return peers
 }
 
 // releasedBy reports whether a free shard listed (l) was released by one of

@@ -36,10 +36,10 @@ type shardManager struct {
 
 	candidates   // the free shards, and this session's part of them (shardclaim.go)
 	shardListing // the last listing of the shards, and when to list again (shardlist.go)
-	balancing    // what balance remembers from one pass to the next (balance.go)
+	balancing    // what balance remembers from one pass to the next (shardbalance.go)
 	handoffs     // the shards handed straight on, and to this session (handoff.go)
 	ownTerms     // the terms this session recorded, or adopted, for itself (handoff.go)
-	heldList     // the list of the shards this session holds (held.go)
+	heldList     // the list of the shards this session holds (heldlist.go)
 }
 
 // manage is a session's func (its term runs it under the session's lease): it
@@ -154,7 +154,7 @@ func (g *shardManager) begin() {
 // listed declared). Until then this session claims, adopts and takes back
 // nothing. A deletion of the container makes every instance that saw it
 // wait for the longest lease duration it knows before it claims a shard
-// blob created again (vanished.go): every instance live when this session
+// blob created again (shardfloors.go): every instance live when this session
 // began to run shards knows this session's, so none claims one before this
 // session's shard funcs have stopped. Sessions of one lease duration never
 // wait: each knows its own. A record of an older version, which does not

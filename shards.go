@@ -14,7 +14,6 @@ import (
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
-	"github.com/google/uuid"
 )
 
 // Why no two funcs of one shard ever act at once, and why a shard's term
@@ -22,11 +21,11 @@ import (
 // the top of renew.go (the safety deadline and the two-stage stop, the
 // fencing term, ETag leases and the followers' rule, the blobs' roles), which
 // points back here; each part of the protocol is told again at the top of
-// its own file (session.go, balance.go, shardtake.go, held.go, handoff.go,
-// sessionfile.go, vanished.go).
+// its own file (session.go, shardbalance.go, shardtake.go, heldlist.go, handoff.go,
+// sessionfile.go, shardfloors.go).
 //
 // Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
-// shardtake.go, shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
+// shardtake.go, shardrun.go, shardbalance.go). A session is an ETag lease on a blob of its own,
 // whatever its duration D, and its shard funcs run under contexts derived
 // from its own: each shard's lease context ends no later than the session's,
 // at S + D - StopMargin for the send time S of the session's last confirmed
@@ -80,7 +79,7 @@ import (
 // record, and so changed the ETag, before its func started, and then the
 // break fails and that claim stands; a claim that has not written yet has
 // not started its func, and its write fails on the broken lease. A dead
-// session's shards named in its list of what it held (held.go) are claimed
+// session's shards named in its list of what it held (heldlist.go) are claimed
 // without a listing: by a change of the lease's ID from the one that
 // session derived for it (wire.ClaimLeaseID, HandoffLeaseID) to the claim's own,
 // then the record, each If-Match the ETag the list gives, that of the
@@ -110,7 +109,7 @@ import (
 // for a shard: wire.ClaimLeaseID): a release whose answer was lost may reach the
 // server later, and must not end a later claim of the same shard by the
 // same session. The shares, and the groups of sessions that agree on the set of
-// shards (balance.go), decide only who tries to claim what: whether a shard
+// shards (shardbalance.go), decide only who tries to claim what: whether a shard
 // is free is judged against every live session, whatever set it runs, and
 // every claim is conditional as above, so nothing here depends on them. Nor
 // on the term a claim records (the listed number + 1, or more: record.go),
@@ -136,7 +135,7 @@ import (
 // another's seed to it; and the first claim of a blob created again records
 // a term above the highest that every session's record, listed at each
 // pass, says its instance saw or sent on any shard. So the first term after
-// continues from the highest any of them saw or sent (vanished.go). A
+// continues from the highest any of them saw or sent (shardfloors.go). A
 // process that never saw the fleet before the deletion, or a shard an
 // instance never saw terms on, knows nothing of it, as for the mutex's
 // blob: that is the limit.
@@ -196,7 +195,7 @@ import (
 // refused; and a session whose container is gone was deleted under the
 // fleet, which the process then waits out as any instance that saw it. A resumed
 // session first takes back, before it claims or adopts anything, the shards
-// its list names (held.go), as a survivor takes a dead session's from its
+// its list names (heldlist.go), as a survivor takes a dead session's from its
 // list: a change of the lease's ID from the one the list implies, which
 // only the dead process used, then the next term recorded. It then lists
 // the shards, and takes back each other one whose record names it as a
@@ -222,13 +221,12 @@ import (
 // [NewShardOwner] and call Run on every instance.
 //
 // Each instance runs a session: a blob and an [ETagLease] of its own,
-// renewed by one metadata write per RenewInterval (see session.go). Each
-// shard is a blob whose infinite lease its owner takes, with a record naming
-// its session; it needs no renewal of its own, as the session's safety
-// deadline is every shard's. Each session also keeps the list of the shards
-// it holds, rewritten at most once per RetryInterval while they change, so
-// that when it dies the others take its shards from that list (held.go). An
-// instance lists the sessions once per RetryInterval (one request) and lists
+// renewed by one metadata write per RenewInterval. Each shard is a blob
+// whose infinite lease its owner takes, with a record naming its session; it
+// needs no renewal of its own, as the session's safety deadline is every
+// shard's. Each session also keeps the list of the shards it holds,
+// rewritten at most once per RetryInterval while they change, so that when
+// it dies the others take its shards from that list. An instance lists the sessions once per RetryInterval (one request) and lists
 // the shards (1,000 a page) only while ownership moves: while it holds fewer
 // than its share, and, once a change settles, only if the sessions' records
 // do not count every shard (the instances take turns). In steady state an
@@ -248,7 +246,7 @@ type ShardOwner struct {
 	running  atomic.Bool // Run is running
 
 	storage     // how it reaches the account (session.go)
-	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (vanished.go)
+	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (shardfloors.go)
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -374,7 +372,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		fn:         fn,
 		opts:       o,
 		logger:     o.logger,
-		storage:    storage{cc: cc},
+		storage:    storage{client: cc},
 		wake:       make(chan struct{}, 1),
 		release:    make(chan struct{}, releaseAtOnce),
 		membership: membership{set: set, digest: balance.SetDigest(set)},
@@ -391,8 +389,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 			recreated: map[string]*freshWatch{},
 		},
 	}
-	own.sessionCC = scc
-	own.ops = own.managerFor(settings.Blob, uuid.NewString())
+	own.sessionClient = scc
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
 	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
 	own.counts = newShardCounters(own.shardMetrics)
@@ -562,7 +559,8 @@ func (o *ShardOwner) emit(e Event) {
 // With [WithLeaseIDFile], when ctx is done nothing is handed on or
 // released: every shard func is asked to stop, and once all have returned
 // Run returns, leaving the session and its shards to the next process
-// started with the file, which resumes them (see sessionfile.go). A second
+// started with the file, which resumes them: it takes back the shards whose
+// record names the session before it claims any other. A second
 // Run on the file while one holds it, here or in another process, returns
 // an error matching [ErrLeaseIDFileLocked] at once. Without the file:
 //

@@ -27,7 +27,7 @@ import (
 //     whose answer was lost ends no later claim), above the highest this
 //     instance saw on the blob, and, for a blob gone or created again,
 //     above its seed, once that blob's ETag has stood (stoodRecreated,
-//     vanished.go). A handed shard's term is the one its giver recorded.
+//     shardfloors.go). A handed shard's term is the one its giver recorded.
 //  3. Take the lease, each request If-Match the ETag seen (takeLease,
 //     adoptOne): a break only of a lease whose record names a dead session,
 //     or no live holder's (after its ETag stood a lease duration); an
@@ -135,7 +135,7 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	g.record(c.name, number)      // before the write: its answer may be lost
-	o.proposeTerm(c.name, number) // and the server may store it all the same (vanished.go)
+	o.proposeTerm(c.name, number) // and the server may store it all the same (shardfloors.go)
 	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
@@ -178,7 +178,7 @@ func (g *shardManager) claimFloor(c candidate) (int64, bool) {
 		// Created again (held or not: a claim of it may have failed before
 		// it recorded its term), or with no term yet after this instance
 		// may have missed a deletion: its term goes above every term any
-		// session said its instance saw on any shard (vanished.go).
+		// session said its instance saw on any shard (shardfloors.go).
 		if fleet := o.fleetSeen.Load(); fleet > floor {
 			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
 				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
@@ -199,7 +199,7 @@ func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, e
 	changed := false
 	if c.oldID != "" && c.leased {
 		// Taken back from this session's previous process, or from a dead
-		// session by its list (held.go): a change fails unless the lease
+		// session by its list (heldlist.go): a change fails unless the lease
 		// has the ID that session derived, which nobody else uses, and
 		// then nothing it left in flight can end the lease once it has
 		// this claim's.

@@ -66,10 +66,10 @@ var tiers = map[string]string{
 	"mutex.go":  "4-mutex",
 	"prefer.go": "4-mutex",
 
-	"balance.go":      "4-shards",
+	"shardbalance.go": "4-shards",
 	"handoff.go":      "4-shards",
 	"handoffnotes.go": "4-shards",
-	"held.go":         "4-shards",
+	"heldlist.go":     "4-shards",
 	"session.go":      "4-shards",
 	"sessionfile.go":  "4-shards",
 	"sessionjudge.go": "4-shards",
@@ -82,7 +82,7 @@ var tiers = map[string]string{
 	"shardrun.go":     "4-shards",
 	"shardtake.go":    "4-shards",
 	"shards.go":       "4-shards",
-	"vanished.go":     "4-shards",
+	"shardfloors.go":  "4-shards",
 }
 
 // floor is a tier's height; the elections share the top floor.

@@ -7,7 +7,7 @@
 // long to rest before its next pass (RestWait). Each is a function of a
 // Snapshot of that listing, the session's Memory of its earlier passes and the
 // time, returning a decision and the Memory to keep: no lock, no I/O, no
-// clock. The library (balance.go) takes the snapshot, does what the decision
+// clock. The library (shardbalance.go) takes the snapshot, does what the decision
 // says (stops, hands over, reads lists, lists, claims) and logs it. The
 // arithmetic of shares and assignments is internal/balance's.
 package shardplan

@@ -153,15 +153,15 @@ import (
 type fleetMemory struct {
 	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
 	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (vanished.go)
+	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (shardfloors.go)
 	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
 	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
 	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
-	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
-	quietUntil  time.Time              // until when sessions claim nothing after that (vanished.go)
+	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (shardfloors.go)
+	quietUntil  time.Time              // until when sessions claim nothing after that (shardfloors.go)
 	seedPending bool                   // and the seeding of the terms it saw is not done yet
 	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
+	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (shardfloors.go)
 }
 
 // errSessionGone ends a session whose blob a listing found gone, or whose

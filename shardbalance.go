@@ -111,7 +111,7 @@ type balancing struct {
 func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
 	if q := g.quiet(); q > 0 {
 		// After a deletion of the container, or a session ended cut off
-		// (vanished.go): it claims nothing, but reads its notes and
+		// (shardfloors.go): it claims nothing, but reads its notes and
 		// adopts the shards handed to it, as the others see it below
 		// its share; and keeps its list of them, and its releases.
 		*wait = min(*wait, q)
@@ -225,7 +225,7 @@ func (g *shardManager) tally(view sessionView) *pass {
 
 // give hands this session's excess over to the sessions of its group below
 // their share, and sends what it must send anyway: the releases a failed
-// request left, and its list of the shards it holds (held.go).
+// request left, and its list of the shards it holds (heldlist.go).
 func (g *shardManager) give(p *pass) {
 	if k := p.shares.HandOver(p.snap.Changing); k > 0 {
 		g.handOver(k, p.mine)
@@ -300,7 +300,7 @@ func (g *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
 // leases nobody's record counts (a claim whose record was written with its
 // answer lost, then given up, then its release lost too). (Every instance
 // listed after every change, to know who held what when one of them died,
-// until the sessions' lists (held.go) told that.)
+// until the sessions' lists (heldlist.go) told that.)
 func (g *shardManager) shouldList(p *pass) bool {
 	o := g.o
 	coming := p.listing.Coming

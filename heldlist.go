@@ -20,7 +20,7 @@ import (
 // P/held/<session>: for each, the shard term and the session term its lease
 // ID derives from (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed
 // to it), and the ETag of the record it runs the shard under (the format:
-// internal/wire's held.go). It rewrites the
+// internal/wire's heldlist.go). It rewrites the
 // list once its runs have changed, at most every RetryInterval, one write at
 // a time, and deletes it as it ends (but see endSession).
 //
@@ -141,25 +141,25 @@ func (g *shardManager) endHeld() {
 }
 
 func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
-	_, err := o.cc.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
+	_, err := o.client.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
 	return err
 }
 
 // dropHeld deletes a session's list: it has ended, or is dead and collected.
 func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
-	_ = o.cc.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
+	_ = o.client.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
 }
 
 // readHeld reads a dead session's list. An error if there is none, or it
 // does not read whole: the caller lists the shards instead.
 func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
 	name := o.heldBlob(session)
-	resp, err := o.cc.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
+	resp, err := o.client.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
 	if err != nil {
 		if blobstore.HasCode(err, blobstore.BlobNotFound) {
 			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
 		}
-		return nil, o.ops.wrap(err)
+		return nil, o.wrapListing(err)
 	}
 	body := resp.Data
 	if len(body) > wire.MaxHeldBytes {
@@ -228,7 +228,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		return 0, false
 	}
 	found := make([]*candidate, len(unnamed))
-	peers := g.peersOf(view)
+	peers := g.sameSetPeers(view)
 	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i], peers) })
 	now := time.Now()
 	var freed []string
@@ -270,10 +270,10 @@ func atOnce(n, k int, fn func(i int)) {
 // freeShard reads one shard's blob and returns it as a candidate to claim if
 // it is free: no blob, or no lease, and a record a term can follow. It
 // returns nil otherwise, and if the read fails (a listing finds it later).
-// A lease released by one of peers (see peersOf) marks it released.
+// A lease released by one of peers (see sameSetPeers) marks it released.
 func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[string]bool) *candidate {
 	blob := o.shardBlob(name)
-	props, err := o.cc.Blob(blob).Properties(ctx, blobstore.Call{})
+	props, err := o.client.Blob(blob).Properties(ctx, blobstore.Call{})
 	if blobstore.HasCode(err, blobstore.BlobNotFound) {
 		o.sawShard(name, nil)
 		return &candidate{name: name}
