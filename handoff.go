@@ -103,7 +103,7 @@ type handoffs struct {
 	out         *outbox                         // notes to write
 	pacing      sync.WaitGroup                  // pace, deliver, and what they start
 	watching    sync.WaitGroup                  // watchNotes
-	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
+	sessionTerm int64                           // the session's term: wire.ClaimLeaseID derives from it
 	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
 }
 
@@ -134,8 +134,8 @@ func (o *ShardOwner) handoffPrefix(session string) string {
 // atOnce at a time: the next once one of those is handed on; none
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
-func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
-	defer g.pacing.Done()
+func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
+	defer sm.pacing.Done()
 	slots := make(chan struct{}, max(1, atOnce))
 	for _, r := range queue {
 		select {
@@ -143,13 +143,13 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 		case <-ctx.Done():
 			return
 		}
-		g.o.mu.Lock()
+		sm.o.mu.Lock()
 		r.leftAt = time.Now()
-		g.o.mu.Unlock()
+		sm.o.mu.Unlock()
 		r.ts.pleaseStop(ErrShardHandedOver)
-		g.pacing.Add(1)
+		sm.pacing.Add(1)
 		go func() {
-			defer g.pacing.Done()
+			defer sm.pacing.Done()
 			<-r.done
 			<-slots
 		}()
@@ -159,8 +159,8 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 // transfer hands a shard whose func has returned to its receiver (see the
 // top of this file). It reports false if the shard is to be released as
 // usual instead: its record could not be written.
-func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
-	o := g.o
+func (sm *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
+	o := sm.o
 	lm := r.runner.blob()
 	number, ok := wire.NextTerm(r.term.Number, o.floorOf(r.name))
 	if !ok {
@@ -185,8 +185,8 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 		return true
 	}
 	o.logger.Debug("leaderelection: handed a shard on", "shard", r.name, "to", to.session, "term", number)
-	g.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
-	g.post(to.session, handed{name: r.name, term: number, etag: etag})
+	sm.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
+	sm.post(to.session, handed{name: r.name, term: number, etag: etag})
 	return true
 }
 
@@ -202,11 +202,11 @@ const warmConns = claimParallel + 4
 // shards handed to it 3.5 s late, its listing stuck on a new connection
 // behind its own deletes, each on a new one too. A failure is no matter:
 // the request that needs the connection opens it.
-func (g *shardManager) warm(ctx context.Context) {
-	defer g.pacing.Done()
-	b := g.o.client.Blob(g.o.sessionBlob(g.s.id))
+func (sm *shardManager) warm(ctx context.Context) {
+	defer sm.pacing.Done()
+	b := sm.o.client.Blob(sm.o.sessionBlob(sm.s.id))
 	atOnce(warmConns, warmConns, func(int) {
-		_, _ = b.Properties(ctx, blobstore.Call{Timeout: g.o.settings.claimTimeout()})
+		_, _ = b.Properties(ctx, blobstore.Call{Timeout: sm.o.settings.claimTimeout()})
 	})
 }
 
@@ -222,10 +222,10 @@ func (g *shardManager) warm(ctx context.Context) {
 // is no longer a live session is deleted, one a second at most, while no
 // handover to this session is under way; those left when this session ends
 // are deleted with it (endSession).
-func (g *shardManager) watchNotes() {
-	defer g.watching.Done()
-	o := g.o
-	prefix := o.handoffPrefix(g.s.id)
+func (sm *shardManager) watchNotes() {
+	defer sm.watching.Done()
+	o := sm.o
+	prefix := o.handoffPrefix(sm.s.id)
 	seen := map[string]azcore.ETag{}
 	var stale []staleNote // notes of givers no longer live, to delete
 	var lastDelete time.Time
@@ -234,17 +234,17 @@ func (g *shardManager) watchNotes() {
 	ticks := 0
 	for {
 		select {
-		case <-g.shardsCtx.Done():
+		case <-sm.shardsCtx.Done():
 			return
 		case <-t.C:
 		}
-		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
+		if len(stale) > 0 && sm.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
 			// If-Match what was read: a note rewritten since is read
 			// first.
-			_ = o.client.Blob(stale[0].name).Delete(g.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
+			_ = o.client.Blob(stale[0].name).Delete(sm.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
 			stale, lastDelete = stale[1:], time.Now()
 		}
-		switch g.expecting.Load() {
+		switch sm.expecting.Load() {
 		case expectNothing:
 			continue
 		case expectSeldom:
@@ -256,7 +256,7 @@ func (g *shardManager) watchNotes() {
 		changed := 0
 		listed := map[string]bool{}
 		stale = stale[:0]
-		for page, err := range o.client.List(g.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
+		for page, err := range o.client.List(sm.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				break
 			}
@@ -267,7 +267,7 @@ func (g *shardManager) watchNotes() {
 				name := b.Name
 				listed[name] = true
 				from := wire.NoteSender(prefix, name)
-				peer := wire.Value(b.Metadata, wire.MetaRole) == wire.RoleHandoff && g.isPeer(from)
+				peer := wire.Value(b.Metadata, wire.MetaRole) == wire.RoleHandoff && sm.isPeer(from)
 				if !peer {
 					stale = append(stale, staleNote{name, b.ETag})
 				}
@@ -297,7 +297,7 @@ func (g *shardManager) watchNotes() {
 		}
 		// A note it cannot vouch for only says where to look: adopted on
 		// the condition of an acquire (see adoptOne).
-		g.adopt(append(hs, skipped...))
+		sm.adopt(append(hs, skipped...))
 		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", changed, "shards", len(hs)+len(skipped))
 	}
 }
@@ -313,9 +313,9 @@ type staleNote struct {
 // its term (or none) and its ETag is still the one the giver's record left.
 // It skips the shards this session runs or claims, and a term it recorded
 // itself. One that left its set meanwhile is adopted and released (start).
-func (g *shardManager) adopt(hs []handed) {
-	o := g.o
-	sem := g.adoptSlots
+func (sm *shardManager) adopt(hs []handed) {
+	o := sm.o
+	sem := sm.adoptSlots
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		// Asked as the shard is reserved: an adoption of the same term that
@@ -325,7 +325,7 @@ func (g *shardManager) adopt(hs []handed) {
 		if h.from != "" {
 			by = adoptingNote
 		}
-		if !o.reserve(h.name, by, func() bool { return g.recorded(h.name, h.term) }) {
+		if !o.reserve(h.name, by, func() bool { return sm.recorded(h.name, h.term) }) {
 			continue
 		}
 		sem <- struct{}{}
@@ -333,7 +333,7 @@ func (g *shardManager) adopt(hs []handed) {
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			g.adoptOne(h)
+			sm.adoptOne(h)
 		}()
 	}
 	wg.Wait()
@@ -374,7 +374,7 @@ func (t *ownTerms) recorded(name string, term int64) bool {
 // receiver among live: the one the shard prefers if quota leaves it room,
 // else the first with room. It returns those with a receiver, in order, for
 // pace; the others are asked to stop at once, and released. Under o.mu.
-func (g *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
+func (sm *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
 	takers := make([]string, 0, len(quota))
 	for id := range quota {
 		takers = append(takers, id)
@@ -442,18 +442,18 @@ func (s BlobSettings) claimTimeout() time.Duration {
 // most, or at once if the session may not be renewed, or no other session
 // is there to take the shards: what is left is stopped and released as the
 // session ends.
-func (g *shardManager) leave() {
-	o, s := g.o, g.o.settings
-	others := slices.DeleteFunc(slices.Clone(g.group.live), func(id string) bool { return id == g.s.id })
+func (sm *shardManager) leave() {
+	o, s := sm.o, sm.o.settings
+	others := slices.DeleteFunc(slices.Clone(sm.group.live), func(id string) bool { return id == sm.s.id })
 	if len(others) == 0 || o.ownedCount() == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(g.stopNow, s.handoffGrace())
+	ctx, cancel := context.WithTimeout(sm.stopNow, s.handoffGrace())
 	defer cancel()
-	g.s.leaving.Store(true)
+	sm.s.leaving.Store(true)
 	told := make(chan error, 1)
 	select {
-	case g.s.term.hooks.renewSoon <- told:
+	case sm.s.term.hooks.renewSoon <- told:
 	case <-ctx.Done():
 		return
 	}
@@ -481,7 +481,7 @@ func (g *shardManager) leave() {
 	for i := range picks {
 		quota[others[i%len(others)]]++
 	}
-	queue := g.handOverTo(picks, others, quota, g.group.ident)
+	queue := sm.handOverTo(picks, others, quota, sm.group.ident)
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
@@ -492,8 +492,8 @@ func (g *shardManager) leave() {
 	// at a time each, fell behind. With 16, once in three runs, 139 were
 	// left when its grace (handoffGrace) ran out, and were taken from its
 	// last list.
-	g.pacing.Add(1)
-	g.pace(ctx, queue, handoverPerGiver)
+	sm.pacing.Add(1)
+	sm.pace(ctx, queue, handoverPerGiver)
 	for _, r := range queue {
 		select {
 		case <-r.done:
@@ -532,7 +532,7 @@ func (h *handoffs) setPeers(live []string) {
 	h.peers.Store(&peers)
 }
 
-func (g *shardManager) isPeer(id string) bool {
-	p := g.peers.Load()
-	return p != nil && (*p)[id] && id != g.s.id
+func (sm *shardManager) isPeer(id string) bool {
+	p := sm.peers.Load()
+	return p != nil && (*p)[id] && id != sm.s.id
 }

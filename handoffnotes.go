@@ -66,9 +66,9 @@ func (hs *handoffs) post(session string, h handed) {
 // in order; the receivers' notes are written independently (notesParallel
 // in flight): a note whose request is slow (a new connection on a busy
 // account) holds up only the shards it names.
-func (g *shardManager) deliver(ctx context.Context) {
-	defer g.pacing.Done()
-	b := g.out
+func (sm *shardManager) deliver(ctx context.Context) {
+	defer sm.pacing.Done()
+	b := sm.out
 	var writing sync.WaitGroup
 	defer writing.Wait()
 	slots := make(chan struct{}, notesParallel)
@@ -92,7 +92,7 @@ func (g *shardManager) deliver(ctx context.Context) {
 				return
 			}
 		}
-		more := g.flush(ctx, &writing, slots)
+		more := sm.flush(ctx, &writing, slots)
 		if closed {
 			if !more {
 				return
@@ -111,8 +111,8 @@ func (g *shardManager) deliver(ctx context.Context) {
 // flush starts rewriting the dirty notes whose previous write has ended,
 // each once one of slots is free. It reports whether any note is left to
 // write (dirty, or being written).
-func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
-	b := g.out
+func (sm *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
+	b := sm.out
 	b.mu.Lock()
 	now := time.Now()
 	batch := map[string][]handed{}
@@ -132,7 +132,7 @@ func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots
 	}
 	b.mu.Unlock()
 	for session, hs := range batch {
-		name := g.o.noteName(session, g.s.id)
+		name := sm.o.noteName(session, sm.s.id)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -142,8 +142,8 @@ func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots
 		go func() {
 			defer writing.Done()
 			defer func() { <-slots }()
-			if err := g.o.writeNotes(ctx, name, hs); err != nil {
-				g.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
+			if err := sm.o.writeNotes(ctx, name, hs); err != nil {
+				sm.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
 			}
 			b.mu.Lock()
 			delete(b.writing, session)

@@ -49,15 +49,15 @@ func (o *ShardOwner) heldBlob(session string) string { return wire.HeldBlob(o.pr
 
 // heldEntry is one shard of a session's list.
 type heldEntry struct {
-	name string
-	term int64
-	gen  int64       // the session's term its claim derived the lease ID from; 0: handed to it
-	etag azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
+	name        string
+	term        int64
+	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
+	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
 }
 
 // derivedID is the lease ID the holder session derived for the entry.
 func (e heldEntry) derivedID(session string) string {
-	return wire.Held{Name: e.name, Term: e.term, Gen: e.gen}.LeaseID(session)
+	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
 }
 
 // heldList is the list of the shards a session holds: when it was last
@@ -76,8 +76,8 @@ type heldList struct {
 
 // heldText is this session's list, as it stands: one line per shard it
 // runs, "name term gen ETag", sorted.
-func (g *shardManager) heldText() string {
-	o := g.o
+func (sm *shardManager) heldText() string {
+	o := sm.o
 	o.mu.Lock()
 	lines := make([]string, 0, len(o.runs))
 	for _, r := range o.runs {
@@ -90,32 +90,32 @@ func (g *shardManager) heldText() string {
 
 // heldLine is a run's line in the list.
 func heldLine(r *shardRun) string {
-	return wire.HeldLine(wire.Held{Name: r.name, Term: r.term.Number, Gen: r.gen, ETag: string(r.etag)})
+	return wire.HeldLine(wire.Held{Name: r.name, Term: r.term.Number, Gen: r.sessionTerm, ETag: string(r.etag)})
 }
 
 // writeHeld rewrites this session's list if its runs changed since it was
 // last written, at most every RetryInterval, one write at a time, off the
 // session's loop.
-func (g *shardManager) writeHeld() {
-	if g.heldBusy.Load() || time.Since(g.heldAt) < g.o.settings.RetryInterval {
+func (sm *shardManager) writeHeld() {
+	if sm.heldBusy.Load() || time.Since(sm.heldAt) < sm.o.settings.RetryInterval {
 		return
 	}
-	if g.heldFailed.Swap(false) {
-		g.heldLast = "\x00"
+	if sm.heldFailed.Swap(false) {
+		sm.heldLast = "\x00"
 	}
-	text := g.heldText()
-	if text == g.heldLast {
+	text := sm.heldText()
+	if text == sm.heldLast {
 		return
 	}
-	g.heldBusy.Store(true)
-	g.heldAt, g.heldLast = time.Now(), text
-	g.pacing.Add(1)
+	sm.heldBusy.Store(true)
+	sm.heldAt, sm.heldLast = time.Now(), text
+	sm.pacing.Add(1)
 	go func() {
-		defer g.pacing.Done()
-		defer g.heldBusy.Store(false)
-		if err := g.o.putHeld(g.shardsCtx, g.s.id, text); err != nil {
-			g.heldFailed.Store(true)
-			g.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
+		defer sm.pacing.Done()
+		defer sm.heldBusy.Store(false)
+		if err := sm.o.putHeld(sm.shardsCtx, sm.s.id, text); err != nil {
+			sm.heldFailed.Store(true)
+			sm.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
 		}
 	}()
 }
@@ -130,13 +130,13 @@ func (h *heldList) leftBehind(r *shardRun) {
 
 // endHeld hands the session, once its shards have stopped, the list of
 // those it left behind, if any.
-func (g *shardManager) endHeld() {
-	g.endMu.Lock()
-	defer g.endMu.Unlock()
-	if len(g.endLines) > 0 {
-		slices.Sort(g.endLines)
-		text := strings.Join(g.endLines, "\n")
-		g.s.endList.Store(&text)
+func (sm *shardManager) endHeld() {
+	sm.endMu.Lock()
+	defer sm.endMu.Unlock()
+	if len(sm.endLines) > 0 {
+		slices.Sort(sm.endLines)
+		text := strings.Join(sm.endLines, "\n")
+		sm.s.endList.Store(&text)
 	}
 }
 
@@ -171,7 +171,7 @@ func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry,
 	}
 	var out []heldEntry
 	for _, e := range hs {
-		out = append(out, heldEntry{name: e.Name, term: e.Term, gen: e.Gen, etag: azcore.ETag(e.ETag)})
+		out = append(out, heldEntry{name: e.Name, term: e.Term, sessionTerm: e.Gen, etag: azcore.ETag(e.ETag)})
 	}
 	return out, nil
 }
@@ -195,17 +195,17 @@ const probeMax = 256
 // few shards short (their parts, computed from listings and records read
 // at different moments, overlapped), and each listed every shard at once:
 // 10 s, on a busy account, for a dozen shards.
-func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
-	o := g.o
+func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
+	o := sm.o
 	var ids []string
 	for _, id := range view.live {
-		if id != g.s.id && view.owned[id] > 0 {
+		if id != sm.s.id && view.owned[id] > 0 {
 			ids = append(ids, id)
 		}
 	}
 	lists := make([][]heldEntry, len(ids))
 	errs := make([]error, len(ids))
-	atOnce(len(ids), claimParallel, func(i int) { lists[i], errs[i] = o.readHeld(g.ctx, ids[i]) })
+	atOnce(len(ids), claimParallel, func(i int) { lists[i], errs[i] = o.readHeld(sm.ctx, ids[i]) })
 	if err := errors.Join(errs...); err != nil {
 		o.logger.Debug("leaderelection: could not read the sessions' lists of their shards; listing the shards", "error", err)
 		return 0, false
@@ -228,15 +228,15 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		return 0, false
 	}
 	found := make([]*candidate, len(unnamed))
-	peers := g.sameSetPeers(view)
-	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i], peers) })
+	peers := sm.sameSetPeers(view)
+	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(sm.ctx, unnamed[i], peers) })
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
 	for _, c := range found {
 		if c != nil {
-			g.cands[c.name] = *c
-			g.freeSince[c.name] = now
+			sm.cands[c.name] = *c
+			sm.freeSince[c.name] = now
 			freed = append(freed, c.name)
 		}
 	}
@@ -247,7 +247,7 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		// Assign them afresh, by the records as they are now. (Found
 		// nothing, it leaves the candidates as they were, stale if they
 		// were: the listing comes next.)
-		g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
+		sm.part, sm.deathRoom, sm.stale, sm.fromListing = nil, nil, false, false
 	}
 	return len(freed), true
 }

@@ -285,13 +285,13 @@ type listed struct {
 	// longest is, in a session's record, the longest lease duration its
 	// instance knows a session declared (0 if it does not say, or it does
 	// not read: then longestBad, not trusted). See mayRun.
-	longest    time.Duration
-	longestBad string
-	ended      bool               // a session's record carries the end mark: the session is dead, whatever its lease
-	md         map[string]*string // the metadata as listed: a session's end mark writes it back
-	gen        int64              // a shard's record: its claiming session's term (0 if none: handed to it)
-	record     bool               // the blob carries a record: its holder wrote it under its lease
-	rec        record             // the record as read (record.go): its role, and what does not read
+	longest     time.Duration
+	longestBad  string
+	ended       bool               // a session's record carries the end mark: the session is dead, whatever its lease
+	md          map[string]*string // the metadata as listed: a session's end mark writes it back
+	sessionTerm int64              // a shard's record: its claiming session's term (0 if none: handed to it)
+	record      bool               // the blob carries a record: its holder wrote it under its lease
+	rec         record             // the record as read (record.go): its role, and what does not read
 }
 
 // list reads every blob under dir (wire.SessionsDir or ShardsDir) with its
@@ -361,7 +361,7 @@ func listedItem(name string, p blobstore.Props) listed {
 	l.info.ETag = p.ETag
 	l.info.LastModified = p.LastModified
 	f := wire.ParseListed(p.Metadata)
-	l.session, l.owned, l.set, l.gen, l.leaving, l.handing, l.size = f.Session, f.Owned, f.Set, f.Gen, f.Leaving, f.Handing, f.Size
+	l.session, l.owned, l.set, l.sessionTerm, l.leaving, l.handing, l.size = f.Session, f.Owned, f.Set, f.Gen, f.Leaving, f.Handing, f.Size
 	l.seen, l.seenBad = f.Seen, unlessSecret(f.SeenBad)
 	l.longest, l.longestBad = f.Longest, unlessSecret(f.LongestBad)
 	return l

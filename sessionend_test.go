@@ -207,7 +207,7 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
 			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
-		e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
+		e := heldEntry{name: "x", term: 3, sessionTerm: 1, etag: etag}
 		require.True(t, o.reserve("x", takingBack, nil))
 		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
 		assert.False(t, won)

@@ -171,20 +171,20 @@ const takeBackParallel = 4 * claimParallel
 // floor, as a listing of the shards does (shardfloors.go), even from an
 // attempt that fails midway: what it read was stored. The listing is tried
 // until it succeeds, or the session ends.
-func (g *shardManager) takeBack() {
-	o := g.o
+func (sm *shardManager) takeBack() {
+	o := sm.o
 	start := time.Now()
 	fromList := 0
-	if entries, err := o.readHeld(g.ctx, g.s.id); err == nil {
+	if entries, err := o.readHeld(sm.ctx, sm.s.id); err == nil {
 		var cands []candidate
 		o.mu.Lock()
 		for _, e := range entries {
 			if o.set[e.name] {
-				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(g.s.id), fromList: true})
+				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(sm.s.id), fromList: true})
 			}
 		}
 		o.mu.Unlock()
-		fromList = g.takeEach(cands, nil)
+		fromList = sm.takeEach(cands, nil)
 	}
 	byList := time.Since(start)
 	var cands []candidate
@@ -194,7 +194,7 @@ func (g *shardManager) takeBack() {
 	for {
 		cands, free = cands[:0], free[:0]
 		terms := map[string]int64{}
-		err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+		err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 			o.mu.Lock()
 			inSet := o.set[l.name]
 			o.mu.Unlock()
@@ -205,17 +205,17 @@ func (g *shardManager) takeBack() {
 				// again continues above them (shardfloors.go).
 				terms[l.name] = l.info.Leader.Number
 			}
-			if l.session != g.s.id || o.shardProblem(l) != nil {
+			if l.session != sm.s.id || o.shardProblem(l) != nil {
 				return
 			}
-			g.record(l.name, l.info.Leader.Number)
+			sm.record(l.name, l.info.Leader.Number)
 			switch {
 			case o.holds(l.name):
 				// Taken back already, from the list.
 			case inSet:
 				old := wire.HandoffLeaseID(l.session, l.name, l.info.Leader.Number)
-				if l.gen > 0 {
-					old = wire.ClaimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
+				if l.sessionTerm > 0 {
+					old = wire.ClaimLeaseID(l.session, l.sessionTerm, l.name, l.info.Leader.Number)
 				}
 				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
 					leased: l.info.Held(), oldID: old})
@@ -235,26 +235,26 @@ func (g *shardManager) takeBack() {
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
 			"prefix", o.prefix, "error", err)
-		if !clock.Sleep(g.ctx, clock.Jitter(backoff)) {
+		if !clock.Sleep(sm.ctx, clock.Jitter(backoff)) {
 			return
 		}
 		backoff = min(2*backoff, o.settings.RetryInterval)
 	}
-	won := fromList + g.takeEach(cands, free)
-	g.s.inherited.Store(0)
+	won := fromList + sm.takeEach(cands, free)
+	sm.s.inherited.Store(0)
 	level := slog.LevelInfo
 	if won < fromList+len(cands) {
 		level = slog.LevelWarn
 	}
-	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", g.s.id, "shards", fromList+len(cands), "taken", won, "byChange", g.changedBack.Load(), "byList", fromList, "freed", len(free),
+	o.logger.Log(sm.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
+		"session", sm.s.id, "shards", fromList+len(cands), "taken", won, "byChange", sm.changedBack.Load(), "byList", fromList, "freed", len(free),
 		"listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // takeEach takes back cands and breaks the leases of free (see takeBack),
 // takeBackParallel at a time, and says how many it took.
-func (g *shardManager) takeEach(cands []candidate, free []listed) int {
-	o := g.o
+func (sm *shardManager) takeEach(cands []candidate, free []listed) int {
+	o := sm.o
 	var won atomic.Int64
 	var mine []candidate
 	for _, c := range cands {
@@ -264,13 +264,13 @@ func (g *shardManager) takeEach(cands []candidate, free []listed) int {
 	}
 	atOnce(len(mine)+len(free), takeBackParallel, func(i int) {
 		if i < len(mine) {
-			if ok, _ := g.claimOne(mine[i]); ok {
+			if ok, _ := sm.claimOne(mine[i]); ok {
 				won.Add(1)
 			}
 			return
 		}
 		l := free[i-len(mine)]
-		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, l.info.ETag, o.settings.claimTimeout())
+		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, l.info.ETag, o.settings.claimTimeout())
 	})
 	return int(won.Load())
 }

@@ -557,13 +557,13 @@ func forgetUnlisted[V any](m map[string]V, listed map[string]bool) {
 // lease available under its record) is one whose func returned, or whose
 // release that session reports itself (a removal, a handover that failed:
 // reportStopped), so a take of it is no news of this session's.
-func (g *shardManager) sameSetPeers(view sessionView) map[string]bool {
-	g.o.mu.Lock()
-	digest := g.o.digest
-	g.o.mu.Unlock()
+func (sm *shardManager) sameSetPeers(view sessionView) map[string]bool {
+	sm.o.mu.Lock()
+	digest := sm.o.digest
+	sm.o.mu.Unlock()
 	peers := map[string]bool{}
 	for _, id := range view.live {
-		if id != g.s.id && view.set[id] == digest && !view.leave[id] {
+		if id != sm.s.id && view.set[id] == digest && !view.leave[id] {
 			peers[id] = true
 		}
 	}

@@ -108,32 +108,32 @@ type balancing struct {
 // know which shards are held by a live session. What to do is decided by
 // internal/shardplan from a snapshot of the pass (tally) and what earlier
 // passes left (balancing.plan); this does it, as steps, in this order.
-func (g *shardManager) balance(view sessionView, wait *time.Duration) error {
-	if q := g.quiet(); q > 0 {
+func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
+	if q := sm.quiet(); q > 0 {
 		// After a deletion of the container, or a session ended cut off
 		// (shardfloors.go): it claims nothing, but reads its notes and
 		// adopts the shards handed to it, as the others see it below
 		// its share; and keeps its list of them, and its releases.
 		*wait = min(*wait, q)
-		g.expect(g.tally(view))
-		g.retryLeftovers()
-		g.writeHeld()
+		sm.expect(sm.tally(view))
+		sm.retryLeftovers()
+		sm.writeHeld()
 		return nil
 	}
-	g.noteGrowth(view)
-	p := g.tally(view)
-	g.give(p)
-	g.expect(p)
-	g.takeDeaths(p)
-	if g.waitForLive(p, wait) {
+	sm.noteGrowth(view)
+	p := sm.tally(view)
+	sm.give(p)
+	sm.expect(p)
+	sm.takeDeaths(p)
+	if sm.waitForLive(p, wait) {
 		return nil
 	}
-	if g.shouldList(p) && g.plan.MayList(time.Now(), g.planSettings()) {
-		if err := g.listNow(p); err != nil {
+	if sm.shouldList(p) && sm.plan.MayList(time.Now(), sm.planSettings()) {
+		if err := sm.listNow(p); err != nil {
 			return err
 		}
 	}
-	g.claimOrRest(p, wait)
+	sm.claimOrRest(p, wait)
 	return nil
 }
 
@@ -148,19 +148,19 @@ type pass struct {
 }
 
 // planSettings are the durations and bounds balance's decisions use.
-func (g *shardManager) planSettings() shardplan.Settings {
-	s := g.o.settings
+func (sm *shardManager) planSettings() shardplan.Settings {
+	s := sm.o.settings
 	return shardplan.Settings{RenewInterval: s.RenewInterval, RetryInterval: s.RetryInterval,
-		HandoverWait: min(s.LeaseDuration, maxLeaseDuration), StrayAfter: g.o.strayAfter(), ProbeMax: probeMax}
+		HandoverWait: min(s.LeaseDuration, maxLeaseDuration), StrayAfter: sm.o.strayAfter(), ProbeMax: probeMax}
 }
 
 // tally reads the set, stops the shards that left it, takes the pass's
 // snapshot and counts the shares of this session's group.
-func (g *shardManager) tally(view sessionView) *pass {
-	o := g.o
+func (sm *shardManager) tally(view sessionView) *pass {
+	o := sm.o
 	p := &pass{view: view}
 	sn := &p.snap
-	sn.Self, sn.Live, sn.Died = g.s.id, len(view.live), len(view.died) > 0
+	sn.Self, sn.Live, sn.Died = sm.s.id, len(view.live), len(view.died) > 0
 	o.mu.Lock()
 	sn.N, sn.Digest = len(o.set), o.digest
 	p.sets = []setID{{sn.Digest, sn.N}}
@@ -183,12 +183,12 @@ func (g *shardManager) tally(view sessionView) *pass {
 			r.ts.pleaseStop(ErrShardRemoved)
 		}
 	}
-	for name := range g.cands {
+	for name := range sm.cands {
 		if !o.set[name] {
 			// Free at the last listing, but no longer in the set: it must
 			// not pass for a candidate, or a session below its share
 			// would wait on it instead of listing again.
-			delete(g.cands, name)
+			delete(sm.cands, name)
 		}
 	}
 	sn.Own = len(o.claiming)
@@ -197,22 +197,22 @@ func (g *shardManager) tally(view sessionView) *pass {
 			sn.Own++
 		}
 	}
-	p.mine = view.group(g.s.id, p.sets...)
+	p.mine = view.group(sm.s.id, p.sets...)
 	sn.Group, sn.Owned, sn.Handing = p.mine.live, view.owned, view.handing
-	o.target, o.live = balance.FairShare(sn.N, p.mine.live, g.s.id), len(view.live)
+	o.target, o.live = balance.FairShare(sn.N, p.mine.live, sm.s.id), len(view.live)
 	o.mu.Unlock()
 	for id := range view.leave {
-		if id != g.s.id && slices.Contains(view.live, id) {
+		if id != sm.s.id && slices.Contains(view.live, id) {
 			sn.Leavers++
 		}
 	}
-	sn.Running = view.sets(g.s.id, sn.Digest)
+	sn.Running = view.sets(sm.s.id, sn.Digest)
 	sn.Signature = view.signature()
-	sn.Leaving = view.leaving(g.s.id, p.sets...)
+	sn.Leaving = view.leaving(sm.s.id, p.sets...)
 	sn.StrayDraw = time.Duration(rand.Int64N(int64(o.strayAfter())))
-	p.shares, g.plan = g.plan.Count(p.snap)
+	p.shares, sm.plan = sm.plan.Count(p.snap)
 	if p.shares.AgreeChanged {
-		if g.plan.Disagree {
+		if sm.plan.Disagree {
 			o.logger.Info("leaderelection: the live sessions disagree on the set of shards; each counts its share among those that have its set",
 				"container", o.settings.Container, "prefix", o.prefix, "shards", sn.N, "agreeing", len(p.mine.live), "liveSessions", len(view.live))
 		} else {
@@ -226,12 +226,12 @@ func (g *shardManager) tally(view sessionView) *pass {
 // give hands this session's excess over to the sessions of its group below
 // their share, and sends what it must send anyway: the releases a failed
 // request left, and its list of the shards it holds (heldlist.go).
-func (g *shardManager) give(p *pass) {
+func (sm *shardManager) give(p *pass) {
 	if k := p.shares.HandOver(p.snap.Changing); k > 0 {
-		g.handOver(k, p.mine)
+		sm.handOver(k, p.mine)
 	}
-	g.retryLeftovers()
-	g.writeHeld()
+	sm.retryLeftovers()
+	sm.writeHeld()
 }
 
 // expect decides how often this session reads its notes, and whether
@@ -254,22 +254,22 @@ func (g *shardManager) give(p *pass) {
 // its share as soon as it had picked what to hand over: the joiner of a
 // fleet at 10,000 shards read its notes once a second, and listed every
 // shard, 4 s of Azurite's one thread, while 700 were on their way to it.)
-func (g *shardManager) expect(p *pass) {
+func (sm *shardManager) expect(p *pass) {
 	var notes shardplan.Notes
-	notes, p.listing.Coming, g.plan = g.plan.Expect(time.Now(), p.snap, p.shares, g.planSettings())
-	g.expecting.Store(int32(notes))
-	g.group = p.mine
-	g.setPeers(p.view.live)
+	notes, p.listing.Coming, sm.plan = sm.plan.Expect(time.Now(), p.snap, p.shares, sm.planSettings())
+	sm.expecting.Store(int32(notes))
+	sm.group = p.mine
+	sm.setPeers(p.view.live)
 }
 
 // takeDeaths takes in hand the sessions that this pass's listing found
 // dead. Every survivor is below its share now. Those that must list (see
 // takeFromDead) do so at once; any other listing waits its turn, by rank,
 // rather than all at once.
-func (g *shardManager) takeDeaths(p *pass) {
+func (sm *shardManager) takeDeaths(p *pass) {
 	var take bool
-	if take, g.plan = g.plan.Deaths(time.Now(), p.snap, p.shares, g.planSettings()); take {
-		g.takeFromDead(p.mine, p.snap.N)
+	if take, sm.plan = sm.plan.Deaths(time.Now(), p.snap, p.shares, sm.planSettings()); take {
+		sm.takeFromDead(p.mine, p.snap.N)
 	}
 }
 
@@ -280,9 +280,9 @@ func (g *shardManager) takeDeaths(p *pass) {
 // claims what. (A death needs no such wait: every instance that sees it
 // sees one session fewer. It is taken in hand above, as only this listing
 // of the sessions reports it.)
-func (g *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
+func (sm *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
 	var left time.Duration
-	if left, g.plan = g.plan.WaitForLive(time.Now(), p.snap, p.shares, g.planSettings()); left > 0 {
+	if left, sm.plan = sm.plan.WaitForLive(time.Now(), p.snap, p.shares, sm.planSettings()); left > 0 {
 		*wait = min(*wait, left)
 		return true
 	}
@@ -301,10 +301,10 @@ func (g *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
 // answer lost, then given up, then its release lost too). (Every instance
 // listed after every change, to know who held what when one of them died,
 // until the sessions' lists (heldlist.go) told that.)
-func (g *shardManager) shouldList(p *pass) bool {
-	o := g.o
+func (sm *shardManager) shouldList(p *pass) bool {
+	o := sm.o
 	coming := p.listing.Coming
-	p.listing, g.plan = g.plan.ShouldList(time.Now(), p.snap, p.shares, coming, shardplan.Claims{Cands: len(g.cands), Stale: g.stale}, g.planSettings())
+	p.listing, sm.plan = sm.plan.ShouldList(time.Now(), p.snap, p.shares, coming, shardplan.Claims{Cands: len(sm.cands), Stale: sm.stale}, sm.planSettings())
 	if p.listing.ViewChanged {
 		o.logger.Debug("leaderelection: the sessions' records changed", "prefix", o.prefix, "shards", p.snap.N, "share", p.shares.Target, "own", p.shares.Own,
 			"held", p.shares.Held, "group", len(p.mine.live), "liveSessions", len(p.view.live), "rank", p.shares.Rank, "changing", p.snap.Changing)
@@ -314,7 +314,7 @@ func (g *shardManager) shouldList(p *pass) bool {
 	}
 	list := p.listing.List
 	if p.listing.Probe {
-		if found, ok := g.probeUnlisted(p.view); ok && found > 0 {
+		if found, ok := sm.probeUnlisted(p.view); ok && found > 0 {
 			list = false
 		}
 	}
@@ -322,44 +322,44 @@ func (g *shardManager) shouldList(p *pass) bool {
 }
 
 // listNow lists the shards, and notes what that tells of the other groups.
-func (g *shardManager) listNow(p *pass) error {
-	if err := g.listShards(p.view); err != nil {
+func (sm *shardManager) listNow(p *pass) error {
+	if err := sm.listShards(p.view); err != nil {
 		return err
 	}
-	g.plan = g.plan.Listed(p.snap, p.shares, g.heldByOthers(p.mine), len(g.cands), g.planSettings())
+	sm.plan = sm.plan.Listed(p.snap, p.shares, sm.heldByOthers(p.mine), len(sm.cands), sm.planSettings())
 	return nil
 }
 
 // claimOrRest claims toward this session's share, or, at its share, frees
 // the strays only it can tell and says what it took; and shortens wait to
 // its next useful pass.
-func (g *shardManager) claimOrRest(p *pass, wait *time.Duration) {
+func (sm *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 	deficit := p.shares.Deficit
 	if deficit <= 0 {
-		g.plan.Probed = false
-		g.freeStrays()
-		if g.reportTook() { // what was handed to it, if that is how it got there
-			g.recordSoon()
+		sm.plan.Probed = false
+		sm.freeStrays()
+		if sm.reportTook() { // what was handed to it, if that is how it got there
+			sm.recordSoon()
 		}
-		clear(g.cands)
+		clear(sm.cands)
 		return
 	}
-	if !g.stale {
-		claimed, tried, more := g.claim(min(deficit, claimBatch), deficit, p.mine)
-		g.took.Add(int64(claimed))
+	if !sm.stale {
+		claimed, tried, more := sm.claim(min(deficit, claimBatch), deficit, p.mine)
+		sm.took.Add(int64(claimed))
 		if claimed >= deficit {
 			// At its share now: it reads its notes no more, from now,
 			// not from its next pass (a read then was one a session at
 			// its share made).
-			g.expecting.Store(expectNothing)
-			g.reportTook()
-			g.recordSoon()
+			sm.expecting.Store(expectNothing)
+			sm.reportTook()
+			sm.recordSoon()
 		}
 		if claimed < deficit && (claimed > 0 || tried > 0 && more) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
 	}
-	if g.stale && !g.plan.Idle(time.Now(), p.snap.Running, p.shares.Over) {
+	if sm.stale && !sm.plan.Idle(time.Now(), p.snap.Running, p.shares.Over) {
 		// Its candidates were mostly taken, or (see claim) a listing
 		// finds what is left sooner: wait for the next listing rather
 		// than fail on the rest, and no longer than until it may be made.
@@ -367,7 +367,7 @@ func (g *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 		// sooner, or this loop would list the sessions over and over
 		// (it did, at ten times a second, on every instance that a
 		// leaving one handed shards to).
-		*wait = min(*wait, g.plan.RestWait(time.Now(), p.listing, g.planSettings()))
+		*wait = min(*wait, sm.plan.RestWait(time.Now(), p.listing, sm.planSettings()))
 	}
 }
 
@@ -395,16 +395,16 @@ func (b *balancing) noteGrowth(view sessionView) {
 
 // heldByOthers counts the shards of the set that the last listing showed
 // held by a session outside group: another group's, or one it did not know.
-func (g *shardManager) heldByOthers(group sessionView) int {
+func (sm *shardManager) heldByOthers(group sessionView) int {
 	in := make(map[string]bool, len(group.live))
 	for _, id := range group.live {
 		in[id] = true
 	}
 	n := 0
-	g.ownersMu.Lock()
-	defer g.ownersMu.Unlock()
-	for name, h := range g.owners {
-		if _, free := g.cands[name]; !free && !in[h.session] {
+	sm.ownersMu.Lock()
+	defer sm.ownersMu.Unlock()
+	for name, h := range sm.owners {
+		if _, free := sm.cands[name]; !free && !in[h.session] {
 			n++
 		}
 	}
@@ -427,8 +427,8 @@ func (o *ShardOwner) strayAfter() time.Duration {
 // below their share (handOverTo): those another live session prefers first,
 // the sessions below their share before the others, then this session's
 // least preferred.
-func (g *shardManager) handOver(k int, view sessionView) {
-	o := g.o
+func (sm *shardManager) handOver(k int, view sessionView) {
+	o := sm.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := len(o.set)
@@ -442,9 +442,9 @@ func (g *shardManager) handOver(k int, view sessionView) {
 		if r.leaving || r.returned.Load() {
 			continue
 		}
-		p := pick{r: r, s: balance.Rendezvous(g.s.id, r.name)}
+		p := pick{r: r, s: balance.Rendezvous(sm.s.id, r.name)}
 		switch pref := balance.Preferred(view.live, r.name); {
-		case pref == g.s.id:
+		case pref == sm.s.id:
 			p.rank = 2
 		case view.owned[pref] < balance.FairShare(n, view.live, pref):
 			p.rank = 0
@@ -463,9 +463,9 @@ func (g *shardManager) handOver(k int, view sessionView) {
 	for _, p := range picks[:min(k, len(picks))] {
 		chosen = append(chosen, p.r)
 	}
-	if queue := g.handOverTo(chosen, view.live, balance.Plan(view.live, view.owned, n, g.s.id, len(chosen)), view.ident); len(queue) > 0 {
-		g.pacing.Add(1)
-		go g.pace(g.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/balance.Givers(view.live, view.owned, n, g.s.id)))
+	if queue := sm.handOverTo(chosen, view.live, balance.Plan(view.live, view.owned, n, sm.s.id, len(chosen)), view.ident); len(queue) > 0 {
+		sm.pacing.Add(1)
+		go sm.pace(sm.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/balance.Givers(view.live, view.owned, n, sm.s.id)))
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
 	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,

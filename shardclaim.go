@@ -83,15 +83,15 @@ func (o *ShardOwner) holds(name string) bool {
 // deficit of shards. It returns how many it won, how many it tried, and
 // whether shards of dead sessions are left to try. It runs as steps, in
 // this order, over what one round of claims picked (claimRound).
-func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
-	r := g.freeNow()
-	g.assignPart(r, deficit, view)
-	if !g.orderPart(r) {
+func (sm *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
+	r := sm.freeNow()
+	sm.assignPart(r, deficit, view)
+	if !sm.orderPart(r) {
 		return 0, 0, false
 	}
-	g.freeForLong(r)
-	g.pickUpTo(r, k)
-	return g.claimPicked(r, deficit)
+	sm.freeForLong(r)
+	sm.pickUpTo(r, k)
+	return sm.claimPicked(r, deficit)
 }
 
 // claimRound is what one round of claims found and picked, and its steps
@@ -109,13 +109,13 @@ type claimRound struct {
 // freeNow is the candidates of the set that are free to claim now: not
 // running here, nor being claimed, with no release left to retry, and past
 // their cooldown.
-func (g *shardManager) freeNow() *claimRound {
-	o := g.o
+func (sm *shardManager) freeNow() *claimRound {
+	o := sm.o
 	r := &claimRound{now: time.Now()}
 	o.mu.Lock()
 	r.n = len(o.set)
-	r.free = make([]string, 0, len(g.cands))
-	for name := range g.cands {
+	r.free = make([]string, 0, len(sm.cands))
+	for name := range sm.cands {
 		_, left := o.leftover[name]
 		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || r.now.Before(o.cooldown[name]) {
 			continue
@@ -143,58 +143,58 @@ func (g *shardManager) freeNow() *claimRound {
 // of claims, and each instance's part came out a few shards off the
 // others'; a few sessions came up short at the end and listed every shard
 // again, for 10 to 20 s more.
-func (g *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
-	o := g.o
-	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
+func (sm *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
+	o := sm.o
+	if live := strings.Join(view.live, ","); (sm.part == nil || live != sm.partFor) && sm.fromListing {
 		o.mu.Lock()
 		set := slices.Sorted(maps.Keys(o.set))
 		o.mu.Unlock()
-		g.ownersMu.Lock()
-		holders := make(map[string]string, len(g.owners))
-		for name, h := range g.owners {
+		sm.ownersMu.Lock()
+		holders := make(map[string]string, len(sm.owners))
+		for name, h := range sm.owners {
 			holders[name] = h.session
 		}
-		g.ownersMu.Unlock()
-		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, r.free, g.s.id)
-		g.partFor = live
-	} else if g.part == nil || live != g.partFor {
+		sm.ownersMu.Unlock()
+		sm.part, sm.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
+		sm.partFor = live
+	} else if sm.part == nil || live != sm.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
 			room[id] = max(0, balance.FairShare(r.n, view.live, id)-view.owned[id])
-			if rm, ok := g.deathRoom[id]; ok && live == g.deathFor {
+			if rm, ok := sm.deathRoom[id]; ok && live == sm.deathFor {
 				room[id] = rm
 			}
 		}
-		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partTo = balance.Assign(r.free, view.live, room, g.s.id)
-		g.partFor = live
+		room[sm.s.id] = max(room[sm.s.id], deficit)
+		sm.part, sm.partTo = balance.Assign(r.free, view.live, room, sm.s.id)
+		sm.partFor = live
 	}
 }
 
 // orderPart puts first the free shards of this session's part. It reports
 // false if there are none left and they were a dead session's: the round
 // ends, and the session lists instead.
-func (g *shardManager) orderPart(r *claimRound) bool {
+func (sm *shardManager) orderPart(r *claimRound) bool {
 	isFree := make(map[string]bool, len(r.free))
 	for _, name := range r.free {
 		isFree[name] = true
 	}
-	r.mine = make(map[string]bool, len(g.part))
-	for _, name := range g.part {
+	r.mine = make(map[string]bool, len(sm.part))
+	for _, name := range sm.part {
 		r.mine[name] = true
 		if isFree[name] {
 			r.order = append(r.order, name)
 		}
 	}
 	if len(r.order) == 0 {
-		g.part = nil // spent: assign again at the next claim, from the records then
-		if g.fromDeath {
+		sm.part = nil // spent: assign again at the next claim, from the records then
+		if sm.fromDeath {
 			// This session's part of a dead session's shards is claimed
 			// (or was empty), and it is still short: the survivors'
 			// listings, or its own count, differed. The rest are mostly
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
-			g.stale, g.plan.ListNotBefore = true, time.Time{}
+			sm.stale, sm.plan.ListNotBefore = true, time.Time{}
 			return false
 		}
 	}
@@ -211,10 +211,10 @@ func (g *shardManager) orderPart(r *claimRound) bool {
 // claiming its part, and those done first took the others' parts, leaving
 // them short by a few, to be found by listing 10,000 shards again on a busy
 // account: 10 to 15 s more.
-func (g *shardManager) freeForLong(r *claimRound) {
+func (sm *shardManager) freeForLong(r *claimRound) {
 	// However a session's count moves (a func that fails over and over
 	// makes it dip and grow again), a shard free for 4 × that is anyone's.
-	long := g.o.settings.RenewInterval + 2*g.o.settings.RetryInterval
+	long := sm.o.settings.RenewInterval + 2*sm.o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
 	// differ, but not what must be claimed.
@@ -222,14 +222,14 @@ func (g *shardManager) freeForLong(r *claimRound) {
 		if r.mine[name] {
 			continue
 		}
-		free := r.now.Sub(g.freeSince[name])
-		stuck := free >= long && (r.now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
-		if stuck || len(r.order) == 0 && g.cands[name].dead {
+		free := r.now.Sub(sm.freeSince[name])
+		stuck := free >= long && (r.now.Sub(sm.grewAt[sm.partTo[name]]) >= long || free >= 4*long)
+		if stuck || len(r.order) == 0 && sm.cands[name].dead {
 			r.others = append(r.others, name)
 		}
 	}
 	slices.SortFunc(r.others, func(a, b string) int {
-		sa, sb := balance.Rendezvous(g.s.id, a), balance.Rendezvous(g.s.id, b)
+		sa, sb := balance.Rendezvous(sm.s.id, a), balance.Rendezvous(sm.s.id, b)
 		switch {
 		case sa > sb:
 			return -1
@@ -243,8 +243,8 @@ func (g *shardManager) freeForLong(r *claimRound) {
 
 // pickUpTo picks up to k of them, in order, that no claim has reserved
 // meanwhile, and reserves them.
-func (g *shardManager) pickUpTo(r *claimRound, k int) {
-	o := g.o
+func (sm *shardManager) pickUpTo(r *claimRound, k int) {
+	o := sm.o
 	o.mu.Lock()
 	for _, name := range r.order {
 		if len(r.picked) == k {
@@ -255,27 +255,27 @@ func (g *shardManager) pickUpTo(r *claimRound, k int) {
 		}
 		delete(o.cooldown, name)
 		o.claiming[name] = true
-		r.picked = append(r.picked, g.cands[name])
-		delete(g.cands, name)
+		r.picked = append(r.picked, sm.cands[name])
+		delete(sm.cands, name)
 	}
 	o.mu.Unlock()
-	if len(r.picked) > 0 && len(g.part) > 0 {
+	if len(r.picked) > 0 && len(sm.part) > 0 {
 		taken := make(map[string]bool, len(r.picked))
 		for _, c := range r.picked {
 			taken[c.name] = true
 		}
-		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
+		sm.part = slices.DeleteFunc(sm.part, func(name string) bool { return taken[name] })
 	}
 }
 
 // claimPicked claims the shards picked, claimParallel at a time, and
 // judges from how that went whether to list again.
-func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
-	o := g.o
+func (sm *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
+	o := sm.o
 	picked := r.picked
 	got := make([]bool, len(picked))
 	why := make([]string, len(picked)) // why each claim that failed did
-	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = g.claimOne(picked[i]) })
+	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = sm.claimOne(picked[i]) })
 	wins, living, livingWins := 0, 0, 0 // living: candidates not of a dead session
 	for i, c := range picked {
 		if got[i] {
@@ -293,9 +293,9 @@ func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, 
 	// count: a survivor tries at most its part of them (then lists, see
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
-	g.stale = 2*livingWins < living
+	sm.stale = 2*livingWins < living
 	for _, name := range r.free {
-		if c, ok := g.cands[name]; ok && c.dead {
+		if c, ok := sm.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
@@ -341,14 +341,14 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // its share then finds them free at its next listing. Each break is If-Match
 // the listed ETag, and its term is first marked as this session's own, as
 // before any break of a shard recorded for it (see claimOne).
-func (g *shardManager) freeStrays() {
-	o := g.o
-	for _, c := range g.cands {
+func (sm *shardManager) freeStrays() {
+	o := sm.o
+	for _, c := range sm.cands {
 		if !c.ours || o.holds(c.name) {
 			continue
 		}
-		g.record(c.name, c.prev)
-		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, c.etag, o.settings.claimTimeout())
+		sm.record(c.name, c.prev)
+		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, c.etag, o.settings.claimTimeout())
 		if res == breakDone {
 			o.logger.Info("leaderelection: freed a shard whose record names this session, which has not held it for a lease duration",
 				"shard", c.name, "term", c.prev)

@@ -241,8 +241,8 @@ func (o *ShardOwner) quietFor() time.Duration {
 // seen before its first pass starts the quiet then, and the seeding of the
 // terms it saw, tried at each pass until it is done or the quiet ends; a
 // quiet begun by an earlier session of this instance runs on.
-func (g *shardManager) quiet() time.Duration {
-	o := g.o
+func (sm *shardManager) quiet() time.Duration {
+	o := sm.o
 	o.mu.Lock()
 	if o.deletedFor > 0 {
 		o.quietUntil = time.Now().Add(o.deletedFor)
@@ -252,7 +252,7 @@ func (g *shardManager) quiet() time.Duration {
 	left := time.Until(o.quietUntil)
 	seed := o.seedPending && left > 0
 	o.mu.Unlock()
-	if seed && g.seedTerms() {
+	if seed && sm.seedTerms() {
 		// Done; until then, tried again at each pass while the quiet
 		// lasts.
 		o.mu.Lock()
@@ -267,8 +267,8 @@ func (g *shardManager) quiet() time.Duration {
 // highest of them (seedOf), or raises a seed that another instance created
 // lower (see above). It reports whether every shard's seed is now at least
 // that high, or taken.
-func (g *shardManager) seedTerms() bool {
-	o := g.o
+func (sm *shardManager) seedTerms() bool {
+	o := sm.o
 	o.mu.Lock()
 	seeds := map[string]int64{}
 	for name := range o.set {
@@ -278,7 +278,7 @@ func (g *shardManager) seedTerms() bool {
 	}
 	o.mu.Unlock()
 	found := map[string]listed{}
-	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if seeds[l.name] > 0 {
 			found[l.name] = l
 		}
@@ -294,7 +294,7 @@ func (g *shardManager) seedTerms() bool {
 	atOnce(len(names), claimParallel, func(i int) {
 		name := names[i]
 		info := found[name].info // the zero LeaseInfo (no blob) if not listed
-		if !g.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
+		if !sm.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
 			failed.Add(1)
 		}
 	})
@@ -309,10 +309,10 @@ func (g *shardManager) seedTerms() bool {
 // raise of another instance, lower or higher). It reports false if storage
 // failed it three times; true if the seed is high enough, or the blob is
 // taken (its claim recorded a term above the seed it found).
-func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+func (sm *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
 	for range 3 {
 		if !info.Exists {
-			_, err := g.o.createShard(g.ctx, lm, floor)
+			_, err := sm.o.createShard(sm.ctx, lm, floor)
 			if err == nil {
 				return true
 			}
@@ -321,11 +321,11 @@ func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64
 			}
 		} else if !seedBelow(info, floor) {
 			return true
-		} else if _, ok := g.raiseSeed(lm, info, floor); ok {
+		} else if _, ok := sm.raiseSeed(lm, info, floor); ok {
 			return true
 		}
 		var err error
-		if info, err = lm.Inspect(g.ctx); err != nil {
+		if info, err = lm.Inspect(sm.ctx); err != nil {
 			return false
 		}
 	}
@@ -341,13 +341,13 @@ func seedBelow(info LeaseInfo, floor int64) bool {
 // raiseSeed raises the seed of a shard's blob that nobody leases and that
 // carries no term's record to floor, if lower, on condition that its ETag
 // is still info's. It reports whether it did, and the ETag it made.
-func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
+func (sm *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
 	if !seedBelow(info, floor) {
 		return "", false
 	}
-	etag, err := lm.writeSeed(g.ctx, info.ETag, wire.CreateMetadata(wire.RoleShard, floor, time.Now()))
+	etag, err := lm.writeSeed(sm.ctx, info.ETag, wire.CreateMetadata(wire.RoleShard, floor, time.Now()))
 	if err != nil {
-		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
+		sm.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
 		return "", false
 	}
 	return etag, true
@@ -364,17 +364,17 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 // and whether or not that session has noticed it yet: the blob it times was
 // created after the deletion, and a session stops at S + D - StopMargin for
 // its last confirmed write, sent before it (see above).
-func (g *shardManager) stoodRecreated(c candidate, seed int64) bool {
-	o := g.o
+func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
+	o := sm.o
 	lm := o.managerFor(o.shardBlob(c.name), "")
 	etag := c.etag
 	if !c.exists {
-		created, err := o.createShard(g.ctx, lm, seed)
+		created, err := o.createShard(sm.ctx, lm, seed)
 		if err != nil {
 			return false // created meanwhile, or storage failed: the next listing tells
 		}
 		etag = created
-	} else if raised, ok := g.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
+	} else if raised, ok := sm.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
 		etag = raised
 	}
 	o.mu.Lock()

@@ -48,16 +48,16 @@ type shardListing struct {
 // of the dead sessions' shards is claimed, if it is still short (see claim):
 // a shard a dead session claimed after it last wrote its list is found that
 // way.
-func (g *shardManager) takeFromDead(view sessionView, n int) {
-	o := g.o
+func (sm *shardManager) takeFromDead(view sessionView, n int) {
+	o := sm.o
 	dead := map[string]bool{}
 	found := map[string]candidate{}
 	for _, id := range view.died {
 		dead[id] = true
-		entries, err := o.readHeld(g.ctx, id)
+		entries, err := o.readHeld(sm.ctx, id)
 		if err != nil {
 			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
-			g.stale, g.plan.ListNotBefore = true, time.Time{}
+			sm.stale, sm.plan.ListNotBefore = true, time.Time{}
 			return
 		}
 		for _, e := range entries {
@@ -68,13 +68,13 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	// the same candidates alike. (What its last listing showed the dead
 	// sessions holding may be older, and differ from one survivor to
 	// another: their parts then overlapped, and most came up short.)
-	g.ownersMu.Lock()
-	for name, h := range g.owners {
+	sm.ownersMu.Lock()
+	for name, h := range sm.owners {
 		if dead[h.session] {
-			delete(g.owners, name)
+			delete(sm.owners, name)
 		}
 	}
-	g.ownersMu.Unlock()
+	sm.ownersMu.Unlock()
 	// Each survivor's room is its share less what it holds, by the
 	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
@@ -84,17 +84,17 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	// is less. The survivors then usually assign the dead sessions' shards
 	// alike, in disjoint parts that cover them all. Where their rooms
 	// differ, claims are conditional, and a survivor left short lists.
-	g.deathFor = strings.Join(view.live, ",")
-	g.deathRoom = make(map[string]int, len(view.live))
+	sm.deathFor = strings.Join(view.live, ",")
+	sm.deathRoom = make(map[string]int, len(view.live))
 	for _, id := range view.live {
 		holds := view.owned[id]
-		if before, ok := g.prevOwned[id]; ok {
+		if before, ok := sm.prevOwned[id]; ok {
 			holds = min(holds, before)
 		}
-		if id == g.s.id {
+		if id == sm.s.id {
 			holds = o.ownedCount()
 		}
-		g.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
+		sm.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
 	}
 	now := time.Now()
 	var freed []string
@@ -104,18 +104,18 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 			continue
 		}
 		freed = append(freed, name)
-		g.cands[name] = c
+		sm.cands[name] = c
 		// Free from now: a time left from the last listing, long ago,
 		// when the shard was free before the dead session took it, made
 		// it anyone's at once, and the survivors done with their parts
 		// took the others', left them short and listing (16 s, five at
 		// once, on a busy account).
-		g.freeSince[name] = now
+		sm.freeSince[name] = now
 	}
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath, g.plan.Probed, g.fromListing = false, nil, true, false, false
+	sm.stale, sm.part, sm.fromDeath, sm.plan.Probed, sm.fromListing = false, nil, true, false, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -124,22 +124,22 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 // listing shows held by another (which should never happen), and times the
 // leases that name no live holder. It runs as steps, in this order, over
 // what the listing found (shardScan).
-func (g *shardManager) listShards(view sessionView) error {
-	g.reportTook()
-	sc, err := g.readShards()
+func (sm *shardManager) listShards(view sessionView) error {
+	sm.reportTook()
+	sc, err := sm.readShards()
 	if err != nil {
 		return err
 	}
-	if g.sessionBlobGone() {
-		g.o.sawDeletion("a listing of the shards found this session's blob gone")
+	if sm.sessionBlobGone() {
+		sm.o.sawDeletion("a listing of the shards found this session's blob gone")
 		return errSessionGone
 	}
-	g.judgeShards(sc, view)
-	if err := g.lookUpUnknown(sc); err != nil {
+	sm.judgeShards(sc, view)
+	if err := sm.lookUpUnknown(sc); err != nil {
 		return err
 	}
-	g.noteMissing(sc)
-	g.keepScan(sc, view)
+	sm.noteMissing(sc)
+	sm.keepScan(sc, view)
 	return nil
 }
 
@@ -149,8 +149,8 @@ func (g *shardManager) listShards(view sessionView) error {
 // session that has not noticed that yet (its renewal failing on the
 // silence, or not yet sent) must claim nothing on a listing of the
 // container created again (shardfloors.go). One request a listing.
-func (g *shardManager) sessionBlobGone() bool {
-	info, err := g.s.term.blob().Inspect(g.ctx)
+func (sm *shardManager) sessionBlobGone() bool {
+	info, err := sm.s.term.blob().Inspect(sm.ctx)
 	return err == nil && !info.Exists
 }
 
@@ -174,8 +174,8 @@ type shardScan struct {
 }
 
 // readShards lists the shards of the set, and those this instance runs.
-func (g *shardManager) readShards() (*shardScan, error) {
-	o := g.o
+func (sm *shardManager) readShards() (*shardScan, error) {
+	o := sm.o
 	sc := &shardScan{start: time.Now()}
 	o.mu.Lock()
 	sc.set = make(map[string]bool, len(o.set))
@@ -183,7 +183,7 @@ func (g *shardManager) readShards() (*shardScan, error) {
 		sc.set[n] = true
 	}
 	o.mu.Unlock()
-	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if sc.set[l.name] {
 			sc.entries = append(sc.entries, l)
 		} else if o.isRunning(l.name) {
@@ -197,8 +197,8 @@ func (g *shardManager) readShards() (*shardScan, error) {
 		}
 		return nil, err
 	}
-	g.plan.LastList = time.Now()
-	g.plan.ListTook = g.plan.LastList.Sub(sc.start)
+	sm.plan.LastList = time.Now()
+	sm.plan.ListTook = sm.plan.LastList.Sub(sc.start)
 	return sc, nil
 }
 
@@ -206,8 +206,8 @@ func (g *shardManager) readShards() (*shardScan, error) {
 // that found: it times the anomalies, raises the floors of the terms,
 // adopts the shards handed to it, and reports the records no term can
 // follow.
-func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
-	o := g.o
+func (sm *shardManager) judgeShards(sc *shardScan, view sessionView) {
+	o := sm.o
 	sc.owners = make(map[string]shardHolder, len(sc.entries))
 	live := map[string]bool{}
 	for _, id := range view.live {
@@ -218,28 +218,28 @@ func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	sc.anomalies = map[string]unleasedSince{}
 	sc.bad = map[string]*RecordError{}
 	sc.terms = make(map[string]int64, len(sc.entries))
-	sc.peers = g.sameSetPeers(view)
+	sc.peers = sm.sameSetPeers(view)
 	for _, l := range sc.entries {
-		g.judgeShard(sc, l, live)
+		sm.judgeShard(sc, l, live)
 	}
-	g.anomalies = sc.anomalies
+	sm.anomalies = sc.anomalies
 	if sc.strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
-		g.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+		sm.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
 	o.seeTerms(sc.terms)
-	g.adopt(sc.adopt)
+	sm.adopt(sc.adopt)
 	o.noteBadShards(sc.bad)
 }
 
 // judgeShard judges one shard listed: held by this session, free, leased
 // by a live session, by a dead one, by one the listing of the sessions did
 // not show, or by no live holder's record.
-func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool) {
-	o := g.o
+func (sm *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool) {
+	o := sm.o
 	sc.seen[l.name] = true
-	g.checkHeld(l, sc.start)
+	sm.checkHeld(l, sc.start)
 	if !sc.set[l.name] {
 		return
 	}
@@ -262,38 +262,38 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 		sc.cands = append(sc.cands, c)
 	case l.info.State != stateLeased:
 		// Breaking: an operator's break, which ends by itself.
-	case l.session == "" || l.session == g.s.id:
+	case l.session == "" || l.session == sm.s.id:
 		// Leased with no record, or with this session's record but
 		// not held by this session: a claim that failed, or one in
 		// flight. Its holder has not started a func for it (that
 		// needs its own record), so a break is safe; wait until its
 		// ETag has stood a lease duration, not to fight a live claim.
-		if l.session == g.s.id && o.holds(l.name) {
+		if l.session == sm.s.id && o.holds(l.name) {
 			return
 		}
-		if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
+		if l.session == sm.s.id && !sm.recorded(l.name, l.info.Leader.Number) {
 			// Recorded for this session by another: handed to it
 			// (handoff.go), its note lost or not read yet. Adopt it
 			// on that condition; if the lease has another ID (the
 			// giver's change failed), it is timed as below.
 			sc.adopt = append(sc.adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
 		}
-		a, ok := g.anomalies[l.name]
+		a, ok := sm.anomalies[l.name]
 		if !ok || a.etag != l.info.ETag {
 			a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
 		}
 		sc.anomalies[l.name] = a
-		if l.session == g.s.id {
+		if l.session == sm.s.id {
 			sc.strays = true
 		}
 		if time.Since(a.since) >= o.settings.LeaseDuration {
-			c.leased, c.ours = true, l.session == g.s.id
+			c.leased, c.ours = true, l.session == sm.s.id
 			sc.cands = append(sc.cands, c)
 		}
 	case live[l.session]:
 		// Held by a live session.
 	default:
-		if _, dead := g.watch.dead[l.session]; dead {
+		if _, dead := sm.watch.dead[l.session]; dead {
 			c.leased, c.dead = true, true
 			sc.cands = append(sc.cands, c)
 			return
@@ -305,15 +305,15 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 // lookUpUnknown looks up the sessions the shards name that the listing of
 // the sessions did not show: one started since (its shards are held) or
 // one whose blob is gone (dead).
-func (g *shardManager) lookUpUnknown(sc *shardScan) error {
-	o := g.o
+func (sm *shardManager) lookUpUnknown(sc *shardScan) error {
+	o := sm.o
 	lookups := 0
 	for id, ls := range sc.unknown {
 		if lookups == lookupsPerList {
 			break
 		}
 		lookups++
-		dead, err := o.sessionState(g.ctx, g.watch, id)
+		dead, err := o.sessionState(sm.ctx, sm.watch, id)
 		if err != nil {
 			if errors.Is(err, ErrPermanent) {
 				return err
@@ -331,8 +331,8 @@ func (g *shardManager) lookUpUnknown(sc *shardScan) error {
 
 // noteMissing takes the shards of the set the listing did not show as
 // free (no blob yet), and stops the runs whose blob it did not show.
-func (g *shardManager) noteMissing(sc *shardScan) {
-	o := g.o
+func (sm *shardManager) noteMissing(sc *shardScan) {
+	o := sm.o
 	for name := range sc.set {
 		if !sc.seen[name] {
 			sc.cands = append(sc.cands, candidate{name: name})
@@ -348,40 +348,40 @@ func (g *shardManager) noteMissing(sc *shardScan) {
 	}
 	o.mu.Unlock()
 	for _, r := range gone {
-		g.lost(r, "its blob is gone")
+		sm.lost(r, "its blob is gone")
 	}
-	g.reportLost()
+	sm.reportLost()
 }
 
 // keepScan makes the listing's free shards the candidates, and its owners
 // those to take a dead session's shards from.
-func (g *shardManager) keepScan(sc *shardScan, view sessionView) {
-	o := g.o
-	g.cands = make(map[string]candidate, len(sc.cands))
+func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
+	o := sm.o
+	sm.cands = make(map[string]candidate, len(sc.cands))
 	freeSince := make(map[string]time.Time, len(sc.cands))
 	for _, c := range sc.cands {
-		g.cands[c.name] = c
-		if at, ok := g.freeSince[c.name]; ok {
+		sm.cands[c.name] = c
+		if at, ok := sm.freeSince[c.name]; ok {
 			freeSince[c.name] = at
 		} else {
 			freeSince[c.name] = sc.start
 		}
 	}
-	g.ownersMu.Lock()
-	g.owners = sc.owners
-	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.plan.Probed, g.fromListing = freeSince, false, sc.start, nil, false, true
-	g.deathRoom, g.fromDeath = nil, false
-	o.counts.sawListing(sc.start, g.cands, sc.anomalies, sc.bad)
-	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.plan.ListTook.Round(time.Millisecond),
+	sm.ownersMu.Lock()
+	sm.owners = sc.owners
+	sm.ownersMu.Unlock()
+	sm.freeSince, sm.stale, sm.ownersAt, sm.part, sm.plan.Probed, sm.fromListing = freeSince, false, sc.start, nil, false, true
+	sm.deathRoom, sm.fromDeath = nil, false
+	o.counts.sawListing(sc.start, sm.cands, sc.anomalies, sc.bad)
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", sm.plan.ListTook.Round(time.Millisecond),
 		"shards", len(sc.entries), "free", len(sc.cands), "liveSessions", len(view.live))
 }
 
 // checkHeld stops the func of a shard this session holds if a listing that
 // started after the claim shows the shard unleased or written by another:
 // only the lease's holder can write the blob.
-func (g *shardManager) checkHeld(l listed, start time.Time) {
-	o := g.o
+func (sm *shardManager) checkHeld(l listed, start time.Time) {
+	o := sm.o
 	o.mu.Lock()
 	r := o.runs[l.name]
 	o.mu.Unlock()
@@ -390,40 +390,40 @@ func (g *shardManager) checkHeld(l listed, start time.Time) {
 	}
 	switch {
 	case !l.info.Held():
-		g.lost(r, "its lease was broken or released")
+		sm.lost(r, "its lease was broken or released")
 	case l.info.ETag != r.etag:
-		g.lost(r, "another instance wrote its record")
+		sm.lost(r, "another instance wrote its record")
 	}
 }
 
 // lost stops now the func of a shard that a listing shows is no longer
 // this instance's; reportLost logs them, one line for each cause.
-func (g *shardManager) lost(r *shardRun, why string) {
+func (sm *shardManager) lost(r *shardRun, why string) {
 	if r.returned.Load() {
 		return
 	}
-	o := g.o
+	o := sm.o
 	err := &StorageError{Op: "list shards", Container: o.settings.Container, Blob: o.shardBlob(r.name),
 		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
 	o.logger.Debug("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now",
 		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
-	if g.lostNow == nil {
-		g.lostNow = map[string][]string{}
+	if sm.lostNow == nil {
+		sm.lostNow = map[string][]string{}
 	}
-	g.lostNow[why] = append(g.lostNow[why], r.name)
+	sm.lostNow[why] = append(sm.lostNow[why], r.name)
 	r.ts.stopNow(&leaseLostError{err: err})
 }
 
 // reportLost logs the shards a listing found lost, at Error: one line for
 // each cause, with how many and the first few.
-func (g *shardManager) reportLost() {
-	for why, names := range g.lostNow {
+func (sm *shardManager) reportLost() {
+	for why, names := range sm.lostNow {
 		slices.Sort(names)
-		o := g.o
+		o := sm.o
 		o.logger.Error("leaderelection: shards this instance ran are no longer its own; their funcs are told to stop now (were their leases broken by hand?)",
 			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
 	}
-	g.lostNow = nil
+	sm.lostNow = nil
 }
 
 // isRunning reports whether this instance runs name's func.

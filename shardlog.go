@@ -37,13 +37,13 @@ import (
 // while this session took the shard first, its own still cooling down (so
 // two sessions trade such shards round after round); or one the peer
 // tells of, at Info if it is news.
-func (g *shardManager) reportTook() bool {
-	took := g.took.Swap(0)
-	freed := min(g.tookFreed.Swap(0), took)
+func (sm *shardManager) reportTook() bool {
+	took := sm.took.Swap(0)
+	freed := min(sm.tookFreed.Swap(0), took)
 	if took == 0 {
 		return false
 	}
-	o := g.o
+	o := sm.o
 	o.mu.Lock()
 	running, share := len(o.runs), o.target
 	returned := o.stopped[ReasonFuncReturned]
@@ -80,9 +80,9 @@ func (g *shardManager) reportTook() bool {
 // it for a receiver of a joiner's share, and the joiner, counting every
 // session short, read no notes (the handover tests saw both, after a cold
 // start: the joiner's last shards came 31 s late).
-func (g *shardManager) recordSoon() {
+func (sm *shardManager) recordSoon() {
 	select {
-	case g.s.term.hooks.renewSoon <- make(chan error, 1):
+	case sm.s.term.hooks.renewSoon <- make(chan error, 1):
 	default:
 	}
 }

@@ -34,14 +34,14 @@ type ownership struct {
 
 // shardRun is one run of a shard's func on this instance.
 type shardRun struct {
-	name    string
-	runner  *termRunner // the shard's lease (this claim's ID), its health and logger
-	term    Term
-	gen     int64       // the session term its lease ID derives from (wire.ClaimLeaseID); 0: handed to it (wire.HandoffLeaseID)
-	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
-	claimed time.Time   // when the record was confirmed
-	ts      termStop
-	state   *termState
+	name        string
+	runner      *termRunner // the shard's lease (this claim's ID), its health and logger
+	term        Term
+	sessionTerm int64       // the session term its lease ID derives from (wire.ClaimLeaseID); 0: handed to it (wire.HandoffLeaseID)
+	etag        azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
+	claimed     time.Time   // when the record was confirmed
+	ts          termStop
+	state       *termState
 
 	leaving  bool          // asked to stop for a handover or a removal; under ShardOwner.mu
 	leftAt   time.Time     // when it was asked to; likewise
@@ -54,8 +54,8 @@ type shardRun struct {
 // run runs a shard's func, then releases the shard, however the func ends:
 // normally, or by a panic, which is handed to Run once the lease is
 // released.
-func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
-	o, s := g.o, g.o.settings
+func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
+	o, s := sm.o, sm.o.settings
 	m := r.runner
 	defer func() {
 		if p := recover(); p != nil {
@@ -82,7 +82,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		funcEnd := time.Now()
 		r.returned.Store(true)
 		m.leading.Store(false)
-		expires := g.deadline().Add(s.StopMargin)
+		expires := sm.deadline().Add(s.StopMargin)
 		cause := context.Cause(leaseCtx)
 		ours := cause == nil // the shard's lease is still ours to give back
 		if cause == nil {
@@ -91,8 +91,8 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		close(funcDone)
 		r.ts.stopNow(errTermEnded)
 		watcher.Wait()
-		g.funcs.Done()
-		if ours && g.s.keep.Load() {
+		sm.funcs.Done()
+		if ours && sm.s.keep.Load() {
 			// Kept, with the session, for the next process (sessionfile.go).
 			ours = false
 		}
@@ -105,10 +105,10 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			o.mu.Lock()
 			to := r.to
 			o.mu.Unlock()
-			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !g.transfer(g.releases, r, *to) {
-				o.releaseShard(g.releases, r)
-				if g.s.leaving.Load() {
-					g.leftBehind(r)
+			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !sm.transfer(sm.releases, r, *to) {
+				o.releaseShard(sm.releases, r)
+				if sm.s.leaving.Load() {
+					sm.leftBehind(r)
 				}
 			}
 		}
@@ -128,7 +128,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		o.logger.Debug("leaderelection: stopped running shard", "container", s.Container, "shard", r.name, "term", r.term.Number,
 			"reason", reason, "ran", funcEnd.Sub(r.state.beatBase).Round(time.Millisecond))
 		o.emit(Event{Kind: StoppedLeading, Term: r.term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires,
-			Shard: r.name, Session: g.s.id})
+			Shard: r.name, Session: sm.s.id})
 		if !returned {
 			stopAll(o)
 		}
@@ -139,9 +139,9 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	r.state.start(r.term)
 	m.leading.Store(true)
 	o.shardMetrics.transition("started", "")
-	o.logger.Debug("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
-	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: g.s.id})
-	if g.fuse.ahead() {
+	o.logger.Debug("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", sm.s.id)
+	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: sm.s.id})
+	if sm.fuse.ahead() {
 		funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)
 	}
 	returned = true
@@ -233,8 +233,8 @@ func (o *ShardOwner) addLeftover(name, id string) {
 // retryLeftovers releases the leases that a failed request may have left
 // with this instance, a few per cycle. A lease that is not ours (any more)
 // counts as released.
-func (g *shardManager) retryLeftovers() {
-	o := g.o
+func (sm *shardManager) retryLeftovers() {
+	o := sm.o
 	o.mu.Lock()
 	left := make(map[string]string, len(o.leftover))
 	for n, id := range o.leftover {
@@ -245,7 +245,7 @@ func (g *shardManager) retryLeftovers() {
 	}
 	o.mu.Unlock()
 	for name, id := range left {
-		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
+		if err := o.managerFor(o.shardBlob(name), id).Release(sm.ctx); err != nil {
 			continue
 		}
 		o.mu.Lock()
@@ -259,8 +259,8 @@ func (g *shardManager) retryLeftovers() {
 // releaseLeftovers tries once more every leftover lease as the session
 // ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
 // dropped (see manage).
-func (g *shardManager) releaseLeftovers(ctx context.Context) {
-	o := g.o
+func (sm *shardManager) releaseLeftovers(ctx context.Context) {
+	o := sm.o
 	o.mu.Lock()
 	left := o.leftover
 	o.leftover = map[string]string{}

@@ -97,32 +97,32 @@ func (o *ShardOwner) unclaim(name string) {
 // ends no later claim. A term proposed by a claim that did not get the lease
 // is not recorded (record, after the acquire): it may yet be handed to this
 // session, which must not refuse it as its own.
-func (g *shardManager) claimOne(c candidate) (won bool, why string) {
-	o := g.o
-	floor, ok := g.claimFloor(c)
+func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
+	o := sm.o
+	floor, ok := sm.claimFloor(c)
 	if !ok {
 		o.unclaim(c.name)
 		return false, "settling"
 	}
-	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
+	number, ok := wire.NextTerm(max(c.prev, sm.proposed(c.name)), floor)
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
 		o.unclaim(c.name)
 		o.counts.claim(c.name, "permanent")
 		return false, "permanent"
 	}
-	g.propose(c.name, number)
-	id := wire.ClaimLeaseID(g.s.id, g.gen, c.name, number)
+	sm.propose(c.name, number)
+	id := wire.ClaimLeaseID(sm.s.id, sm.sessionTerm, c.name, number)
 	lm := o.managerFor(o.shardBlob(c.name), id)
 	done := func(outcome string, release bool) (bool, string) {
 		if release {
-			g.releaseClaim(c.name, lm)
+			sm.releaseClaim(c.name, lm)
 		}
 		o.unclaim(c.name)
 		o.counts.claim(c.name, outcome)
 		return false, outcome
 	}
-	ctx := g.ctx
+	ctx := sm.ctx
 	etag := c.etag
 	if !c.exists {
 		var err error
@@ -130,13 +130,13 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 			return done(outcome(err, "claimed"), false)
 		}
 	}
-	if ok, why, release := g.takeLease(c, lm, id, etag); !ok {
+	if ok, why, release := sm.takeLease(c, lm, id, etag); !ok {
 		return done(why, release)
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number)      // before the write: its answer may be lost
+	sm.record(c.name, number)     // before the write: its answer may be lost
 	o.proposeTerm(c.name, number) // and the server may store it all the same (shardfloors.go)
-	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
+	newETag, err := o.writeShardRecord(ctx, lm, t, sm.s.id, sm.sessionTerm, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
 	}
@@ -147,9 +147,9 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 	case c.leased:
 		taken = "taken"
 	case c.released:
-		g.tookFreed.Add(1)
+		sm.tookFreed.Add(1)
 	}
-	if !g.hold(c.name, lm, t, g.gen, newETag, taken) {
+	if !sm.hold(c.name, lm, t, sm.sessionTerm, newETag, taken) {
 		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
 	}
 	return true, ""
@@ -159,8 +159,8 @@ func (g *shardManager) claimOne(c candidate) (won bool, why string) {
 // instance saw on its blob (for a blob gone or created again, or sent a
 // record of there: seedOf), or the fleet's highest (below). It reports
 // false if c is not to be taken yet (stoodRecreated).
-func (g *shardManager) claimFloor(c candidate) (int64, bool) {
-	o := g.o
+func (sm *shardManager) claimFloor(c candidate) (int64, bool) {
+	o := sm.o
 	floor := o.floorOf(c.name)
 	if seed := o.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
 		// Gone, though this instance saw or sent terms on it, or created
@@ -169,7 +169,7 @@ func (g *shardManager) claimFloor(c candidate) (int64, bool) {
 		// and each raise would start the wait again. The claim goes above
 		// a term this instance sent a record of, whose answer it may never
 		// have had: the deletion may have taken that record unread.
-		if !g.stoodRecreated(c, seed) {
+		if !sm.stoodRecreated(c, seed) {
 			return 0, false
 		}
 		floor = o.seedOf(c.name) // as it is now
@@ -193,9 +193,9 @@ func (g *shardManager) claimFloor(c candidate) (int64, bool) {
 // derived, a break and an acquire, or an acquire. It reports whether it
 // did; if not, the claim's outcome, and whether the lease may be this
 // claim's all the same (its answer lost), to be given back.
-func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
-	o := g.o
-	ctx := g.ctx
+func (sm *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
+	o := sm.o
+	ctx := sm.ctx
 	changed := false
 	if c.oldID != "" && c.leased {
 		// Taken back from this session's previous process, or from a dead
@@ -208,7 +208,7 @@ func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, e
 		case err == nil:
 			changed = true
 			if !c.dead {
-				g.changedBack.Add(1)
+				sm.changedBack.Add(1)
 			}
 		case c.fromList:
 			// The list is not read from the shard's blob: the ETag it
@@ -223,7 +223,7 @@ func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, e
 			if errors.Is(err, ErrTransient) {
 				return false, outcome(err, "taken"), true
 			}
-			if why := g.listAgrees(c, lm); why != "" {
+			if why := sm.listAgrees(c, lm); why != "" {
 				return false, why, false
 			}
 			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
@@ -235,7 +235,7 @@ func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, e
 	if c.leased && !changed {
 		// A lease handed to this session at the listed term ends with the
 		// break: a note naming that term must never start it at once.
-		g.record(c.name, c.prev)
+		sm.record(c.name, c.prev)
 		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
 		case breakDone:
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
@@ -263,48 +263,48 @@ func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, e
 // belongs to (another writer rewrote it): it is reported and not trusted,
 // and a listing finds the shard. It returns "" if the list agrees, else the
 // claim's outcome.
-func (g *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
-	info, err := lm.Inspect(g.ctx)
+func (sm *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
+	info, err := lm.Inspect(sm.ctx)
 	switch {
 	case err != nil:
 		return outcome(err, "taken")
 	case !info.Exists || info.ETag != c.etag:
 		return "held" // written since: not the list's any more
 	case info.Leader.Number != c.prev || info.RecordError != nil || info.Role != "" && info.Role != RoleShard:
-		g.o.logger.Warn("leaderelection: a session's list of the shards it held names a term its shard's blob does not carry; the list is not trusted, and the shard is left to a listing",
+		sm.o.logger.Warn("leaderelection: a session's list of the shards it held names a term its shard's blob does not carry; the list is not trusted, and the shard is left to a listing",
 			"container", lm.container, "blob", lm.blob, "shard", c.name, "listed", c.prev, "onBlob", info.Leader.Number)
 		return "held"
 	}
 	return ""
 }
 
-func (g *shardManager) adoptOne(h handed) {
-	o := g.o
-	id := wire.HandoffLeaseID(g.s.id, h.name, h.term)
+func (sm *shardManager) adoptOne(h handed) {
+	o := sm.o
+	id := wire.HandoffLeaseID(sm.s.id, h.name, h.term)
 	lm := o.managerFor(o.shardBlob(h.name), id)
-	if h.from != "" && !g.s.resumed {
+	if h.from != "" && !sm.s.resumed {
 		// A note of a live session's, in this session's own directory,
 		// written once the lease was handed over: the lease is this
 		// session's, and nobody else can end it (see the top of shards.go).
 		// Not so for a resumed session, whose previous process may have
 		// adopted the shard, run it and let it go (sessionfile.go).
-	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
+	} else if err := o.acquireIfMatch(sm.shardsCtx, lm, h.etag); err != nil {
 		// The release below may end the lease the giver handed over: a
 		// note naming this term must not start it at once later, while
 		// another claims the freed shard (see the top of shards.go).
-		g.record(h.name, h.term)
+		sm.record(h.name, h.term)
 		o.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {
-			g.releaseClaim(h.name, lm)
+			sm.releaseClaim(h.name, lm)
 		}
 		o.logger.Debug("leaderelection: could not adopt a shard handed to this session", "shard", h.name, "term", h.term, "error", err)
 		o.counts.claim(h.name, outcome(err, "handed"))
 		return
 	}
-	g.record(h.name, h.term)
-	g.took.Add(1)
+	sm.record(h.name, h.term)
+	sm.took.Add(1)
 	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.hold(h.name, lm, t, 0, h.etag, "handed")
+	sm.hold(h.name, lm, t, 0, h.etag, "handed")
 }
 
 // createShard creates a shard's blob, empty, if nobody has: a conditional
@@ -357,11 +357,11 @@ func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id s
 }
 
 // writeShardRecord writes the shard's record under its lease, if the blob's
-// ETag is still etag, and returns the ETag it made. gen is the term of the
-// claiming session that the lease ID derives from (wire.ClaimLeaseID), 0 for
-// a transfer (wire.HandoffLeaseID).
-func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, gen int64, etag azcore.ETag) (azcore.ETag, error) {
-	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, gen)
+// ETag is still etag, and returns the ETag it made. sessionTerm is the term
+// of the claiming session that the lease ID derives from
+// (wire.ClaimLeaseID), 0 for a transfer (wire.HandoffLeaseID).
+func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, sessionTerm int64, etag azcore.ETag) (azcore.ETag, error) {
+	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, sessionTerm)
 	written, err := lm.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
 		Call:     blobstore.Call{Op: "write shard record", Timeout: o.settings.claimTimeout(), Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
 		Metadata: md, LeaseID: lm.LeaseID(), IfMatch: etag,
@@ -379,12 +379,12 @@ func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager,
 // lease at term t, its record at etag. It notes the term and the owner,
 // counts the take (outcome), and starts the func; it reports false if the
 // session, or the shard's place in the set, ended meanwhile (start).
-func (g *shardManager) hold(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag, outcome string) bool {
-	o := g.o
+func (sm *shardManager) hold(name string, lm *BlobLeaseManager, t Term, sessionTerm int64, etag azcore.ETag, outcome string) bool {
+	o := sm.o
 	o.seeTerm(name, t.Number)
 	o.counts.claim(name, outcome)
-	g.noteOwner(name, shardHolder{session: g.s.id, etag: etag, term: t.Number})
-	return g.start(name, lm, t, gen, etag)
+	sm.noteOwner(name, shardHolder{session: sm.s.id, etag: etag, term: t.Number})
+	return sm.start(name, lm, t, sessionTerm, etag)
 }
 
 // start runs the func of a shard just claimed, under two contexts as the
@@ -393,27 +393,27 @@ func (g *shardManager) hold(name string, lm *BlobLeaseManager, t Term, gen int64
 // and its lease context, derived from the session's, cancelled only when
 // the shard may pass to another instance. It reports false, and releases
 // the shard, if the session is ending or the shard left the set meanwhile.
-func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag) bool {
-	o := g.o
+func (sm *shardManager) start(name string, lm *BlobLeaseManager, t Term, sessionTerm int64, etag azcore.ETag) bool {
+	o := sm.o
 	state := &termState{}
-	leaderCtx, leaseCtx, ts := twoStages(g.shardsCtx, g.stopNow, state)
-	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
+	leaderCtx, leaseCtx, ts := twoStages(sm.shardsCtx, sm.stopNow, state)
+	r := &shardRun{name: name, term: t, sessionTerm: sessionTerm, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
 	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
 	o.mu.Lock()
 	delete(o.claiming, name)
-	if !o.set[name] || g.shardsCtx.Err() != nil || g.s.leaving.Load() {
+	if !o.set[name] || sm.shardsCtx.Err() != nil || sm.s.leaving.Load() {
 		o.mu.Unlock()
 		r.ts.stopNow(errTermEnded)
-		g.releaseClaim(name, lm)
+		sm.releaseClaim(name, lm)
 		return false
 	}
 	o.runs[name] = r
 	o.mu.Unlock()
-	g.runs.Add(1)
-	g.funcs.Add(1)
+	sm.runs.Add(1)
+	sm.funcs.Add(1)
 	go func() {
-		defer g.runs.Done()
-		g.run(r, leaderCtx, leaseCtx)
+		defer sm.runs.Done()
+		sm.run(r, leaderCtx, leaseCtx)
 	}()
 	return true
 }
@@ -422,13 +422,13 @@ func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int6
 // As the session ends (its context done), the lease becomes a leftover,
 // released with the others in the end's bounded window (manage), rather
 // than one RequestTimeout each before that window opens.
-func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
+func (sm *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
 	id := lm.LeaseID()
-	if g.ctx.Err() != nil {
-		g.o.addLeftover(name, id)
+	if sm.ctx.Err() != nil {
+		sm.o.addLeftover(name, id)
 		return
 	}
-	if err := lm.Release(g.releases); err != nil {
-		g.o.addLeftover(name, id)
+	if err := lm.Release(sm.releases); err != nil {
+		sm.o.addLeftover(name, id)
 	}
 }
