@@ -25,7 +25,6 @@ import (
 var citedPaths = []string{
 	".ci/run",
 	"BENCHMARKS.md",
-	"shardbalance.go",
 	"doc.go",
 	"docs/chaos-timeline.svg",
 	"docs/shards-timeline.svg",
@@ -42,6 +41,7 @@ var citedPaths = []string{
 	"examples/leaderctl",
 	"go.work",
 	"handoff.go",
+	"handoffin.go",
 	"handoffnotes.go",
 	"health.go",
 	"heldlist.go",
@@ -88,14 +88,19 @@ var citedPaths = []string{
 	"session.go",
 	"sessionfile.go",
 	"sessionjudge.go",
+	"sessionstate.go",
 	"settings.go",
+	"shardbalance.go",
 	"shardclaim.go",
+	"shardfloors.go",
 	"shardinspect.go",
 	"shardlist.go",
 	"shardlog.go",
 	"shardmanager.go",
 	"shardmetrics.go",
 	"shardrun.go",
+	"shardstate.go",
+	"shardstore.go",
 	"shardtake.go",
 	"shards.go",
 	"shutdown_bench_test.go",
@@ -111,7 +116,6 @@ var citedPaths = []string{
 	"termrun.go",
 	"termstate.go",
 	"tiers_test.go",
-	"shardfloors.go",
 }
 
 // plannedPaths are paths of the target layout that CONTRIBUTING.md

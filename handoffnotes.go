@@ -16,33 +16,11 @@ import (
 // receiver, the shards it handed on (outbox), and rewrites each receiver's
 // note as it hands more on (deliver); the receiver reads them (watchNotes).
 
-// outbox keeps the shards handed on, by receiver, for noteKeep: each note
-// (one per giver and receiver) is rewritten with them as more are handed.
-type outbox struct {
-	mu      sync.Mutex
-	recent  map[string][]posted // by receiver
-	dirty   map[string]bool     // receivers whose note must be rewritten
-	writing map[string]bool     // receivers whose note is being written: one write at a time, in order
-	ready   chan struct{}       // signalled when a receiver's note becomes dirty, or its write ends
-	closed  chan struct{}       // closed once no more are posted
-}
-
-// posted is a shard handed on, and when.
-type posted struct {
-	handed
-	at time.Time
-}
-
 // noteKeep is how long a shard handed on stays in its receiver's note: a
 // receiver that expects shards reads its notes every handoffPoll; one that
 // did not read it by then finds the shard by listing (its record names the
 // receiver).
 const noteKeep = 10 * time.Second
-
-func newOutbox() *outbox {
-	return &outbox{recent: map[string][]posted{}, dirty: map[string]bool{}, writing: map[string]bool{},
-		ready: make(chan struct{}, 1), closed: make(chan struct{})}
-}
 
 func (b *outbox) signal() {
 	select {

@@ -3,14 +3,10 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -45,35 +41,6 @@ import (
 // listings of 2 to 5 s of Azurite's one thread, during which every other
 // request waited, and the shards handed to a joiner idled seconds.
 
-func (o *ShardOwner) heldBlob(session string) string { return wire.HeldBlob(o.prefix, session) }
-
-// heldEntry is one shard of a session's list.
-type heldEntry struct {
-	name        string
-	term        int64
-	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
-	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
-}
-
-// derivedID is the lease ID the holder session derived for the entry.
-func (e heldEntry) derivedID(session string) string {
-	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
-}
-
-// heldList is the list of the shards a session holds: when it was last
-// written, what it said, whether a write is in flight, and whether the
-// last one failed; and the lines of the list it writes as it ends. Touched
-// by the session's goroutine but its atomics, and endLines, which endMu
-// guards.
-type heldList struct {
-	heldAt     time.Time
-	heldLast   string
-	heldBusy   atomic.Bool
-	heldFailed atomic.Bool
-	endMu      sync.Mutex
-	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
-}
-
 // heldText is this session's list, as it stands: one line per shard it
 // runs, "name term gen ETag", sorted.
 func (sm *shardManager) heldText() string {
@@ -86,11 +53,6 @@ func (sm *shardManager) heldText() string {
 	o.mu.Unlock()
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
-}
-
-// heldLine is a run's line in the list.
-func heldLine(r *shardRun) string {
-	return wire.HeldLine(wire.Held{Name: r.name, Term: r.term.Number, Gen: r.sessionTerm, ETag: string(r.etag)})
 }
 
 // writeHeld rewrites this session's list if its runs changed since it was
@@ -120,14 +82,6 @@ func (sm *shardManager) writeHeld() {
 	}()
 }
 
-// leftBehind notes a shard released as this session leaves, not handed on
-// (see endSession): its line of the list the session writes as it ends.
-func (h *heldList) leftBehind(r *shardRun) {
-	h.endMu.Lock()
-	defer h.endMu.Unlock()
-	h.endLines = append(h.endLines, heldLine(r))
-}
-
 // endHeld hands the session, once its shards have stopped, the list of
 // those it left behind, if any.
 func (sm *shardManager) endHeld() {
@@ -139,46 +93,6 @@ func (sm *shardManager) endHeld() {
 		sm.s.endList.Store(&text)
 	}
 }
-
-func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
-	_, err := o.client.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
-	return err
-}
-
-// dropHeld deletes a session's list: it has ended, or is dead and collected.
-func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
-	_ = o.client.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
-}
-
-// readHeld reads a dead session's list. An error if there is none, or it
-// does not read whole: the caller lists the shards instead.
-func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
-	name := o.heldBlob(session)
-	resp, err := o.client.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
-	if err != nil {
-		if blobstore.HasCode(err, blobstore.BlobNotFound) {
-			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
-		}
-		return nil, o.wrapListing(err)
-	}
-	body := resp.Data
-	if len(body) > wire.MaxHeldBytes {
-		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, wire.MaxHeldBytes)
-	}
-	hs, err := wire.ParseHeld(string(body), wire.Value(resp.Metadata, wire.MetaHeld), wire.Value(resp.Metadata, wire.MetaRole))
-	if err != nil {
-		return nil, err
-	}
-	var out []heldEntry
-	for _, e := range hs {
-		out = append(out, heldEntry{name: e.Name, term: e.Term, sessionTerm: e.Gen, etag: azcore.ETag(e.ETag)})
-	}
-	return out, nil
-}
-
-// probeMax is the most shards a session below its share reads one by one,
-// as the sessions' lists name none of them, rather than list every shard.
-const probeMax = 256
 
 // probeUnlisted finds, without a listing of every shard, the few shards of
 // the set that are free when the records count nearly every shard: it reads
@@ -250,21 +164,6 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		sm.part, sm.deathRoom, sm.stale, sm.fromListing = nil, nil, false, false
 	}
 	return len(freed), true
-}
-
-// atOnce calls fn(i) for each i below n, k at a time, and returns once
-// every call has.
-func atOnce(n, k int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, k)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
 }
 
 // freeShard reads one shard's blob and returns it as a candidate to claim if

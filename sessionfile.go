@@ -145,9 +145,6 @@ func (o *ShardOwner) sessionEnding(s *session) func(lost bool) endHow {
 	}
 }
 
-// takeBackParallel is how many shards a resumed session takes back at once.
-const takeBackParallel = 4 * claimParallel
-
 // takeBack is a resumed session's first act, before it claims or adopts
 // anything: it takes back each shard the previous process held (or was
 // claiming, or had handed to it), which is dead: the file's lock says so.
@@ -273,4 +270,40 @@ func (sm *shardManager) takeEach(cands []candidate, free []listed) int {
 		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, l.info.ETag, o.settings.claimTimeout())
 	})
 	return int(won.Load())
+}
+
+// newSession builds session id's lease manager and the term runner that runs it.
+func (o *ShardOwner) newSession(id string) *session {
+	lm := o.managerOn(o.sessionClient, o.sessionBlob(id), id)
+	lm.alwaysETag = true
+	s := &session{id: id}
+	lm.extraMetadata = func(md map[string]*string) {
+		n := max(o.ownedCount(), int(s.inherited.Load()))
+		digest, size := o.setSummary()
+		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.seenMax.Load(),
+			Longest: max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
+	}
+	emit := func(e Event) {
+		switch e.Kind {
+		case StartedLeading:
+			e.Kind = SessionStarted
+		case StoppedLeading:
+			e.Kind = SessionEnded
+		default:
+			return
+		}
+		e.Session = id
+		o.emit(e)
+	}
+	s.term = &termRunner{lease: lm, logger: o.logger.With("session", id), metrics: o.sessionMetrics, identity: o.opts.identity,
+		emit: emit, kind: runsSession, prefix: o.prefix,
+		hooks: termHooks{
+			renewSoon:    make(chan chan<- error),
+			windDown:     o.settings.handoffGrace(),
+			afterRelease: func(ctx context.Context) { o.endSession(ctx, s) },
+		}}
+	if o.idFile != nil {
+		s.term.hooks.ending = o.sessionEnding(s)
+	}
+	return s
 }

@@ -5,10 +5,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/google/uuid"
 )
@@ -17,67 +15,6 @@ import (
 // knew a dead session held) and picks its part of them to claim; each is
 // then taken by the one path of shardtake.go (claimOne): break, acquire and
 // record, each step conditional on the ETag it saw.
-
-// candidate is a shard that a listing showed free to claim.
-type candidate struct {
-	name   string
-	exists bool        // its blob exists (else the claim creates it)
-	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
-	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
-	prev   int64       // the term number on the blob
-	// recreated: free, carrying no term's record, and created again by an
-	// instance that saw terms on it (record.go): see shardfloors.go. marked:
-	// so created again, and carrying no term's record, free or not (a claim
-	// that took it may have failed before it recorded its term).
-	recreated, marked bool
-	dead              bool // a dead session held it (see takeFromDead, and claim's others)
-	// oldID is set only for a resumed session's take-back (takeBack): the
-	// lease ID the shard's record implies, which its previous process used.
-	oldID string
-	// ours: leased, with this session's record, not held by it, and its
-	// ETag has stood a lease duration: a stray only this session can tell
-	// (see freeStrays).
-	ours bool
-	// fromList: named by a session's list of what it held (heldlist.go), not
-	// seen in a listing: taken only by the change from oldID, If-Match
-	// etag, never broken (see claimOne).
-	fromList bool
-	// released: free, its lease released by a peer (see sameSetPeers): a shard
-	// its func returned, or one it tells of (see reportTook).
-	released bool
-}
-
-// candidates are the shards a session may claim, and its part of them:
-// free by its last listing (or by the dead sessions' lists, or the probe
-// since), assigned by the rule every instance applies alike (see claim),
-// and how its last claims went. Touched only by the session's goroutine
-// but took, which is atomic.
-type candidates struct {
-	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
-	freeSince map[string]time.Time // since when each was seen free
-	part      []string             // this session's part of them (see balance.Assign), best first
-	partTo    map[string]string    // whom each of them was assigned to, when part was
-	partFor   string               // the live sessions it was assigned among
-	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
-	deathFor  string               // the live sessions deathRoom is for
-	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
-	stale     bool                 // the last claims from them mostly failed: list again
-	// fromListing: the candidates are a listing's, and owners is that
-	// listing's (with this session's claims and handovers since): parts
-	// are assigned over the whole set (balance.AssignSet).
-	fromListing bool
-	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
-	tookFreed   atomic.Int64 // of those, shards a peer had released (candidate.released)
-}
-
-// holds reports whether this instance holds name's lease, or may: running,
-// claiming, or with a release left to retry.
-func (o *ShardOwner) holds(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, left := o.leftover[name]
-	return o.runs[name] != nil || o.claiming[name] || left
-}
 
 // claim claims up to k candidates, claimParallel at a time, toward a
 // deficit of shards. It returns how many it won, how many it tried, and
@@ -324,14 +261,6 @@ func tally(outcomes []string) string {
 	return b.String()
 }
 
-// listedCandidate is a shard whose blob was read (info) as a candidate to
-// claim.
-func listedCandidate(name string, info LeaseInfo) candidate {
-	marked := info.Leader.Identity == "" && !info.Recreated.IsZero()
-	return candidate{name: name, exists: true, etag: info.ETag, prev: info.Leader.Number,
-		recreated: marked && !info.Held(), marked: marked}
-}
-
 // freeStrays breaks the leases that the last listing found stray (see
 // candidate.ours): leased for a lease duration or more with this session's
 // record, which this session does not hold. A session below its share claims
@@ -356,12 +285,4 @@ func (sm *shardManager) freeStrays() {
 			o.logger.Debug("leaderelection: could not free a stray shard; the next listing tries again", "shard", c.name, "error", err)
 		}
 	}
-}
-
-// noteOwner records a claim of this session in owners (claims run in
-// parallel).
-func (l *shardListing) noteOwner(name string, h shardHolder) {
-	l.ownersMu.Lock()
-	defer l.ownersMu.Unlock()
-	l.owners[name] = h
 }

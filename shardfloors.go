@@ -2,12 +2,10 @@ package leaderelection
 
 import (
 	"errors"
-	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -144,98 +142,6 @@ import (
 // the limit. So is a deletion after every instance that saw or sent a
 // shard's last term has gone (a term sent unanswered, by a process that
 // died before its session's record published it, is known to nobody).
-
-// fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
-// of the deletions of the container it may have missed (see above): what
-// its session's record publishes, what the others' say, the floors of the
-// terms it saw, and the quiet after a deletion. The atomics are its own;
-// the rest is guarded by ShardOwner.mu.
-type fleetMemory struct {
-	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
-	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (shardfloors.go)
-	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
-	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
-	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
-	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (shardfloors.go)
-	quietUntil  time.Time              // until when sessions claim nothing after that (shardfloors.go)
-	seedPending bool                   // and the seeding of the terms it saw is not done yet
-	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (shardfloors.go)
-}
-
-// errSessionGone ends a session whose blob a listing found gone, or whose
-// container it did: deleted under it.
-var errSessionGone = errors.New("leaderelection: the session's blob is gone: its container was deleted")
-
-// errContainerGone is what list returns when the container is gone, or
-// being deleted.
-var errContainerGone = errors.New("leaderelection: the container is gone")
-
-// gone reports whether err says a blob, or its container, is gone.
-func gone(err error) bool {
-	codes := []string{blobstore.BlobNotFound, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted}
-	var se *StorageError
-	if errors.As(err, &se) {
-		for _, c := range codes {
-			if se.ErrorCode == c {
-				return true
-			}
-		}
-	}
-	return blobstore.HasCode(err, codes...) || errors.Is(err, errContainerGone)
-}
-
-// sawDeletion notes that this instance saw its session's blob, or the
-// container, gone: its next session's first pass starts a quiet (see above).
-func (o *ShardOwner) sawDeletion(how string) {
-	quiet := o.quietFor()
-	o.mu.Lock()
-	first := o.deletedFor == 0
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
-	o.mu.Unlock()
-	if first {
-		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
-			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", quiet.Round(time.Millisecond))
-	}
-}
-
-// sawCutOff notes that this instance's session ended cut off from storage
-// (its deadline passed, or its lease was broken as silent): a deletion of
-// the container meanwhile would have gone unseen, as its renewals failed on
-// the silence, not on the blob's absence. Its next session begins as after
-// a deletion seen: a quiet, its seeds, and first terms above the fleet's
-// highest (see above).
-func (o *ShardOwner) sawCutOff() {
-	quiet := o.quietFor()
-	o.mu.Lock()
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
-	o.mu.Unlock()
-	o.logger.Warn("leaderelection: this instance's session ended by its deadline or a lost lease, when a deletion of the container may go unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
-		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
-}
-
-// mayHaveMissed reports whether this instance saw a deletion, or a session
-// of its ended cut off (sawCutOff): a shard blob with no term yet may then
-// be one created again after a deletion by an instance that never saw its
-// terms, so its first term goes above the fleet's highest (claimOne).
-func (o *ShardOwner) mayHaveMissed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.gapSeen
-}
-
-// quietFor is how long a session claims nothing after a deletion seen, and
-// how long a shard blob created again must stand: the longest lease
-// duration any session this instance listed declared (its own, if longer),
-// StopMargin, and a RetryInterval and two RequestTimeouts for the other
-// instances that saw it to seed their terms (see above).
-func (o *ShardOwner) quietFor() time.Duration {
-	s := o.settings
-	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
-}
 
 // quiet reports how long this session must still claim nothing. A deletion
 // seen before its first pass starts the quiet then, and the seeding of the
@@ -392,68 +298,4 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 	delete(o.recreated, c.name)
 	o.mu.Unlock()
 	return true
-}
-
-// seeTerm raises the floor of shard name's terms to n (not to the largest
-// number: see termFloor.see).
-func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
-
-// proposeTerm notes n as a term this instance is about to send a record of
-// on shard name's blob (a claim's, a handover's): the server may store it
-// whether or not its answer comes back. It raises the seed of the shard
-// (seedOf) and the fleet's highest, not the floor (see above).
-func (o *ShardOwner) proposeTerm(name string, n int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if n > o.proposed[name] {
-		// The largest number too (unlike a floor: see termFloor.see): a
-		// blob created again is then seeded with it, and reported as a
-		// record no term can follow, not given it again.
-		o.proposed[name] = n
-		o.publishSeen(n)
-	}
-}
-
-// publishSeen raises the highest term this instance saw or sent on any
-// shard, which its session's record publishes, and the fleet's, to n,
-// unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
-// spread.
-func (o *ShardOwner) publishSeen(n int64) {
-	if n <= wire.MaxSpreadTerm {
-		raiseTo(&o.seenMax, n)
-		raiseTo(&o.fleetSeen, n)
-	}
-}
-
-// seedOf is what shard name's blob, created again, is seeded or raised
-// with, and what a claim of it goes above: the highest term this instance
-// saw on it, or sent a record of (as termFloor.seed).
-func (o *ShardOwner) seedOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.seedLocked(name)
-}
-
-// seedLocked is seedOf, under o.mu.
-func (o *ShardOwner) seedLocked(name string) int64 {
-	return max(o.floors[name], o.proposed[name])
-}
-
-// seeTerms is seeTerm for each shard of a listing, under one lock.
-func (o *ShardOwner) seeTerms(terms map[string]int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for name, n := range terms {
-		if n > o.floors[name] && n != math.MaxInt64 {
-			o.floors[name] = n
-			o.publishSeen(n)
-		}
-	}
-}
-
-// floorOf is the highest term this instance saw on shard name's blob.
-func (o *ShardOwner) floorOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.floors[name]
 }

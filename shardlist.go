@@ -2,13 +2,10 @@ package leaderelection
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -17,28 +14,6 @@ import (
 // them): a listing of every shard, which also stops the funcs of the shards
 // no longer its own and reports the records no term can follow; or, after a
 // death, the dead sessions' lists (heldlist.go).
-
-// shardHolder is who held a shard, by a listing.
-type shardHolder struct {
-	session string
-	etag    azcore.ETag
-	term    int64
-}
-
-// shardListing is what a session's last listing of the shards told, and
-// when it lists them again. Touched only by the session's goroutine but
-// owners, which ownersMu guards.
-type shardListing struct {
-	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
-	lostNow   map[string][]string      // shards a listing found lost, by why (see reportLost)
-
-	// owners is who held each shard by the last listing (and this
-	// session's own claims since): when a session dies, its shards are
-	// claimed from here, without a listing of every shard.
-	owners   map[string]shardHolder
-	ownersAt time.Time  // when the listing owners comes from started
-	ownersMu sync.Mutex // claims and adoptions write owners in parallel
-}
 
 // takeFromDead makes the candidates the shards that the sessions that just
 // died held, by their lists (heldlist.go), with no listing of every shard: each
@@ -424,90 +399,4 @@ func (sm *shardManager) reportLost() {
 			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
 	}
 	sm.lostNow = nil
-}
-
-// isRunning reports whether this instance runs name's func.
-func (o *ShardOwner) isRunning(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[name] != nil
-}
-
-// shardProblem is what keeps a shard's blob, as listed, from being claimed or
-// broken by this owner: nil if nothing. A fixed (native) lease is never a
-// shard's, and followers never break one; another role's blob is another
-// owner's; and a term number that does not read, or cannot grow, is not
-// continued (a fencing token never repeats or goes down).
-func (o *ShardOwner) shardProblem(l listed) *RecordError {
-	blob := o.shardBlob(l.name)
-	switch {
-	case l.rec.Role != "" && l.rec.Role != wire.RoleShard:
-		return foreignRole(o.settings.Container, blob, BlobRole(l.rec.Role), RoleShard)
-	case l.info.Held() && l.info.Kind == NativeLease:
-		return &RecordError{Container: o.settings.Container, Blob: blob, Key: "x-ms-lease-duration", Value: string(l.info.Duration),
-			Rule: "is a fixed (native) lease, which no shard holds: another owner's (a mutex's?), never broken"}
-	case l.rec.TermBad:
-		return l.rec.problem
-	case l.info.Leader.Number == math.MaxInt64 && !(l.info.Held() && l.session != ""):
-		return termCannotGrow(o.settings.Container, blob, l.info.Leader.Number)
-	}
-	return nil
-}
-
-// noteBadShards replaces the shards found unclaimable by the last listing,
-// logging each at Error once for each value, and those repaired since.
-func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
-	o.mu.Lock()
-	old := o.bad
-	o.bad = bad
-	o.mu.Unlock()
-	for name, p := range bad {
-		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {
-			o.logBadShard(name, p)
-		}
-	}
-	for name := range old {
-		if _, ok := bad[name]; !ok {
-			o.logReadsAgain(name)
-		}
-	}
-}
-
-// sawShard notes what one read of a shard's blob (not a listing) tells of
-// its record: p, the problem no term can follow, or nil. Each is reported
-// as noteBadShards reports a listing's: a problem once for each value, a
-// repair once.
-func (o *ShardOwner) sawShard(name string, p *RecordError) {
-	o.mu.Lock()
-	old, was := o.bad[name]
-	if p != nil {
-		o.bad[name] = p
-	} else {
-		delete(o.bad, name)
-	}
-	o.mu.Unlock()
-	switch {
-	case p != nil && (!was || old.Key != p.Key || old.Value != p.Value):
-		o.logBadShard(name, p)
-	case p == nil && was:
-		o.logReadsAgain(name)
-	}
-}
-
-func (o *ShardOwner) logReadsAgain(name string) {
-	o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
-		"container", o.settings.Container, "shard", name)
-}
-
-// noteBadShard adds one shard found unclaimable outside a listing.
-func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
-	o.mu.Lock()
-	o.bad[name] = p
-	o.mu.Unlock()
-	o.logBadShard(name, p)
-}
-
-func (o *ShardOwner) logBadShard(name string, p *RecordError) {
-	o.logger.Error("leaderelection: a shard cannot run: its blob's record cannot be built on; repair it (leaderctl repair)",
-		"container", p.Container, "blob", p.Blob, "shard", name, "key", p.Key, "value", p.Value, "error", p)
 }

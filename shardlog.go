@@ -167,10 +167,3 @@ func (o *ShardOwner) reportStopped(final bool) {
 	o.logger.Log(context.Background(), level, "leaderelection: stopped shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", n, "reasons", strings.Join(reasons, ", "), "running", running)
 }
-
-// releasedBy reports whether a free shard listed (l) was released by one of
-// peers: its lease available (not broken, never taken) under a peer's
-// record.
-func (l listed) releasedBy(peers map[string]bool) bool {
-	return l.info.State == stateAvailable && peers[l.session]
-}

@@ -3,7 +3,6 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/clock"
@@ -12,35 +11,6 @@ import (
 // A session's manager (manage): the loop that, pass after pass, judges the
 // sessions, balances, claims and hands over, and runs the shards, until the
 // session ends; and what it keeps from one pass to the next (shardManager).
-
-// shardManager is one session's loop: it balances, claims, hands over, and runs
-// the shards. Its fields are touched only by the session's goroutine.
-type shardManager struct {
-	o         *ShardOwner
-	s         *session
-	ctx       context.Context // the session func's context: please stop, or stop now
-	shardsCtx context.Context // parent of every shard func's own context
-	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup  // shard runs, until their release is done
-	funcs     sync.WaitGroup  // shard funcs, until they return
-	// releases bounds every release of a shard's lease: derived from
-	// stopNow, and ended RequestTimeout after the last shard func returned
-	// as the session ends (see manage). endReleases ends it.
-	releases    context.Context
-	endReleases context.CancelFunc
-	watch       *sessionWatch
-	begun       bool             // mayRun said yes: the session runs shards (see begin)
-	toldBehind  bool             // mayRun said why not, once
-	deadline    func() time.Time // the session's safety deadline
-	fuse        *safetyFuse      // the session's: no shard func starts once it is past
-
-	candidates   // the free shards, and this session's part of them (shardclaim.go)
-	shardListing // the last listing of the shards, and when to list again (shardlist.go)
-	balancing    // what balance remembers from one pass to the next (shardbalance.go)
-	handoffs     // the shards handed straight on, and to this session (handoff.go)
-	ownTerms     // the terms this session recorded, or adopted, for itself (handoff.go)
-	heldList     // the list of the shards this session holds (heldlist.go)
-}
 
 // manage is a session's func (its term runs it under the session's lease): it
 // runs the shards until the session's context ends, then stops them all and
@@ -176,12 +146,6 @@ func (sm *shardManager) mayRun(view sessionView) bool {
 			"container", sm.o.settings.Container, "prefix", sm.o.prefix, "leaseDuration", D, "sessions", behind)
 	}
 	return false
-}
-
-func (o *ShardOwner) panicking() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.panicSet
 }
 
 func (sm *shardManager) loop() error {

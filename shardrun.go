@@ -4,52 +4,13 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // How a shard's func runs on the instance that claimed it, and how it
 // stops and releases the shard.
-
-// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
-// of their funcs, the claims in flight, the shards it does not claim again
-// yet, the leases it must release, the shards whose record cannot be built
-// on; and how the runs ended, for the reports and for Run (a shard func's
-// panic, a manager's permanent error). Guarded by ShardOwner.mu.
-type ownership struct {
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	mgrErr      error                   // a permanent error that ended a session's manager
-	panicked    any                     // a shard func's panic, to propagate from Run
-	panicSet    bool
-}
-
-// shardRun is one run of a shard's func on this instance.
-type shardRun struct {
-	name        string
-	runner      *termRunner // the shard's lease (this claim's ID), its health and logger
-	term        Term
-	sessionTerm int64       // the session term its lease ID derives from (wire.ClaimLeaseID); 0: handed to it (wire.HandoffLeaseID)
-	etag        azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
-	claimed     time.Time   // when the record was confirmed
-	ts          termStop
-	state       *termState
-
-	leaving  bool          // asked to stop for a handover or a removal; under ShardOwner.mu
-	leftAt   time.Time     // when it was asked to; likewise
-	slowSaid bool          // reportSlow counted it; likewise
-	returned atomic.Bool   // its func has returned
-	to       *receiver     // the session it is handed to, if any; under ShardOwner.mu
-	done     chan struct{} // closed once it is released or handed on
-}
 
 // run runs a shard's func, then releases the shard, however the func ends:
 // normally, or by a panic, which is handed to Run once the lease is
@@ -192,42 +153,6 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 		return ReasonShardRemoved, cause
 	}
 	return stopReason(returned, cause, funcErr)
-}
-
-// ownedCount is how many shards this instance holds and keeps: running, not
-// being given up. A session's record publishes it.
-func (o *ShardOwner) ownedCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if !r.leaving && !r.returned.Load() {
-			n++
-		}
-	}
-	return n
-}
-
-// handingCount is how many shards this instance is handing over: asked to
-// stop for a handover, with a receiver, and not handed on yet (see
-// handOverTo). Its session's record says so, as ownedCount no longer
-// counts them: the receivers then know that shards are on their way.
-func (o *ShardOwner) handingCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if r.leaving && r.to != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *ShardOwner) addLeftover(name, id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.leftover[name] = id
 }
 
 // retryLeftovers releases the leases that a failed request may have left

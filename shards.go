@@ -4,11 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
@@ -255,95 +251,6 @@ import (
 //      (checkHeld, shardlist.go), which a settled fleet seldom does: never
 //      break one by hand (leaderctl refuses to).
 
-// ShardOwner runs a func for each shard of a set (one per tenant, partition,
-// queue...) on exactly one live instance at a time, and spreads the shards
-// evenly over the instances: a fair share each, within one (for instances
-// that disagree on the set, see [ShardOwner.SetShards]). Build it with
-// [NewShardOwner] and call Run on every instance.
-//
-// Each instance runs a session: a blob and an [ETagLease] of its own,
-// renewed by one metadata write per RenewInterval. Each shard is a blob
-// whose infinite lease its owner takes, with a record naming its session; it
-// needs no renewal of its own, as the session's safety deadline is every
-// shard's. Each session also keeps the list of the shards it holds,
-// rewritten at most once per RetryInterval while they change, so that when
-// it dies the others take its shards from that list. An instance lists the sessions once per RetryInterval (one request) and lists
-// the shards (1,000 a page) only while ownership moves: while it holds fewer
-// than its share, and, once a change settles, only if the sessions' records
-// do not count every shard (the instances take turns). In steady state an
-// instance therefore makes one write per RenewInterval and one list per
-// RetryInterval, whatever the number of shards.
-//
-// Blobs live under BlobSettings.Blob + "/": sessions/<session ID>,
-// shards/<shard name>, held/<session ID> and handoff/<session ID>/ (notes of
-// shards handed over). The prefix is reserved for the owner; a shard's blob
-// outlives the shard's removal, and keeps its term number.
-type ShardOwner struct {
-	settings BlobSettings // defaults applied; Blob is the prefix without its slash
-	prefix   string       // Blob + "/"
-	fn       func(ctx context.Context, shard string) error
-	opts     options
-	logger   *slog.Logger
-	running  atomic.Bool // Run is running
-
-	storage     // how it reaches the account (session.go)
-	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (shardfloors.go)
-
-	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
-	// it, and the session ID it holds; touched only by Run's goroutine.
-	idFile *os.File
-	fileID string
-
-	sessionMetrics *metrics // the sessions' renewals and breaks
-	shardMetrics   *metrics // the shards' terms
-	counts         shardCounters
-
-	eventMu sync.Mutex    // events are reported one at a time
-	wake    chan struct{} // poked when a shard func returns, or panics
-	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
-	release chan struct{} // bounds the releases in flight
-
-	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
-	membership            // the set of shards, the current session and its share (below)
-	ownership             // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
-}
-
-// membership is what this instance runs and where it stands: the set of
-// shards (and the one before the last change), its session, and its share
-// among the live sessions by the last balance. Guarded by ShardOwner.mu.
-type membership struct {
-	set      map[string]bool // the shards to run
-	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
-	previous setID           // the set before the last change (see balance)
-	setAt    time.Time       // when the set last changed
-	current  *session
-	target   int
-	live     int
-}
-
-// The causes (see [context.Cause]) of a shard func's context when its
-// owner gives the shard up while the shard's lease is still its own: the
-// func is asked to stop, and the lease is released once it has returned.
-var (
-	// ErrShardHandedOver: the shard moves to another instance, to balance
-	// the load (a new instance joined).
-	ErrShardHandedOver = errors.New("leaderelection: shard handed over to balance the load")
-	// ErrShardRemoved: the shard left the set (see [ShardOwner.SetShards]).
-	ErrShardRemoved = errors.New("leaderelection: shard removed from the set")
-)
-
-// errShardPanicked asks every other shard func to stop when one panicked:
-// the panic propagates from Run once they have all returned.
-var errShardPanicked = errors.New("leaderelection: another shard's func panicked")
-
-// Limits on how much ownership moves at once.
-const (
-	claimParallel  = 8  // claims in flight at once: on Azurite, 40 claimers got through 30 % more than 160, at half the latency
-	claimBatch     = 64 // claims before the sessions are listed again (and the share recomputed)
-	releaseAtOnce  = 16 // releases in flight at once
-	lookupsPerList = 8  // unknown sessions looked up per listing of the shards
-)
-
 // NewShardOwner validates settings, the shard names and the options, and
 // returns an owner that runs fn for the shards this instance holds. Every
 // invalid setting is reported; a nil fn, an invalid identity or shard name,
@@ -509,66 +416,6 @@ func (o *ShardOwner) Session() string {
 		return ""
 	}
 	return o.current.id
-}
-
-// setSummary is the set's digest and size, which the session's record
-// carries.
-func (o *ShardOwner) setSummary() (digest string, size int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.digest, len(o.set)
-}
-
-func (o *ShardOwner) poke() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pause waits d, or until poked, and reports whether ctx is still alive. A
-// poke ends it no sooner than RetryInterval/4 after the last pause ended
-// (unless a shard func panicked): a handover pokes once for each shard func
-// that returns, and each pass of the session's loop lists the sessions, at
-// 10,000 shards on Azurite some 6 ms of its one thread; givers listed them
-// three times a second while they handed shards over.
-func (o *ShardOwner) pause(ctx context.Context, d time.Duration) bool {
-	defer func() { o.woke = time.Now() }()
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-o.wake:
-	}
-	if gap := o.settings.RetryInterval/4 - time.Since(o.woke); gap > 0 && !o.panicking() {
-		g := time.NewTimer(gap)
-		defer g.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		case <-g.C:
-		}
-	}
-	return true
-}
-
-func (o *ShardOwner) emit(e Event) {
-	if o.opts.onEvent == nil {
-		return
-	}
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	o.eventMu.Lock()
-	defer o.eventMu.Unlock()
-	o.opts.onEvent(e)
 }
 
 // Run runs sessions until ctx is done, and the funcs of the shards each

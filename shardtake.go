@@ -1,12 +1,10 @@
 package leaderelection
 
 import (
-	"context"
 	"errors"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -305,74 +303,6 @@ func (sm *shardManager) adoptOne(h handed) {
 	sm.took.Add(1)
 	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	sm.hold(h.name, lm, t, 0, h.etag, "handed")
-}
-
-// createShard creates a shard's blob, empty, if nobody has: a conditional
-// upload (If-None-Match: *), seeded with seed (marked as created again if
-// above 0). It returns the new blob's ETag; an error matching ErrLeaseHeld
-// if the blob exists already (another claim made it).
-func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed int64) (azcore.ETag, error) {
-	etag, err := lm.blobClient.Create(ctx, blobstore.WriteOptions{
-		Call: blobstore.Call{Op: "create shard", Timeout: o.settings.claimTimeout(),
-			Held: []string{blobstore.BlobAlreadyExists, blobstore.ConditionNotMet, blobstore.LeaseIDMissing}},
-		Metadata: wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if etag == "" {
-		return "", &StorageError{Op: "create shard", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return etag, nil
-}
-
-// acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
-// ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
-func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
-	// An answer with another lease ID than ours is an error of kind Held
-	// (the storage package checks it).
-	_, err := lm.blobClient.AcquireLease(ctx, blobstore.AcquireOptions{
-		Call: blobstore.Call{Op: "acquire shard lease", Timeout: o.settings.claimTimeout(),
-			Held: append([]string{blobstore.ConditionNotMet, blobstore.BlobNotFound}, heldCodes...)},
-		ID: lm.LeaseID(), Duration: blobstore.Infinite, IfMatch: etag,
-	})
-	return lm.wrap(err)
-}
-
-// changeLease changes the shard's lease ID from lm's to id, If-Match etag
-// unless it is "". It returns the blob's ETag, which a lease's change leaves
-// as it was.
-func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) (azcore.ETag, error) {
-	changed, err := lm.blobClient.ChangeLease(ctx, blobstore.ChangeOptions{
-		Call: blobstore.Call{Op: "change shard lease", Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		From: lm.LeaseID(), To: id, IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if changed.ETag == "" {
-		return "", &StorageError{Op: "change shard lease", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return changed.ETag, nil
-}
-
-// writeShardRecord writes the shard's record under its lease, if the blob's
-// ETag is still etag, and returns the ETag it made. sessionTerm is the term
-// of the claiming session that the lease ID derives from
-// (wire.ClaimLeaseID), 0 for a transfer (wire.HandoffLeaseID).
-func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, sessionTerm int64, etag azcore.ETag) (azcore.ETag, error) {
-	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, sessionTerm)
-	written, err := lm.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
-		Call:     blobstore.Call{Op: "write shard record", Timeout: o.settings.claimTimeout(), Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		Metadata: md, LeaseID: lm.LeaseID(), IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if written == "" {
-		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return written, nil
 }
 
 // hold is the path's last step: the shard is this session's, under lm's
