@@ -63,6 +63,14 @@ func memory(r *rand.Rand) Memory {
 		IdleFor: fmt.Sprint(r.IntN(2)), Disagree: r.IntN(2) == 0}
 }
 
+// counted draws a snapshot and a memory, and counts the snapshot's shares
+// with that memory: the memory returned is the one Count leaves.
+func counted(r *rand.Rand) (Snapshot, Shares, Memory) {
+	s := snapshot(r)
+	p, m := memory(r).Count(s)
+	return s, p, m
+}
+
 // Count gives this session its FairShare, its deficit against it, and counts
 // the others' lacks, excesses and what is handing, as their records say;
 // what is held never passes the set's size by what other groups hold.
@@ -126,8 +134,7 @@ func TestPropertyHandOverIsBoundedByExcessAndLack(t *testing.T) {
 func TestPropertyExpectReadsNotesOnlyWhileShardsMayCome(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 3))
 	for range 2000 {
-		s, m := snapshot(r), memory(r)
-		p, m := m.Count(s)
+		s, p, m := counted(r)
 		now := t0
 		notes, coming, m2 := m.Expect(now, s, p, settings)
 		if s.Leaving {
@@ -153,8 +160,7 @@ func TestPropertyExpectReadsNotesOnlyWhileShardsMayCome(t *testing.T) {
 func TestPropertyDeathsTakeTurnsByRank(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 4))
 	for range 2000 {
-		s, m := snapshot(r), memory(r)
-		p, m := m.Count(s)
+		s, p, m := counted(r)
 		take, m2 := m.Deaths(t0, s, p, settings)
 		if !s.Died {
 			require.False(t, take)
@@ -174,8 +180,7 @@ func TestPropertyDeathsTakeTurnsByRank(t *testing.T) {
 func TestPropertyWaitForLiveWaitsOnlyForAGroupThatGrew(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 5))
 	for range 2000 {
-		s, m := snapshot(r), memory(r)
-		p, m := m.Count(s)
+		s, p, m := counted(r)
 		left, m2 := m.WaitForLive(t0, s, p, settings)
 		require.LessOrEqual(t, left, settings.RetryInterval)
 		if p.Deficit <= 0 {
@@ -201,8 +206,7 @@ func TestPropertyWaitForLiveWaitsOnlyForAGroupThatGrew(t *testing.T) {
 func TestPropertyShouldListListsOnlyWhenAListingCanTellSomething(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 6))
 	for range 5000 {
-		s, m := snapshot(r), memory(r)
-		p, m := m.Count(s)
+		s, p, m := counted(r)
 		c := Claims{Cands: r.IntN(3), Stale: r.IntN(3) == 0}
 		coming := r.IntN(3) == 0
 		d, m2 := m.ShouldList(t0, s, p, coming, c, settings)
@@ -266,8 +270,7 @@ func TestPropertyListingsAreSpaced(t *testing.T) {
 func TestPropertyListedIdlesOnlyWhenOtherGroupsHoldTheRest(t *testing.T) {
 	r := rand.New(rand.NewPCG(40, 8))
 	for range 2000 {
-		s, m := snapshot(r), memory(r)
-		p, m := m.Count(s)
+		s, p, m := counted(r)
 		m.LastList = t0
 		cands, foreign := r.IntN(2), r.IntN(10)
 		m2 := m.Listed(s, p, foreign, cands, settings)
