@@ -56,7 +56,7 @@ import (
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
 func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
-	defer sm.pacing.Done()
+	defer sm.handoffs.pacing.Done()
 	slots := make(chan struct{}, max(1, atOnce))
 	for _, r := range queue {
 		select {
@@ -68,9 +68,9 @@ func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int)
 		r.leftAt = time.Now()
 		sm.o.mu.Unlock()
 		r.ts.pleaseStop(ErrShardHandedOver)
-		sm.pacing.Add(1)
+		sm.handoffs.pacing.Add(1)
 		go func() {
-			defer sm.pacing.Done()
+			defer sm.handoffs.pacing.Done()
 			<-r.done
 			<-slots
 		}()
@@ -106,8 +106,8 @@ func (sm *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) 
 		return true
 	}
 	o.logger.Debug("leaderelection: handed a shard on", "shard", r.name, "to", to.session, "term", number)
-	sm.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
-	sm.post(to.session, handed{name: r.name, term: number, etag: etag})
+	sm.shardListing.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
+	sm.handoffs.post(to.session, handed{name: r.name, term: number, etag: etag})
 	return true
 }
 
@@ -121,8 +121,8 @@ func (sm *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) 
 // behind its own deletes, each on a new one too. A failure is no matter:
 // the request that needs the connection opens it.
 func (sm *shardManager) warm(ctx context.Context) {
-	defer sm.pacing.Done()
-	b := sm.o.client.Blob(sm.o.sessionBlob(sm.s.id))
+	defer sm.handoffs.pacing.Done()
+	b := sm.o.storage.client.Blob(sm.o.sessionBlob(sm.s.id))
 	atOnce(warmConns, warmConns, func(int) {
 		_, _ = b.Properties(ctx, blobstore.Call{Timeout: sm.o.settings.claimTimeout()})
 	})
@@ -175,7 +175,7 @@ func (sm *shardManager) handOverTo(picks []*shardRun, live []string, quota map[s
 // session ends.
 func (sm *shardManager) leave() {
 	o, s := sm.o, sm.o.settings
-	others := slices.DeleteFunc(slices.Clone(sm.group.live), func(id string) bool { return id == sm.s.id })
+	others := slices.DeleteFunc(slices.Clone(sm.balancing.group.live), func(id string) bool { return id == sm.s.id })
 	if len(others) == 0 || o.ownedCount() == 0 {
 		return
 	}
@@ -204,7 +204,7 @@ func (sm *shardManager) leave() {
 	quota := make(map[string]int, len(others))
 	o.mu.Lock()
 	var picks []*shardRun
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if !r.leaving && !r.returned.Load() {
 			picks = append(picks, r)
 		}
@@ -212,7 +212,7 @@ func (sm *shardManager) leave() {
 	for i := range picks {
 		quota[others[i%len(others)]]++
 	}
-	queue := sm.handOverTo(picks, others, quota, sm.group.ident)
+	queue := sm.handOverTo(picks, others, quota, sm.balancing.group.ident)
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
@@ -223,7 +223,7 @@ func (sm *shardManager) leave() {
 	// at a time each, fell behind. With 16, once in three runs, 139 were
 	// left when its grace (handoffGrace) ran out, and were taken from its
 	// last list.
-	sm.pacing.Add(1)
+	sm.handoffs.pacing.Add(1)
 	sm.pace(ctx, queue, handoverPerGiver)
 	for _, r := range queue {
 		select {

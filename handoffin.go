@@ -28,7 +28,7 @@ import (
 // handover to this session is under way; those left when this session ends
 // are deleted with it (endSession).
 func (sm *shardManager) watchNotes() {
-	defer sm.watching.Done()
+	defer sm.handoffs.watching.Done()
 	o := sm.o
 	prefix := o.handoffPrefix(sm.s.id)
 	seen := map[string]azcore.ETag{}
@@ -43,13 +43,13 @@ func (sm *shardManager) watchNotes() {
 			return
 		case <-t.C:
 		}
-		if len(stale) > 0 && sm.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
+		if len(stale) > 0 && sm.handoffs.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
 			// If-Match what was read: a note rewritten since is read
 			// first.
-			_ = o.client.Blob(stale[0].name).Delete(sm.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
+			_ = o.storage.client.Blob(stale[0].name).Delete(sm.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
 			stale, lastDelete = stale[1:], time.Now()
 		}
-		switch sm.expecting.Load() {
+		switch sm.handoffs.expecting.Load() {
 		case expectNothing:
 			continue
 		case expectSeldom:
@@ -61,7 +61,7 @@ func (sm *shardManager) watchNotes() {
 		changed := 0
 		listed := map[string]bool{}
 		stale = stale[:0]
-		for page, err := range o.client.List(sm.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
+		for page, err := range o.storage.client.List(sm.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				break
 			}
@@ -114,7 +114,7 @@ func (sm *shardManager) watchNotes() {
 // itself. One that left its set meanwhile is adopted and released (start).
 func (sm *shardManager) adopt(hs []handed) {
 	o := sm.o
-	sem := sm.adoptSlots
+	sem := sm.handoffs.adoptSlots
 	var wg sync.WaitGroup
 	for _, h := range hs {
 		// Asked as the shard is reserved: an adoption of the same term that
@@ -124,7 +124,7 @@ func (sm *shardManager) adopt(hs []handed) {
 		if h.from != "" {
 			by = adoptingNote
 		}
-		if !o.reserve(h.name, by, func() bool { return sm.recorded(h.name, h.term) }) {
+		if !o.reserve(h.name, by, func() bool { return sm.ownTerms.recorded(h.name, h.term) }) {
 			continue
 		}
 		sem <- struct{}{}

@@ -45,8 +45,8 @@ func (hs *handoffs) post(session string, h handed) {
 // in flight): a note whose request is slow (a new connection on a busy
 // account) holds up only the shards it names.
 func (sm *shardManager) deliver(ctx context.Context) {
-	defer sm.pacing.Done()
-	b := sm.out
+	defer sm.handoffs.pacing.Done()
+	b := sm.handoffs.out
 	var writing sync.WaitGroup
 	defer writing.Wait()
 	slots := make(chan struct{}, notesParallel)
@@ -90,7 +90,7 @@ func (sm *shardManager) deliver(ctx context.Context) {
 // each once one of slots is free. It reports whether any note is left to
 // write (dirty, or being written).
 func (sm *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
-	b := sm.out
+	b := sm.handoffs.out
 	b.mu.Lock()
 	now := time.Now()
 	batch := map[string][]handed{}
@@ -159,7 +159,7 @@ func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) e
 }
 
 func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
-	_, err := o.client.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
+	_, err := o.storage.client.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
 	return err
 }
 

@@ -46,8 +46,8 @@ import (
 func (sm *shardManager) heldText() string {
 	o := sm.o
 	o.mu.Lock()
-	lines := make([]string, 0, len(o.runs))
-	for _, r := range o.runs {
+	lines := make([]string, 0, len(o.ownership.runs))
+	for _, r := range o.ownership.runs {
 		lines = append(lines, heldLine(r))
 	}
 	o.mu.Unlock()
@@ -59,24 +59,24 @@ func (sm *shardManager) heldText() string {
 // last written, at most every RetryInterval, one write at a time, off the
 // session's loop.
 func (sm *shardManager) writeHeld() {
-	if sm.heldBusy.Load() || time.Since(sm.heldAt) < sm.o.settings.RetryInterval {
+	if sm.heldList.heldBusy.Load() || time.Since(sm.heldList.heldAt) < sm.o.settings.RetryInterval {
 		return
 	}
-	if sm.heldFailed.Swap(false) {
-		sm.heldLast = "\x00"
+	if sm.heldList.heldFailed.Swap(false) {
+		sm.heldList.heldLast = "\x00"
 	}
 	text := sm.heldText()
-	if text == sm.heldLast {
+	if text == sm.heldList.heldLast {
 		return
 	}
-	sm.heldBusy.Store(true)
-	sm.heldAt, sm.heldLast = time.Now(), text
-	sm.pacing.Add(1)
+	sm.heldList.heldBusy.Store(true)
+	sm.heldList.heldAt, sm.heldList.heldLast = time.Now(), text
+	sm.handoffs.pacing.Add(1)
 	go func() {
-		defer sm.pacing.Done()
-		defer sm.heldBusy.Store(false)
+		defer sm.handoffs.pacing.Done()
+		defer sm.heldList.heldBusy.Store(false)
 		if err := sm.o.putHeld(sm.shardsCtx, sm.s.id, text); err != nil {
-			sm.heldFailed.Store(true)
+			sm.heldList.heldFailed.Store(true)
 			sm.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
 		}
 	}()
@@ -85,11 +85,11 @@ func (sm *shardManager) writeHeld() {
 // endHeld hands the session, once its shards have stopped, the list of
 // those it left behind, if any.
 func (sm *shardManager) endHeld() {
-	sm.endMu.Lock()
-	defer sm.endMu.Unlock()
-	if len(sm.endLines) > 0 {
-		slices.Sort(sm.endLines)
-		text := strings.Join(sm.endLines, "\n")
+	sm.heldList.endMu.Lock()
+	defer sm.heldList.endMu.Unlock()
+	if len(sm.heldList.endLines) > 0 {
+		slices.Sort(sm.heldList.endLines)
+		text := strings.Join(sm.heldList.endLines, "\n")
 		sm.s.endList.Store(&text)
 	}
 }
@@ -132,8 +132,8 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	}
 	o.mu.Lock()
 	var unnamed []string
-	for name := range o.set {
-		if !named[name] && o.runs[name] == nil && !o.claiming[name] {
+	for name := range o.membership.set {
+		if !named[name] && o.ownership.runs[name] == nil && !o.ownership.claiming[name] {
 			unnamed = append(unnamed, name)
 		}
 	}
@@ -149,8 +149,8 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	o.mu.Lock()
 	for _, c := range found {
 		if c != nil {
-			sm.cands[c.name] = *c
-			sm.freeSince[c.name] = now
+			sm.candidates.cands[c.name] = *c
+			sm.candidates.freeSince[c.name] = now
 			freed = append(freed, c.name)
 		}
 	}
@@ -161,7 +161,7 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		// Assign them afresh, by the records as they are now. (Found
 		// nothing, it leaves the candidates as they were, stale if they
 		// were: the listing comes next.)
-		sm.part, sm.deathRoom, sm.stale, sm.fromListing = nil, nil, false, false
+		sm.candidates.part, sm.candidates.deathRoom, sm.candidates.stale, sm.candidates.fromListing = nil, nil, false, false
 	}
 	return len(freed), true
 }
@@ -172,7 +172,7 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 // A lease released by one of peers (see sameSetPeers) marks it released.
 func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[string]bool) *candidate {
 	blob := o.shardBlob(name)
-	props, err := o.client.Blob(blob).Properties(ctx, blobstore.Call{})
+	props, err := o.storage.client.Blob(blob).Properties(ctx, blobstore.Call{})
 	if blobstore.HasCode(err, blobstore.BlobNotFound) {
 		o.sawShard(name, nil)
 		return &candidate{name: name}

@@ -360,7 +360,7 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
 		startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
 		waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
-		waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
+		waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetMemory.fleetSeen.Load() >= 41 })
 
 		deleteWhileDropped(t, a, log, raw, s)
 		waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
@@ -395,7 +395,7 @@ func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.
 		waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
 		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
 		waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-		require.GreaterOrEqual(t, a.owner.fleetSeen.Load(), int64(41))
+		require.GreaterOrEqual(t, a.owner.fleetMemory.fleetSeen.Load(), int64(41))
 		for _, tm := range log.snapshot() {
 			if tm.shard == "a" {
 				assert.Greater(t, tm.number, int64(41), "a leased blob created again was taken at its seed + 1")
@@ -423,9 +423,9 @@ func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 		}
 		var logs syncBuffer
 		own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
+		waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetMemory.fleetSeen.Load() == 30 })
 		time.Sleep(4 * s.RetryInterval)
-		assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
+		assert.Equal(t, int64(30), own.owner.fleetMemory.fleetSeen.Load())
 		for _, bad := range []string{"x", strconv.FormatInt(wire.MaxSpreadTerm+1, 10)} {
 			assert.Equal(t, 1, strings.Count(logs.String(), "key="+wire.MetaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
 		}

@@ -72,7 +72,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	lm := s.term.blob()
 	etag, err := lm.createBlob(ctx)
 	if err != nil {
-		if o.hadRecord.Load() && gone(err) {
+		if o.fleetMemory.hadRecord.Load() && gone(err) {
 			o.sawDeletion("a new session found the container gone")
 		}
 		if err := lm.ensureBlob(ctx); err != nil {
@@ -118,7 +118,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 			return nil, Grant{}, err
 		}
 	}
-	o.reached.Store(true)
+	o.storage.reached.Store(true)
 	return s, g, nil
 }
 

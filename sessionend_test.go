@@ -61,7 +61,7 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 	raw := newRawBlob(t, s)
 	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 	require.NoError(t, err)
-	defer o.closeIdle()
+	defer o.storage.closeIdle()
 	ended := sessionRecord("x")
 	ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 	for _, tc := range []struct {
@@ -120,7 +120,7 @@ func TestASessionMarkedEndedByAnotherIsDeadToo(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		id := uuid.NewString()
 		blob := o.sessionBlob(id)
 		etag := raw.put(blob, "", sessionRecord("x"))
@@ -144,7 +144,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		id := uuid.NewString()
 		ended := sessionRecord("x")
 		ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
@@ -202,7 +202,7 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
 			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		blob := o.shardBlob("x")
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
@@ -233,7 +233,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"x", "y"}, func(context.Context, string) error { return nil })
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		raw.put(o.shardBlob("x"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "5", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		raw.put(o.shardBlob("z"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "9", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
@@ -242,7 +242,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		assert.Equal(t, int64(5), o.floorOf("x"), "a shard of the set, another session's")
 		assert.Equal(t, int64(0), o.floorOf("y"), "no blob")
 		assert.Equal(t, int64(0), o.floorOf("z"), "not in the set: kept by no listing")
-		assert.False(t, g.recorded("x", 5), "another session's term is not this session's own")
+		assert.False(t, g.ownTerms.recorded("x", 5), "another session's term is not this session's own")
 	})
 }
 

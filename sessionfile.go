@@ -176,7 +176,7 @@ func (sm *shardManager) takeBack() {
 		var cands []candidate
 		o.mu.Lock()
 		for _, e := range entries {
-			if o.set[e.name] {
+			if o.membership.set[e.name] {
 				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(sm.s.id), fromList: true})
 			}
 		}
@@ -193,7 +193,7 @@ func (sm *shardManager) takeBack() {
 		terms := map[string]int64{}
 		err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 			o.mu.Lock()
-			inSet := o.set[l.name]
+			inSet := o.membership.set[l.name]
 			o.mu.Unlock()
 			if inSet && !l.rec.TermBad {
 				// Every shard's term it shows, as any listing of the
@@ -205,7 +205,7 @@ func (sm *shardManager) takeBack() {
 			if l.session != sm.s.id || o.shardProblem(l) != nil {
 				return
 			}
-			sm.record(l.name, l.info.Leader.Number)
+			sm.ownTerms.record(l.name, l.info.Leader.Number)
 			switch {
 			case o.holds(l.name):
 				// Taken back already, from the list.
@@ -244,7 +244,7 @@ func (sm *shardManager) takeBack() {
 		level = slog.LevelWarn
 	}
 	o.logger.Log(sm.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", sm.s.id, "shards", fromList+len(cands), "taken", won, "byChange", sm.changedBack.Load(), "byList", fromList, "freed", len(free),
+		"session", sm.s.id, "shards", fromList+len(cands), "taken", won, "byChange", sm.handoffs.changedBack.Load(), "byList", fromList, "freed", len(free),
 		"listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 }
 
@@ -274,14 +274,14 @@ func (sm *shardManager) takeEach(cands []candidate, free []listed) int {
 
 // newSession builds session id's lease manager and the term runner that runs it.
 func (o *ShardOwner) newSession(id string) *session {
-	lm := o.managerOn(o.sessionClient, o.sessionBlob(id), id)
+	lm := o.managerOn(o.storage.sessionClient, o.sessionBlob(id), id)
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
 		n := max(o.ownedCount(), int(s.inherited.Load()))
 		digest, size := o.setSummary()
-		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.seenMax.Load(),
-			Longest: max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
+		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.fleetMemory.seenMax.Load(),
+			Longest: max(o.settings.LeaseDuration, time.Duration(o.fleetMemory.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
 	}
 	emit := func(e Event) {
 		switch e.Kind {

@@ -94,7 +94,7 @@ func (o *ShardOwner) listSessions(ctx context.Context, own *session) ([]listed, 
 			longest = l.info.DeclaredDuration
 		}
 	}
-	raiseTo(&o.longestD, int64(longest))
+	raiseTo(&o.fleetMemory.longestD, int64(longest))
 	return seen, nil
 }
 
@@ -126,7 +126,7 @@ func (o *ShardOwner) readSessionRecord(w *sessionWatch, j *judging, l listed, ow
 		}
 		j.badSeen[l.name] = l.seenBad
 	} else {
-		raiseTo(&o.fleetSeen, l.seen)
+		raiseTo(&o.fleetMemory.fleetSeen, l.seen)
 	}
 	j.listed[l.name] = true
 	return true

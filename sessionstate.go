@@ -28,13 +28,14 @@ func heldLine(r *shardRun) string {
 // shardManager is one session's loop: it balances, claims, hands over, and runs
 // the shards. Its fields are touched only by the session's goroutine.
 type shardManager struct {
-	o         *ShardOwner
-	s         *session
-	ctx       context.Context // the session func's context: please stop, or stop now
-	shardsCtx context.Context // parent of every shard func's own context
-	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup  // shard runs, until their release is done
-	funcs     sync.WaitGroup  // shard funcs, until they return
+	o           *ShardOwner
+	s           *session
+	ctx         context.Context // the session func's context: please stop, or stop now
+	shardsCtx   context.Context // parent of every shard func's own context
+	stopNow     context.Context // the session's lease context
+	sessionTerm int64           // the session's term: wire.ClaimLeaseID derives from it
+	runs        sync.WaitGroup  // shard runs, until their release is done
+	funcs       sync.WaitGroup  // shard funcs, until they return
 	// releases bounds every release of a shard's lease: derived from
 	// stopNow, and ended RequestTimeout after the last shard func returned
 	// as the session ends (see manage). endReleases ends it.
@@ -46,12 +47,12 @@ type shardManager struct {
 	deadline    func() time.Time // the session's safety deadline
 	fuse        *safetyFuse      // the session's: no shard func starts once it is past
 
-	candidates   // the free shards, and this session's part of them (shardclaim.go)
-	shardListing // the last listing of the shards, and when to list again (shardlist.go)
-	balancing    // what balance remembers from one pass to the next (shardbalance.go)
-	handoffs     // the shards handed straight on, and to this session (handoff.go)
-	ownTerms     // the terms this session recorded, or adopted, for itself (handoff.go)
-	heldList     // the list of the shards this session holds (heldlist.go)
+	candidates   candidates   // the free shards, and this session's part of them (shardclaim.go)
+	shardListing shardListing // the last listing of the shards, and when to list again (shardlist.go)
+	balancing    balancing    // what balance remembers from one pass to the next (shardbalance.go)
+	handoffs     handoffs     // the shards handed straight on, and to this session (handoff.go)
+	ownTerms     ownTerms     // the terms this session recorded, or adopted, for itself (shardtake.go)
+	heldList     heldList     // the list of the shards this session holds (heldlist.go)
 }
 
 // sessionView is what one listing of the sessions says, judged by this
@@ -192,7 +193,6 @@ type handoffs struct {
 	out         *outbox                         // notes to write
 	pacing      sync.WaitGroup                  // pace, deliver, and what they start
 	watching    sync.WaitGroup                  // watchNotes
-	sessionTerm int64                           // the session's term: wire.ClaimLeaseID derives from it
 	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
 }
 
@@ -362,7 +362,7 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // reportStopped), so a take of it is no news of this session's.
 func (sm *shardManager) sameSetPeers(view sessionView) map[string]bool {
 	sm.o.mu.Lock()
-	digest := sm.o.digest
+	digest := sm.o.membership.digest
 	sm.o.mu.Unlock()
 	peers := map[string]bool{}
 	for _, id := range view.live {
@@ -383,7 +383,7 @@ func (h *handoffs) setPeers(live []string) {
 }
 
 func (sm *shardManager) isPeer(id string) bool {
-	p := sm.peers.Load()
+	p := sm.handoffs.peers.Load()
 	return p != nil && (*p)[id] && id != sm.s.id
 }
 

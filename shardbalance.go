@@ -67,12 +67,14 @@ func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
 		// adopts the shards handed to it, as the others see it below
 		// its share; and keeps its list of them, and its releases.
 		*wait = min(*wait, q)
+		sm.stopRemoved()
 		sm.expect(sm.tally(view))
 		sm.retryLeftovers()
 		sm.writeHeld()
 		return nil
 	}
-	sm.noteGrowth(view)
+	sm.balancing.noteGrowth(view)
+	sm.stopRemoved()
 	p := sm.tally(view)
 	sm.give(p)
 	sm.expect(p)
@@ -80,7 +82,7 @@ func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
 	if sm.waitForLive(p, wait) {
 		return nil
 	}
-	if sm.shouldList(p) && sm.plan.MayList(time.Now(), sm.planSettings()) {
+	if sm.shouldList(p) && sm.balancing.plan.MayList(time.Now(), sm.planSettings()) {
 		if err := sm.listNow(p); err != nil {
 			return err
 		}
@@ -106,15 +108,36 @@ func (sm *shardManager) planSettings() shardplan.Settings {
 		HandoverWait: min(s.LeaseDuration, maxLeaseDuration), StrayAfter: sm.o.strayAfter(), ProbeMax: probeMax}
 }
 
-// tally reads the set, stops the shards that left it, takes the pass's
-// snapshot and counts the shares of this session's group.
+// stopRemoved asks the funcs of the shards that left the set to stop, and
+// drops them from the candidates: free at the last listing, but no longer
+// in the set, such a shard must not pass for a candidate, or a session below
+// its share would wait on it instead of listing again.
+func (sm *shardManager) stopRemoved() {
+	o := sm.o
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for name, r := range o.ownership.runs {
+		if !o.membership.set[name] && !r.leaving && !r.returned.Load() {
+			r.leaving, r.leftAt = true, time.Now()
+			r.ts.pleaseStop(ErrShardRemoved)
+		}
+	}
+	for name := range sm.candidates.cands {
+		if !o.membership.set[name] {
+			delete(sm.candidates.cands, name)
+		}
+	}
+}
+
+// tally reads the set and takes the pass's snapshot: what this session
+// holds and claims, and the shares of its group (shardplan's Count).
 func (sm *shardManager) tally(view sessionView) *pass {
 	o := sm.o
 	p := &pass{view: view}
 	sn := &p.snap
 	sn.Self, sn.Live, sn.Died = sm.s.id, len(view.live), len(view.died) > 0
 	o.mu.Lock()
-	sn.N, sn.Digest = len(o.set), o.digest
+	sn.N, sn.Digest = len(o.membership.set), o.membership.digest
 	p.sets = []setID{{sn.Digest, sn.N}}
 	// Just after this instance's set changed, the sessions whose records
 	// still carry the set it had may be changing theirs too (a deploy
@@ -125,33 +148,19 @@ func (sm *shardManager) tally(view sessionView) *pass {
 	// would count itself alone with the new set, claim up to all of its
 	// new shards, and hand most of them back. That is less than
 	// LeaseDuration - StopMargin + RetryInterval.
-	sn.Changing = time.Since(o.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
+	sn.Changing = time.Since(o.membership.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
 	if sn.Changing {
-		p.sets = append(p.sets, o.previous)
+		p.sets = append(p.sets, o.membership.previous)
 	}
-	for name, r := range o.runs {
-		if !o.set[name] && !r.leaving && !r.returned.Load() {
-			r.leaving, r.leftAt = true, time.Now()
-			r.ts.pleaseStop(ErrShardRemoved)
-		}
-	}
-	for name := range sm.cands {
-		if !o.set[name] {
-			// Free at the last listing, but no longer in the set: it must
-			// not pass for a candidate, or a session below its share
-			// would wait on it instead of listing again.
-			delete(sm.cands, name)
-		}
-	}
-	sn.Own = len(o.claiming)
-	for _, r := range o.runs {
+	sn.Own = len(o.ownership.claiming)
+	for _, r := range o.ownership.runs {
 		if !r.leaving && !r.returned.Load() {
 			sn.Own++
 		}
 	}
 	p.mine = view.group(sm.s.id, p.sets...)
 	sn.Group, sn.Owned, sn.Handing = p.mine.live, view.owned, view.handing
-	o.target, o.live = balance.FairShare(sn.N, p.mine.live, sm.s.id), len(view.live)
+	o.membership.target, o.membership.live = balance.FairShare(sn.N, p.mine.live, sm.s.id), len(view.live)
 	o.mu.Unlock()
 	for id := range view.leave {
 		if id != sm.s.id && slices.Contains(view.live, id) {
@@ -162,9 +171,9 @@ func (sm *shardManager) tally(view sessionView) *pass {
 	sn.Signature = view.signature()
 	sn.Leaving = view.leaving(sm.s.id, p.sets...)
 	sn.StrayDraw = time.Duration(rand.Int64N(int64(o.strayAfter())))
-	p.shares, sm.plan = sm.plan.Count(p.snap)
+	p.shares, sm.balancing.plan = sm.balancing.plan.Count(p.snap)
 	if p.shares.AgreeChanged {
-		if sm.plan.Disagree {
+		if sm.balancing.plan.Disagree {
 			o.logger.Info("leaderelection: the live sessions disagree on the set of shards; each counts its share among those that have its set",
 				"container", o.settings.Container, "prefix", o.prefix, "shards", sn.N, "agreeing", len(p.mine.live), "liveSessions", len(view.live))
 		} else {
@@ -208,10 +217,10 @@ func (sm *shardManager) give(p *pass) {
 // shard, 4 s of Azurite's one thread, while 700 were on their way to it.)
 func (sm *shardManager) expect(p *pass) {
 	var notes shardplan.Notes
-	notes, p.listing.Coming, sm.plan = sm.plan.Expect(time.Now(), p.snap, p.shares, sm.planSettings())
-	sm.expecting.Store(int32(notes))
-	sm.group = p.mine
-	sm.setPeers(p.view.live)
+	notes, p.listing.Coming, sm.balancing.plan = sm.balancing.plan.Expect(time.Now(), p.snap, p.shares, sm.planSettings())
+	sm.handoffs.expecting.Store(int32(notes))
+	sm.balancing.group = p.mine
+	sm.handoffs.setPeers(p.view.live)
 }
 
 // takeDeaths takes in hand the sessions that this pass's listing found
@@ -220,7 +229,7 @@ func (sm *shardManager) expect(p *pass) {
 // rather than all at once.
 func (sm *shardManager) takeDeaths(p *pass) {
 	var take bool
-	if take, sm.plan = sm.plan.Deaths(time.Now(), p.snap, p.shares, sm.planSettings()); take {
+	if take, sm.balancing.plan = sm.balancing.plan.Deaths(time.Now(), p.snap, p.shares, sm.planSettings()); take {
 		sm.takeFromDead(p.mine, p.snap.N)
 	}
 }
@@ -234,7 +243,7 @@ func (sm *shardManager) takeDeaths(p *pass) {
 // of the sessions reports it.)
 func (sm *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
 	var left time.Duration
-	if left, sm.plan = sm.plan.WaitForLive(time.Now(), p.snap, p.shares, sm.planSettings()); left > 0 {
+	if left, sm.balancing.plan = sm.balancing.plan.WaitForLive(time.Now(), p.snap, p.shares, sm.planSettings()); left > 0 {
 		*wait = min(*wait, left)
 		return true
 	}
@@ -256,7 +265,7 @@ func (sm *shardManager) waitForLive(p *pass, wait *time.Duration) bool {
 func (sm *shardManager) shouldList(p *pass) bool {
 	o := sm.o
 	coming := p.listing.Coming
-	p.listing, sm.plan = sm.plan.ShouldList(time.Now(), p.snap, p.shares, coming, shardplan.Claims{Cands: len(sm.cands), Stale: sm.stale}, sm.planSettings())
+	p.listing, sm.balancing.plan = sm.balancing.plan.ShouldList(time.Now(), p.snap, p.shares, coming, shardplan.Claims{Cands: len(sm.candidates.cands), Stale: sm.candidates.stale}, sm.planSettings())
 	if p.listing.ViewChanged {
 		o.logger.Debug("leaderelection: the sessions' records changed", "prefix", o.prefix, "shards", p.snap.N, "share", p.shares.Target, "own", p.shares.Own,
 			"held", p.shares.Held, "group", len(p.mine.live), "liveSessions", len(p.view.live), "rank", p.shares.Rank, "changing", p.snap.Changing)
@@ -278,7 +287,7 @@ func (sm *shardManager) listNow(p *pass) error {
 	if err := sm.listShards(p.view); err != nil {
 		return err
 	}
-	sm.plan = sm.plan.Listed(p.snap, p.shares, sm.heldByOthers(p.mine), len(sm.cands), sm.planSettings())
+	sm.balancing.plan = sm.balancing.plan.Listed(p.snap, p.shares, sm.heldByOthers(p.mine), len(sm.candidates.cands), sm.planSettings())
 	return nil
 }
 
@@ -288,22 +297,22 @@ func (sm *shardManager) listNow(p *pass) error {
 func (sm *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 	deficit := p.shares.Deficit
 	if deficit <= 0 {
-		sm.plan.Probed = false
+		sm.balancing.plan.Probed = false
 		sm.freeStrays()
 		if sm.reportTook() { // what was handed to it, if that is how it got there
 			sm.recordSoon()
 		}
-		clear(sm.cands)
+		clear(sm.candidates.cands)
 		return
 	}
-	if !sm.stale {
+	if !sm.candidates.stale {
 		claimed, tried, more := sm.claim(min(deficit, claimBatch), deficit, p.mine)
-		sm.took.Add(int64(claimed))
+		sm.candidates.took.Add(int64(claimed))
 		if claimed >= deficit {
 			// At its share now: it reads its notes no more, from now,
 			// not from its next pass (a read then was one a session at
 			// its share made).
-			sm.expecting.Store(expectNothing)
+			sm.handoffs.expecting.Store(expectNothing)
 			sm.reportTook()
 			sm.recordSoon()
 		}
@@ -311,7 +320,7 @@ func (sm *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 			*wait = 0 // more to claim: list the sessions again and go on
 		}
 	}
-	if sm.stale && !sm.plan.Idle(time.Now(), p.snap.Running, p.shares.Over) {
+	if sm.candidates.stale && !sm.balancing.plan.Idle(time.Now(), p.snap.Running, p.shares.Over) {
 		// Its candidates were mostly taken, or (see claim) a listing
 		// finds what is left sooner: wait for the next listing rather
 		// than fail on the rest, and no longer than until it may be made.
@@ -319,7 +328,7 @@ func (sm *shardManager) claimOrRest(p *pass, wait *time.Duration) {
 		// sooner, or this loop would list the sessions over and over
 		// (it did, at ten times a second, on every instance that a
 		// leaving one handed shards to).
-		*wait = min(*wait, sm.plan.RestWait(time.Now(), p.listing, sm.planSettings()))
+		*wait = min(*wait, sm.balancing.plan.RestWait(time.Now(), p.listing, sm.planSettings()))
 	}
 }
 
@@ -353,10 +362,10 @@ func (sm *shardManager) heldByOthers(group sessionView) int {
 		in[id] = true
 	}
 	n := 0
-	sm.ownersMu.Lock()
-	defer sm.ownersMu.Unlock()
-	for name, h := range sm.owners {
-		if _, free := sm.cands[name]; !free && !in[h.session] {
+	sm.shardListing.ownersMu.Lock()
+	defer sm.shardListing.ownersMu.Unlock()
+	for name, h := range sm.shardListing.owners {
+		if _, free := sm.candidates.cands[name]; !free && !in[h.session] {
 			n++
 		}
 	}
@@ -383,14 +392,14 @@ func (sm *shardManager) handOver(k int, view sessionView) {
 	o := sm.o
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	n := len(o.set)
+	n := len(o.membership.set)
 	type pick struct {
 		r    *shardRun
 		rank int
 		s    uint64
 	}
 	var picks []pick
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if r.leaving || r.returned.Load() {
 			continue
 		}
@@ -416,7 +425,7 @@ func (sm *shardManager) handOver(k int, view sessionView) {
 		chosen = append(chosen, p.r)
 	}
 	if queue := sm.handOverTo(chosen, view.live, balance.Plan(view.live, view.owned, n, sm.s.id, len(chosen)), view.ident); len(queue) > 0 {
-		sm.pacing.Add(1)
+		sm.handoffs.pacing.Add(1)
 		go sm.pace(sm.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/balance.Givers(view.live, view.owned, n, sm.s.id)))
 	}
 	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))

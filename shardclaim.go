@@ -50,11 +50,11 @@ func (sm *shardManager) freeNow() *claimRound {
 	o := sm.o
 	r := &claimRound{now: time.Now()}
 	o.mu.Lock()
-	r.n = len(o.set)
-	r.free = make([]string, 0, len(sm.cands))
-	for name := range sm.cands {
-		_, left := o.leftover[name]
-		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || r.now.Before(o.cooldown[name]) {
+	r.n = len(o.membership.set)
+	r.free = make([]string, 0, len(sm.candidates.cands))
+	for name := range sm.candidates.cands {
+		_, left := o.ownership.leftover[name]
+		if !o.membership.set[name] || o.ownership.runs[name] != nil || o.ownership.claiming[name] || left || r.now.Before(o.ownership.cooldown[name]) {
 			continue
 		}
 		r.free = append(r.free, name)
@@ -82,29 +82,29 @@ func (sm *shardManager) freeNow() *claimRound {
 // again, for 10 to 20 s more.
 func (sm *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
 	o := sm.o
-	if live := strings.Join(view.live, ","); (sm.part == nil || live != sm.partFor) && sm.fromListing {
+	if live := strings.Join(view.live, ","); (sm.candidates.part == nil || live != sm.candidates.partFor) && sm.candidates.fromListing {
 		o.mu.Lock()
-		set := slices.Sorted(maps.Keys(o.set))
+		set := slices.Sorted(maps.Keys(o.membership.set))
 		o.mu.Unlock()
-		sm.ownersMu.Lock()
-		holders := make(map[string]string, len(sm.owners))
-		for name, h := range sm.owners {
+		sm.shardListing.ownersMu.Lock()
+		holders := make(map[string]string, len(sm.shardListing.owners))
+		for name, h := range sm.shardListing.owners {
 			holders[name] = h.session
 		}
-		sm.ownersMu.Unlock()
-		sm.part, sm.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
-		sm.partFor = live
-	} else if sm.part == nil || live != sm.partFor {
+		sm.shardListing.ownersMu.Unlock()
+		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
+		sm.candidates.partFor = live
+	} else if sm.candidates.part == nil || live != sm.candidates.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
 			room[id] = max(0, balance.FairShare(r.n, view.live, id)-view.owned[id])
-			if rm, ok := sm.deathRoom[id]; ok && live == sm.deathFor {
+			if rm, ok := sm.candidates.deathRoom[id]; ok && live == sm.candidates.deathFor {
 				room[id] = rm
 			}
 		}
 		room[sm.s.id] = max(room[sm.s.id], deficit)
-		sm.part, sm.partTo = balance.Assign(r.free, view.live, room, sm.s.id)
-		sm.partFor = live
+		sm.candidates.part, sm.candidates.partTo = balance.Assign(r.free, view.live, room, sm.s.id)
+		sm.candidates.partFor = live
 	}
 }
 
@@ -116,22 +116,22 @@ func (sm *shardManager) orderPart(r *claimRound) bool {
 	for _, name := range r.free {
 		isFree[name] = true
 	}
-	r.mine = make(map[string]bool, len(sm.part))
-	for _, name := range sm.part {
+	r.mine = make(map[string]bool, len(sm.candidates.part))
+	for _, name := range sm.candidates.part {
 		r.mine[name] = true
 		if isFree[name] {
 			r.order = append(r.order, name)
 		}
 	}
 	if len(r.order) == 0 {
-		sm.part = nil // spent: assign again at the next claim, from the records then
-		if sm.fromDeath {
+		sm.candidates.part = nil // spent: assign again at the next claim, from the records then
+		if sm.candidates.fromDeath {
 			// This session's part of a dead session's shards is claimed
 			// (or was empty), and it is still short: the survivors'
 			// listings, or its own count, differed. The rest are mostly
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
-			sm.stale, sm.plan.ListNotBefore = true, time.Time{}
+			sm.candidates.stale, sm.balancing.plan.ListNotBefore = true, time.Time{}
 			return false
 		}
 	}
@@ -159,9 +159,9 @@ func (sm *shardManager) freeForLong(r *claimRound) {
 		if r.mine[name] {
 			continue
 		}
-		free := r.now.Sub(sm.freeSince[name])
-		stuck := free >= long && (r.now.Sub(sm.grewAt[sm.partTo[name]]) >= long || free >= 4*long)
-		if stuck || len(r.order) == 0 && sm.cands[name].dead {
+		free := r.now.Sub(sm.candidates.freeSince[name])
+		stuck := free >= long && (r.now.Sub(sm.balancing.grewAt[sm.candidates.partTo[name]]) >= long || free >= 4*long)
+		if stuck || len(r.order) == 0 && sm.candidates.cands[name].dead {
 			r.others = append(r.others, name)
 		}
 	}
@@ -187,21 +187,21 @@ func (sm *shardManager) pickUpTo(r *claimRound, k int) {
 		if len(r.picked) == k {
 			break
 		}
-		if o.claiming[name] {
+		if o.ownership.claiming[name] {
 			continue
 		}
-		delete(o.cooldown, name)
-		o.claiming[name] = true
-		r.picked = append(r.picked, sm.cands[name])
-		delete(sm.cands, name)
+		delete(o.ownership.cooldown, name)
+		o.ownership.claiming[name] = true
+		r.picked = append(r.picked, sm.candidates.cands[name])
+		delete(sm.candidates.cands, name)
 	}
 	o.mu.Unlock()
-	if len(r.picked) > 0 && len(sm.part) > 0 {
+	if len(r.picked) > 0 && len(sm.candidates.part) > 0 {
 		taken := make(map[string]bool, len(r.picked))
 		for _, c := range r.picked {
 			taken[c.name] = true
 		}
-		sm.part = slices.DeleteFunc(sm.part, func(name string) bool { return taken[name] })
+		sm.candidates.part = slices.DeleteFunc(sm.candidates.part, func(name string) bool { return taken[name] })
 	}
 }
 
@@ -230,9 +230,9 @@ func (sm *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int,
 	// count: a survivor tries at most its part of them (then lists, see
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
-	sm.stale = 2*livingWins < living
+	sm.candidates.stale = 2*livingWins < living
 	for _, name := range r.free {
-		if c, ok := sm.cands[name]; ok && c.dead {
+		if c, ok := sm.candidates.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
@@ -272,11 +272,11 @@ func tally(outcomes []string) string {
 // before any break of a shard recorded for it (see claimOne).
 func (sm *shardManager) freeStrays() {
 	o := sm.o
-	for _, c := range sm.cands {
+	for _, c := range sm.candidates.cands {
 		if !c.ours || o.holds(c.name) {
 			continue
 		}
-		sm.record(c.name, c.prev)
+		sm.ownTerms.record(c.name, c.prev)
 		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, c.etag, o.settings.claimTimeout())
 		if res == breakDone {
 			o.logger.Info("leaderelection: freed a shard whose record names this session, which has not held it for a lease duration",

@@ -150,19 +150,19 @@ import (
 func (sm *shardManager) quiet() time.Duration {
 	o := sm.o
 	o.mu.Lock()
-	if o.deletedFor > 0 {
-		o.quietUntil = time.Now().Add(o.deletedFor)
-		o.deletedFor = 0
-		o.seedPending = true
+	if o.fleetMemory.deletedFor > 0 {
+		o.fleetMemory.quietUntil = time.Now().Add(o.fleetMemory.deletedFor)
+		o.fleetMemory.deletedFor = 0
+		o.fleetMemory.seedPending = true
 	}
-	left := time.Until(o.quietUntil)
-	seed := o.seedPending && left > 0
+	left := time.Until(o.fleetMemory.quietUntil)
+	seed := o.fleetMemory.seedPending && left > 0
 	o.mu.Unlock()
 	if seed && sm.seedTerms() {
 		// Done; until then, tried again at each pass while the quiet
 		// lasts.
 		o.mu.Lock()
-		o.seedPending = false
+		o.fleetMemory.seedPending = false
 		o.mu.Unlock()
 	}
 	return max(0, left)
@@ -177,7 +177,7 @@ func (sm *shardManager) seedTerms() bool {
 	o := sm.o
 	o.mu.Lock()
 	seeds := map[string]int64{}
-	for name := range o.set {
+	for name := range o.membership.set {
 		if n := o.seedLocked(name); n > 0 {
 			seeds[name] = n
 		}
@@ -284,10 +284,10 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 		etag = raised
 	}
 	o.mu.Lock()
-	w := o.recreated[c.name]
+	w := o.fleetMemory.recreated[c.name]
 	if w == nil {
 		w = &freshWatch{}
-		o.recreated[c.name] = w
+		o.fleetMemory.recreated[c.name] = w
 	}
 	o.mu.Unlock()
 	w.watch(etag, time.Now())
@@ -295,7 +295,7 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 		return false
 	}
 	o.mu.Lock()
-	delete(o.recreated, c.name)
+	delete(o.fleetMemory.recreated, c.name)
 	o.mu.Unlock()
 	return true
 }

@@ -32,7 +32,7 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 		entries, err := o.readHeld(sm.ctx, id)
 		if err != nil {
 			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
-			sm.stale, sm.plan.ListNotBefore = true, time.Time{}
+			sm.candidates.stale, sm.balancing.plan.ListNotBefore = true, time.Time{}
 			return
 		}
 		for _, e := range entries {
@@ -43,13 +43,13 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 	// the same candidates alike. (What its last listing showed the dead
 	// sessions holding may be older, and differ from one survivor to
 	// another: their parts then overlapped, and most came up short.)
-	sm.ownersMu.Lock()
-	for name, h := range sm.owners {
+	sm.shardListing.ownersMu.Lock()
+	for name, h := range sm.shardListing.owners {
 		if dead[h.session] {
-			delete(sm.owners, name)
+			delete(sm.shardListing.owners, name)
 		}
 	}
-	sm.ownersMu.Unlock()
+	sm.shardListing.ownersMu.Unlock()
 	// Each survivor's room is its share less what it holds, by the
 	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
@@ -59,38 +59,38 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 	// is less. The survivors then usually assign the dead sessions' shards
 	// alike, in disjoint parts that cover them all. Where their rooms
 	// differ, claims are conditional, and a survivor left short lists.
-	sm.deathFor = strings.Join(view.live, ",")
-	sm.deathRoom = make(map[string]int, len(view.live))
+	sm.candidates.deathFor = strings.Join(view.live, ",")
+	sm.candidates.deathRoom = make(map[string]int, len(view.live))
 	for _, id := range view.live {
 		holds := view.owned[id]
-		if before, ok := sm.prevOwned[id]; ok {
+		if before, ok := sm.balancing.prevOwned[id]; ok {
 			holds = min(holds, before)
 		}
 		if id == sm.s.id {
 			holds = o.ownedCount()
 		}
-		sm.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
+		sm.candidates.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
 	}
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
 	for name, c := range found {
-		if !o.set[name] {
+		if !o.membership.set[name] {
 			continue
 		}
 		freed = append(freed, name)
-		sm.cands[name] = c
+		sm.candidates.cands[name] = c
 		// Free from now: a time left from the last listing, long ago,
 		// when the shard was free before the dead session took it, made
 		// it anyone's at once, and the survivors done with their parts
 		// took the others', left them short and listing (16 s, five at
 		// once, on a busy account).
-		sm.freeSince[name] = now
+		sm.candidates.freeSince[name] = now
 	}
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	sm.stale, sm.part, sm.fromDeath, sm.plan.Probed, sm.fromListing = false, nil, true, false, false
+	sm.candidates.stale, sm.candidates.part, sm.candidates.fromDeath, sm.balancing.plan.Probed, sm.candidates.fromListing = false, nil, true, false, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -153,8 +153,8 @@ func (sm *shardManager) readShards() (*shardScan, error) {
 	o := sm.o
 	sc := &shardScan{start: time.Now()}
 	o.mu.Lock()
-	sc.set = make(map[string]bool, len(o.set))
-	for n := range o.set {
+	sc.set = make(map[string]bool, len(o.membership.set))
+	for n := range o.membership.set {
 		sc.set[n] = true
 	}
 	o.mu.Unlock()
@@ -172,8 +172,8 @@ func (sm *shardManager) readShards() (*shardScan, error) {
 		}
 		return nil, err
 	}
-	sm.plan.LastList = time.Now()
-	sm.plan.ListTook = sm.plan.LastList.Sub(sc.start)
+	sm.balancing.plan.LastList = time.Now()
+	sm.balancing.plan.ListTook = sm.balancing.plan.LastList.Sub(sc.start)
 	return sc, nil
 }
 
@@ -197,11 +197,11 @@ func (sm *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	for _, l := range sc.entries {
 		sm.judgeShard(sc, l, live)
 	}
-	sm.anomalies = sc.anomalies
+	sm.shardListing.anomalies = sc.anomalies
 	if sc.strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
-		sm.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+		sm.balancing.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
 	o.seeTerms(sc.terms)
 	sm.adopt(sc.adopt)
@@ -246,14 +246,14 @@ func (sm *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool
 		if l.session == sm.s.id && o.holds(l.name) {
 			return
 		}
-		if l.session == sm.s.id && !sm.recorded(l.name, l.info.Leader.Number) {
+		if l.session == sm.s.id && !sm.ownTerms.recorded(l.name, l.info.Leader.Number) {
 			// Recorded for this session by another: handed to it
 			// (handoff.go), its note lost or not read yet. Adopt it
 			// on that condition; if the lease has another ID (the
 			// giver's change failed), it is timed as below.
 			sc.adopt = append(sc.adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
 		}
-		a, ok := sm.anomalies[l.name]
+		a, ok := sm.shardListing.anomalies[l.name]
 		if !ok || a.etag != l.info.ETag {
 			a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
 		}
@@ -316,7 +316,7 @@ func (sm *shardManager) noteMissing(sc *shardScan) {
 	// Runs the listing did not show at all: their blob is gone.
 	o.mu.Lock()
 	var gone []*shardRun
-	for name, r := range o.runs {
+	for name, r := range o.ownership.runs {
 		if !sc.seen[name] && sc.set[name] && r.claimed.Before(sc.start) {
 			gone = append(gone, r)
 		}
@@ -332,23 +332,23 @@ func (sm *shardManager) noteMissing(sc *shardScan) {
 // those to take a dead session's shards from.
 func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
 	o := sm.o
-	sm.cands = make(map[string]candidate, len(sc.cands))
+	sm.candidates.cands = make(map[string]candidate, len(sc.cands))
 	freeSince := make(map[string]time.Time, len(sc.cands))
 	for _, c := range sc.cands {
-		sm.cands[c.name] = c
-		if at, ok := sm.freeSince[c.name]; ok {
+		sm.candidates.cands[c.name] = c
+		if at, ok := sm.candidates.freeSince[c.name]; ok {
 			freeSince[c.name] = at
 		} else {
 			freeSince[c.name] = sc.start
 		}
 	}
-	sm.ownersMu.Lock()
-	sm.owners = sc.owners
-	sm.ownersMu.Unlock()
-	sm.freeSince, sm.stale, sm.ownersAt, sm.part, sm.plan.Probed, sm.fromListing = freeSince, false, sc.start, nil, false, true
-	sm.deathRoom, sm.fromDeath = nil, false
-	o.counts.sawListing(sc.start, sm.cands, sc.anomalies, sc.bad)
-	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", sm.plan.ListTook.Round(time.Millisecond),
+	sm.shardListing.ownersMu.Lock()
+	sm.shardListing.owners = sc.owners
+	sm.shardListing.ownersMu.Unlock()
+	sm.candidates.freeSince, sm.candidates.stale, sm.shardListing.ownersAt, sm.candidates.part, sm.balancing.plan.Probed, sm.candidates.fromListing = freeSince, false, sc.start, nil, false, true
+	sm.candidates.deathRoom, sm.candidates.fromDeath = nil, false
+	o.counts.sawListing(sc.start, sm.candidates.cands, sc.anomalies, sc.bad)
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", sm.balancing.plan.ListTook.Round(time.Millisecond),
 		"shards", len(sc.entries), "free", len(sc.cands), "liveSessions", len(view.live))
 }
 
@@ -358,7 +358,7 @@ func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
 func (sm *shardManager) checkHeld(l listed, start time.Time) {
 	o := sm.o
 	o.mu.Lock()
-	r := o.runs[l.name]
+	r := o.ownership.runs[l.name]
 	o.mu.Unlock()
 	if r == nil || r.returned.Load() || !r.claimed.Before(start) {
 		return
@@ -382,21 +382,21 @@ func (sm *shardManager) lost(r *shardRun, why string) {
 		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
 	o.logger.Debug("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now",
 		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
-	if sm.lostNow == nil {
-		sm.lostNow = map[string][]string{}
+	if sm.shardListing.lostNow == nil {
+		sm.shardListing.lostNow = map[string][]string{}
 	}
-	sm.lostNow[why] = append(sm.lostNow[why], r.name)
+	sm.shardListing.lostNow[why] = append(sm.shardListing.lostNow[why], r.name)
 	r.ts.stopNow(&leaseLostError{err: err})
 }
 
 // reportLost logs the shards a listing found lost, at Error: one line for
 // each cause, with how many and the first few.
 func (sm *shardManager) reportLost() {
-	for why, names := range sm.lostNow {
+	for why, names := range sm.shardListing.lostNow {
 		slices.Sort(names)
 		o := sm.o
 		o.logger.Error("leaderelection: shards this instance ran are no longer its own; their funcs are told to stop now (were their leases broken by hand?)",
 			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
 	}
-	sm.lostNow = nil
+	sm.shardListing.lostNow = nil
 }

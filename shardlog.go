@@ -38,15 +38,15 @@ import (
 // two sessions trade such shards round after round); or one the peer
 // tells of, at Info if it is news.
 func (sm *shardManager) reportTook() bool {
-	took := sm.took.Swap(0)
-	freed := min(sm.tookFreed.Swap(0), took)
+	took := sm.candidates.took.Swap(0)
+	freed := min(sm.candidates.tookFreed.Swap(0), took)
 	if took == 0 {
 		return false
 	}
 	o := sm.o
 	o.mu.Lock()
-	running, share := len(o.runs), o.target
-	returned := o.stopped[ReasonFuncReturned]
+	running, share := len(o.ownership.runs), o.membership.target
+	returned := o.ownership.stopped[ReasonFuncReturned]
 	routine := took-freed <= int64(returned)
 	left := returned
 	if routine {
@@ -55,12 +55,12 @@ func (sm *shardManager) reportTook() bool {
 	// No more of the others can come back than this session's shards still
 	// waiting out their cooldown (claim forgets a shard's as it picks it):
 	// one that another session took stays there.
-	left = min(left, len(o.cooldown))
+	left = min(left, len(o.ownership.cooldown))
 	if left != returned {
-		o.stoppedSeen -= returned - left // no run stopped: nothing to settle
-		o.stopped[ReasonFuncReturned] = left
+		o.ownership.stoppedSeen -= returned - left // no run stopped: nothing to settle
+		o.ownership.stopped[ReasonFuncReturned] = left
 		if left == 0 {
-			delete(o.stopped, ReasonFuncReturned)
+			delete(o.ownership.stopped, ReasonFuncReturned)
 		}
 	}
 	o.mu.Unlock()
@@ -101,7 +101,7 @@ func (w *ownership) stoppedRun(reason StopReason) {
 func (o *ShardOwner) reportSlow() {
 	o.mu.Lock()
 	n, oldest := 0, time.Time{}
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
 			continue
 		}
@@ -130,23 +130,23 @@ func (o *ShardOwner) reportSlow() {
 func (o *ShardOwner) reportStopped(final bool) {
 	o.mu.Lock()
 	n := 0
-	for _, c := range o.stopped {
+	for _, c := range o.ownership.stopped {
 		n += c
 	}
-	settling := n != o.stoppedSeen
-	o.stoppedSeen = n
-	for _, r := range o.runs {
+	settling := n != o.ownership.stoppedSeen
+	o.ownership.stoppedSeen = n
+	for _, r := range o.ownership.runs {
 		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
 	}
-	routine := len(o.stopped) == 1 && o.stopped[ReasonFuncReturned] > 0
+	routine := len(o.ownership.stopped) == 1 && o.ownership.stopped[ReasonFuncReturned] > 0
 	if (settling || routine) && !final {
 		o.mu.Unlock()
 		return
 	}
-	o.stoppedSeen = 0
-	stopped := o.stopped
-	o.stopped = nil
-	running := len(o.runs)
+	o.ownership.stoppedSeen = 0
+	stopped := o.ownership.stopped
+	o.ownership.stopped = nil
+	running := len(o.ownership.runs)
 	o.mu.Unlock()
 	if len(stopped) == 0 {
 		return

@@ -38,7 +38,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	sm.releases, sm.endReleases = context.WithCancel(sm.stopNow)
 	defer sm.endReleases()
 	o.mu.Lock()
-	o.current = s
+	o.membership.current = s
 	o.mu.Unlock()
 	defer func() {
 		cause := context.Cause(ctx)
@@ -58,7 +58,7 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 			sm.leave()
 		}
 		stopShards(cause)
-		sm.watching.Wait() // adopts no more
+		sm.handoffs.watching.Wait() // adopts no more
 		// Once every shard func has returned, the releases have one
 		// RequestTimeout in all, whatever the number of shards: those of
 		// the shards just stopped, then the leftovers. A release not sent
@@ -72,8 +72,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		defer cut.Stop()
 		sm.runs.Wait()
 		sm.endHeld()
-		close(sm.out.closed) // every transfer has posted its note
-		sm.pacing.Wait()
+		close(sm.handoffs.out.closed) // every transfer has posted its note
+		sm.handoffs.pacing.Wait()
 		sm.releaseLeftovers(sm.releases)
 		sm.reportTook()
 		o.reportStopped(true)
@@ -85,22 +85,22 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 			o.sawCutOff()
 		}
 		o.mu.Lock()
-		o.current = nil
+		o.membership.current = nil
 		if err != nil && !errors.Is(err, errSessionGone) {
-			o.mgrErr = err
+			o.ownership.mgrErr = err
 		}
-		p, panicked := o.panicked, o.panicSet
-		o.panicked, o.panicSet = nil, false
+		p, panicked := o.ownership.panicked, o.ownership.panicSet
+		o.ownership.panicked, o.ownership.panicSet = nil, false
 		o.mu.Unlock()
 		if panicked {
 			panic(p)
 		}
 	}()
-	o.reached.Store(true)
-	o.hadRecord.Store(true)
-	sm.pacing.Add(1)
+	o.storage.reached.Store(true)
+	o.fleetMemory.hadRecord.Store(true)
+	sm.handoffs.pacing.Add(1)
 	go sm.deliver(sm.releases)
-	sm.pacing.Add(1)
+	sm.handoffs.pacing.Add(1)
 	go sm.warm(sm.releases)
 	return sm.loop()
 }
@@ -114,7 +114,7 @@ func (sm *shardManager) begin() {
 	if sm.s.resumed {
 		sm.takeBack()
 	}
-	sm.watching.Add(1)
+	sm.handoffs.watching.Add(1)
 	go sm.watchNotes()
 }
 

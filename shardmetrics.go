@@ -34,8 +34,8 @@ func (c shardCounters) observe(o *ShardOwner) func() {
 	reg, err := c.m.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		owned := int64(o.ownedCount())
 		o.mu.Lock()
-		target, live := int64(o.target), int64(o.live)
-		unowned, listed := c.seen.count(o.set)
+		target, live := int64(o.membership.target), int64(o.membership.live)
+		unowned, listed := c.seen.count(o.membership.set)
 		o.mu.Unlock()
 		ob.ObserveInt64(c.owned, owned, metric.WithAttributeSet(c.m.attrs))
 		ob.ObserveInt64(c.target, target, metric.WithAttributeSet(c.m.attrs))

@@ -21,8 +21,8 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	defer func() {
 		if p := recover(); p != nil {
 			o.mu.Lock()
-			if !o.panicSet {
-				o.panicked, o.panicSet = p, true
+			if !o.ownership.panicSet {
+				o.ownership.panicked, o.ownership.panicSet = p, true
 			}
 			o.mu.Unlock()
 			o.poke()
@@ -69,18 +69,18 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !sm.transfer(sm.releases, r, *to) {
 				o.releaseShard(sm.releases, r)
 				if sm.s.leaving.Load() {
-					sm.leftBehind(r)
+					sm.heldList.leftBehind(r)
 				}
 			}
 		}
 		m.health.endTerm()
 		reason, why := shardStopReason(returned, cause, funcErr)
 		o.mu.Lock()
-		delete(o.runs, r.name)
-		o.stoppedRun(reason)
+		delete(o.ownership.runs, r.name)
+		o.ownership.stoppedRun(reason)
 		if cause == nil {
 			// It returned by itself: let another instance take it first.
-			o.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
+			o.ownership.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
 		}
 		o.mu.Unlock()
 		o.poke()
@@ -119,7 +119,7 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 func stopAll(o *ShardOwner) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		r.ts.pleaseStop(errShardPanicked)
 	}
 }
@@ -161,8 +161,8 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 func (sm *shardManager) retryLeftovers() {
 	o := sm.o
 	o.mu.Lock()
-	left := make(map[string]string, len(o.leftover))
-	for n, id := range o.leftover {
+	left := make(map[string]string, len(o.ownership.leftover))
+	for n, id := range o.ownership.leftover {
 		if len(left) == releaseAtOnce {
 			break
 		}
@@ -174,8 +174,8 @@ func (sm *shardManager) retryLeftovers() {
 			continue
 		}
 		o.mu.Lock()
-		if o.leftover[name] == id {
-			delete(o.leftover, name)
+		if o.ownership.leftover[name] == id {
+			delete(o.ownership.leftover, name)
 		}
 		o.mu.Unlock()
 	}
@@ -187,8 +187,8 @@ func (sm *shardManager) retryLeftovers() {
 func (sm *shardManager) releaseLeftovers(ctx context.Context) {
 	o := sm.o
 	o.mu.Lock()
-	left := o.leftover
-	o.leftover = map[string]string{}
+	left := o.ownership.leftover
+	o.ownership.leftover = map[string]string{}
 	o.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -337,7 +337,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 			recreated: map[string]*freshWatch{},
 		},
 	}
-	own.sessionClient = scc
+	own.storage.sessionClient = scc
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
 	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
 	own.counts = newShardCounters(own.shardMetrics)
@@ -371,10 +371,10 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	}
 	digest := balance.SetDigest(set)
 	o.mu.Lock()
-	if digest != o.digest {
-		o.previous, o.setAt = setID{o.digest, len(o.set)}, time.Now()
+	if digest != o.membership.digest {
+		o.membership.previous, o.membership.setAt = setID{o.membership.digest, len(o.membership.set)}, time.Now()
 	}
-	o.set, o.digest = set, digest
+	o.membership.set, o.membership.digest = set, digest
 	o.mu.Unlock()
 	o.poke()
 	return nil
@@ -384,8 +384,8 @@ func (o *ShardOwner) SetShards(shards []string) error {
 func (o *ShardOwner) Shards() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.set))
-	for n := range o.set {
+	out := make([]string, 0, len(o.membership.set))
+	for n := range o.membership.set {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -397,8 +397,8 @@ func (o *ShardOwner) Shards() []string {
 func (o *ShardOwner) Owned() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.runs))
-	for n, r := range o.runs {
+	out := make([]string, 0, len(o.ownership.runs))
+	for n, r := range o.ownership.runs {
 		if !r.returned.Load() {
 			out = append(out, n)
 		}
@@ -412,10 +412,10 @@ func (o *ShardOwner) Owned() []string {
 func (o *ShardOwner) Session() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.current == nil {
+	if o.membership.current == nil {
 		return ""
 	}
-	return o.current.id
+	return o.membership.current.id
 }
 
 // Run runs sessions until ctx is done, and the funcs of the shards each
@@ -482,7 +482,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		o.running.Store(false)
 		// Only then: an Inspect that returned while Run ran left its
 		// connection to be closed here.
-		o.closeIdle()
+		o.storage.closeIdle()
 	}()
 	unlock, err := o.lockSessionFile()
 	if err != nil {
@@ -512,8 +512,8 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		backoff = s.RetryInterval
 		reason, err := sess.run(ctx, o, g) // and endSession, in the same window as its release
 		o.mu.Lock()
-		mgrErr := o.mgrErr
-		o.mgrErr = nil
+		mgrErr := o.ownership.mgrErr
+		o.ownership.mgrErr = nil
 		o.mu.Unlock()
 		if mgrErr != nil {
 			return mgrErr

@@ -57,8 +57,8 @@ type ShardOwner struct {
 	logger   *slog.Logger
 	running  atomic.Bool // Run is running
 
-	storage     // how it reaches the account (session.go)
-	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (shardfloors.go)
+	storage     storage     // how it reaches the account (shardstore.go)
+	fleetMemory fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (shardfloors.go)
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -75,8 +75,8 @@ type ShardOwner struct {
 	release chan struct{} // bounds the releases in flight
 
 	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
-	membership            // the set of shards, the current session and its share (below)
-	ownership             // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
+	membership membership // the set of shards, the current session and its share (below)
+	ownership  ownership  // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
 }
 
 // ownerless is the shards that no live session holds, as this instance last
@@ -288,7 +288,7 @@ func (o *ShardOwner) poke() {
 func (o *ShardOwner) panicking() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.panicSet
+	return o.ownership.panicSet
 }
 
 // ownedCount is how many shards this instance holds and keeps: running, not
@@ -297,7 +297,7 @@ func (o *ShardOwner) ownedCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if !r.leaving && !r.returned.Load() {
 			n++
 		}
@@ -313,7 +313,7 @@ func (o *ShardOwner) handingCount() int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	n := 0
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if r.leaving && r.to != nil {
 			n++
 		}
@@ -324,7 +324,7 @@ func (o *ShardOwner) handingCount() int {
 func (o *ShardOwner) addLeftover(name, id string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.leftover[name] = id
+	o.ownership.leftover[name] = id
 }
 
 // holds reports whether this instance holds name's lease, or may: running,
@@ -332,22 +332,22 @@ func (o *ShardOwner) addLeftover(name, id string) {
 func (o *ShardOwner) holds(name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	_, left := o.leftover[name]
-	return o.runs[name] != nil || o.claiming[name] || left
+	_, left := o.ownership.leftover[name]
+	return o.ownership.runs[name] != nil || o.ownership.claiming[name] || left
 }
 
 // isRunning reports whether this instance runs name's func.
 func (o *ShardOwner) isRunning(name string) bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.runs[name] != nil
+	return o.ownership.runs[name] != nil
 }
 
 // floorOf is the highest term this instance saw on shard name's blob.
 func (o *ShardOwner) floorOf(name string) int64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.floors[name]
+	return o.fleetMemory.floors[name]
 }
 
 // seeTerm raises the floor of shard name's terms to n (not to the largest
@@ -359,8 +359,8 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	for name, n := range terms {
-		if n > o.floors[name] && n != math.MaxInt64 {
-			o.floors[name] = n
+		if n > o.fleetMemory.floors[name] && n != math.MaxInt64 {
+			o.fleetMemory.floors[name] = n
 			o.publishSeen(n)
 		}
 	}
@@ -373,11 +373,11 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 func (o *ShardOwner) proposeTerm(name string, n int64) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if n > o.proposed[name] {
+	if n > o.fleetMemory.proposed[name] {
 		// The largest number too (unlike a floor: see termFloor.see): a
 		// blob created again is then seeded with it, and reported as a
 		// record no term can follow, not given it again.
-		o.proposed[name] = n
+		o.fleetMemory.proposed[name] = n
 		o.publishSeen(n)
 	}
 }
@@ -388,8 +388,8 @@ func (o *ShardOwner) proposeTerm(name string, n int64) {
 // spread.
 func (o *ShardOwner) publishSeen(n int64) {
 	if n <= wire.MaxSpreadTerm {
-		raiseTo(&o.seenMax, n)
-		raiseTo(&o.fleetSeen, n)
+		raiseTo(&o.fleetMemory.seenMax, n)
+		raiseTo(&o.fleetMemory.fleetSeen, n)
 	}
 }
 
@@ -404,7 +404,7 @@ func (o *ShardOwner) seedOf(name string) int64 {
 
 // seedLocked is seedOf, under o.mu.
 func (o *ShardOwner) seedLocked(name string) int64 {
-	return max(o.floors[name], o.proposed[name])
+	return max(o.fleetMemory.floors[name], o.fleetMemory.proposed[name])
 }
 
 // claimTimeout bounds each request of a claim (create, break, acquire,
@@ -512,9 +512,9 @@ var errContainerGone = errors.New("leaderelection: the container is gone")
 func (o *ShardOwner) sawDeletion(how string) {
 	quiet := o.quietFor()
 	o.mu.Lock()
-	first := o.deletedFor == 0
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
+	first := o.fleetMemory.deletedFor == 0
+	o.fleetMemory.deletedFor = max(o.fleetMemory.deletedFor, quiet)
+	o.fleetMemory.gapSeen = true
 	o.mu.Unlock()
 	if first {
 		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
@@ -545,8 +545,8 @@ func gone(err error) bool {
 func (o *ShardOwner) sawCutOff() {
 	quiet := o.quietFor()
 	o.mu.Lock()
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
+	o.fleetMemory.deletedFor = max(o.fleetMemory.deletedFor, quiet)
+	o.fleetMemory.gapSeen = true
 	o.mu.Unlock()
 	o.logger.Warn("leaderelection: this instance's session ended by its deadline or a lost lease, when a deletion of the container may go unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
 		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
@@ -559,7 +559,7 @@ func (o *ShardOwner) sawCutOff() {
 func (o *ShardOwner) mayHaveMissed() bool {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.gapSeen
+	return o.fleetMemory.gapSeen
 }
 
 // quietFor is how long a session claims nothing after a deletion seen, and
@@ -569,7 +569,7 @@ func (o *ShardOwner) mayHaveMissed() bool {
 // instances that saw it to seed their terms (see above).
 func (o *ShardOwner) quietFor() time.Duration {
 	s := o.settings
-	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
+	return max(s.LeaseDuration, time.Duration(o.fleetMemory.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
 }
 
 // checkShardName keeps shard names to what a blob name carries unchanged
@@ -611,7 +611,7 @@ func checkShardNames(names []string) (map[string]bool, error) {
 func (o *ShardOwner) setSummary() (digest string, size int) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return o.digest, len(o.set)
+	return o.membership.digest, len(o.membership.set)
 }
 
 // pause waits d, or until poked, and reports whether ctx is still alive. A

@@ -55,7 +55,7 @@ func (o *ShardOwner) handoffPrefix(session string) string {
 // sessions' (to break them), share one connection pool; this instance's
 // own session's lease has one of its own (managerOn sessionClient).
 func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
-	return o.managerOn(o.client, name, leaseID)
+	return o.managerOn(o.storage.client, name, leaseID)
 }
 
 func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *BlobLeaseManager {
@@ -69,7 +69,7 @@ func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *Blob
 		role = RoleShard
 	}
 	m := newManagerOn(s, cc, role, leaseID, o.logger, o.opts.seams.boot)
-	if o.reached.Load() {
+	if o.storage.reached.Load() {
 		// A DNS or TLS failure is an outage now, not a misspelt account:
 		// the session's client too, which may not have been answered yet.
 		cc.MarkReached()
@@ -132,7 +132,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 	if dir == wire.ShardsDir {
 		timeout = max(timeout, listPageTimeout)
 	}
-	for page, err := range o.client.List(ctx, blobstore.ListOptions{
+	for page, err := range o.storage.client.List(ctx, blobstore.ListOptions{
 		Call:     blobstore.Call{Op: "list " + strings.TrimSuffix(dir, "/"), Timeout: timeout},
 		Prefix:   full,
 		Metadata: true,
@@ -144,7 +144,7 @@ func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) erro
 		if err != nil {
 			return o.wrapListing(err)
 		}
-		o.reached.Store(true)
+		o.storage.reached.Store(true)
 		for _, item := range page.Items {
 			if !strings.HasPrefix(item.Name, full) {
 				continue
@@ -245,7 +245,7 @@ func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager,
 // does not read whole: the caller lists the shards instead.
 func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
 	name := o.heldBlob(session)
-	resp, err := o.client.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
+	resp, err := o.storage.client.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
 	if err != nil {
 		if blobstore.HasCode(err, blobstore.BlobNotFound) {
 			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
@@ -268,13 +268,13 @@ func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry,
 }
 
 func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
-	_, err := o.client.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
+	_, err := o.storage.client.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
 	return err
 }
 
 // dropHeld deletes a session's list: it has ended, or is dead and collected.
 func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
-	_ = o.client.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
+	_ = o.storage.client.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
 }
 
 // dropNotes deletes the notes left for a session that has ended, as far as
@@ -284,12 +284,12 @@ func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
 	if ctx.Err() != nil {
 		return
 	}
-	for page, err := range o.client.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
+	for page, err := range o.storage.client.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
 		if err != nil {
 			return
 		}
 		for _, b := range page.Items {
-			_ = o.client.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+			_ = o.storage.client.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
 		}
 		if ctx.Err() != nil {
 			return
@@ -324,11 +324,11 @@ func (o *ShardOwner) shardProblem(l listed) *RecordError {
 // repair once.
 func (o *ShardOwner) sawShard(name string, p *RecordError) {
 	o.mu.Lock()
-	old, was := o.bad[name]
+	old, was := o.ownership.bad[name]
 	if p != nil {
-		o.bad[name] = p
+		o.ownership.bad[name] = p
 	} else {
-		delete(o.bad, name)
+		delete(o.ownership.bad, name)
 	}
 	o.mu.Unlock()
 	switch {
@@ -342,7 +342,7 @@ func (o *ShardOwner) sawShard(name string, p *RecordError) {
 // noteBadShard adds one shard found unclaimable outside a listing.
 func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
 	o.mu.Lock()
-	o.bad[name] = p
+	o.ownership.bad[name] = p
 	o.mu.Unlock()
 	o.logBadShard(name, p)
 }
@@ -351,8 +351,8 @@ func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
 // logging each at Error once for each value, and those repaired since.
 func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
 	o.mu.Lock()
-	old := o.bad
-	o.bad = bad
+	old := o.ownership.bad
+	o.ownership.bad = bad
 	o.mu.Unlock()
 	for name, p := range bad {
 		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {

@@ -58,17 +58,17 @@ func (o *ShardOwner) reserve(name string, by reservation, skip func() bool) bool
 	}
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.runs[name] != nil || o.claiming[name] || skip != nil && skip() {
+	if o.ownership.runs[name] != nil || o.ownership.claiming[name] || skip != nil && skip() {
 		return false
 	}
-	o.claiming[name] = true
+	o.ownership.claiming[name] = true
 	return true
 }
 
 // unclaim ends a claim of shard name that starts no func.
 func (o *ShardOwner) unclaim(name string) {
 	o.mu.Lock()
-	delete(o.claiming, name)
+	delete(o.ownership.claiming, name)
 	o.mu.Unlock()
 }
 
@@ -102,14 +102,14 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 		o.unclaim(c.name)
 		return false, "settling"
 	}
-	number, ok := wire.NextTerm(max(c.prev, sm.proposed(c.name)), floor)
+	number, ok := wire.NextTerm(max(c.prev, sm.ownTerms.proposed(c.name)), floor)
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
 		o.unclaim(c.name)
 		o.counts.claim(c.name, "permanent")
 		return false, "permanent"
 	}
-	sm.propose(c.name, number)
+	sm.ownTerms.propose(c.name, number)
 	id := wire.ClaimLeaseID(sm.s.id, sm.sessionTerm, c.name, number)
 	lm := o.managerFor(o.shardBlob(c.name), id)
 	done := func(outcome string, release bool) (bool, string) {
@@ -132,8 +132,8 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 		return done(why, release)
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	sm.record(c.name, number)     // before the write: its answer may be lost
-	o.proposeTerm(c.name, number) // and the server may store it all the same (shardfloors.go)
+	sm.ownTerms.record(c.name, number) // before the write: its answer may be lost
+	o.proposeTerm(c.name, number)      // and the server may store it all the same (shardfloors.go)
 	newETag, err := o.writeShardRecord(ctx, lm, t, sm.s.id, sm.sessionTerm, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
@@ -145,7 +145,7 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 	case c.leased:
 		taken = "taken"
 	case c.released:
-		sm.tookFreed.Add(1)
+		sm.candidates.tookFreed.Add(1)
 	}
 	if !sm.hold(c.name, lm, t, sm.sessionTerm, newETag, taken) {
 		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
@@ -177,7 +177,7 @@ func (sm *shardManager) claimFloor(c candidate) (int64, bool) {
 		// it recorded its term), or with no term yet after this instance
 		// may have missed a deletion: its term goes above every term any
 		// session said its instance saw on any shard (shardfloors.go).
-		if fleet := o.fleetSeen.Load(); fleet > floor {
+		if fleet := o.fleetMemory.fleetSeen.Load(); fleet > floor {
 			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
 				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
 			floor = fleet
@@ -206,7 +206,7 @@ func (sm *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, 
 		case err == nil:
 			changed = true
 			if !c.dead {
-				sm.changedBack.Add(1)
+				sm.handoffs.changedBack.Add(1)
 			}
 		case c.fromList:
 			// The list is not read from the shard's blob: the ETag it
@@ -233,7 +233,7 @@ func (sm *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, 
 	if c.leased && !changed {
 		// A lease handed to this session at the listed term ends with the
 		// break: a note naming that term must never start it at once.
-		sm.record(c.name, c.prev)
+		sm.ownTerms.record(c.name, c.prev)
 		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
 		case breakDone:
 			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
@@ -290,7 +290,7 @@ func (sm *shardManager) adoptOne(h handed) {
 		// The release below may end the lease the giver handed over: a
 		// note naming this term must not start it at once later, while
 		// another claims the freed shard (see the top of shards.go).
-		sm.record(h.name, h.term)
+		sm.ownTerms.record(h.name, h.term)
 		o.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {
 			sm.releaseClaim(h.name, lm)
@@ -299,8 +299,8 @@ func (sm *shardManager) adoptOne(h handed) {
 		o.counts.claim(h.name, outcome(err, "handed"))
 		return
 	}
-	sm.record(h.name, h.term)
-	sm.took.Add(1)
+	sm.ownTerms.record(h.name, h.term)
+	sm.candidates.took.Add(1)
 	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	sm.hold(h.name, lm, t, 0, h.etag, "handed")
 }
@@ -313,7 +313,7 @@ func (sm *shardManager) hold(name string, lm *BlobLeaseManager, t Term, sessionT
 	o := sm.o
 	o.seeTerm(name, t.Number)
 	o.counts.claim(name, outcome)
-	sm.noteOwner(name, shardHolder{session: sm.s.id, etag: etag, term: t.Number})
+	sm.shardListing.noteOwner(name, shardHolder{session: sm.s.id, etag: etag, term: t.Number})
 	return sm.start(name, lm, t, sessionTerm, etag)
 }
 
@@ -330,14 +330,14 @@ func (sm *shardManager) start(name string, lm *BlobLeaseManager, t Term, session
 	r := &shardRun{name: name, term: t, sessionTerm: sessionTerm, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
 	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
 	o.mu.Lock()
-	delete(o.claiming, name)
-	if !o.set[name] || sm.shardsCtx.Err() != nil || sm.s.leaving.Load() {
+	delete(o.ownership.claiming, name)
+	if !o.membership.set[name] || sm.shardsCtx.Err() != nil || sm.s.leaving.Load() {
 		o.mu.Unlock()
 		r.ts.stopNow(errTermEnded)
 		sm.releaseClaim(name, lm)
 		return false
 	}
-	o.runs[name] = r
+	o.ownership.runs[name] = r
 	o.mu.Unlock()
 	sm.runs.Add(1)
 	sm.funcs.Add(1)
