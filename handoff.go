@@ -4,11 +4,8 @@ import (
 	"context"
 	"errors"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
@@ -54,87 +51,12 @@ import (
 // read yet. If a step fails, the giver releases the shard as before, and
 // the receiver, or any session below its share, claims it from a listing.
 
-const (
-	handoverAtOnce   = 48                     // shard funcs stopped for a handover and not yet handed on, among all givers
-	handoverPerGiver = 16                     // and by one giver
-	handoffPoll      = 100 * time.Millisecond // how often a receiver that expects shards lists its notes
-	seldomEvery      = 10                     // every how many handoffPolls it lists them if it only may get some
-	handoffBatch     = 50 * time.Millisecond  // how long a giver gathers transfers into one note
-	adoptParallel    = 32                     // adoptions in flight at once
-	notesParallel    = 8                      // notes written at once
-)
-
-// How often a session reads its notes (see balance).
-const (
-	expectNothing = iota // at its share: never
-	expectSeldom         // below its share, the records changing: every seldomEvery handoffPolls
-	expectOften          // another session of its group above its share, or leaving: every handoffPoll
-)
-
-// receiver is the session a shard is handed to.
-type receiver struct {
-	session  string
-	identity string
-}
-
-// handed is one shard handed to a receiver: what its note says.
-type handed struct {
-	name string
-	term int64
-	etag azcore.ETag
-	from string // the giver's session, if a note of its says so and the receiver knows it live
-}
-
-// ownTerm is a shard's term, as this session recorded it for itself.
-type ownTerm struct {
-	name string
-	term int64
-}
-
-// handoffs are a session's handovers (see the top of this file): the
-// shards handed straight to a receiver, and those handed to this session.
-// Touched only by the session's goroutine but its atomics, the channels
-// and the wait groups.
-type handoffs struct {
-	expecting   atomic.Int32                    // how often to read its notes: expectNothing, expectSeldom or expectOften (see balance)
-	adoptSlots  chan struct{}                   // adoptions in flight
-	peers       atomic.Pointer[map[string]bool] // the live sessions, by the last listing (see setPeers)
-	out         *outbox                         // notes to write
-	pacing      sync.WaitGroup                  // pace, deliver, and what they start
-	watching    sync.WaitGroup                  // watchNotes
-	gen         int64                           // the session's term: wire.ClaimLeaseID derives from it
-	changedBack atomic.Int64                    // shards taken back by a change of their lease's ID (see takeBack)
-}
-
-// ownTerms are the terms a session recorded, or adopted, for itself (it
-// never adopts one twice), and the highest it proposed for each shard
-// (its next claim proposes more). Its claims and adoptions run in
-// parallel: termsMu guards it.
-type ownTerms struct {
-	termsMu sync.Mutex       // guards terms
-	terms   map[ownTerm]bool // the terms this session recorded, or adopted, for itself
-	highest map[string]int64 // by shard, the highest of them, and of the terms its claims proposed
-}
-
-// handoffPoll is how often a session that expects shards reads its notes
-// (a test may make it longer: see seams).
-func (o *ShardOwner) handoffPoll() time.Duration {
-	if p := o.opts.seams.handoffPoll; p > 0 {
-		return p
-	}
-	return handoffPoll
-}
-
-func (o *ShardOwner) handoffPrefix(session string) string {
-	return wire.NotePrefix(o.prefix, session)
-}
-
 // pace stops the funcs of the shards queued for a handover, at most
 // atOnce at a time: the next once one of those is handed on; none
 // once ctx ends (those left are stopped with the others as the session
 // ends, and released).
-func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
-	defer g.pacing.Done()
+func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) {
+	defer sm.handoffs.pacing.Done()
 	slots := make(chan struct{}, max(1, atOnce))
 	for _, r := range queue {
 		select {
@@ -142,13 +64,13 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 		case <-ctx.Done():
 			return
 		}
-		g.o.mu.Lock()
+		sm.o.mu.Lock()
 		r.leftAt = time.Now()
-		g.o.mu.Unlock()
+		sm.o.mu.Unlock()
 		r.ts.pleaseStop(ErrShardHandedOver)
-		g.pacing.Add(1)
+		sm.handoffs.pacing.Add(1)
 		go func() {
-			defer g.pacing.Done()
+			defer sm.handoffs.pacing.Done()
 			<-r.done
 			<-slots
 		}()
@@ -158,8 +80,8 @@ func (g *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int) 
 // transfer hands a shard whose func has returned to its receiver (see the
 // top of this file). It reports false if the shard is to be released as
 // usual instead: its record could not be written.
-func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
-	o := g.o
+func (sm *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
+	o := sm.o
 	lm := r.runner.blob()
 	number, ok := wire.NextTerm(r.term.Number, o.floorOf(r.name))
 	if !ok {
@@ -167,7 +89,7 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 	}
 	id := wire.HandoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
-	o.proposeTerm(r.name, number) // the server may store it, answered or not (vanished.go)
+	o.proposeTerm(r.name, number) // the server may store it, answered or not (shardfloors.go)
 	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
 		o.logger.Debug("leaderelection: could not hand a shard over; releasing it", "shard", r.name, "to", to.session, "error", err)
@@ -184,30 +106,10 @@ func (g *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) b
 		return true
 	}
 	o.logger.Debug("leaderelection: handed a shard on", "shard", r.name, "to", to.session, "term", number)
-	g.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
-	g.post(to.session, handed{name: r.name, term: number, etag: etag})
+	sm.shardListing.noteOwner(r.name, shardHolder{session: to.session, etag: etag, term: number})
+	sm.handoffs.post(to.session, handed{name: r.name, term: number, etag: etag})
 	return true
 }
-
-// changeLease changes the shard's lease ID from lm's to id, If-Match etag
-// unless it is "". It returns the blob's ETag, which a lease's change leaves
-// as it was.
-func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id string, etag azcore.ETag) (azcore.ETag, error) {
-	changed, err := lm.blobClient.ChangeLease(ctx, blobstore.ChangeOptions{
-		Call: blobstore.Call{Op: "change shard lease", Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		From: lm.LeaseID(), To: id, IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if changed.ETag == "" {
-		return "", &StorageError{Op: "change shard lease", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return changed.ETag, nil
-}
-
-// warmConns is how many connections a session opens as it starts (warm).
-const warmConns = claimParallel + 4
 
 // warm opens warmConns connections to the account at once, as the session
 // starts, by as many reads of the session's blob: the claims, the reading
@@ -218,211 +120,19 @@ const warmConns = claimParallel + 4
 // shards handed to it 3.5 s late, its listing stuck on a new connection
 // behind its own deletes, each on a new one too. A failure is no matter:
 // the request that needs the connection opens it.
-func (g *shardManager) warm(ctx context.Context) {
-	defer g.pacing.Done()
-	b := g.o.cc.Blob(g.o.sessionBlob(g.s.id))
+func (sm *shardManager) warm(ctx context.Context) {
+	defer sm.handoffs.pacing.Done()
+	b := sm.o.storage.client.Blob(sm.o.sessionBlob(sm.s.id))
 	atOnce(warmConns, warmConns, func(int) {
-		_, _ = b.Properties(ctx, blobstore.Call{Timeout: g.o.settings.claimTimeout()})
+		_, _ = b.Properties(ctx, blobstore.Call{Timeout: sm.o.settings.claimTimeout()})
 	})
-}
-
-// watchNotes lists this session's notes every handoffPoll while it expects
-// shards, and adopts what they hand it; it returns when the session's shards
-// stop. The listing carries the notes' content: one note per giver, which
-// the giver rewrites as it hands more on (see outbox), so a note is read
-// again when its ETag changes. Notes are not deleted as they are read: on
-// Azurite a deletion costs the account in proportion to the container (62
-// ms of its one thread at 10,000 shards, against 1.4 ms for a note's write),
-// and the receivers of a leaving instance, deleting a note per batch as they
-// read it, held up its transfers to a handful a second. A note whose giver
-// is no longer a live session is deleted, one a second at most, while no
-// handover to this session is under way; those left when this session ends
-// are deleted with it (endSession).
-func (g *shardManager) watchNotes() {
-	defer g.watching.Done()
-	o := g.o
-	prefix := o.handoffPrefix(g.s.id)
-	seen := map[string]azcore.ETag{}
-	var stale []staleNote // notes of givers no longer live, to delete
-	var lastDelete time.Time
-	t := time.NewTicker(o.handoffPoll())
-	defer t.Stop()
-	ticks := 0
-	for {
-		select {
-		case <-g.shardsCtx.Done():
-			return
-		case <-t.C:
-		}
-		if len(stale) > 0 && g.expecting.Load() != expectOften && time.Since(lastDelete) >= time.Second {
-			// If-Match what was read: a note rewritten since is read
-			// first.
-			_ = o.cc.Blob(stale[0].name).Delete(g.shardsCtx, blobstore.DeleteOptions{IfMatch: stale[0].etag})
-			stale, lastDelete = stale[1:], time.Now()
-		}
-		switch g.expecting.Load() {
-		case expectNothing:
-			continue
-		case expectSeldom:
-			if ticks++; ticks%seldomEvery != 0 {
-				continue
-			}
-		}
-		var hs, skipped []handed
-		changed := 0
-		listed := map[string]bool{}
-		stale = stale[:0]
-		for page, err := range o.cc.List(g.shardsCtx, blobstore.ListOptions{Prefix: prefix, Metadata: true}) {
-			if err != nil {
-				break
-			}
-			for _, b := range page.Items {
-				if b.ETag == "" {
-					continue
-				}
-				name := b.Name
-				listed[name] = true
-				from := wire.NoteSender(prefix, name)
-				peer := wire.Value(b.Metadata, wire.MetaRole) == wire.RoleHandoff && g.isPeer(from)
-				if !peer {
-					stale = append(stale, staleNote{name, b.ETag})
-				}
-				if seen[name] == b.ETag {
-					continue
-				}
-				seen[name] = b.ETag
-				changed++
-				entries := parseNote(wire.Value(b.Metadata, wire.MetaNote))
-				if peer {
-					for i := range entries {
-						entries[i].from = from
-					}
-					hs = append(hs, entries...)
-				} else {
-					skipped = append(skipped, entries...)
-				}
-			}
-		}
-		for name := range seen {
-			if !listed[name] {
-				delete(seen, name)
-			}
-		}
-		if changed == 0 {
-			continue
-		}
-		// A note it cannot vouch for only says where to look: adopted on
-		// the condition of an acquire (see adoptOne).
-		g.adopt(append(hs, skipped...))
-		o.logger.Debug("leaderelection: read notes of shards handed to this session", "notes", changed, "shards", len(hs)+len(skipped))
-	}
-}
-
-// staleNote is a note whose giver is no longer a live session, as listed.
-type staleNote struct {
-	name string
-	etag azcore.ETag
-}
-
-// adopt takes the shards handed to this session, adoptParallel at a time:
-// each on condition that its lease holds the ID derived for this session and
-// its term (or none) and its ETag is still the one the giver's record left.
-// It skips the shards this session runs or claims, and a term it recorded
-// itself. One that left its set meanwhile is adopted and released (start).
-func (g *shardManager) adopt(hs []handed) {
-	o := g.o
-	sem := g.adoptSlots
-	var wg sync.WaitGroup
-	for _, h := range hs {
-		// Asked as the shard is reserved: an adoption of the same term that
-		// failed (adoptOne) records it before it lets the shard go, and may
-		// then release its lease.
-		by := adoptingSeen
-		if h.from != "" {
-			by = adoptingNote
-		}
-		if !o.reserve(h.name, by, func() bool { return g.recorded(h.name, h.term) }) {
-			continue
-		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			g.adoptOne(h)
-		}()
-	}
-	wg.Wait()
-}
-
-func (g *shardManager) adoptOne(h handed) {
-	o := g.o
-	id := wire.HandoffLeaseID(g.s.id, h.name, h.term)
-	lm := o.managerFor(o.shardBlob(h.name), id)
-	if h.from != "" && !g.s.resumed {
-		// A note of a live session's, in this session's own directory,
-		// written once the lease was handed over: the lease is this
-		// session's, and nobody else can end it (see the top of shards.go).
-		// Not so for a resumed session, whose previous process may have
-		// adopted the shard, run it and let it go (sessionfile.go).
-	} else if err := o.acquireIfMatch(g.shardsCtx, lm, h.etag); err != nil {
-		// The release below may end the lease the giver handed over: a
-		// note naming this term must not start it at once later, while
-		// another claims the freed shard (see the top of shards.go).
-		g.record(h.name, h.term)
-		o.unclaim(h.name)
-		if errors.Is(err, ErrTransient) {
-			g.releaseClaim(h.name, lm)
-		}
-		o.logger.Debug("leaderelection: could not adopt a shard handed to this session", "shard", h.name, "term", h.term, "error", err)
-		o.counts.claim(h.name, outcome(err, "handed"))
-		return
-	}
-	g.record(h.name, h.term)
-	g.took.Add(1)
-	o.seeTerm(h.name, h.term)
-	o.counts.claim(h.name, "handed")
-	g.noteOwner(h.name, shardHolder{session: g.s.id, etag: h.etag, term: h.term})
-	t := Term{Number: h.term, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.start(h.name, lm, t, 0, h.etag)
-}
-
-// record notes a term this session records, or adopts, for itself: it never
-// adopts a term twice.
-func (t *ownTerms) record(name string, term int64) {
-	t.termsMu.Lock()
-	defer t.termsMu.Unlock()
-	t.terms[ownTerm{name, term}] = true
-	t.highest[name] = max(t.highest[name], term)
-}
-
-// propose notes a term a claim of this session proposes for shard name
-// (see claimOne): its next claim proposes more.
-func (t *ownTerms) propose(name string, term int64) {
-	t.termsMu.Lock()
-	defer t.termsMu.Unlock()
-	t.highest[name] = max(t.highest[name], term)
-}
-
-// proposed is the highest term this session proposed, recorded or adopted
-// for shard name.
-func (t *ownTerms) proposed(name string) int64 {
-	t.termsMu.Lock()
-	defer t.termsMu.Unlock()
-	return t.highest[name]
-}
-
-func (t *ownTerms) recorded(name string, term int64) bool {
-	t.termsMu.Lock()
-	defer t.termsMu.Unlock()
-	return t.terms[ownTerm{name, term}]
 }
 
 // handOverTo marks the runs picked for a handover, and gives each a
 // receiver among live: the one the shard prefers if quota leaves it room,
 // else the first with room. It returns those with a receiver, in order, for
 // pace; the others are asked to stop at once, and released. Under o.mu.
-func (g *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
+func (sm *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
 	takers := make([]string, 0, len(quota))
 	for id := range quota {
 		takers = append(takers, id)
@@ -453,33 +163,6 @@ func (g *shardManager) handOverTo(picks []*shardRun, live []string, quota map[st
 	return queue
 }
 
-// handoffGrace bounds leave: from the caller's cancel to the moment the
-// shard funcs not yet handed on are stopped (and released). The session's
-// record must say it is leaving (one write, confirmed), the others must
-// read it (one RetryInterval), and the shards be handed on.
-func (s BlobSettings) handoffGrace() time.Duration {
-	return s.RetryInterval + 2*s.RequestTimeout
-}
-
-// claimTimeout bounds each request of a claim (create, break, acquire,
-// record): three RequestTimeouts. A claim waits for nobody's safety (the
-// shard's lease never expires, every step is conditional, and its func
-// starts only once the record is written, under a session that is
-// renewed apart), and a request cut short costs more than one that waits:
-// over HTTP/1.1 its connection is closed, and the next request opens a new
-// one. On a busy account a new connection waits for its first answer:
-// seconds on Azurite, while ten instances open theirs at once (40 opened
-// together while 80 requests were in flight: 4.0 s p50, 6.6 s at most).
-// Cut at RequestTimeout, the claims of a cold start closed connections
-// faster than Azurite answered new ones. A claim in flight when the
-// session ends is cancelled at once: this bounds no shutdown. A transfer's
-// record write (writeShardRecord) has the same bound, within the
-// handover's own (handoffGrace, and the releases' window as the session
-// ends).
-func (s BlobSettings) claimTimeout() time.Duration {
-	return 3 * s.RequestTimeout
-}
-
 // leave hands this session's shards to the other live sessions of its
 // group as the caller ends Run, instead of releasing them for the others to
 // find at their next listings. The shard funcs keep running meanwhile: the
@@ -490,18 +173,18 @@ func (s BlobSettings) claimTimeout() time.Duration {
 // most, or at once if the session may not be renewed, or no other session
 // is there to take the shards: what is left is stopped and released as the
 // session ends.
-func (g *shardManager) leave() {
-	o, s := g.o, g.o.settings
-	others := slices.DeleteFunc(slices.Clone(g.group.live), func(id string) bool { return id == g.s.id })
+func (sm *shardManager) leave() {
+	o, s := sm.o, sm.o.settings
+	others := slices.DeleteFunc(slices.Clone(sm.balancing.group.live), func(id string) bool { return id == sm.s.id })
 	if len(others) == 0 || o.ownedCount() == 0 {
 		return
 	}
-	ctx, cancel := context.WithTimeout(g.stopNow, s.handoffGrace())
+	ctx, cancel := context.WithTimeout(sm.stopNow, s.handoffGrace())
 	defer cancel()
-	g.s.leaving.Store(true)
+	sm.s.leaving.Store(true)
 	told := make(chan error, 1)
 	select {
-	case g.s.term.hooks.renewSoon <- told:
+	case sm.s.term.hooks.renewSoon <- told:
 	case <-ctx.Done():
 		return
 	}
@@ -521,7 +204,7 @@ func (g *shardManager) leave() {
 	quota := make(map[string]int, len(others))
 	o.mu.Lock()
 	var picks []*shardRun
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if !r.leaving && !r.returned.Load() {
 			picks = append(picks, r)
 		}
@@ -529,7 +212,7 @@ func (g *shardManager) leave() {
 	for i := range picks {
 		quota[others[i%len(others)]]++
 	}
-	queue := g.handOverTo(picks, others, quota, g.group.ident)
+	queue := sm.handOverTo(picks, others, quota, sm.balancing.group.ident)
 	o.mu.Unlock()
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
@@ -540,8 +223,8 @@ func (g *shardManager) leave() {
 	// at a time each, fell behind. With 16, once in three runs, 139 were
 	// left when its grace (handoffGrace) ran out, and were taken from its
 	// last list.
-	g.pacing.Add(1)
-	g.pace(ctx, queue, handoverPerGiver)
+	sm.handoffs.pacing.Add(1)
+	sm.pace(ctx, queue, handoverPerGiver)
 	for _, r := range queue {
 		select {
 		case <-r.done:
@@ -549,38 +232,4 @@ func (g *shardManager) leave() {
 			return
 		}
 	}
-}
-
-// dropNotes deletes the notes left for a session that has ended, as far as
-// ctx allows: best effort (a note is only a hint; one left over names shards
-// whose conditions fail). Nothing is sent once ctx is done.
-func (o *ShardOwner) dropNotes(ctx context.Context, session string) {
-	if ctx.Err() != nil {
-		return
-	}
-	for page, err := range o.cc.List(ctx, blobstore.ListOptions{Prefix: o.handoffPrefix(session)}) {
-		if err != nil {
-			return
-		}
-		for _, b := range page.Items {
-			_ = o.cc.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
-		}
-		if ctx.Err() != nil {
-			return
-		}
-	}
-}
-
-// setPeers keeps the live sessions of the last listing, for watchNotes.
-func (h *handoffs) setPeers(live []string) {
-	peers := make(map[string]bool, len(live))
-	for _, id := range live {
-		peers[id] = true
-	}
-	h.peers.Store(&peers)
-}
-
-func (g *shardManager) isPeer(id string) bool {
-	p := g.peers.Load()
-	return p != nil && (*p)[id] && id != g.s.id
 }

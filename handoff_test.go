@@ -92,7 +92,7 @@ func TestJoinHandsShardsStraightToTheNewInstance(t *testing.T) {
 		// One note per giver, rewritten as it hands more on: not one per batch.
 		prefix := e.owner.handoffPrefix(e.owner.Session())
 		var notes []string
-		for page, err := range e.owner.cc.List(context.Background(), blobstore.ListOptions{Prefix: prefix}) {
+		for page, err := range e.owner.storage.client.List(context.Background(), blobstore.ListOptions{Prefix: prefix}) {
 			require.NoError(t, err)
 			for _, b := range page.Items {
 				notes = append(notes, strings.TrimPrefix(b.Name, prefix))

@@ -16,33 +16,11 @@ import (
 // receiver, the shards it handed on (outbox), and rewrites each receiver's
 // note as it hands more on (deliver); the receiver reads them (watchNotes).
 
-// outbox keeps the shards handed on, by receiver, for noteKeep: each note
-// (one per giver and receiver) is rewritten with them as more are handed.
-type outbox struct {
-	mu      sync.Mutex
-	recent  map[string][]posted // by receiver
-	dirty   map[string]bool     // receivers whose note must be rewritten
-	writing map[string]bool     // receivers whose note is being written: one write at a time, in order
-	ready   chan struct{}       // signalled when a receiver's note becomes dirty, or its write ends
-	closed  chan struct{}       // closed once no more are posted
-}
-
-// posted is a shard handed on, and when.
-type posted struct {
-	handed
-	at time.Time
-}
-
 // noteKeep is how long a shard handed on stays in its receiver's note: a
 // receiver that expects shards reads its notes every handoffPoll; one that
 // did not read it by then finds the shard by listing (its record names the
 // receiver).
 const noteKeep = 10 * time.Second
-
-func newOutbox() *outbox {
-	return &outbox{recent: map[string][]posted{}, dirty: map[string]bool{}, writing: map[string]bool{},
-		ready: make(chan struct{}, 1), closed: make(chan struct{})}
-}
 
 func (b *outbox) signal() {
 	select {
@@ -66,9 +44,9 @@ func (hs *handoffs) post(session string, h handed) {
 // in order; the receivers' notes are written independently (notesParallel
 // in flight): a note whose request is slow (a new connection on a busy
 // account) holds up only the shards it names.
-func (g *shardManager) deliver(ctx context.Context) {
-	defer g.pacing.Done()
-	b := g.out
+func (sm *shardManager) deliver(ctx context.Context) {
+	defer sm.handoffs.pacing.Done()
+	b := sm.handoffs.out
 	var writing sync.WaitGroup
 	defer writing.Wait()
 	slots := make(chan struct{}, notesParallel)
@@ -92,7 +70,7 @@ func (g *shardManager) deliver(ctx context.Context) {
 				return
 			}
 		}
-		more := g.flush(ctx, &writing, slots)
+		more := sm.flush(ctx, &writing, slots)
 		if closed {
 			if !more {
 				return
@@ -111,8 +89,8 @@ func (g *shardManager) deliver(ctx context.Context) {
 // flush starts rewriting the dirty notes whose previous write has ended,
 // each once one of slots is free. It reports whether any note is left to
 // write (dirty, or being written).
-func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
-	b := g.out
+func (sm *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots chan struct{}) bool {
+	b := sm.handoffs.out
 	b.mu.Lock()
 	now := time.Now()
 	batch := map[string][]handed{}
@@ -132,7 +110,7 @@ func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots
 	}
 	b.mu.Unlock()
 	for session, hs := range batch {
-		name := g.o.noteName(session, g.s.id)
+		name := sm.o.noteName(session, sm.s.id)
 		select {
 		case slots <- struct{}{}:
 		case <-ctx.Done():
@@ -142,8 +120,8 @@ func (g *shardManager) flush(ctx context.Context, writing *sync.WaitGroup, slots
 		go func() {
 			defer writing.Done()
 			defer func() { <-slots }()
-			if err := g.o.writeNotes(ctx, name, hs); err != nil {
-				g.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
+			if err := sm.o.writeNotes(ctx, name, hs); err != nil {
+				sm.o.logger.Debug("leaderelection: could not tell a session of the shards handed to it; it finds them by listing", "to", session, "count", len(hs), "error", err)
 			}
 			b.mu.Lock()
 			delete(b.writing, session)
@@ -181,7 +159,7 @@ func (o *ShardOwner) writeNotes(ctx context.Context, name string, hs []handed) e
 }
 
 func (o *ShardOwner) writeNote(ctx context.Context, name, entries string) error {
-	_, err := o.cc.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
+	_, err := o.storage.client.Blob(name).Put(ctx, blobstore.WriteOptions{Metadata: wire.NoteMetadata(entries)})
 	return err
 }
 

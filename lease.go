@@ -212,6 +212,26 @@ func NewBlobLeaseManager(settings BlobSettings, opts ...Option) (*BlobLeaseManag
 	return m, nil
 }
 
+// newManagerOn builds the manager of the blob settings.Blob on the storage
+// client cc (settings with defaults applied), proposing leaseID, for a blob
+// of role: what a ShardOwner builds for its sessions' and shards' blobs,
+// which share its settings and its clients (managerOn).
+func newManagerOn(settings BlobSettings, cc *blobstore.Client, role BlobRole, leaseID string, logger *slog.Logger, boot clock.Boot) *BlobLeaseManager {
+	m := &BlobLeaseManager{
+		settings:        settings,
+		container:       settings.Container,
+		blob:            settings.Blob,
+		containerClient: cc,
+		blobClient:      cc.Blob(settings.Blob),
+		logger:          logger,
+		boot:            boot,
+		role:            role,
+		floor:           &termFloor{},
+	}
+	m.proposeLeaseID(leaseID)
+	return m
+}
+
 // leaseHandle is a proposed lease ID. A release compares handles, not IDs:
 // see release.
 type leaseHandle struct {

@@ -162,7 +162,7 @@ func (m *BlobLeaseManager) RepairRecord(ctx context.Context, term int64) (LeaseI
 	md := wire.EndedMetadata(string(info.Role), term, time.Now())
 	if !info.Recreated.IsZero() {
 		// Still a blob created again: whoever takes it waits as long as
-		// for one that was not repaired (recreated.go, vanished.go),
+		// for one that was not repaired (recreated.go, shardfloors.go),
 		// and at least as long as the longest lease its seed names, if
 		// that reads (one that does not is what the repair is for).
 		at := info.Recreated.UTC().Format(time.RFC3339Nano)

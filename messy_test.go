@@ -331,7 +331,7 @@ func TestShardTermsKeepGrowingWhenItsBlobIsDeleted(t *testing.T) {
 		waitFor(t, 15*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
 		deleteWhileDropped(t, own, log, raw, s)
 		// Created again, seeded, it is taken once it has stood for quietFor
-		// (vanished.go): about 8 s at these settings.
+		// (shardfloors.go): about 8 s at these settings.
 		started := time.Now()
 		waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
 		assert.GreaterOrEqual(t, time.Since(started), own.owner.quietFor(), "a shard blob created again was taken before it stood")
@@ -360,7 +360,7 @@ func TestAShardBlobDeletedByHandGoesOnAboveEveryTermTheFleetSaw(t *testing.T) {
 		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
 		startOwner(t, "b", s, []string{"b"}, log.fn("b", nil))
 		waitFor(t, 30*time.Second, "a and b run", func() bool { r := log.running(); return len(r["a"]) == 1 && len(r["b"]) == 1 })
-		waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetSeen.Load() >= 41 })
+		waitFor(t, 30*time.Second, "a reads b's record: its instance saw term 41", func() bool { return a.owner.fleetMemory.fleetSeen.Load() >= 41 })
 
 		deleteWhileDropped(t, a, log, raw, s)
 		waitFor(t, 30*time.Second, "a runs again", func() bool { return len(log.running()["a"]) == 1 })
@@ -395,7 +395,7 @@ func TestALeasedShardBlobCreatedAgainGoesOnAboveEveryTermTheFleetSaw(t *testing.
 		waitFor(t, 30*time.Second, "b runs", func() bool { return len(log.running()["b"]) == 1 })
 		a := startOwner(t, "a", s, []string{"a"}, log.fn("a", nil))
 		waitFor(t, 30*time.Second, "a runs", func() bool { return len(log.running()["a"]) == 1 })
-		require.GreaterOrEqual(t, a.owner.fleetSeen.Load(), int64(41))
+		require.GreaterOrEqual(t, a.owner.fleetMemory.fleetSeen.Load(), int64(41))
 		for _, tm := range log.snapshot() {
 			if tm.shard == "a" {
 				assert.Greater(t, tm.number, int64(41), "a leased blob created again was taken at its seed + 1")
@@ -423,9 +423,9 @@ func TestASessionsHighestTermSeenIsNotTrustedWhenItCannotBeOne(t *testing.T) {
 		}
 		var logs syncBuffer
 		own := startOwner(t, "a", s, []string{"a"}, (&shardLog{}).fn("a", nil), WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetSeen.Load() == 30 })
+		waitFor(t, 20*time.Second, "the plausible one is taken in", func() bool { return own.owner.fleetMemory.fleetSeen.Load() == 30 })
 		time.Sleep(4 * s.RetryInterval)
-		assert.Equal(t, int64(30), own.owner.fleetSeen.Load())
+		assert.Equal(t, int64(30), own.owner.fleetMemory.fleetSeen.Load())
 		for _, bad := range []string{"x", strconv.FormatInt(wire.MaxSpreadTerm+1, 10)} {
 			assert.Equal(t, 1, strings.Count(logs.String(), "key="+wire.MetaSeen+" value="+bad+" "), "%s reported once:\n%s", bad, logs.String())
 		}
@@ -461,7 +461,7 @@ func TestAShardBlobCreatedAgainWaitsEvenForAnInstanceThatNeverSawIt(t *testing.T
 
 // A repair of a blob created again keeps its mark, and the mark's time: the
 // mark is what makes whoever takes the blob wait for it to stand
-// (recreated.go, vanished.go; those waits are tested above and in
+// (recreated.go, shardfloors.go; those waits are tested above and in
 // TestTermsKeepGrowingWhenTheBlobOrContainerIsDeleted).
 func TestARepairKeepsTheMarkOfABlobCreatedAgain(t *testing.T) {
 	t.Parallel()
@@ -507,7 +507,7 @@ func leaderOnBlob(t *testing.T, s BlobSettings, name string) LeaseInfo {
 // The container deleted under a running ShardOwner fleet takes every
 // session's blob and every shard's, leased as they are: no shard runs twice
 // at once while the doomed sessions wind down, and each shard's terms go on
-// from the highest any running instance saw (vanished.go).
+// from the highest any running instance saw (shardfloors.go).
 func TestShardsRunOnceAndTermsGrowWhenTheContainerIsDeleted(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
@@ -606,7 +606,7 @@ func TestAShardCreatedAgainByOneThatNeverSawItsTermsGoesOnAboveThem(t *testing.T
 
 // An instance whose session ended cut off from storage claims no free
 // shard with its next session for a quiet (a deletion of the container
-// may have gone unseen: vanished.go), but it adopts at once the shards
+// may have gone unseen: shardfloors.go), but it adopts at once the shards
 // the others hand it: they see it below its share as soon as it records
 // its session, and without adoption those shards would run nowhere until
 // the quiet ends (42 s here, at a 30 s lease: a review measured it).
@@ -778,7 +778,7 @@ func TestATermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 // container deleted before anyone read it: its claimer seeds the shard's
 // blob created again with that term, so the next claim, by its next
 // session, records above it, not the same number for another holder
-// (vanished.go).
+// (shardfloors.go).
 func TestAShardTermRecordedUnansweredIsNotRecordedAgainAfterADeletion(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, svc *memblob.Service) {

@@ -30,7 +30,7 @@ type options struct {
 // seams are what a test may replace, as client-go's election takes a clock:
 // the clock that counts a suspended host's time (a testing/synctest bubble
 // fakes time.Now, not the host's boot clock), how long a ShardOwner waits
-// before it looks for strays (balance.go), and how often it reads its notes
+// before it looks for strays (shardbalance.go), and how often it reads its notes
 // while it expects shards (handoff.go; the simulator reads them less often,
 // to run more fleets in its time), and a wait before the lock every claim
 // and adoption of a shard is reserved under (reserve: the simulator draws

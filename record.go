@@ -45,7 +45,7 @@ const (
 	// waits as a preferred candidate (see [WithPriority]).
 	RoleCandidate BlobRole = "candidate"
 	// RoleHeld is the list of the shards one of a [ShardOwner]'s sessions
-	// holds, for the others to take them if it dies (see held.go).
+	// holds, for the others to take them if it dies (see heldlist.go).
 	RoleHeld BlobRole = "held"
 )
 

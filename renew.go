@@ -74,7 +74,7 @@ import (
 // missed the deletion has stopped and read it (recreated.go). A shard's
 // blob is not watched by every instance, so whoever takes one created again
 // records a term above every term any session's record says its instance
-// saw, or sent a record of, on any shard, too (vanished.go).
+// saw, or sent a record of, on any shard, too (shardfloors.go).
 // So a blob or container deleted under a running fleet does not restart
 // the count. A number that does not read, or cannot grow,
 // is never continued: no func runs on that blob until an operator repairs

@@ -3,13 +3,10 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
-	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
@@ -47,91 +44,13 @@ import (
 // which the mark changed), and a process restarted with the file never
 // resumes a marked session (resumeSession). See the top of shards.go.
 
-// session is this instance's current session.
-type session struct {
-	id      string
-	term    *termRunner // the session's lease, on its own blob, and its one term (run)
-	leaving atomic.Bool // its record says it is leaving: it hands its shards on (see leave)
-
-	// With a lease ID file (sessionfile.go): resumed says the session was
-	// started by an earlier process, which held shards this one takes back
-	// (takeBack); inherited is how many its record said, which this one's
-	// record says too until they are taken back; keep says the session
-	// ends by the caller's cancel, leaving its leases for the next process.
-	resumed   bool
-	inherited atomic.Int64
-	keep      atomic.Bool
-
-	// endList is, once its shards have stopped, the list (held.go) of those
-	// it released as it left instead of handing them on, if any: written
-	// as it ends, for the others to take them from it (see endSession).
-	endList atomic.Pointer[string]
-}
-
-// storage is how a ShardOwner reaches the account: its clients, and whether
-// the account has answered. The clients are set as it is built; reached is
-// atomic.
-type storage struct {
-	cc      *blobstore.Client // the storage package's client: claims, releases, handovers, listings, other sessions
-	ops     *BlobLeaseManager // names the container and the prefix in the errors of the listings and lists
-	reached atomic.Bool       // the account has answered
-
-	// The session's lease is kept on connections of its own when the
-	// library builds the transport: a renewal never waits behind claims,
-	// releases and listings for a connection, nor for a new one to be
-	// opened on a busy account (on Azurite, a new connection's first
-	// answer waited up to 4 s while ten instances claimed 10,000 shards,
-	// and every session's first renewal failed). On the caller's
-	// transport or Client, sessionCC is a client on that.
-	sessionCC *blobstore.Client
-}
-
 // closeIdle closes the idle pooled connections of the transports the
 // library built (none for the caller's), and so their goroutines: Run does
 // when it returns, and Inspect when Run is not running.
 func (st *storage) closeIdle() {
-	st.cc.CloseIdleConnections()
-	st.sessionCC.CloseIdleConnections()
+	st.client.CloseIdleConnections()
+	st.sessionClient.CloseIdleConnections()
 }
-
-// managerFor returns a lease manager for one blob under the owner's prefix,
-// proposing leaseID, on the owner's client: the shards' leases, and other
-// sessions' (to break them), share one connection pool; this instance's
-// own session's lease has one of its own (managerOn sessionCC).
-func (o *ShardOwner) managerFor(name, leaseID string) *BlobLeaseManager {
-	return o.managerOn(o.cc, name, leaseID)
-}
-
-func (o *ShardOwner) managerOn(cc *blobstore.Client, name, leaseID string) *BlobLeaseManager {
-	s := o.settings
-	s.Blob = name
-	m := &BlobLeaseManager{
-		settings:        s,
-		container:       s.Container,
-		blob:            name,
-		containerClient: cc,
-		blobClient:      cc.Blob(name),
-		logger:          o.logger,
-		boot:            o.opts.seams.boot,
-		floor:           &termFloor{},
-	}
-	switch {
-	case strings.HasPrefix(name, o.prefix+wire.SessionsDir):
-		m.role = RoleSession
-	case strings.HasPrefix(name, o.prefix+wire.ShardsDir):
-		m.role = RoleShard
-	}
-	if o.reached.Load() {
-		// A DNS or TLS failure is an outage now, not a misspelt account:
-		// the session's client too, which may not have been answered yet.
-		cc.MarkReached()
-	}
-	m.id.Store(&leaseHandle{id: leaseID})
-	return m
-}
-
-func (o *ShardOwner) sessionBlob(id string) string { return wire.SessionBlob(o.prefix, id) }
-func (o *ShardOwner) shardBlob(name string) string { return wire.ShardBlob(o.prefix, name) }
 
 // startSession starts a session: the one named in the lease ID file, if it
 // is still alive (resumeSession, sessionfile.go); otherwise a fresh ID, its
@@ -153,7 +72,7 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 	lm := s.term.blob()
 	etag, err := lm.createBlob(ctx)
 	if err != nil {
-		if o.hadRecord.Load() && gone(err) {
+		if o.fleetMemory.hadRecord.Load() && gone(err) {
 			o.sawDeletion("a new session found the container gone")
 		}
 		if err := lm.ensureBlob(ctx); err != nil {
@@ -199,44 +118,8 @@ func (o *ShardOwner) startSession(ctx context.Context) (*session, Grant, error) 
 			return nil, Grant{}, err
 		}
 	}
-	o.reached.Store(true)
+	o.storage.reached.Store(true)
 	return s, g, nil
-}
-
-// newSession builds session id's lease manager and the term runner that runs it.
-func (o *ShardOwner) newSession(id string) *session {
-	lm := o.managerOn(o.sessionCC, o.sessionBlob(id), id)
-	lm.alwaysETag = true
-	s := &session{id: id}
-	lm.extraMetadata = func(md map[string]*string) {
-		n := max(o.ownedCount(), int(s.inherited.Load()))
-		digest, size := o.setSummary()
-		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.seenMax.Load(),
-			Longest: max(o.settings.LeaseDuration, time.Duration(o.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
-	}
-	emit := func(e Event) {
-		switch e.Kind {
-		case StartedLeading:
-			e.Kind = SessionStarted
-		case StoppedLeading:
-			e.Kind = SessionEnded
-		default:
-			return
-		}
-		e.Session = id
-		o.emit(e)
-	}
-	s.term = &termRunner{lease: lm, logger: o.logger.With("session", id), metrics: o.sessionMetrics, identity: o.opts.identity,
-		emit: emit, kind: runsSession, prefix: o.prefix,
-		hooks: termHooks{
-			renewSoon:    make(chan chan<- error),
-			windDown:     o.settings.handoffGrace(),
-			afterRelease: func(ctx context.Context) { o.endSession(ctx, s) },
-		}}
-	if o.idFile != nil {
-		s.term.hooks.ending = o.sessionEnding(s)
-	}
-	return s
 }
 
 // run runs the session's one term: its func is the shard loop (manage).
@@ -271,108 +154,4 @@ func (o *ShardOwner) endSession(ctx context.Context, s *session) {
 	}
 	o.dropNotes(ctx, s.id)
 	o.dropHeld(ctx, s.id)
-}
-
-// listed is one blob of a listing under the prefix, as far as leases go.
-type listed struct {
-	name    string    // the session ID or the shard name: the blob's name after its directory
-	info    LeaseInfo // lease state and kind, ETag, the record, when the page arrived
-	session string    // a shard's record: the session that wrote it ("" if none)
-	owned   int       // a session's record: how many shards it held (-1 if none)
-	set     string    // a session's record: its set's digest ("" if none: an older version)
-	size    int       // a session's record: how many shards its set has (-1 if none)
-	leaving bool      // a session's record: it hands its shards on, to end
-	handing int       // a session's record: how many shards it is handing over (0 if it does not say)
-	seen    int64     // a session's record: the highest term its instance saw on any shard (0 if it does not say)
-	seenBad string    // a session's record: that highest term, if it does not read or no claim reaches it (not trusted)
-	// longest is, in a session's record, the longest lease duration its
-	// instance knows a session declared (0 if it does not say, or it does
-	// not read: then longestBad, not trusted). See mayRun.
-	longest    time.Duration
-	longestBad string
-	ended      bool               // a session's record carries the end mark: the session is dead, whatever its lease
-	md         map[string]*string // the metadata as listed: a session's end mark writes it back
-	gen        int64              // a shard's record: its claiming session's term (0 if none: handed to it)
-	record     bool               // the blob carries a record: its holder wrote it under its lease
-	rec        record             // the record as read (record.go): its role, and what does not read
-}
-
-// list reads every blob under dir (wire.SessionsDir or ShardsDir) with its
-// metadata, listPage a page, and calls fn for each in name order. Each page is
-// one request, bounded by RequestTimeout; Received is when its page arrived.
-// It returns errContainerGone if the container is gone.
-func (o *ShardOwner) list(ctx context.Context, dir string, fn func(listed)) error {
-	full := o.prefix + dir
-	timeout := o.settings.RequestTimeout
-	if dir == wire.ShardsDir {
-		timeout = max(timeout, listPageTimeout)
-	}
-	for page, err := range o.cc.List(ctx, blobstore.ListOptions{
-		Call:     blobstore.Call{Op: "list " + strings.TrimSuffix(dir, "/"), Timeout: timeout},
-		Prefix:   full,
-		Metadata: true,
-		PageSize: listPage,
-	}) {
-		if blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted) {
-			return errContainerGone // nothing there: not yet, or no more (vanished.go)
-		}
-		if err != nil {
-			return o.ops.wrap(err)
-		}
-		o.reached.Store(true)
-		for _, item := range page.Items {
-			if !strings.HasPrefix(item.Name, full) {
-				continue
-			}
-			l := listedItem(strings.TrimPrefix(item.Name, full), item.Props)
-			l.rec = readRecord(o.settings.Container, item.Name, item.Metadata)
-			l.rec.fill(&l.info)
-			l.record = l.info.Leader.Identity != ""
-			l.ended = l.rec.EndMark
-			l.md = item.Metadata
-			fn(l)
-		}
-	}
-	return nil
-}
-
-// listPage is how many blobs a List Blobs page asks for: a fifth of Azure's
-// maximum. A page is one piece of work for the server, which other requests
-// may wait behind (on Azurite, three instances listing 10,000 shards in
-// pages of 5,000 held a session's write up to 2.2 s; in pages of 1,000, at
-// most 0.46 s, for the same total), and sessions must get their writes
-// through while ownership moves.
-var listPage int32 = 1000
-
-// listPageTimeout bounds a page of the shards' listing: a page may take a
-// busy account seconds, and nothing waits on it that a deadline protects.
-const listPageTimeout = 30 * time.Second
-
-// listedItem is what a listing says of a blob: its properties as listed,
-// ETag quoted as a header gives it (blobstore.QuotedETag), and when its page
-// arrived.
-func listedItem(name string, p blobstore.Props) listed {
-	l := listed{name: name}
-	l.info = LeaseInfo{Exists: true, Received: p.Received}
-	l.info.State, l.info.Status, l.info.Duration = leaseOf(p)
-	switch l.info.Duration {
-	case durationFixed:
-		l.info.Kind = NativeLease
-	case durationInfinite:
-		l.info.Kind = ETagLease
-	}
-	l.info.ETag = p.ETag
-	l.info.LastModified = p.LastModified
-	f := wire.ParseListed(p.Metadata)
-	l.session, l.owned, l.set, l.gen, l.leaving, l.handing, l.size = f.Session, f.Owned, f.Set, f.Gen, f.Leaving, f.Handing, f.Size
-	l.seen, l.seenBad = f.Seen, unlessSecret(f.SeenBad)
-	l.longest, l.longestBad = f.Longest, unlessSecret(f.LongestBad)
-	return l
-}
-
-// isSession reports whether a blob under the sessions prefix says it is a
-// session: its role, or (written by a version before roles) its record's
-// count of shards held.
-func (l listed) isSession() bool {
-	return l.rec.Role == wire.RoleSession || l.rec.Role == "" && l.owned >= 0
 }

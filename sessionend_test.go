@@ -61,7 +61,7 @@ func TestASessionIsDeadOnlyOnceItsEndIsWritten(t *testing.T) {
 	raw := newRawBlob(t, s)
 	o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 	require.NoError(t, err)
-	defer o.closeIdle()
+	defer o.storage.closeIdle()
 	ended := sessionRecord("x")
 	ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
 	for _, tc := range []struct {
@@ -120,7 +120,7 @@ func TestASessionMarkedEndedByAnotherIsDeadToo(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		id := uuid.NewString()
 		blob := o.sessionBlob(id)
 		etag := raw.put(blob, "", sessionRecord("x"))
@@ -144,7 +144,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"a"}, func(context.Context, string) error { return nil }, WithLogger(testLogger(t, "o")))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		id := uuid.NewString()
 		ended := sessionRecord("x")
 		ended[wire.MetaEnded] = time.Now().UTC().Format(time.RFC3339Nano)
@@ -167,7 +167,7 @@ func TestASessionsEndMarkIsNeverWrittenOver(t *testing.T) {
 // A process restarted with the lease ID file whose session's container is
 // gone has seen the container deleted: its next session claims nothing for
 // as long as the sessions that ran before the deletion may still run their
-// shards (vanished.go).
+// shards (shardfloors.go).
 func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
@@ -186,7 +186,7 @@ func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T
 	})
 }
 
-// A dead session's list (held.go) is not read from the shards' blobs: a
+// A dead session's list (heldlist.go) is not read from the shards' blobs: a
 // shard it names that is free is taken by an acquire If-Match the ETag the
 // list gives, and its term then continues the list's. So a list that says,
 // at the blob's own ETag, a lower term than the blob carries (rewritten by
@@ -202,12 +202,12 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
 			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		blob := o.shardBlob("x")
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
 			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
-		e := heldEntry{name: "x", term: 3, gen: 1, etag: etag}
+		e := heldEntry{name: "x", term: 3, sessionTerm: 1, etag: etag}
 		require.True(t, o.reserve("x", takingBack, nil))
 		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
 		assert.False(t, won)
@@ -233,7 +233,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		raw := newRawBlob(t, s)
 		o, err := NewShardOwner(s, []string{"x", "y"}, func(context.Context, string) error { return nil })
 		require.NoError(t, err)
-		defer o.closeIdle()
+		defer o.storage.closeIdle()
 		raw.put(o.shardBlob("x"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "5", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		raw.put(o.shardBlob("z"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "9", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
@@ -242,7 +242,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		assert.Equal(t, int64(5), o.floorOf("x"), "a shard of the set, another session's")
 		assert.Equal(t, int64(0), o.floorOf("y"), "no blob")
 		assert.Equal(t, int64(0), o.floorOf("z"), "not in the set: kept by no listing")
-		assert.False(t, g.recorded("x", 5), "another session's term is not this session's own")
+		assert.False(t, g.ownTerms.recorded("x", 5), "another session's term is not this session's own")
 	})
 }
 
@@ -250,7 +250,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 // instances know of runs no shard until their records say they know it:
 // after a deletion of the container, each of them waits out the longest
 // lease duration it knows before it claims a shard blob created again
-// (vanished.go), and so must know this one's.
+// (shardfloors.go), and so must know this one's.
 func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {

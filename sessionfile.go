@@ -101,7 +101,7 @@ func (o *ShardOwner) resumeSession(ctx context.Context) (s *session, g Grant, ok
 	switch {
 	case blobstore.HasCode(err, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted):
 		// The container this instance's session ran in was deleted: the
-		// sessions that ran then may still run their shards (vanished.go).
+		// sessions that ran then may still run their shards (shardfloors.go).
 		o.sawDeletion("the session in the lease ID file found the container gone")
 	case blobstore.HasCode(err, blobstore.BlobNotFound):
 	case err != nil:
@@ -145,13 +145,10 @@ func (o *ShardOwner) sessionEnding(s *session) func(lost bool) endHow {
 	}
 }
 
-// takeBackParallel is how many shards a resumed session takes back at once.
-const takeBackParallel = 4 * claimParallel
-
 // takeBack is a resumed session's first act, before it claims or adopts
 // anything: it takes back each shard the previous process held (or was
 // claiming, or had handed to it), which is dead: the file's lock says so.
-// First those the session's list names (held.go), at once, with no
+// First those the session's list names (heldlist.go), at once, with no
 // listing: each by a change of its lease's ID from the one the list
 // implies (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed to the
 // session) to one of this claim's own, then the next term recorded, each
@@ -168,23 +165,23 @@ const takeBackParallel = 4 * claimParallel
 // term can follow) is marked as this session's own (record), so none is
 // ever adopted from a note or a listing: the previous process may have run
 // it; and every term it shows on a shard of the set raises that shard's
-// floor, as a listing of the shards does (vanished.go), even from an
+// floor, as a listing of the shards does (shardfloors.go), even from an
 // attempt that fails midway: what it read was stored. The listing is tried
 // until it succeeds, or the session ends.
-func (g *shardManager) takeBack() {
-	o := g.o
+func (sm *shardManager) takeBack() {
+	o := sm.o
 	start := time.Now()
 	fromList := 0
-	if entries, err := o.readHeld(g.ctx, g.s.id); err == nil {
+	if entries, err := o.readHeld(sm.ctx, sm.s.id); err == nil {
 		var cands []candidate
 		o.mu.Lock()
 		for _, e := range entries {
-			if o.set[e.name] {
-				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(g.s.id), fromList: true})
+			if o.membership.set[e.name] {
+				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(sm.s.id), fromList: true})
 			}
 		}
 		o.mu.Unlock()
-		fromList = g.takeEach(cands, nil)
+		fromList = sm.takeEach(cands, nil)
 	}
 	byList := time.Since(start)
 	var cands []candidate
@@ -194,28 +191,28 @@ func (g *shardManager) takeBack() {
 	for {
 		cands, free = cands[:0], free[:0]
 		terms := map[string]int64{}
-		err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+		err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 			o.mu.Lock()
-			inSet := o.set[l.name]
+			inSet := o.membership.set[l.name]
 			o.mu.Unlock()
 			if inSet && !l.rec.TermBad {
 				// Every shard's term it shows, as any listing of the
 				// shards keeps them (judgeShard): this process is then
 				// a witness of them, and a blob deleted and created
-				// again continues above them (vanished.go).
+				// again continues above them (shardfloors.go).
 				terms[l.name] = l.info.Leader.Number
 			}
-			if l.session != g.s.id || o.shardProblem(l) != nil {
+			if l.session != sm.s.id || o.shardProblem(l) != nil {
 				return
 			}
-			g.record(l.name, l.info.Leader.Number)
+			sm.ownTerms.record(l.name, l.info.Leader.Number)
 			switch {
 			case o.holds(l.name):
 				// Taken back already, from the list.
 			case inSet:
 				old := wire.HandoffLeaseID(l.session, l.name, l.info.Leader.Number)
-				if l.gen > 0 {
-					old = wire.ClaimLeaseID(l.session, l.gen, l.name, l.info.Leader.Number)
+				if l.sessionTerm > 0 {
+					old = wire.ClaimLeaseID(l.session, l.sessionTerm, l.name, l.info.Leader.Number)
 				}
 				cands = append(cands, candidate{name: l.name, exists: true, etag: l.info.ETag, prev: l.info.Leader.Number,
 					leased: l.info.Held(), oldID: old})
@@ -235,26 +232,26 @@ func (g *shardManager) takeBack() {
 		}
 		o.logger.Warn("leaderelection: a resumed session cannot list the shards to take back its own; retrying", "container", o.settings.Container,
 			"prefix", o.prefix, "error", err)
-		if !clock.Sleep(g.ctx, clock.Jitter(backoff)) {
+		if !clock.Sleep(sm.ctx, clock.Jitter(backoff)) {
 			return
 		}
 		backoff = min(2*backoff, o.settings.RetryInterval)
 	}
-	won := fromList + g.takeEach(cands, free)
-	g.s.inherited.Store(0)
+	won := fromList + sm.takeEach(cands, free)
+	sm.s.inherited.Store(0)
 	level := slog.LevelInfo
 	if won < fromList+len(cands) {
 		level = slog.LevelWarn
 	}
-	o.logger.Log(g.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
-		"session", g.s.id, "shards", fromList+len(cands), "taken", won, "byChange", g.changedBack.Load(), "byList", fromList, "freed", len(free),
+	o.logger.Log(sm.ctx, level, "leaderelection: a resumed session took back its shards", "container", o.settings.Container, "prefix", o.prefix,
+		"session", sm.s.id, "shards", fromList+len(cands), "taken", won, "byChange", sm.handoffs.changedBack.Load(), "byList", fromList, "freed", len(free),
 		"listing", listTook.Round(time.Millisecond), "took", time.Since(start).Round(time.Millisecond))
 }
 
 // takeEach takes back cands and breaks the leases of free (see takeBack),
 // takeBackParallel at a time, and says how many it took.
-func (g *shardManager) takeEach(cands []candidate, free []listed) int {
-	o := g.o
+func (sm *shardManager) takeEach(cands []candidate, free []listed) int {
+	o := sm.o
 	var won atomic.Int64
 	var mine []candidate
 	for _, c := range cands {
@@ -264,13 +261,49 @@ func (g *shardManager) takeEach(cands []candidate, free []listed) int {
 	}
 	atOnce(len(mine)+len(free), takeBackParallel, func(i int) {
 		if i < len(mine) {
-			if ok, _ := g.claimOne(mine[i]); ok {
+			if ok, _ := sm.claimOne(mine[i]); ok {
 				won.Add(1)
 			}
 			return
 		}
 		l := free[i-len(mine)]
-		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, l.info.ETag, o.settings.claimTimeout())
+		_, _ = o.managerFor(o.shardBlob(l.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, l.info.ETag, o.settings.claimTimeout())
 	})
 	return int(won.Load())
+}
+
+// newSession builds session id's lease manager and the term runner that runs it.
+func (o *ShardOwner) newSession(id string) *session {
+	lm := o.managerOn(o.storage.sessionClient, o.sessionBlob(id), id)
+	lm.alwaysETag = true
+	s := &session{id: id}
+	lm.extraMetadata = func(md map[string]*string) {
+		n := max(o.ownedCount(), int(s.inherited.Load()))
+		digest, size := o.setSummary()
+		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.fleetMemory.seenMax.Load(),
+			Longest: max(o.settings.LeaseDuration, time.Duration(o.fleetMemory.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
+	}
+	emit := func(e Event) {
+		switch e.Kind {
+		case StartedLeading:
+			e.Kind = SessionStarted
+		case StoppedLeading:
+			e.Kind = SessionEnded
+		default:
+			return
+		}
+		e.Session = id
+		o.emit(e)
+	}
+	s.term = &termRunner{lease: lm, logger: o.logger.With("session", id), metrics: o.sessionMetrics, identity: o.opts.identity,
+		emit: emit, kind: runsSession, prefix: o.prefix,
+		hooks: termHooks{
+			renewSoon:    make(chan chan<- error),
+			windDown:     o.settings.handoffGrace(),
+			afterRelease: func(ctx context.Context) { o.endSession(ctx, s) },
+		}}
+	if o.idFile != nil {
+		s.term.hooks.ending = o.sessionEnding(s)
+	}
+	return s
 }

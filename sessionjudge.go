@@ -3,7 +3,6 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -19,116 +18,6 @@ import (
 // top of session.go): live, silent long enough to be broken, or dead for
 // good (marked, or its blob gone); and what it keeps of them from one
 // listing to the next (sessionWatch).
-
-// sessionView is what one listing of the sessions says, judged by this
-// instance: who is alive (counts for balance), how many shards each holds
-// and which set it runs, by its own last record.
-type sessionView struct {
-	live  []string          // IDs of the live sessions that have written their record, this one's included; sorted
-	owned map[string]int    // the shards each live session said it held
-	set   map[string]string // each live session's set's digest, "" if its record has none; not this one's
-	size  map[string]int    // how many shards each live session's set has, -1 if its record does not say
-	died  []string          // sessions found dead by this listing that the last one showed alive (or broken by this instance)
-	ident map[string]string // each live session's identity, by its record
-	leave map[string]bool   // the live sessions whose record says they are leaving (see leave)
-	// handing is how many shards each live session's record says it is
-	// handing over: asked to stop, not handed yet, and no longer counted
-	// in owned. Shards are on their way to the sessions below their share.
-	handing map[string]int
-	// knows is, for each live session whose record says (wire.MetaLongest), the
-	// longest lease duration its instance knows a session declared, its
-	// own included (see mayRun); none for a record of an older version.
-	knows map[string]time.Duration
-}
-
-// signature sums the view up: it changes when a session comes or goes, says
-// it holds a different number of shards, or runs another set.
-func (v sessionView) signature() string {
-	var b strings.Builder
-	for _, id := range v.live {
-		fmt.Fprintf(&b, "%s=%d+%d/%s;", id, v.owned[id], v.handing[id], v.set[id])
-	}
-	return b.String()
-}
-
-// setID names a set of shards in a session's record: its digest and size.
-type setID struct {
-	digest string
-	size   int
-}
-
-// group narrows the view to the sessions that agree with this one (self) on
-// the set of shards: those whose records carry one of sets (its set now,
-// and, just after it changed, the one before: see balance); self's own
-// record may still carry an earlier one. A session whose record carries no
-// digest (an older version) agrees with none. The shares of a set are
-// counted among the sessions that agree on it (see balance.go). A session
-// that is leaving (handing its shards on, see leave) counts in no group but
-// its own: its shards are not free, and it takes none.
-func (v sessionView) group(self string, sets ...setID) sessionView {
-	g := v
-	g.live = make([]string, 0, len(v.live))
-	for _, id := range v.live {
-		if id == self || !v.leave[id] && v.agrees(id, sets) {
-			g.live = append(g.live, id)
-		}
-	}
-	return g
-}
-
-func (v sessionView) agrees(id string, sets []setID) bool {
-	return v.set[id] != "" && slices.Contains(sets, setID{v.set[id], v.size[id]})
-}
-
-// leaving reports whether a session that agrees on one of sets is leaving.
-func (v sessionView) leaving(self string, sets ...setID) bool {
-	for id := range v.leave {
-		if id != self && v.agrees(id, sets) {
-			return true
-		}
-	}
-	return false
-}
-
-// sets sums up which set each live session runs, self's being digest: it
-// changes when a session comes or goes, or runs another set.
-func (v sessionView) sets(self, digest string) string {
-	var b strings.Builder
-	for _, id := range v.live {
-		d := v.set[id]
-		if id == self {
-			d = digest
-		}
-		fmt.Fprintf(&b, "%s=%s;", id, d)
-	}
-	return b.String()
-}
-
-// sessionWatch is this instance's knowledge of other sessions, kept across
-// listings by the manager goroutine of one session.
-type sessionWatch struct {
-	silence    map[string]*silenceWatch // by session ID: its ETag, and since when it stands
-	unleased   map[string]unleasedSince // by session ID: sessions seen without a lease, to collect
-	dead       map[string]time.Time     // by session ID: dead for good, and when this was learnt
-	live       map[string]bool          // the sessions the last listing showed alive
-	ignored    map[string]string        // by name: blobs the last listing found not to be sessions, or sessions whose record does not read (what was reported)
-	badSeen    map[string]string        // by session ID: a highest term seen, in its record, that is not trusted (what was reported)
-	badLongest map[string]string        // by session ID: a longest lease duration known, in its record, that does not read (what was reported)
-	twinETag   map[string]azcore.ETag   // by session ID: live sessions under this instance's identity, the ETag first seen
-	twins      string                   // those of them seen renewed, at the last warning
-	revived    map[string]azcore.ETag   // by session ID: dead sessions seen with a record but no end mark (reported), at that ETag
-	leasedDead map[string]unleasedSince // by session ID: dead sessions seen leased, since when (see collect)
-}
-
-type unleasedSince struct {
-	etag  azcore.ETag
-	since time.Time
-}
-
-func newSessionWatch() *sessionWatch {
-	return &sessionWatch{silence: map[string]*silenceWatch{}, unleased: map[string]unleasedSince{}, dead: map[string]time.Time{}, live: map[string]bool{},
-		twinETag: map[string]azcore.ETag{}, revived: map[string]azcore.ETag{}, leasedDead: map[string]unleasedSince{}}
-}
 
 // deadFor is how long a dead session is remembered without being seen:
 // long after any shard could still name it (the lookup of an unknown
@@ -205,7 +94,7 @@ func (o *ShardOwner) listSessions(ctx context.Context, own *session) ([]listed, 
 			longest = l.info.DeclaredDuration
 		}
 	}
-	raiseTo(&o.longestD, int64(longest))
+	raiseTo(&o.fleetMemory.longestD, int64(longest))
 	return seen, nil
 }
 
@@ -237,7 +126,7 @@ func (o *ShardOwner) readSessionRecord(w *sessionWatch, j *judging, l listed, ow
 		}
 		j.badSeen[l.name] = l.seenBad
 	} else {
-		raiseTo(&o.fleetSeen, l.seen)
+		raiseTo(&o.fleetMemory.fleetSeen, l.seen)
 	}
 	j.listed[l.name] = true
 	return true

@@ -1,120 +1,34 @@
 package leaderelection
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/blobstore"
-	"github.com/blobelect/leaderelection/internal/wire"
 	"github.com/google/uuid"
 )
 
 // How a ShardOwner's session finds the free shards (a listing, or what it
-// knew a dead session held) and claims them: break, acquire and record, each
-// step conditional on the ETag it saw.
-
-// candidate is a shard that a listing showed free to claim.
-type candidate struct {
-	name   string
-	exists bool        // its blob exists (else the claim creates it)
-	etag   azcore.ETag // its ETag in the listing: every step of a claim is conditional on it
-	leased bool        // its lease must be broken first: its session is dead, or it was never recorded
-	prev   int64       // the term number on the blob
-	// recreated: free, carrying no term's record, and created again by an
-	// instance that saw terms on it (record.go): see vanished.go. marked:
-	// so created again, and carrying no term's record, free or not (a claim
-	// that took it may have failed before it recorded its term).
-	recreated, marked bool
-	dead              bool // a dead session held it (see takeFromDead, and claim's others)
-	// oldID is set only for a resumed session's take-back (takeBack): the
-	// lease ID the shard's record implies, which its previous process used.
-	oldID string
-	// ours: leased, with this session's record, not held by it, and its
-	// ETag has stood a lease duration: a stray only this session can tell
-	// (see freeStrays).
-	ours bool
-	// fromList: named by a session's list of what it held (held.go), not
-	// seen in a listing: taken only by the change from oldID, If-Match
-	// etag, never broken (see claimOne).
-	fromList bool
-	// released: free, its lease released by a peer (see peersOf): a shard
-	// its func returned, or one it tells of (see reportTook).
-	released bool
-}
-
-// candidates are the shards a session may claim, and its part of them:
-// free by its last listing (or by the dead sessions' lists, or the probe
-// since), assigned by the rule every instance applies alike (see claim),
-// and how its last claims went. Touched only by the session's goroutine
-// but took, which is atomic.
-type candidates struct {
-	cands     map[string]candidate // free shards by the last listing (and the dead sessions' since)
-	freeSince map[string]time.Time // since when each was seen free
-	part      []string             // this session's part of them (see balance.Assign), best first
-	partTo    map[string]string    // whom each of them was assigned to, when part was
-	partFor   string               // the live sessions it was assigned among
-	deathRoom map[string]int       // after a death, each live session's room by the last listing (see takeFromDead); nil otherwise
-	deathFor  string               // the live sessions deathRoom is for
-	fromDeath bool                 // the candidates are a dead session's shards by owners (see takeFromDead), not a listing's
-	stale     bool                 // the last claims from them mostly failed: list again
-	probed    bool                 // the sessions' lists were read for the shards they do not name since the last listing (see probeUnlisted)
-	// fromListing: the candidates are a listing's, and owners is that
-	// listing's (with this session's claims and handovers since): parts
-	// are assigned over the whole set (balance.AssignSet).
-	fromListing bool
-	took        atomic.Int64 // shards claimed or adopted since the last report (see reportTook)
-	tookFreed   atomic.Int64 // of those, shards a peer had released (candidate.released)
-}
-
-// reserve marks shard name as being claimed (by path by), unless it runs
-// here, a claim of it is in flight, or skip (if not nil) says no: it
-// reports whether it did. The claim's end (claimOne's done, start)
-// unmarks it. skip is asked under the same lock as the mark is made, so
-// that a claim that notes something (a term as its own: adoptOne) before
-// it unmarks the shard has noted it for skip to see.
-func (o *ShardOwner) reserve(name string, by reservation, skip func() bool) bool {
-	if o.opts.seams.beforeReserve != nil {
-		o.opts.seams.beforeReserve(by)
-	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.runs[name] != nil || o.claiming[name] || skip != nil && skip() {
-		return false
-	}
-	o.claiming[name] = true
-	return true
-}
-
-// holds reports whether this instance holds name's lease, or may: running,
-// claiming, or with a release left to retry.
-func (o *ShardOwner) holds(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, left := o.leftover[name]
-	return o.runs[name] != nil || o.claiming[name] || left
-}
+// knew a dead session held) and picks its part of them to claim; each is
+// then taken by the one path of shardtake.go (claimOne): break, acquire and
+// record, each step conditional on the ETag it saw.
 
 // claim claims up to k candidates, claimParallel at a time, toward a
 // deficit of shards. It returns how many it won, how many it tried, and
 // whether shards of dead sessions are left to try. It runs as steps, in
 // this order, over what one round of claims picked (claimRound).
-func (g *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
-	r := g.freeNow()
-	g.assignPart(r, deficit, view)
-	if !g.orderPart(r) {
+func (sm *shardManager) claim(k, deficit int, view sessionView) (won, tried int, more bool) {
+	r := sm.freeNow()
+	sm.assignPart(r, deficit, view)
+	if !sm.orderPart(r) {
 		return 0, 0, false
 	}
-	g.freeForLong(r)
-	g.pickUpTo(r, k)
-	return g.claimPicked(r, deficit)
+	sm.freeForLong(r)
+	sm.pickUpTo(r, k)
+	return sm.claimPicked(r, deficit)
 }
 
 // claimRound is what one round of claims found and picked, and its steps
@@ -132,15 +46,15 @@ type claimRound struct {
 // freeNow is the candidates of the set that are free to claim now: not
 // running here, nor being claimed, with no release left to retry, and past
 // their cooldown.
-func (g *shardManager) freeNow() *claimRound {
-	o := g.o
+func (sm *shardManager) freeNow() *claimRound {
+	o := sm.o
 	r := &claimRound{now: time.Now()}
 	o.mu.Lock()
-	r.n = len(o.set)
-	r.free = make([]string, 0, len(g.cands))
-	for name := range g.cands {
-		_, left := o.leftover[name]
-		if !o.set[name] || o.runs[name] != nil || o.claiming[name] || left || r.now.Before(o.cooldown[name]) {
+	r.n = len(o.membership.set)
+	r.free = make([]string, 0, len(sm.candidates.cands))
+	for name := range sm.candidates.cands {
+		_, left := o.ownership.leftover[name]
+		if !o.membership.set[name] || o.ownership.runs[name] != nil || o.ownership.claiming[name] || left || r.now.Before(o.ownership.cooldown[name]) {
 			continue
 		}
 		r.free = append(r.free, name)
@@ -166,58 +80,58 @@ func (g *shardManager) freeNow() *claimRound {
 // of claims, and each instance's part came out a few shards off the
 // others'; a few sessions came up short at the end and listed every shard
 // again, for 10 to 20 s more.
-func (g *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
-	o := g.o
-	if live := strings.Join(view.live, ","); (g.part == nil || live != g.partFor) && g.fromListing {
+func (sm *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
+	o := sm.o
+	if live := strings.Join(view.live, ","); (sm.candidates.part == nil || live != sm.candidates.partFor) && sm.candidates.fromListing {
 		o.mu.Lock()
-		set := slices.Sorted(maps.Keys(o.set))
+		set := slices.Sorted(maps.Keys(o.membership.set))
 		o.mu.Unlock()
-		g.ownersMu.Lock()
-		holders := make(map[string]string, len(g.owners))
-		for name, h := range g.owners {
+		sm.shardListing.ownersMu.Lock()
+		holders := make(map[string]string, len(sm.shardListing.owners))
+		for name, h := range sm.shardListing.owners {
 			holders[name] = h.session
 		}
-		g.ownersMu.Unlock()
-		g.part, g.partTo = balance.AssignSet(set, view.live, holders, g.isPeer, r.free, g.s.id)
-		g.partFor = live
-	} else if g.part == nil || live != g.partFor {
+		sm.shardListing.ownersMu.Unlock()
+		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
+		sm.candidates.partFor = live
+	} else if sm.candidates.part == nil || live != sm.candidates.partFor {
 		room := make(map[string]int, len(view.live))
 		for _, id := range view.live {
 			room[id] = max(0, balance.FairShare(r.n, view.live, id)-view.owned[id])
-			if rm, ok := g.deathRoom[id]; ok && live == g.deathFor {
+			if rm, ok := sm.candidates.deathRoom[id]; ok && live == sm.candidates.deathFor {
 				room[id] = rm
 			}
 		}
-		room[g.s.id] = max(room[g.s.id], deficit)
-		g.part, g.partTo = balance.Assign(r.free, view.live, room, g.s.id)
-		g.partFor = live
+		room[sm.s.id] = max(room[sm.s.id], deficit)
+		sm.candidates.part, sm.candidates.partTo = balance.Assign(r.free, view.live, room, sm.s.id)
+		sm.candidates.partFor = live
 	}
 }
 
 // orderPart puts first the free shards of this session's part. It reports
 // false if there are none left and they were a dead session's: the round
 // ends, and the session lists instead.
-func (g *shardManager) orderPart(r *claimRound) bool {
+func (sm *shardManager) orderPart(r *claimRound) bool {
 	isFree := make(map[string]bool, len(r.free))
 	for _, name := range r.free {
 		isFree[name] = true
 	}
-	r.mine = make(map[string]bool, len(g.part))
-	for _, name := range g.part {
+	r.mine = make(map[string]bool, len(sm.candidates.part))
+	for _, name := range sm.candidates.part {
 		r.mine[name] = true
 		if isFree[name] {
 			r.order = append(r.order, name)
 		}
 	}
 	if len(r.order) == 0 {
-		g.part = nil // spent: assign again at the next claim, from the records then
-		if g.fromDeath {
+		sm.candidates.part = nil // spent: assign again at the next claim, from the records then
+		if sm.candidates.fromDeath {
 			// This session's part of a dead session's shards is claimed
 			// (or was empty), and it is still short: the survivors'
 			// listings, or its own count, differed. The rest are mostly
 			// taken by now: a listing, out of turn, finds those left at
 			// less cost than a try of each.
-			g.stale, g.listNotBefore = true, time.Time{}
+			sm.candidates.stale, sm.balancing.plan.ListNotBefore = true, time.Time{}
 			return false
 		}
 	}
@@ -234,10 +148,10 @@ func (g *shardManager) orderPart(r *claimRound) bool {
 // claiming its part, and those done first took the others' parts, leaving
 // them short by a few, to be found by listing 10,000 shards again on a busy
 // account: 10 to 15 s more.
-func (g *shardManager) freeForLong(r *claimRound) {
+func (sm *shardManager) freeForLong(r *claimRound) {
 	// However a session's count moves (a func that fails over and over
 	// makes it dip and grow again), a shard free for 4 × that is anyone's.
-	long := g.o.settings.RenewInterval + 2*g.o.settings.RetryInterval
+	long := sm.o.settings.RenewInterval + 2*sm.o.settings.RetryInterval
 	// So is, once this session's part is claimed, a shard a dead session
 	// held by a listing: the survivors' records, and so their parts, may
 	// differ, but not what must be claimed.
@@ -245,14 +159,14 @@ func (g *shardManager) freeForLong(r *claimRound) {
 		if r.mine[name] {
 			continue
 		}
-		free := r.now.Sub(g.freeSince[name])
-		stuck := free >= long && (r.now.Sub(g.grewAt[g.partTo[name]]) >= long || free >= 4*long)
-		if stuck || len(r.order) == 0 && g.cands[name].dead {
+		free := r.now.Sub(sm.candidates.freeSince[name])
+		stuck := free >= long && (r.now.Sub(sm.balancing.grewAt[sm.candidates.partTo[name]]) >= long || free >= 4*long)
+		if stuck || len(r.order) == 0 && sm.candidates.cands[name].dead {
 			r.others = append(r.others, name)
 		}
 	}
 	slices.SortFunc(r.others, func(a, b string) int {
-		sa, sb := balance.Rendezvous(g.s.id, a), balance.Rendezvous(g.s.id, b)
+		sa, sb := balance.Rendezvous(sm.s.id, a), balance.Rendezvous(sm.s.id, b)
 		switch {
 		case sa > sb:
 			return -1
@@ -266,39 +180,39 @@ func (g *shardManager) freeForLong(r *claimRound) {
 
 // pickUpTo picks up to k of them, in order, that no claim has reserved
 // meanwhile, and reserves them.
-func (g *shardManager) pickUpTo(r *claimRound, k int) {
-	o := g.o
+func (sm *shardManager) pickUpTo(r *claimRound, k int) {
+	o := sm.o
 	o.mu.Lock()
 	for _, name := range r.order {
 		if len(r.picked) == k {
 			break
 		}
-		if o.claiming[name] {
+		if o.ownership.claiming[name] {
 			continue
 		}
-		delete(o.cooldown, name)
-		o.claiming[name] = true
-		r.picked = append(r.picked, g.cands[name])
-		delete(g.cands, name)
+		delete(o.ownership.cooldown, name)
+		o.ownership.claiming[name] = true
+		r.picked = append(r.picked, sm.candidates.cands[name])
+		delete(sm.candidates.cands, name)
 	}
 	o.mu.Unlock()
-	if len(r.picked) > 0 && len(g.part) > 0 {
+	if len(r.picked) > 0 && len(sm.candidates.part) > 0 {
 		taken := make(map[string]bool, len(r.picked))
 		for _, c := range r.picked {
 			taken[c.name] = true
 		}
-		g.part = slices.DeleteFunc(g.part, func(name string) bool { return taken[name] })
+		sm.candidates.part = slices.DeleteFunc(sm.candidates.part, func(name string) bool { return taken[name] })
 	}
 }
 
 // claimPicked claims the shards picked, claimParallel at a time, and
 // judges from how that went whether to list again.
-func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
-	o := g.o
+func (sm *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, more bool) {
+	o := sm.o
 	picked := r.picked
 	got := make([]bool, len(picked))
 	why := make([]string, len(picked)) // why each claim that failed did
-	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = g.claimOne(picked[i]) })
+	atOnce(len(picked), claimParallel, func(i int) { got[i], why[i] = sm.claimOne(picked[i]) })
 	wins, living, livingWins := 0, 0, 0 // living: candidates not of a dead session
 	for i, c := range picked {
 		if got[i] {
@@ -316,9 +230,9 @@ func (g *shardManager) claimPicked(r *claimRound, deficit int) (won, tried int, 
 	// count: a survivor tries at most its part of them (then lists, see
 	// above) or, from a listing, those left after its part, each once, and
 	// must not wait for its turn to list to find the few nobody took.
-	g.stale = 2*livingWins < living
+	sm.candidates.stale = 2*livingWins < living
 	for _, name := range r.free {
-		if c, ok := g.cands[name]; ok && c.dead {
+		if c, ok := sm.candidates.cands[name]; ok && c.dead {
 			more = true
 			break
 		}
@@ -347,222 +261,6 @@ func tally(outcomes []string) string {
 	return b.String()
 }
 
-// listedCandidate is a shard whose blob was read (info) as a candidate to
-// claim.
-func listedCandidate(name string, info LeaseInfo) candidate {
-	marked := info.Leader.Identity == "" && !info.Recreated.IsZero()
-	return candidate{name: name, exists: true, etag: info.ETag, prev: info.Leader.Number,
-		recreated: marked && !info.Held(), marked: marked}
-}
-
-// claimOne takes one shard: breaks its lease if its session is dead, on
-// condition that the blob's ETag is still the listing's (a claim made since
-// has changed it by writing its record, and stays), acquires it on the same
-// condition with a lease ID of this claim's own, and writes the shard's
-// record on that condition too: this session, the term one greater than the
-// listing's (or more). Only then does the func start. It reports whether it
-// did and, if not, why: the outcome its metric counts ("held": another
-// took it first; "transient": storage did not answer in time), or "ended"
-// if the claim won but the session or the shard's place in the set ended
-// before the func could start (the metric has counted a win). A shard
-// taken back by a resumed session whose lease still has the ID its previous
-// process used (c.oldID) has that ID changed to this claim's instead of
-// being broken and acquired: one request less, the same effect.
-//
-// The claim's lease ID derives from this session, its term (which a resumed
-// session's next process raises), the shard and the term the claim records
-// (wire.ClaimLeaseID), and the record names that session term, so a process that
-// resumes the session can derive it too. This session never proposes a term
-// twice for one shard (propose, before the acquire), so no two of its claims
-// share an ID: a release whose answer was lost, reaching the server late,
-// ends no later claim. A term proposed by a claim that did not get the lease
-// is not recorded (record, after the acquire): it may yet be handed to this
-// session, which must not refuse it as its own.
-func (g *shardManager) claimOne(c candidate) (won bool, why string) {
-	o := g.o
-	floor, ok := g.claimFloor(c)
-	if !ok {
-		o.unclaim(c.name)
-		return false, "settling"
-	}
-	number, ok := wire.NextTerm(max(c.prev, g.proposed(c.name)), floor)
-	if !ok {
-		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
-		o.unclaim(c.name)
-		o.counts.claim(c.name, "permanent")
-		return false, "permanent"
-	}
-	g.propose(c.name, number)
-	id := wire.ClaimLeaseID(g.s.id, g.gen, c.name, number)
-	lm := o.managerFor(o.shardBlob(c.name), id)
-	done := func(outcome string, release bool) (bool, string) {
-		if release {
-			g.releaseClaim(c.name, lm)
-		}
-		o.unclaim(c.name)
-		o.counts.claim(c.name, outcome)
-		return false, outcome
-	}
-	ctx := g.ctx
-	etag := c.etag
-	if !c.exists {
-		var err error
-		if etag, err = o.createShard(ctx, lm, floor); err != nil {
-			return done(outcome(err, "claimed"), false)
-		}
-	}
-	if ok, why, release := g.takeLease(c, lm, id, etag); !ok {
-		return done(why, release)
-	}
-	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	g.record(c.name, number)      // before the write: its answer may be lost
-	o.proposeTerm(c.name, number) // and the server may store it all the same (vanished.go)
-	newETag, err := o.writeShardRecord(ctx, lm, t, g.s.id, g.gen, etag)
-	if err != nil {
-		return done(outcome(err, "claimed"), true)
-	}
-	o.seeTerm(c.name, t.Number)
-	switch {
-	case c.oldID != "" && !c.dead:
-		o.counts.claim(c.name, "resumed")
-	case c.leased:
-		o.counts.claim(c.name, "taken")
-	default:
-		o.counts.claim(c.name, "claimed")
-		if c.released {
-			g.tookFreed.Add(1)
-		}
-	}
-	g.noteOwner(c.name, shardHolder{session: g.s.id, etag: newETag, term: t.Number})
-	if !g.start(c.name, lm, t, g.gen, newETag) {
-		return false, "ended" // the session, or the shard's place in the set, ended meanwhile
-	}
-	return true, ""
-}
-
-// claimFloor is the term a claim of c must go above: the highest this
-// instance saw on its blob (for a blob gone or created again, or sent a
-// record of there: seedOf), or the fleet's highest (below). It reports
-// false if c is not to be taken yet (stoodRecreated).
-func (g *shardManager) claimFloor(c candidate) (int64, bool) {
-	o := g.o
-	floor := o.floorOf(c.name)
-	if seed := o.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
-		// Gone, though this instance saw or sent terms on it, or created
-		// again by an instance that did: not taken before it has stood.
-		// The seed stays this instance's own: a fleet's highest moves on,
-		// and each raise would start the wait again. The claim goes above
-		// a term this instance sent a record of, whose answer it may never
-		// have had: the deletion may have taken that record unread.
-		if !g.stoodRecreated(c, seed) {
-			return 0, false
-		}
-		floor = o.seedOf(c.name) // as it is now
-	}
-	if c.marked || c.prev == 0 && o.mayHaveMissed() {
-		// Created again (held or not: a claim of it may have failed before
-		// it recorded its term), or with no term yet after this instance
-		// may have missed a deletion: its term goes above every term any
-		// session said its instance saw on any shard (vanished.go).
-		if fleet := o.fleetSeen.Load(); fleet > floor {
-			o.logger.Debug("leaderelection: a shard blob created again continues above the highest term this instance or any session's record saw on any shard",
-				"container", o.settings.Container, "blob", o.shardBlob(c.name), "shard", c.name, "seed", c.prev, "floor", floor, "fleetHighest", fleet)
-			floor = fleet
-		}
-	}
-	return floor, true
-}
-
-// takeLease takes c's lease with this claim's ID (lm's, id), on condition
-// that the blob's ETag is still etag: by a change from the ID its session
-// derived, a break and an acquire, or an acquire. It reports whether it
-// did; if not, the claim's outcome, and whether the lease may be this
-// claim's all the same (its answer lost), to be given back.
-func (g *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, etag azcore.ETag) (ok bool, why string, release bool) {
-	o := g.o
-	ctx := g.ctx
-	changed := false
-	if c.oldID != "" && c.leased {
-		// Taken back from this session's previous process, or from a dead
-		// session by its list (held.go): a change fails unless the lease
-		// has the ID that session derived, which nobody else uses, and
-		// then nothing it left in flight can end the lease once it has
-		// this claim's.
-		_, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
-		switch {
-		case err == nil:
-			changed = true
-			if !c.dead {
-				g.changedBack.Add(1)
-			}
-		case c.fromList:
-			// The list is not read from the shard's blob: the ETag it
-			// gives is not known to be of a record that names its
-			// session, so no break is made on it. But an acquire, If-Match
-			// that ETag, takes a shard that is free (one the session
-			// released as it left: see endSession), as any claim may;
-			// else the shard is not that session's as the list says any
-			// more (handed on, or its record rewritten), or a listing
-			// finds it. A change whose answer was lost may have given the
-			// lease this claim's ID: give it back.
-			if errors.Is(err, ErrTransient) {
-				return false, outcome(err, "taken"), true
-			}
-			if why := g.listAgrees(c, lm); why != "" {
-				return false, why, false
-			}
-			if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-				return false, outcome(err, "taken"), errors.Is(err, ErrTransient)
-			}
-			changed = true
-		}
-	}
-	if c.leased && !changed {
-		// A lease handed to this session at the listed term ends with the
-		// break: a note naming that term must never start it at once.
-		g.record(c.name, c.prev)
-		switch res, _ := lm.breakIfUnchangedWithin(ctx, etag, o.settings.claimTimeout()); res {
-		case breakDone:
-			o.logger.Debug("leaderelection: broke the lease of a shard whose session is dead", "shard", c.name)
-		case noLease:
-		case etagChanged:
-			return false, "held", false
-		default:
-			return false, "transient", false
-		}
-	}
-	if !changed {
-		if err := o.acquireIfMatch(ctx, lm, etag); err != nil {
-			// An acquire whose answer was lost may hold the lease: give it back.
-			return false, outcome(err, "claimed"), errors.Is(err, ErrTransient)
-		}
-	}
-	return true, "", false
-}
-
-// listAgrees reads the blob of a shard that a session's list names, before
-// an acquire on the list's word takes it (see claimOne): the term recorded
-// then is the list's + 1, so the blob must show the list's ETag, and its
-// record the list's term, of a shard. A list that names, at the blob's own
-// ETag, another term than the blob's was not written by the session it
-// belongs to (another writer rewrote it): it is reported and not trusted,
-// and a listing finds the shard. It returns "" if the list agrees, else the
-// claim's outcome.
-func (g *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
-	info, err := lm.Inspect(g.ctx)
-	switch {
-	case err != nil:
-		return outcome(err, "taken")
-	case !info.Exists || info.ETag != c.etag:
-		return "held" // written since: not the list's any more
-	case info.Leader.Number != c.prev || info.RecordError != nil || info.Role != "" && info.Role != RoleShard:
-		g.o.logger.Warn("leaderelection: a session's list of the shards it held names a term its shard's blob does not carry; the list is not trusted, and the shard is left to a listing",
-			"container", lm.container, "blob", lm.blob, "shard", c.name, "listed", c.prev, "onBlob", info.Leader.Number)
-		return "held"
-	}
-	return ""
-}
-
 // freeStrays breaks the leases that the last listing found stray (see
 // candidate.ours): leased for a lease duration or more with this session's
 // record, which this session does not hold. A session below its share claims
@@ -572,14 +270,14 @@ func (g *shardManager) listAgrees(c candidate, lm *BlobLeaseManager) string {
 // its share then finds them free at its next listing. Each break is If-Match
 // the listed ETag, and its term is first marked as this session's own, as
 // before any break of a shard recorded for it (see claimOne).
-func (g *shardManager) freeStrays() {
-	o := g.o
-	for _, c := range g.cands {
+func (sm *shardManager) freeStrays() {
+	o := sm.o
+	for _, c := range sm.candidates.cands {
 		if !c.ours || o.holds(c.name) {
 			continue
 		}
-		g.record(c.name, c.prev)
-		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(g.ctx, c.etag, o.settings.claimTimeout())
+		sm.ownTerms.record(c.name, c.prev)
+		res, err := o.managerFor(o.shardBlob(c.name), uuid.NewString()).breakIfUnchangedWithin(sm.ctx, c.etag, o.settings.claimTimeout())
 		if res == breakDone {
 			o.logger.Info("leaderelection: freed a shard whose record names this session, which has not held it for a lease duration",
 				"shard", c.name, "term", c.prev)
@@ -587,70 +285,4 @@ func (g *shardManager) freeStrays() {
 			o.logger.Debug("leaderelection: could not free a stray shard; the next listing tries again", "shard", c.name, "error", err)
 		}
 	}
-}
-
-// unclaim ends a claim of shard name that starts no func.
-func (o *ShardOwner) unclaim(name string) {
-	o.mu.Lock()
-	delete(o.claiming, name)
-	o.mu.Unlock()
-}
-
-// noteOwner records a claim of this session in owners (claims run in
-// parallel).
-func (l *shardListing) noteOwner(name string, h shardHolder) {
-	l.ownersMu.Lock()
-	defer l.ownersMu.Unlock()
-	l.owners[name] = h
-}
-
-// createShard creates a shard's blob, empty, if nobody has: a conditional
-// upload (If-None-Match: *), seeded with seed (marked as created again if
-// above 0). It returns the new blob's ETag; an error matching ErrLeaseHeld
-// if the blob exists already (another claim made it).
-func (o *ShardOwner) createShard(ctx context.Context, lm *BlobLeaseManager, seed int64) (azcore.ETag, error) {
-	etag, err := lm.blobClient.Create(ctx, blobstore.WriteOptions{
-		Call: blobstore.Call{Op: "create shard", Timeout: o.settings.claimTimeout(),
-			Held: []string{blobstore.BlobAlreadyExists, blobstore.ConditionNotMet, blobstore.LeaseIDMissing}},
-		Metadata: wire.CreateMetadata(wire.RoleShard, seed, time.Now()),
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if etag == "" {
-		return "", &StorageError{Op: "create shard", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return etag, nil
-}
-
-// acquireIfMatch takes the shard's infinite lease with lm's ID, if the blob's
-// ETag is still etag. ErrLeaseHeld: another holds it, or the blob changed.
-func (o *ShardOwner) acquireIfMatch(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) error {
-	// An answer with another lease ID than ours is an error of kind Held
-	// (the storage package checks it).
-	_, err := lm.blobClient.AcquireLease(ctx, blobstore.AcquireOptions{
-		Call: blobstore.Call{Op: "acquire shard lease", Timeout: o.settings.claimTimeout(),
-			Held: append([]string{blobstore.ConditionNotMet, blobstore.BlobNotFound}, heldCodes...)},
-		ID: lm.LeaseID(), Duration: blobstore.Infinite, IfMatch: etag,
-	})
-	return lm.wrap(err)
-}
-
-// writeShardRecord writes the shard's record under its lease, if the blob's
-// ETag is still etag, and returns the ETag it made. gen is the term of the
-// claiming session that the lease ID derives from (wire.ClaimLeaseID), 0 for
-// a transfer (wire.HandoffLeaseID).
-func (o *ShardOwner) writeShardRecord(ctx context.Context, lm *BlobLeaseManager, t Term, sessionID string, gen int64, etag azcore.ETag) (azcore.ETag, error) {
-	md := wire.ShardMetadata(wireTerm(t), o.settings.LeaseDuration, sessionID, gen)
-	written, err := lm.blobClient.SetMetadata(ctx, blobstore.SetMetadataOptions{
-		Call:     blobstore.Call{Op: "write shard record", Timeout: o.settings.claimTimeout(), Held: []string{blobstore.ConditionNotMet}, Lost: lostCodes},
-		Metadata: md, LeaseID: lm.LeaseID(), IfMatch: etag,
-	})
-	if err != nil {
-		return "", lm.wrap(err)
-	}
-	if written == "" {
-		return "", &StorageError{Op: "write shard record", Container: lm.container, Blob: lm.blob, detail: "the answer carried no ETag", kind: ErrTransient}
-	}
-	return written, nil
 }

@@ -25,15 +25,15 @@ import (
 func (o *ShardOwner) Healthy() error {
 	o.mu.Lock()
 	var bad *RecordError
-	for _, e := range o.bad {
+	for _, e := range o.ownership.bad {
 		if bad == nil || e.Blob < bad.Blob {
 			bad = e
 		}
 	}
-	nBad := len(o.bad)
-	sess := o.current
-	runs := make([]*shardRun, 0, len(o.runs))
-	for _, r := range o.runs {
+	nBad := len(o.ownership.bad)
+	sess := o.membership.current
+	runs := make([]*shardRun, 0, len(o.ownership.runs))
+	for _, r := range o.ownership.runs {
 		runs = append(runs, r)
 	}
 	o.mu.Unlock()
@@ -113,7 +113,7 @@ type ShardInfo struct {
 func (o *ShardOwner) Inspect(ctx context.Context) (ShardsInfo, error) {
 	defer func() {
 		if !o.running.Load() {
-			o.closeIdle()
+			o.storage.closeIdle()
 		}
 	}()
 	var info ShardsInfo

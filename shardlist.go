@@ -2,13 +2,10 @@ package leaderelection
 
 import (
 	"errors"
-	"math"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -16,62 +13,26 @@ import (
 // How a ShardOwner's session finds the free shards (shardclaim.go claims
 // them): a listing of every shard, which also stops the funcs of the shards
 // no longer its own and reports the records no term can follow; or, after a
-// death, the dead sessions' lists (held.go).
-
-// shardHolder is who held a shard, by a listing.
-type shardHolder struct {
-	session string
-	etag    azcore.ETag
-	term    int64
-}
-
-// shardListing is what a session's last listing of the shards told, and
-// when it lists them again. Touched only by the session's goroutine but
-// owners, which ownersMu guards.
-type shardListing struct {
-	strayAt   time.Time // when to look for leases nobody counts, if fewer shards than the set stay held
-	lastList  time.Time
-	listTook  time.Duration
-	listers   int                      // other live sessions below their share, by their records
-	anomalies map[string]unleasedSince // leased shards without a live holder to name: since when their ETag stands
-	lostNow   map[string][]string      // shards a listing found lost, by why (see reportLost)
-
-	// owners is who held each shard by the last listing (and this
-	// session's own claims since): when a session dies, its shards are
-	// claimed from here, without a listing of every shard.
-	owners   map[string]shardHolder
-	ownersAt time.Time  // when the listing owners comes from started
-	ownersMu sync.Mutex // claims and adoptions write owners in parallel
-	// The view of the sessions (who is live, what each holds) settles
-	// after ownership moved; the shards are then listed once, at a random
-	// moment, so that owners is fresh for the next death.
-	viewSig   string
-	viewSince time.Time
-	settleAt  time.Time
-	settled   bool
-	// listNotBefore delays this instance's listing of the shards to its
-	// turn, after a death.
-	listNotBefore time.Time
-}
+// death, the dead sessions' lists (heldlist.go).
 
 // takeFromDead makes the candidates the shards that the sessions that just
-// died held, by their lists (held.go), with no listing of every shard: each
+// died held, by their lists (heldlist.go), with no listing of every shard: each
 // to be taken by a change of its lease's ID from the one the dead session
 // derived, If-Match the ETag of that session's record (see claimOne). If a list cannot
 // be read, it lists at once instead, out of turn; so it does, once its part
 // of the dead sessions' shards is claimed, if it is still short (see claim):
 // a shard a dead session claimed after it last wrote its list is found that
 // way.
-func (g *shardManager) takeFromDead(view sessionView, n int) {
-	o := g.o
+func (sm *shardManager) takeFromDead(view sessionView, n int) {
+	o := sm.o
 	dead := map[string]bool{}
 	found := map[string]candidate{}
 	for _, id := range view.died {
 		dead[id] = true
-		entries, err := o.readHeld(g.ctx, id)
+		entries, err := o.readHeld(sm.ctx, id)
 		if err != nil {
 			o.logger.Debug("leaderelection: could not read which shards a dead session held; listing them", "session", id, "error", err)
-			g.stale, g.listNotBefore = true, time.Time{}
+			sm.candidates.stale, sm.balancing.plan.ListNotBefore = true, time.Time{}
 			return
 		}
 		for _, e := range entries {
@@ -82,13 +43,13 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	// the same candidates alike. (What its last listing showed the dead
 	// sessions holding may be older, and differ from one survivor to
 	// another: their parts then overlapped, and most came up short.)
-	g.ownersMu.Lock()
-	for name, h := range g.owners {
+	sm.shardListing.ownersMu.Lock()
+	for name, h := range sm.shardListing.owners {
 		if dead[h.session] {
-			delete(g.owners, name)
+			delete(sm.shardListing.owners, name)
 		}
 	}
-	g.ownersMu.Unlock()
+	sm.shardListing.ownersMu.Unlock()
 	// Each survivor's room is its share less what it holds, by the
 	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
@@ -98,38 +59,38 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 	// is less. The survivors then usually assign the dead sessions' shards
 	// alike, in disjoint parts that cover them all. Where their rooms
 	// differ, claims are conditional, and a survivor left short lists.
-	g.deathFor = strings.Join(view.live, ",")
-	g.deathRoom = make(map[string]int, len(view.live))
+	sm.candidates.deathFor = strings.Join(view.live, ",")
+	sm.candidates.deathRoom = make(map[string]int, len(view.live))
 	for _, id := range view.live {
 		holds := view.owned[id]
-		if before, ok := g.prevOwned[id]; ok {
+		if before, ok := sm.balancing.prevOwned[id]; ok {
 			holds = min(holds, before)
 		}
-		if id == g.s.id {
+		if id == sm.s.id {
 			holds = o.ownedCount()
 		}
-		g.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
+		sm.candidates.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
 	}
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
 	for name, c := range found {
-		if !o.set[name] {
+		if !o.membership.set[name] {
 			continue
 		}
 		freed = append(freed, name)
-		g.cands[name] = c
+		sm.candidates.cands[name] = c
 		// Free from now: a time left from the last listing, long ago,
 		// when the shard was free before the dead session took it, made
 		// it anyone's at once, and the survivors done with their parts
 		// took the others', left them short and listing (16 s, five at
 		// once, on a busy account).
-		g.freeSince[name] = now
+		sm.candidates.freeSince[name] = now
 	}
 	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
-	g.stale, g.part, g.fromDeath, g.probed, g.fromListing = false, nil, true, false, false
+	sm.candidates.stale, sm.candidates.part, sm.candidates.fromDeath, sm.balancing.plan.Probed, sm.candidates.fromListing = false, nil, true, false, false
 }
 
 // listShards lists the shards and keeps, as candidates to claim, every shard
@@ -138,22 +99,22 @@ func (g *shardManager) takeFromDead(view sessionView, n int) {
 // listing shows held by another (which should never happen), and times the
 // leases that name no live holder. It runs as steps, in this order, over
 // what the listing found (shardScan).
-func (g *shardManager) listShards(view sessionView) error {
-	g.reportTook()
-	sc, err := g.readShards()
+func (sm *shardManager) listShards(view sessionView) error {
+	sm.reportTook()
+	sc, err := sm.readShards()
 	if err != nil {
 		return err
 	}
-	if g.sessionBlobGone() {
-		g.o.sawDeletion("a listing of the shards found this session's blob gone")
+	if sm.sessionBlobGone() {
+		sm.o.sawDeletion("a listing of the shards found this session's blob gone")
 		return errSessionGone
 	}
-	g.judgeShards(sc, view)
-	if err := g.lookUpUnknown(sc); err != nil {
+	sm.judgeShards(sc, view)
+	if err := sm.lookUpUnknown(sc); err != nil {
 		return err
 	}
-	g.noteMissing(sc)
-	g.keepScan(sc, view)
+	sm.noteMissing(sc)
+	sm.keepScan(sc, view)
 	return nil
 }
 
@@ -162,9 +123,9 @@ func (g *shardManager) listShards(view sessionView) error {
 // blob is never created again, so it goes only with the container, and a
 // session that has not noticed that yet (its renewal failing on the
 // silence, or not yet sent) must claim nothing on a listing of the
-// container created again (vanished.go). One request a listing.
-func (g *shardManager) sessionBlobGone() bool {
-	info, err := g.s.term.blob().Inspect(g.ctx)
+// container created again (shardfloors.go). One request a listing.
+func (sm *shardManager) sessionBlobGone() bool {
+	info, err := sm.s.term.blob().Inspect(sm.ctx)
 	return err == nil && !info.Exists
 }
 
@@ -184,20 +145,20 @@ type shardScan struct {
 	anomalies map[string]unleasedSince
 	bad       map[string]*RecordError
 	terms     map[string]int64
-	peers     map[string]bool // see peersOf
+	peers     map[string]bool // see sameSetPeers
 }
 
 // readShards lists the shards of the set, and those this instance runs.
-func (g *shardManager) readShards() (*shardScan, error) {
-	o := g.o
+func (sm *shardManager) readShards() (*shardScan, error) {
+	o := sm.o
 	sc := &shardScan{start: time.Now()}
 	o.mu.Lock()
-	sc.set = make(map[string]bool, len(o.set))
-	for n := range o.set {
+	sc.set = make(map[string]bool, len(o.membership.set))
+	for n := range o.membership.set {
 		sc.set[n] = true
 	}
 	o.mu.Unlock()
-	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if sc.set[l.name] {
 			sc.entries = append(sc.entries, l)
 		} else if o.isRunning(l.name) {
@@ -205,14 +166,14 @@ func (g *shardManager) readShards() (*shardScan, error) {
 		}
 	}); err != nil {
 		if errors.Is(err, errContainerGone) {
-			// And this session's blob with it (vanished.go).
+			// And this session's blob with it (shardfloors.go).
 			o.sawDeletion("a listing of the shards found the container gone")
 			return nil, errSessionGone
 		}
 		return nil, err
 	}
-	g.lastList = time.Now()
-	g.listTook = g.lastList.Sub(sc.start)
+	sm.balancing.plan.LastList = time.Now()
+	sm.balancing.plan.ListTook = sm.balancing.plan.LastList.Sub(sc.start)
 	return sc, nil
 }
 
@@ -220,8 +181,8 @@ func (g *shardManager) readShards() (*shardScan, error) {
 // that found: it times the anomalies, raises the floors of the terms,
 // adopts the shards handed to it, and reports the records no term can
 // follow.
-func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
-	o := g.o
+func (sm *shardManager) judgeShards(sc *shardScan, view sessionView) {
+	o := sm.o
 	sc.owners = make(map[string]shardHolder, len(sc.entries))
 	live := map[string]bool{}
 	for _, id := range view.live {
@@ -232,28 +193,28 @@ func (g *shardManager) judgeShards(sc *shardScan, view sessionView) {
 	sc.anomalies = map[string]unleasedSince{}
 	sc.bad = map[string]*RecordError{}
 	sc.terms = make(map[string]int64, len(sc.entries))
-	sc.peers = g.peersOf(view)
+	sc.peers = sm.sameSetPeers(view)
 	for _, l := range sc.entries {
-		g.judgeShard(sc, l, live)
+		sm.judgeShard(sc, l, live)
 	}
-	g.anomalies = sc.anomalies
+	sm.shardListing.anomalies = sc.anomalies
 	if sc.strays {
 		// Look again once they have stood a lease duration (see
 		// freeStrays), not at the next look for strays, minutes away.
-		g.strayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
+		sm.balancing.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
 	o.seeTerms(sc.terms)
-	g.adopt(sc.adopt)
+	sm.adopt(sc.adopt)
 	o.noteBadShards(sc.bad)
 }
 
 // judgeShard judges one shard listed: held by this session, free, leased
 // by a live session, by a dead one, by one the listing of the sessions did
 // not show, or by no live holder's record.
-func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool) {
-	o := g.o
+func (sm *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool) {
+	o := sm.o
 	sc.seen[l.name] = true
-	g.checkHeld(l, sc.start)
+	sm.checkHeld(l, sc.start)
 	if !sc.set[l.name] {
 		return
 	}
@@ -276,38 +237,38 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 		sc.cands = append(sc.cands, c)
 	case l.info.State != stateLeased:
 		// Breaking: an operator's break, which ends by itself.
-	case l.session == "" || l.session == g.s.id:
+	case l.session == "" || l.session == sm.s.id:
 		// Leased with no record, or with this session's record but
 		// not held by this session: a claim that failed, or one in
 		// flight. Its holder has not started a func for it (that
 		// needs its own record), so a break is safe; wait until its
 		// ETag has stood a lease duration, not to fight a live claim.
-		if l.session == g.s.id && o.holds(l.name) {
+		if l.session == sm.s.id && o.holds(l.name) {
 			return
 		}
-		if l.session == g.s.id && !g.recorded(l.name, l.info.Leader.Number) {
+		if l.session == sm.s.id && !sm.ownTerms.recorded(l.name, l.info.Leader.Number) {
 			// Recorded for this session by another: handed to it
 			// (handoff.go), its note lost or not read yet. Adopt it
 			// on that condition; if the lease has another ID (the
 			// giver's change failed), it is timed as below.
 			sc.adopt = append(sc.adopt, handed{name: l.name, term: l.info.Leader.Number, etag: l.info.ETag})
 		}
-		a, ok := g.anomalies[l.name]
+		a, ok := sm.shardListing.anomalies[l.name]
 		if !ok || a.etag != l.info.ETag {
 			a = unleasedSince{etag: l.info.ETag, since: l.info.Received}
 		}
 		sc.anomalies[l.name] = a
-		if l.session == g.s.id {
+		if l.session == sm.s.id {
 			sc.strays = true
 		}
 		if time.Since(a.since) >= o.settings.LeaseDuration {
-			c.leased, c.ours = true, l.session == g.s.id
+			c.leased, c.ours = true, l.session == sm.s.id
 			sc.cands = append(sc.cands, c)
 		}
 	case live[l.session]:
 		// Held by a live session.
 	default:
-		if _, dead := g.watch.dead[l.session]; dead {
+		if _, dead := sm.watch.dead[l.session]; dead {
 			c.leased, c.dead = true, true
 			sc.cands = append(sc.cands, c)
 			return
@@ -319,15 +280,15 @@ func (g *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool)
 // lookUpUnknown looks up the sessions the shards name that the listing of
 // the sessions did not show: one started since (its shards are held) or
 // one whose blob is gone (dead).
-func (g *shardManager) lookUpUnknown(sc *shardScan) error {
-	o := g.o
+func (sm *shardManager) lookUpUnknown(sc *shardScan) error {
+	o := sm.o
 	lookups := 0
 	for id, ls := range sc.unknown {
 		if lookups == lookupsPerList {
 			break
 		}
 		lookups++
-		dead, err := o.sessionState(g.ctx, g.watch, id)
+		dead, err := o.sessionState(sm.ctx, sm.watch, id)
 		if err != nil {
 			if errors.Is(err, ErrPermanent) {
 				return err
@@ -345,8 +306,8 @@ func (g *shardManager) lookUpUnknown(sc *shardScan) error {
 
 // noteMissing takes the shards of the set the listing did not show as
 // free (no blob yet), and stops the runs whose blob it did not show.
-func (g *shardManager) noteMissing(sc *shardScan) {
-	o := g.o
+func (sm *shardManager) noteMissing(sc *shardScan) {
+	o := sm.o
 	for name := range sc.set {
 		if !sc.seen[name] {
 			sc.cands = append(sc.cands, candidate{name: name})
@@ -355,173 +316,87 @@ func (g *shardManager) noteMissing(sc *shardScan) {
 	// Runs the listing did not show at all: their blob is gone.
 	o.mu.Lock()
 	var gone []*shardRun
-	for name, r := range o.runs {
+	for name, r := range o.ownership.runs {
 		if !sc.seen[name] && sc.set[name] && r.claimed.Before(sc.start) {
 			gone = append(gone, r)
 		}
 	}
 	o.mu.Unlock()
 	for _, r := range gone {
-		g.lost(r, "its blob is gone")
+		sm.lost(r, "its blob is gone")
 	}
-	g.reportLost()
+	sm.reportLost()
 }
 
 // keepScan makes the listing's free shards the candidates, and its owners
 // those to take a dead session's shards from.
-func (g *shardManager) keepScan(sc *shardScan, view sessionView) {
-	o := g.o
-	g.cands = make(map[string]candidate, len(sc.cands))
+func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
+	o := sm.o
+	sm.candidates.cands = make(map[string]candidate, len(sc.cands))
 	freeSince := make(map[string]time.Time, len(sc.cands))
 	for _, c := range sc.cands {
-		g.cands[c.name] = c
-		if at, ok := g.freeSince[c.name]; ok {
+		sm.candidates.cands[c.name] = c
+		if at, ok := sm.candidates.freeSince[c.name]; ok {
 			freeSince[c.name] = at
 		} else {
 			freeSince[c.name] = sc.start
 		}
 	}
-	g.ownersMu.Lock()
-	g.owners = sc.owners
-	g.ownersMu.Unlock()
-	g.freeSince, g.stale, g.ownersAt, g.part, g.probed, g.fromListing = freeSince, false, sc.start, nil, false, true
-	g.deathRoom, g.fromDeath = nil, false
-	o.counts.sawListing(sc.start, g.cands, sc.anomalies, sc.bad)
-	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", g.listTook.Round(time.Millisecond),
+	sm.shardListing.ownersMu.Lock()
+	sm.shardListing.owners = sc.owners
+	sm.shardListing.ownersMu.Unlock()
+	sm.candidates.freeSince, sm.candidates.stale, sm.shardListing.ownersAt, sm.candidates.part, sm.balancing.plan.Probed, sm.candidates.fromListing = freeSince, false, sc.start, nil, false, true
+	sm.candidates.deathRoom, sm.candidates.fromDeath = nil, false
+	o.counts.sawListing(sc.start, sm.candidates.cands, sc.anomalies, sc.bad)
+	o.logger.Debug("leaderelection: listed the shards", "prefix", o.prefix, "took", sm.balancing.plan.ListTook.Round(time.Millisecond),
 		"shards", len(sc.entries), "free", len(sc.cands), "liveSessions", len(view.live))
 }
 
 // checkHeld stops the func of a shard this session holds if a listing that
 // started after the claim shows the shard unleased or written by another:
 // only the lease's holder can write the blob.
-func (g *shardManager) checkHeld(l listed, start time.Time) {
-	o := g.o
+func (sm *shardManager) checkHeld(l listed, start time.Time) {
+	o := sm.o
 	o.mu.Lock()
-	r := o.runs[l.name]
+	r := o.ownership.runs[l.name]
 	o.mu.Unlock()
 	if r == nil || r.returned.Load() || !r.claimed.Before(start) {
 		return
 	}
 	switch {
 	case !l.info.Held():
-		g.lost(r, "its lease was broken or released")
+		sm.lost(r, "its lease was broken or released")
 	case l.info.ETag != r.etag:
-		g.lost(r, "another instance wrote its record")
+		sm.lost(r, "another instance wrote its record")
 	}
 }
 
 // lost stops now the func of a shard that a listing shows is no longer
 // this instance's; reportLost logs them, one line for each cause.
-func (g *shardManager) lost(r *shardRun, why string) {
+func (sm *shardManager) lost(r *shardRun, why string) {
 	if r.returned.Load() {
 		return
 	}
-	o := g.o
+	o := sm.o
 	err := &StorageError{Op: "list shards", Container: o.settings.Container, Blob: o.shardBlob(r.name),
 		detail: "the shard is no longer ours: " + why, kind: ErrLeaseLost}
 	o.logger.Debug("leaderelection: a shard this instance runs is no longer its own; its func is told to stop now",
 		"container", o.settings.Container, "shard", r.name, "term", r.term.Number, "why", why)
-	if g.lostNow == nil {
-		g.lostNow = map[string][]string{}
+	if sm.shardListing.lostNow == nil {
+		sm.shardListing.lostNow = map[string][]string{}
 	}
-	g.lostNow[why] = append(g.lostNow[why], r.name)
+	sm.shardListing.lostNow[why] = append(sm.shardListing.lostNow[why], r.name)
 	r.ts.stopNow(&leaseLostError{err: err})
 }
 
 // reportLost logs the shards a listing found lost, at Error: one line for
 // each cause, with how many and the first few.
-func (g *shardManager) reportLost() {
-	for why, names := range g.lostNow {
+func (sm *shardManager) reportLost() {
+	for why, names := range sm.shardListing.lostNow {
 		slices.Sort(names)
-		o := g.o
+		o := sm.o
 		o.logger.Error("leaderelection: shards this instance ran are no longer its own; their funcs are told to stop now (were their leases broken by hand?)",
 			"container", o.settings.Container, "prefix", o.prefix, "count", len(names), "shards", names[:min(5, len(names))], "why", why)
 	}
-	g.lostNow = nil
-}
-
-// isRunning reports whether this instance runs name's func.
-func (o *ShardOwner) isRunning(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.runs[name] != nil
-}
-
-// shardProblem is what keeps a shard's blob, as listed, from being claimed or
-// broken by this owner: nil if nothing. A fixed (native) lease is never a
-// shard's, and followers never break one; another role's blob is another
-// owner's; and a term number that does not read, or cannot grow, is not
-// continued (a fencing token never repeats or goes down).
-func (o *ShardOwner) shardProblem(l listed) *RecordError {
-	blob := o.shardBlob(l.name)
-	switch {
-	case l.rec.Role != "" && l.rec.Role != wire.RoleShard:
-		return foreignRole(o.settings.Container, blob, BlobRole(l.rec.Role), RoleShard)
-	case l.info.Held() && l.info.Kind == NativeLease:
-		return &RecordError{Container: o.settings.Container, Blob: blob, Key: "x-ms-lease-duration", Value: string(l.info.Duration),
-			Rule: "is a fixed (native) lease, which no shard holds: another owner's (a mutex's?), never broken"}
-	case l.rec.TermBad:
-		return l.rec.problem
-	case l.info.Leader.Number == math.MaxInt64 && !(l.info.Held() && l.session != ""):
-		return termCannotGrow(o.settings.Container, blob, l.info.Leader.Number)
-	}
-	return nil
-}
-
-// noteBadShards replaces the shards found unclaimable by the last listing,
-// logging each at Error once for each value, and those repaired since.
-func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
-	o.mu.Lock()
-	old := o.bad
-	o.bad = bad
-	o.mu.Unlock()
-	for name, p := range bad {
-		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {
-			o.logBadShard(name, p)
-		}
-	}
-	for name := range old {
-		if _, ok := bad[name]; !ok {
-			o.logReadsAgain(name)
-		}
-	}
-}
-
-// sawShard notes what one read of a shard's blob (not a listing) tells of
-// its record: p, the problem no term can follow, or nil. Each is reported
-// as noteBadShards reports a listing's: a problem once for each value, a
-// repair once.
-func (o *ShardOwner) sawShard(name string, p *RecordError) {
-	o.mu.Lock()
-	old, was := o.bad[name]
-	if p != nil {
-		o.bad[name] = p
-	} else {
-		delete(o.bad, name)
-	}
-	o.mu.Unlock()
-	switch {
-	case p != nil && (!was || old.Key != p.Key || old.Value != p.Value):
-		o.logBadShard(name, p)
-	case p == nil && was:
-		o.logReadsAgain(name)
-	}
-}
-
-func (o *ShardOwner) logReadsAgain(name string) {
-	o.logger.Info("leaderelection: a shard's blob reads again; it is claimed as any other",
-		"container", o.settings.Container, "shard", name)
-}
-
-// noteBadShard adds one shard found unclaimable outside a listing.
-func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
-	o.mu.Lock()
-	o.bad[name] = p
-	o.mu.Unlock()
-	o.logBadShard(name, p)
-}
-
-func (o *ShardOwner) logBadShard(name string, p *RecordError) {
-	o.logger.Error("leaderelection: a shard cannot run: its blob's record cannot be built on; repair it (leaderctl repair)",
-		"container", p.Container, "blob", p.Blob, "shard", name, "key", p.Key, "value", p.Value, "error", p)
+	sm.shardListing.lostNow = nil
 }

@@ -33,20 +33,20 @@ import (
 // session is back where it was. The count cannot tell which shards came
 // back: a handover received while such shards wait out their cooldown may
 // be counted as theirs, and is then told at Info by the session that gave
-// it. So are the shards a peer released (peersOf): one whose func returned
+// it. So are the shards a peer released (sameSetPeers): one whose func returned
 // while this session took the shard first, its own still cooling down (so
 // two sessions trade such shards round after round); or one the peer
 // tells of, at Info if it is news.
-func (g *shardManager) reportTook() bool {
-	took := g.took.Swap(0)
-	freed := min(g.tookFreed.Swap(0), took)
+func (sm *shardManager) reportTook() bool {
+	took := sm.candidates.took.Swap(0)
+	freed := min(sm.candidates.tookFreed.Swap(0), took)
 	if took == 0 {
 		return false
 	}
-	o := g.o
+	o := sm.o
 	o.mu.Lock()
-	running, share := len(o.runs), o.target
-	returned := o.stopped[ReasonFuncReturned]
+	running, share := len(o.ownership.runs), o.membership.target
+	returned := o.ownership.stopped[ReasonFuncReturned]
 	routine := took-freed <= int64(returned)
 	left := returned
 	if routine {
@@ -55,12 +55,12 @@ func (g *shardManager) reportTook() bool {
 	// No more of the others can come back than this session's shards still
 	// waiting out their cooldown (claim forgets a shard's as it picks it):
 	// one that another session took stays there.
-	left = min(left, len(o.cooldown))
+	left = min(left, len(o.ownership.cooldown))
 	if left != returned {
-		o.stoppedSeen -= returned - left // no run stopped: nothing to settle
-		o.stopped[ReasonFuncReturned] = left
+		o.ownership.stoppedSeen -= returned - left // no run stopped: nothing to settle
+		o.ownership.stopped[ReasonFuncReturned] = left
 		if left == 0 {
-			delete(o.stopped, ReasonFuncReturned)
+			delete(o.ownership.stopped, ReasonFuncReturned)
 		}
 	}
 	o.mu.Unlock()
@@ -80,9 +80,9 @@ func (g *shardManager) reportTook() bool {
 // it for a receiver of a joiner's share, and the joiner, counting every
 // session short, read no notes (the handover tests saw both, after a cold
 // start: the joiner's last shards came 31 s late).
-func (g *shardManager) recordSoon() {
+func (sm *shardManager) recordSoon() {
 	select {
-	case g.s.term.hooks.renewSoon <- make(chan error, 1):
+	case sm.s.term.hooks.renewSoon <- make(chan error, 1):
 	default:
 	}
 }
@@ -101,7 +101,7 @@ func (w *ownership) stoppedRun(reason StopReason) {
 func (o *ShardOwner) reportSlow() {
 	o.mu.Lock()
 	n, oldest := 0, time.Time{}
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
 			continue
 		}
@@ -130,23 +130,23 @@ func (o *ShardOwner) reportSlow() {
 func (o *ShardOwner) reportStopped(final bool) {
 	o.mu.Lock()
 	n := 0
-	for _, c := range o.stopped {
+	for _, c := range o.ownership.stopped {
 		n += c
 	}
-	settling := n != o.stoppedSeen
-	o.stoppedSeen = n
-	for _, r := range o.runs {
+	settling := n != o.ownership.stoppedSeen
+	o.ownership.stoppedSeen = n
+	for _, r := range o.ownership.runs {
 		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
 	}
-	routine := len(o.stopped) == 1 && o.stopped[ReasonFuncReturned] > 0
+	routine := len(o.ownership.stopped) == 1 && o.ownership.stopped[ReasonFuncReturned] > 0
 	if (settling || routine) && !final {
 		o.mu.Unlock()
 		return
 	}
-	o.stoppedSeen = 0
-	stopped := o.stopped
-	o.stopped = nil
-	running := len(o.runs)
+	o.ownership.stoppedSeen = 0
+	stopped := o.ownership.stopped
+	o.ownership.stopped = nil
+	running := len(o.ownership.runs)
 	o.mu.Unlock()
 	if len(stopped) == 0 {
 		return
@@ -166,29 +166,4 @@ func (o *ShardOwner) reportStopped(final bool) {
 	slices.Sort(reasons)
 	o.logger.Log(context.Background(), level, "leaderelection: stopped shards", "container", o.settings.Container, "prefix", o.prefix,
 		"count", n, "reasons", strings.Join(reasons, ", "), "running", running)
-}
-
-// peersOf is the live sessions of view, this one aside, that run this
-// session's set and are not leaving: a shard one of them released (its
-// lease available under its record) is one whose func returned, or whose
-// release that session reports itself (a removal, a handover that failed:
-// reportStopped), so a take of it is no news of this session's.
-func (g *shardManager) peersOf(view sessionView) map[string]bool {
-	g.o.mu.Lock()
-	digest := g.o.digest
-	g.o.mu.Unlock()
-	peers := map[string]bool{}
-	for _, id := range view.live {
-		if id != g.s.id && view.set[id] == digest && !view.leave[id] {
-			peers[id] = true
-		}
-	}
-	return peers
-}
-
-// releasedBy reports whether a free shard listed (l) was released by one of
-// peers: its lease available (not broken, never taken) under a peer's
-// record.
-func (l listed) releasedBy(peers map[string]bool) bool {
-	return l.info.State == stateAvailable && peers[l.session]
 }

@@ -3,7 +3,6 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"sync"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/clock"
@@ -13,41 +12,12 @@ import (
 // sessions, balances, claims and hands over, and runs the shards, until the
 // session ends; and what it keeps from one pass to the next (shardManager).
 
-// shardManager is one session's loop: it balances, claims, hands over, and runs
-// the shards. Its fields are touched only by the session's goroutine.
-type shardManager struct {
-	o         *ShardOwner
-	s         *session
-	ctx       context.Context // the session func's context: please stop, or stop now
-	shardsCtx context.Context // parent of every shard func's own context
-	stopNow   context.Context // the session's lease context
-	runs      sync.WaitGroup  // shard runs, until their release is done
-	funcs     sync.WaitGroup  // shard funcs, until they return
-	// releases bounds every release of a shard's lease: derived from
-	// stopNow, and ended RequestTimeout after the last shard func returned
-	// as the session ends (see manage). endReleases ends it.
-	releases    context.Context
-	endReleases context.CancelFunc
-	watch       *sessionWatch
-	begun       bool             // mayRun said yes: the session runs shards (see begin)
-	toldBehind  bool             // mayRun said why not, once
-	deadline    func() time.Time // the session's safety deadline
-	fuse        *safetyFuse      // the session's: no shard func starts once it is past
-
-	candidates   // the free shards, and this session's part of them (shardclaim.go)
-	shardListing // the last listing of the shards, and when to list again (shardlist.go)
-	balancing    // what balance remembers from one pass to the next (balance.go)
-	handoffs     // the shards handed straight on, and to this session (handoff.go)
-	ownTerms     // the terms this session recorded, or adopted, for itself (handoff.go)
-	heldList     // the list of the shards this session holds (held.go)
-}
-
 // manage is a session's func (its term runs it under the session's lease): it
 // runs the shards until the session's context ends, then stops them all and
 // returns once every shard func has returned and its lease is released.
 func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	state, _ := ctx.Value(termKey{}).(*termState)
-	g := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(),
+	sm := &shardManager{o: o, s: s, ctx: ctx, stopNow: LeaseContext(ctx), watch: newSessionWatch(),
 		shardListing: shardListing{anomalies: map[string]unleasedSince{}, owners: map[string]shardHolder{}},
 		candidates:   candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}},
 		balancing:    balancing{grewAt: map[string]time.Time{}, lastOwned: map[string]int{}},
@@ -60,15 +30,15 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	// and, when the caller ends Run, only once the session has handed on
 	// what it could (leave).
 	shardsCtx, stopShards := context.WithCancelCause(context.WithoutCancel(ctx))
-	defer context.AfterFunc(g.stopNow, func() { stopShards(context.Cause(g.stopNow)) })()
-	g.shardsCtx = shardsCtx
+	defer context.AfterFunc(sm.stopNow, func() { stopShards(context.Cause(sm.stopNow)) })()
+	sm.shardsCtx = shardsCtx
 	if t, ok := TermFromContext(ctx); ok {
-		g.gen = t.Number
+		sm.sessionTerm = t.Number
 	}
-	g.releases, g.endReleases = context.WithCancel(g.stopNow)
-	defer g.endReleases()
+	sm.releases, sm.endReleases = context.WithCancel(sm.stopNow)
+	defer sm.endReleases()
 	o.mu.Lock()
-	o.current = s
+	o.membership.current = s
 	o.mu.Unlock()
 	defer func() {
 		cause := context.Cause(ctx)
@@ -83,12 +53,12 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		// With a lease ID file, the caller's cancel keeps the session and
 		// its shards for the next process (sessionfile.go): nothing is
 		// handed on, and no shard is released.
-		g.s.keep.Store(g.s.term.hooks.ending != nil && err == nil && !o.panicking() && g.stopNow.Err() == nil)
-		if err == nil && !o.panicking() && g.stopNow.Err() == nil && !g.s.keep.Load() {
-			g.leave()
+		sm.s.keep.Store(sm.s.term.hooks.ending != nil && err == nil && !o.panicking() && sm.stopNow.Err() == nil)
+		if err == nil && !o.panicking() && sm.stopNow.Err() == nil && !sm.s.keep.Load() {
+			sm.leave()
 		}
 		stopShards(cause)
-		g.watching.Wait() // adopts no more
+		sm.handoffs.watching.Wait() // adopts no more
 		// Once every shard func has returned, the releases have one
 		// RequestTimeout in all, whatever the number of shards: those of
 		// the shards just stopped, then the leftovers. A release not sent
@@ -97,17 +67,17 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		// record of ours names, that a claimer breaks after a lease
 		// duration. The session's own release follows, in a window of its
 		// own (the term's end: termrun.go, endWindow).
-		g.funcs.Wait()
-		cut := time.AfterFunc(o.settings.RequestTimeout, g.endReleases)
+		sm.funcs.Wait()
+		cut := time.AfterFunc(o.settings.RequestTimeout, sm.endReleases)
 		defer cut.Stop()
-		g.runs.Wait()
-		g.endHeld()
-		close(g.out.closed) // every transfer has posted its note
-		g.pacing.Wait()
-		g.releaseLeftovers(g.releases)
-		g.reportTook()
+		sm.runs.Wait()
+		sm.endHeld()
+		close(sm.handoffs.out.closed) // every transfer has posted its note
+		sm.handoffs.pacing.Wait()
+		sm.releaseLeftovers(sm.releases)
+		sm.reportTook()
 		o.reportStopped(true)
-		switch c := context.Cause(g.stopNow); {
+		switch c := context.Cause(sm.stopNow); {
 		case c == nil:
 		case gone(c):
 			o.sawDeletion("the session's renewal found its blob gone")
@@ -115,37 +85,37 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 			o.sawCutOff()
 		}
 		o.mu.Lock()
-		o.current = nil
+		o.membership.current = nil
 		if err != nil && !errors.Is(err, errSessionGone) {
-			o.mgrErr = err
+			o.ownership.mgrErr = err
 		}
-		p, panicked := o.panicked, o.panicSet
-		o.panicked, o.panicSet = nil, false
+		p, panicked := o.ownership.panicked, o.ownership.panicSet
+		o.ownership.panicked, o.ownership.panicSet = nil, false
 		o.mu.Unlock()
 		if panicked {
 			panic(p)
 		}
 	}()
-	o.reached.Store(true)
-	o.hadRecord.Store(true)
-	g.pacing.Add(1)
-	go g.deliver(g.releases)
-	g.pacing.Add(1)
-	go g.warm(g.releases)
-	return g.loop()
+	o.storage.reached.Store(true)
+	o.fleetMemory.hadRecord.Store(true)
+	sm.handoffs.pacing.Add(1)
+	go sm.deliver(sm.releases)
+	sm.handoffs.pacing.Add(1)
+	go sm.warm(sm.releases)
+	return sm.loop()
 }
 
 // begin starts what a session does once it may run shards (mayRun): a
 // resumed session first takes back the shards its previous process held
 // (takeBack), before it claims or adopts anything; then it reads the notes
 // of the shards handed to it.
-func (g *shardManager) begin() {
-	g.begun = true
-	if g.s.resumed {
-		g.takeBack()
+func (sm *shardManager) begin() {
+	sm.begun = true
+	if sm.s.resumed {
+		sm.takeBack()
 	}
-	g.watching.Add(1)
-	go g.watchNotes()
+	sm.handoffs.watching.Add(1)
+	go sm.watchNotes()
 }
 
 // mayRun reports whether this session may run shards yet: once every other
@@ -154,50 +124,44 @@ func (g *shardManager) begin() {
 // listed declared). Until then this session claims, adopts and takes back
 // nothing. A deletion of the container makes every instance that saw it
 // wait for the longest lease duration it knows before it claims a shard
-// blob created again (vanished.go): every instance live when this session
+// blob created again (shardfloors.go): every instance live when this session
 // began to run shards knows this session's, so none claims one before this
 // session's shard funcs have stopped. Sessions of one lease duration never
 // wait: each knows its own. A record of an older version, which does not
 // say, is not waited for.
-func (g *shardManager) mayRun(view sessionView) bool {
-	D := g.o.settings.LeaseDuration
+func (sm *shardManager) mayRun(view sessionView) bool {
+	D := sm.o.settings.LeaseDuration
 	var behind []string
 	for _, id := range view.live {
-		if k, ok := view.knows[id]; ok && id != g.s.id && k < D {
+		if k, ok := view.knows[id]; ok && id != sm.s.id && k < D {
 			behind = append(behind, id)
 		}
 	}
 	if len(behind) == 0 {
 		return true
 	}
-	if !g.toldBehind {
-		g.toldBehind = true
-		g.o.logger.Info("leaderelection: this session's lease duration is longer than other live sessions' instances know of; it runs no shard until their records say they know it",
-			"container", g.o.settings.Container, "prefix", g.o.prefix, "leaseDuration", D, "sessions", behind)
+	if !sm.toldBehind {
+		sm.toldBehind = true
+		sm.o.logger.Info("leaderelection: this session's lease duration is longer than other live sessions' instances know of; it runs no shard until their records say they know it",
+			"container", sm.o.settings.Container, "prefix", sm.o.prefix, "leaseDuration", D, "sessions", behind)
 	}
 	return false
 }
 
-func (o *ShardOwner) panicking() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.panicSet
-}
-
-func (g *shardManager) loop() error {
-	o, s := g.o, g.o.settings
+func (sm *shardManager) loop() error {
+	o, s := sm.o, sm.o.settings
 	var failing failureLog
 	backoff := s.RetryInterval
 	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
 	wait := time.Duration(0)
-	for o.pause(g.ctx, wait) && !o.panicking() {
+	for o.pause(sm.ctx, wait) && !o.panicking() {
 		wait = clock.Jitter(s.RetryInterval)
-		view, err := o.judgeSessions(g.ctx, g.s, g.watch, &wait)
-		if err == nil && !g.begun && g.mayRun(view) {
-			g.begin()
+		view, err := o.judgeSessions(sm.ctx, sm.s, sm.watch, &wait)
+		if err == nil && !sm.begun && sm.mayRun(view) {
+			sm.begin()
 		}
-		if err == nil && g.begun {
-			err = g.balance(view, &wait)
+		if err == nil && sm.begun {
+			err = sm.balance(view, &wait)
 		}
 		o.reportSlow()
 		o.reportStopped(false)
@@ -205,11 +169,11 @@ func (g *shardManager) loop() error {
 		case err == nil:
 			failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
 			backoff = s.RetryInterval
-		case g.ctx.Err() != nil:
+		case sm.ctx.Err() != nil:
 			return nil
 		case errors.Is(err, errSessionGone):
 			o.logger.Warn("leaderelection: this session's blob is gone with its container; ending the session", "container", s.Container, "prefix", o.prefix,
-				"session", g.s.id)
+				"session", sm.s.id)
 			return err
 		case errors.Is(err, ErrPermanent):
 			o.logger.Error("leaderelection: giving up: storage refused a request", "container", s.Container, "prefix", o.prefix, "error", err)

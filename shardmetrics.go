@@ -2,7 +2,6 @@ package leaderelection
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -11,52 +10,6 @@ import (
 
 // The metrics of ownership as a whole (shardCounters), and the shards that no
 // live session holds, as this instance last saw them (ownerless).
-
-// shardCounters are the metrics of ownership as a whole (see
-// [WithMeterProvider]), with the attributes leaderelection.container and
-// leaderelection.blob (the shards' prefix):
-//
-//	leaderelection.shards.owned        gauge     shards this instance holds and keeps: their func runs, not being given up
-//	leaderelection.shards.target       gauge     this instance's fair share
-//	leaderelection.sessions.live       gauge     live sessions, this one's included
-//	leaderelection.shards.unowned      gauge     shards of this instance's set that no live session holds, as it last saw them (see ownerless)
-//	leaderelection.shards.listing.age  gauge, s  seconds since this instance's last listing of the shards started, or the records counted every shard
-//	leaderelection.shards.claims       counter   claims by outcome (claimed|taken: from a dead session|handed: handed to it, adopted|resumed: taken back by a resumed session|held: lost the race|transient|permanent)
-//	leaderelection.shards.handovers    counter   shards handed over to balance the load
-//
-// The shards' terms are counted and timed by leaderelection.transitions and
-// leaderelection.term.stop_margin, without the shard's name: with thousands
-// of shards, a name per series would swamp a metrics backend. Events carry
-// the name. The session's renewals are timed by leaderelection.renew.duration
-// and leaderelection.renew.age, with the sessions' prefix as the blob.
-type shardCounters struct {
-	m         *metrics
-	owned     metric.Int64ObservableGauge
-	target    metric.Int64ObservableGauge
-	live      metric.Int64ObservableGauge
-	unowned   metric.Int64ObservableGauge
-	listAge   metric.Float64ObservableGauge
-	claims    metric.Int64Counter
-	handovers metric.Int64Counter
-	seen      *ownerless
-}
-
-// ownerless is the shards that no live session holds, as this instance last
-// saw them: by its last listing of the shards, the shards of its set with no
-// blob, no lease, a lease whose session is dead, a lease with no live
-// holder's record (a claim that failed half-way), or a record no term can
-// follow (see shardProblem); and, since that listing, less the shards it
-// claimed or lost the race for, plus the shards that sessions it saw die
-// held. Claims by other instances since are not seen until the next listing,
-// or until the sessions' records, standing still once ownership has settled,
-// count every shard of the set: then none is ownerless (sawAllHeld). Hence
-// listed: the count is as old as that. A shard stuck in it for longer than a
-// few RetryIntervals is a shard nobody runs.
-type ownerless struct {
-	mu     sync.Mutex
-	names  map[string]bool
-	listed time.Time // when the last listing started, or the records last counted every shard; zero before either
-}
 
 func newShardCounters(m *metrics) shardCounters {
 	c := shardCounters{m: m, seen: &ownerless{names: map[string]bool{}}}
@@ -81,8 +34,8 @@ func (c shardCounters) observe(o *ShardOwner) func() {
 	reg, err := c.m.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
 		owned := int64(o.ownedCount())
 		o.mu.Lock()
-		target, live := int64(o.target), int64(o.live)
-		unowned, listed := c.seen.count(o.set)
+		target, live := int64(o.membership.target), int64(o.membership.live)
+		unowned, listed := c.seen.count(o.membership.set)
 		o.mu.Unlock()
 		ob.ObserveInt64(c.owned, owned, metric.WithAttributeSet(c.m.attrs))
 		ob.ObserveInt64(c.target, target, metric.WithAttributeSet(c.m.attrs))

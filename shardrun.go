@@ -4,95 +4,25 @@ import (
 	"context"
 	"errors"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // How a shard's func runs on the instance that claimed it, and how it
 // stops and releases the shard.
 
-// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
-// of their funcs, the claims in flight, the shards it does not claim again
-// yet, the leases it must release, the shards whose record cannot be built
-// on; and how the runs ended, for the reports and for Run (a shard func's
-// panic, a manager's permanent error). Guarded by ShardOwner.mu.
-type ownership struct {
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	mgrErr      error                   // a permanent error that ended a session's manager
-	panicked    any                     // a shard func's panic, to propagate from Run
-	panicSet    bool
-}
-
-// shardRun is one run of a shard's func on this instance.
-type shardRun struct {
-	name    string
-	runner  *termRunner // the shard's lease (this claim's ID), its health and logger
-	term    Term
-	gen     int64       // the session term its lease ID derives from (wire.ClaimLeaseID); 0: handed to it (wire.HandoffLeaseID)
-	etag    azcore.ETag // the ETag our record gave the blob: any other means the shard is not ours
-	claimed time.Time   // when the record was confirmed
-	ts      termStop
-	state   *termState
-
-	leaving  bool          // asked to stop for a handover or a removal; under ShardOwner.mu
-	leftAt   time.Time     // when it was asked to; likewise
-	slowSaid bool          // reportSlow counted it; likewise
-	returned atomic.Bool   // its func has returned
-	to       *receiver     // the session it is handed to, if any; under ShardOwner.mu
-	done     chan struct{} // closed once it is released or handed on
-}
-
-// start runs the func of a shard just claimed, under two contexts as the
-// mutex's leader func (see the top of renew.go): its own, cancelled to ask
-// it to stop (the caller cancelled, a handover, a removal) or to stop now;
-// and its lease context, derived from the session's, cancelled only when
-// the shard may pass to another instance. It reports false, and releases
-// the shard, if the session is ending or the shard left the set meanwhile.
-func (g *shardManager) start(name string, lm *BlobLeaseManager, t Term, gen int64, etag azcore.ETag) bool {
-	o := g.o
-	state := &termState{}
-	leaderCtx, leaseCtx, ts := twoStages(g.shardsCtx, g.stopNow, state)
-	r := &shardRun{name: name, term: t, gen: gen, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
-	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
-	o.mu.Lock()
-	delete(o.claiming, name)
-	if !o.set[name] || g.shardsCtx.Err() != nil || g.s.leaving.Load() {
-		o.mu.Unlock()
-		r.ts.stopNow(errTermEnded)
-		g.releaseClaim(name, lm)
-		return false
-	}
-	o.runs[name] = r
-	o.mu.Unlock()
-	g.runs.Add(1)
-	g.funcs.Add(1)
-	go func() {
-		defer g.runs.Done()
-		g.run(r, leaderCtx, leaseCtx)
-	}()
-	return true
-}
-
 // run runs a shard's func, then releases the shard, however the func ends:
 // normally, or by a panic, which is handed to Run once the lease is
 // released.
-func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
-	o, s := g.o, g.o.settings
+func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
+	o, s := sm.o, sm.o.settings
 	m := r.runner
 	defer func() {
 		if p := recover(); p != nil {
 			o.mu.Lock()
-			if !o.panicSet {
-				o.panicked, o.panicSet = p, true
+			if !o.ownership.panicSet {
+				o.ownership.panicked, o.ownership.panicSet = p, true
 			}
 			o.mu.Unlock()
 			o.poke()
@@ -113,7 +43,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		funcEnd := time.Now()
 		r.returned.Store(true)
 		m.leading.Store(false)
-		expires := g.deadline().Add(s.StopMargin)
+		expires := sm.deadline().Add(s.StopMargin)
 		cause := context.Cause(leaseCtx)
 		ours := cause == nil // the shard's lease is still ours to give back
 		if cause == nil {
@@ -122,8 +52,8 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		close(funcDone)
 		r.ts.stopNow(errTermEnded)
 		watcher.Wait()
-		g.funcs.Done()
-		if ours && g.s.keep.Load() {
+		sm.funcs.Done()
+		if ours && sm.s.keep.Load() {
 			// Kept, with the session, for the next process (sessionfile.go).
 			ours = false
 		}
@@ -136,21 +66,21 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			o.mu.Lock()
 			to := r.to
 			o.mu.Unlock()
-			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !g.transfer(g.releases, r, *to) {
-				o.releaseShard(g.releases, r)
-				if g.s.leaving.Load() {
-					g.leftBehind(r)
+			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !sm.transfer(sm.releases, r, *to) {
+				o.releaseShard(sm.releases, r)
+				if sm.s.leaving.Load() {
+					sm.heldList.leftBehind(r)
 				}
 			}
 		}
 		m.health.endTerm()
 		reason, why := shardStopReason(returned, cause, funcErr)
 		o.mu.Lock()
-		delete(o.runs, r.name)
-		o.stoppedRun(reason)
+		delete(o.ownership.runs, r.name)
+		o.ownership.stoppedRun(reason)
 		if cause == nil {
 			// It returned by itself: let another instance take it first.
-			o.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
+			o.ownership.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
 		}
 		o.mu.Unlock()
 		o.poke()
@@ -159,7 +89,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		o.logger.Debug("leaderelection: stopped running shard", "container", s.Container, "shard", r.name, "term", r.term.Number,
 			"reason", reason, "ran", funcEnd.Sub(r.state.beatBase).Round(time.Millisecond))
 		o.emit(Event{Kind: StoppedLeading, Term: r.term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires,
-			Shard: r.name, Session: g.s.id})
+			Shard: r.name, Session: sm.s.id})
 		if !returned {
 			stopAll(o)
 		}
@@ -170,9 +100,9 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	r.state.start(r.term)
 	m.leading.Store(true)
 	o.shardMetrics.transition("started", "")
-	o.logger.Debug("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", g.s.id)
-	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: g.s.id})
-	if g.fuse.ahead() {
+	o.logger.Debug("leaderelection: running shard", "container", s.Container, "shard", r.name, "term", r.term.Number, "session", sm.s.id)
+	o.emit(Event{Kind: StartedLeading, Term: r.term, At: r.term.Since, Shard: r.name, Session: sm.s.id})
+	if sm.fuse.ahead() {
 		funcErr = o.fn(context.WithValue(leaderCtx, termKey{}, r.state), r.name)
 	}
 	returned = true
@@ -189,7 +119,7 @@ func (g *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 func stopAll(o *ShardOwner) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	for _, r := range o.runs {
+	for _, r := range o.ownership.runs {
 		r.ts.pleaseStop(errShardPanicked)
 	}
 }
@@ -225,65 +155,14 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 	return stopReason(returned, cause, funcErr)
 }
 
-// releaseClaim gives back the lease of a claim that will not run its func.
-// As the session ends (its context done), the lease becomes a leftover,
-// released with the others in the end's bounded window (manage), rather
-// than one RequestTimeout each before that window opens.
-func (g *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
-	id := lm.LeaseID()
-	if g.ctx.Err() != nil {
-		g.o.addLeftover(name, id)
-		return
-	}
-	if err := lm.Release(g.releases); err != nil {
-		g.o.addLeftover(name, id)
-	}
-}
-
-// ownedCount is how many shards this instance holds and keeps: running, not
-// being given up. A session's record publishes it.
-func (o *ShardOwner) ownedCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if !r.leaving && !r.returned.Load() {
-			n++
-		}
-	}
-	return n
-}
-
-// handingCount is how many shards this instance is handing over: asked to
-// stop for a handover, with a receiver, and not handed on yet (see
-// handOverTo). Its session's record says so, as ownedCount no longer
-// counts them: the receivers then know that shards are on their way.
-func (o *ShardOwner) handingCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.runs {
-		if r.leaving && r.to != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *ShardOwner) addLeftover(name, id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.leftover[name] = id
-}
-
 // retryLeftovers releases the leases that a failed request may have left
 // with this instance, a few per cycle. A lease that is not ours (any more)
 // counts as released.
-func (g *shardManager) retryLeftovers() {
-	o := g.o
+func (sm *shardManager) retryLeftovers() {
+	o := sm.o
 	o.mu.Lock()
-	left := make(map[string]string, len(o.leftover))
-	for n, id := range o.leftover {
+	left := make(map[string]string, len(o.ownership.leftover))
+	for n, id := range o.ownership.leftover {
 		if len(left) == releaseAtOnce {
 			break
 		}
@@ -291,12 +170,12 @@ func (g *shardManager) retryLeftovers() {
 	}
 	o.mu.Unlock()
 	for name, id := range left {
-		if err := o.managerFor(o.shardBlob(name), id).Release(g.ctx); err != nil {
+		if err := o.managerFor(o.shardBlob(name), id).Release(sm.ctx); err != nil {
 			continue
 		}
 		o.mu.Lock()
-		if o.leftover[name] == id {
-			delete(o.leftover, name)
+		if o.ownership.leftover[name] == id {
+			delete(o.ownership.leftover, name)
 		}
 		o.mu.Unlock()
 	}
@@ -305,11 +184,11 @@ func (g *shardManager) retryLeftovers() {
 // releaseLeftovers tries once more every leftover lease as the session
 // ends, releaseAtOnce at a time, until ctx ends; those not sent by then are
 // dropped (see manage).
-func (g *shardManager) releaseLeftovers(ctx context.Context) {
-	o := g.o
+func (sm *shardManager) releaseLeftovers(ctx context.Context) {
+	o := sm.o
 	o.mu.Lock()
-	left := o.leftover
-	o.leftover = map[string]string{}
+	left := o.ownership.leftover
+	o.ownership.leftover = map[string]string{}
 	o.mu.Unlock()
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -4,306 +4,252 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
-	"os"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
-	"github.com/google/uuid"
 )
 
 // Why no two funcs of one shard ever act at once, and why a shard's term
-// fences: the shard protocol's safety argument. It builds on the term's, at
-// the top of renew.go (the safety deadline and the two-stage stop, the
-// fencing term, ETag leases and the followers' rule, the blobs' roles), which
-// points back here; each part of the protocol is told again at the top of
-// its own file (session.go, balance.go, held.go, handoff.go, sessionfile.go,
-// vanished.go).
+// fences: the shard protocol's safety argument, as numbered rules, each
+// pinned to the code that keeps it. It builds on the term's, at the top of
+// renew.go (the safety deadline and the two-stage stop, the fencing term,
+// ETag leases and the followers' rule, the blobs' roles), which points back
+// here; each part's rules are told in full at the top of the file that
+// holds its code (session.go, shardbalance.go, shardtake.go, heldlist.go,
+// handoff.go, sessionfile.go, shardfloors.go).
 //
-// Sessions and shards (ShardOwner: session.go, shards.go, shardclaim.go,
-// shardrun.go, balance.go). A session is an ETag lease on a blob of its own,
-// whatever its duration D, and its shard funcs run under contexts derived
-// from its own: each shard's lease context ends no later than the session's,
-// at S + D - StopMargin for the send time S of the session's last confirmed
-// write, so the rule at the top of renew.go covers every shard with the
-// session's one fuse. A shard's lease is infinite and never renewed: it passes
-// to another instance only by a release, sent after its func has returned, or
-// by a break (or a change of its ID, below), which a claimer makes only when
-// the shard's record names a session that is dead.
-// Dead means: its record carries the end mark, whatever its lease shows,
-// or its blob is gone (deleted only once unleased, or with its container:
-// see below); and no instance acts on a session's death before it has seen
-// one of the two. The mark is written as the session ends: by its owner,
-// under its lease, after every shard func returned, just before it
-// releases it; or, once the lease has ended without it (broken, or released
-// with the owner's mark lost), by whoever finds it so, with no lease ID and
-// If-Match the ETag it saw, so that it lands only on a blob nobody leases
-// whose record is still that one (session.go; markEnded, sessionjudge.go). A
-// live session's lease is broken only by the followers' rule (renew.go): on an
-// ETag first seen at R, after its write was processed, after S; at R + D or
-// later, after the owner stopped every shard func. A dead session stays dead,
-// as its death is
-// written: a lease's end leaves no trace on the server, and an acquire that
-// reaches it late (one by hand; or the session's own first, sent by its
-// starter before it died, but that one is If-Match the new blob's ETag,
-// which the session's first record write changed, so it takes only a blob
-// that carries no record) takes a broken lease again under the session's
-// ID, so a lease alone cannot say a session is over. Nobody removes a mark:
-// no session writes its record over one (recordTerm refuses; every renewal
-// is If-Match the ETag its own last write left, which the mark changed, and
-// a renewal that finds the mark takes its lease for lost), and a process
-// restarted with the lease ID file never resumes a session that carries
-// one (below). A session whose lease was broken by hand, and leased again
-// by hand under its ID before anyone marked it, is not dead, and may be
-// resumed: that is safe, as nobody has acted on its death. A dead session's
-// blob found leased again, for a lease duration, is broken, as nothing runs
-// under it, and collected; one seen rewritten without its mark (only
-// another writer can) stays dead to whoever knew it dead, and is reported.
-// Its owner starts a new session, with a new ID and a new blob; a session's
-// blob is never created twice. So a shard of a live,
-// unmarked session is never free. A session that a listing did not show is
-// not dead: a session writes its record before it claims any shard, so a
-// shard that names it names a session that existed; missing from the
-// sessions, listed first (the listing of the shards that follows is no
-// snapshot with it), it is a new one, unless a lookup finds its blob gone,
-// or marked (or unleased after its record was written, and marks it). The break, the acquire and the
-// shard's record write that make a claim are each conditional (If-Match) on
-// the ETag the listing showed (or a read of the one blob showed: a session a
-// few shards short reads the others' lists, then each shard that none names,
-// probeUnlisted, and claims only those that read free, as from a listing;
-// the lists decide only which blobs it reads): a claim made meanwhile has written its
-// record, and so changed the ETag, before its func started, and then the
-// break fails and that claim stands; a claim that has not written yet has
-// not started its func, and its write fails on the broken lease. A dead
-// session's shards named in its list of what it held (held.go) are claimed
-// without a listing: by a change of the lease's ID from the one that
-// session derived for it (wire.ClaimLeaseID, HandoffLeaseID) to the claim's own,
-// then the record, each If-Match the ETag the list gives, that of the
-// record the dead session ran the shard under. Nobody but that session uses
-// an ID derived for it (a giver hands it a shard under one only once the
-// giver's func has returned and the record names it), so the change
-// succeeds only on a lease that session still held, whose func is not
-// running now that it is dead; and only if its record is still that one, not
-// a handover's it wrote after (whose term the claim would repeat). The list
-// is not read from the shard's blob, so nothing is ever broken on its word:
-// a list that is old, or not ours, takes nothing from anyone. A shard it
-// names whose lease is not that session's may still be free (released by a
-// session that left, whose last list names what it released): an acquire,
-// If-Match the same ETag, takes it as a claim takes any free shard, once a
-// read of the blob has shown that ETag and the list's term (its next term
-// follows the list's: a list that says another term than the blob, at the
-// blob's ETag, was rewritten by another writer, and is reported and not
-// trusted; listAgrees). Likewise a shard lease that
-// no live holder's record names (no record, or the record of the very
-// session that looks at it and does not hold it: a claim that failed
-// half-way) may be broken at any time; a claimer waits until its ETag
-// has stood for D, not to fight a claim in flight, and so does the session
-// that record names, which breaks it then even at its share, as nobody else
-// can tell that it holds nothing (freeStrays). Every claim proposes a
-// lease ID of its own (derived from its session, the session's term, the
-// shard and the term it records, and a session never proposes a term twice
-// for a shard: wire.ClaimLeaseID): a release whose answer was lost may reach the
-// server later, and must not end a later claim of the same shard by the
-// same session. The shares, and the groups of sessions that agree on the set of
-// shards (balance.go), decide only who tries to claim what: whether a shard
-// is free is judged against every live session, whatever set it runs, and
-// every claim is conditional as above, so nothing here depends on them. Nor
-// on the term a claim records (the listed number + 1, or more: record.go),
-// only on the ETag. What sessions add to the limits at the top of renew.go: a
-// shard's lease broken by hand is not noticed by its holder, which has no
-// renewal of it to fail, until it next lists the shards, which a settled fleet
-// seldom does: never break one by hand (leaderctl refuses to).
+// # Sessions and shards
 //
-// A container deleted under the fleet takes every blob in it, leased or
-// not: the one way a live session's blob, or a held shard's, goes (a delete
-// needs the lease ID). The sessions that ran then renew no more (a
-// session's blob is never created twice) and stop by their fuses, at S + D
-// - StopMargin for writes sent before the deletion. A shard blob that an
-// instance saw terms on and finds gone, or created again (marked so, and
-// carrying no term's record), it takes only once that blob's ETag has stood
-// unchanged, as it watched it, for longer than the longest D any session it
-// listed declared: that blob was created after the deletion, so every
-// session that ran the shard before has stopped by then, noticed or not;
-// a doomed session's own claims wait so too. An instance that sees the
-// deletion also claims nothing with its next session for as long, and
-// seeds meanwhile each shard of its set it saw terms on, or sent a record
-// of (whose answer may have been lost), with the highest of them, or raises
-// another's seed to it; and the first claim of a blob created again records
-// a term above the highest that every session's record, listed at each
-// pass, says its instance saw or sent on any shard. So the first term after
-// continues from the highest any of them saw or sent (vanished.go). A
-// process that never saw the fleet before the deletion, or a shard an
-// instance never saw terms on, knows nothing of it, as for the mutex's
-// blob: that is the limit.
+//  S1. A session is an ETag lease on a blob of its own, whatever its
+//      duration D, and its shard funcs run under contexts derived from its
+//      own: each shard's lease context ends no later than the session's, at
+//      S + D - StopMargin for the send time S of the session's last
+//      confirmed write, so the rule at the top of renew.go covers every
+//      shard with the session's one fuse. (start, shardtake.go)
+//  S2. A shard's lease is infinite and never renewed. It passes to another
+//      instance only by a release, sent after its func has returned
+//      (releaseShard), or by a break (or a change of its ID, C4), which a
+//      claimer makes only when the shard's record names a session that is
+//      dead (D1). So a shard of a live, unmarked session is never free.
 //
-// A shard handed straight on (handoff.go: a join, a rebalance, a session
-// leaving as its caller ends Run) is never free on the way. Its giver, once
-// the shard's func has returned and while the lease is still its own,
-// writes the shard's record naming the receiver's session and the next
-// term, under its lease and If-Match the ETag its own record left, then
-// changes the lease's ID to one derived from the receiver's session, the
-// shard and that term. From that write on, the record names a live session
-// other than the giver's, so no claimer breaks the lease, and the giver
-// acts on it no more: it sends the change, or, if that fails, a release
-// with its own ID, which frees the shard like any other. Only once the
-// change is confirmed does the giver write the receiver a note, in the
-// receiver's own directory: from then on the lease has an ID only the
-// receiver uses, and nobody else can end it (the record names a live
-// session; an acquire finds it held), so a receiver that reads such a note,
-// written (so its listing says) by the library for a session it knows
-// live, starts the func at once, unless it may have ended that lease
-// itself: the release that follows an adoption whose acquire failed, or a
-// break of a shard recorded for it that it did not hold, marks the term as
-// its own first (below), and it never adopts such a term (it asks whether a
-// term is its own as it reserves the shard, under one lock: a failed
-// adoption gives up its reservation only once it has marked the term, and
-// releases the lease after that; see reserve).
-// Any other way it learns of a shard recorded
-// for it (its listing of the shards; a note it cannot vouch for), it starts
-// the func only once an acquire with the derived ID, If-Match the ETag of
-// that record, has succeeded: the record is then still the one the giver
-// wrote after its func returned, and nobody has claimed the shard since (a
-// claim writes its record, changing the ETag, before its func starts). A
-// session never adopts a term it recorded, or adopted, itself, so each term
-// runs once, however often it reads a note that names it (a giver keeps
-// one note per receiver, rewritten as it hands more on, each shard in it
-// for a while after). The mark of a session that is leaving only says who
-// looks where and when. A leaving session's shard funcs run until each is
-// handed on, under its session's fuse as ever.
+// # When a session is dead
 //
-// A ShardOwner's session resumed after a restart (WithLeaseIDFile,
-// sessionfile.go) rests on the same lock (resuming after a restart, at the top
-// of renew.go): the process that holds the file knows that every process that
-// ran the session before it is dead, and so are all the shard funcs they ran.
-// The file names the session before the
-// session's blob is created and is emptied before its release is sent, so
-// a session it names never had a release sent; a stop by the caller sends
-// nothing at all, and leaves the session's lease and its shards' as they
-// are. The new process writes the session's record under its lease ID,
-// If-Match the ETag it read; a follower breaks a silent session only
-// If-Match the ETag it timed, so exactly one of the two succeeds: the
-// session lives on, with the deadline (renew.go) from that write, or it is
-// dead, its shards are free, and the new process starts a new session. A
-// session
-// whose record carries the end mark is dead whatever its lease shows, and is
-// never resumed: the process reads the mark and starts a new session, or,
-// if the mark was written after its read, the term's write over it is
-// refused; and a session whose container is gone was deleted under the
-// fleet, which the process then waits out as any instance that saw it. A resumed
-// session first takes back, before it claims or adopts anything, the shards
-// its list names (held.go), as a survivor takes a dead session's from its
-// list: a change of the lease's ID from the one the list implies, which
-// only the dead process used, then the next term recorded. It then lists
-// the shards, and takes back each other one whose record names it as a
-// claimer takes a dead session's: break, acquire with an ID of its own, record the next term,
-// each If-Match the ETag listed, so that whatever the dead process left in
-// flight (a release, a transfer, a claim's write) fails on the new ID or on
-// the ETag, and the term still fences. Where the lease still has the ID the
-// record implies (the dead process's claim, or the transfer to it), a change
-// of that ID to one of its own, If-Match the same ETag, does what the break
-// and the acquire do; its new ID derives from the session's new term, which
-// no earlier process of the session used. Each term that listing shows is
-// marked as the session's own, so it is never adopted, and a resumed
-// session adopts a handed shard only by the acquire If-Match (never at
-// once from a note): the dead process may have adopted that term, run it and
-// let it go, and the acquire fails if anyone wrote the record since. A term
-// handed to the session after that listing was handed after the dead
-// process died, so it never ran it.
-
-// ShardOwner runs a func for each shard of a set (one per tenant, partition,
-// queue...) on exactly one live instance at a time, and spreads the shards
-// evenly over the instances: a fair share each, within one (for instances
-// that disagree on the set, see [ShardOwner.SetShards]). Build it with
-// [NewShardOwner] and call Run on every instance.
+//  D1. Dead means: its record carries the end mark, whatever its lease
+//      shows, or its blob is gone (deleted only once unleased, or with its
+//      container: V1); and no instance acts on a session's death before it
+//      has seen one of the two. (sessionState, sessionjudge.go)
+//  D2. The mark is written as the session ends: by its owner, under its
+//      lease, after every shard func returned, just before it releases it
+//      (endSession, session.go); or, once the lease has ended without it
+//      (broken, or released with the owner's mark lost), by whoever finds it
+//      so, with no lease ID and If-Match the ETag it saw, so that it lands
+//      only on a blob nobody leases whose record is still that one
+//      (markEnded, sessionjudge.go).
+//  D3. A live session's lease is broken only by the followers' rule
+//      (renew.go): on an ETag first seen at R, after its write was
+//      processed, after S; at R + D or later, after the owner stopped every
+//      shard func.
+//  D4. A dead session stays dead, as its death is written. A lease's end
+//      leaves no trace on the server, and an acquire that reaches it late
+//      (one by hand; or the session's own first, sent by its starter before
+//      it died, but that one is If-Match the new blob's ETag, which the
+//      session's first record write changed, so it takes only a blob that
+//      carries no record) takes a broken lease again under the session's
+//      ID: a lease alone cannot say a session is over. Nobody removes a
+//      mark: no session writes its record over one (recordTerm refuses;
+//      every renewal is If-Match the ETag its own last write left, which the
+//      mark changed, and a renewal that finds the mark takes its lease for
+//      lost), and a process restarted with the lease ID file never resumes
+//      a session that carries one (R2). A session whose lease was broken by
+//      hand, and leased again by hand under its ID before anyone marked it,
+//      is not dead, and may be resumed: that is safe, as nobody has acted on
+//      its death. A dead session's blob found leased again, for a lease
+//      duration, is broken, as nothing runs under it, and collected; one seen
+//      rewritten without its mark (only another writer can) stays dead to
+//      whoever knew it dead, and is reported. Its owner starts a new
+//      session, with a new ID and a new blob; a session's blob is never
+//      created twice.
+//  D5. A session that a listing did not show is not dead: a session writes
+//      its record before it claims any shard, so a shard that names it names
+//      a session that existed; missing from the sessions, listed first (the
+//      listing of the shards that follows is no snapshot with it), it is a
+//      new one, unless a lookup finds its blob gone, or marked (or unleased
+//      after its record was written, and marks it). (lookUpUnknown,
+//      shardlist.go)
 //
-// Each instance runs a session: a blob and an [ETagLease] of its own,
-// renewed by one metadata write per RenewInterval (see session.go). Each
-// shard is a blob whose infinite lease its owner takes, with a record naming
-// its session; it needs no renewal of its own, as the session's safety
-// deadline is every shard's. Each session also keeps the list of the shards
-// it holds, rewritten at most once per RetryInterval while they change, so
-// that when it dies the others take its shards from that list (held.go). An
-// instance lists the sessions once per RetryInterval (one request) and lists
-// the shards (1,000 a page) only while ownership moves: while it holds fewer
-// than its share, and, once a change settles, only if the sessions' records
-// do not count every shard (the instances take turns). In steady state an
-// instance therefore makes one write per RenewInterval and one list per
-// RetryInterval, whatever the number of shards.
+// # Claims (shardtake.go)
 //
-// Blobs live under BlobSettings.Blob + "/": sessions/<session ID>,
-// shards/<shard name>, held/<session ID> and handoff/<session ID>/ (notes of
-// shards handed over). The prefix is reserved for the owner; a shard's blob
-// outlives the shard's removal, and keeps its term number.
-type ShardOwner struct {
-	settings BlobSettings // defaults applied; Blob is the prefix without its slash
-	prefix   string       // Blob + "/"
-	fn       func(ctx context.Context, shard string) error
-	opts     options
-	logger   *slog.Logger
-	running  atomic.Bool // Run is running
-
-	storage     // how it reaches the account (session.go)
-	fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (vanished.go)
-
-	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
-	// it, and the session ID it holds; touched only by Run's goroutine.
-	idFile *os.File
-	fileID string
-
-	sessionMetrics *metrics // the sessions' renewals and breaks
-	shardMetrics   *metrics // the shards' terms
-	counts         shardCounters
-
-	eventMu sync.Mutex    // events are reported one at a time
-	wake    chan struct{} // poked when a shard func returns, or panics
-	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
-	release chan struct{} // bounds the releases in flight
-
-	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
-	membership            // the set of shards, the current session and its share (below)
-	ownership             // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
-}
-
-// membership is what this instance runs and where it stands: the set of
-// shards (and the one before the last change), its session, and its share
-// among the live sessions by the last balance. Guarded by ShardOwner.mu.
-type membership struct {
-	set      map[string]bool // the shards to run
-	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
-	previous setID           // the set before the last change (see balance)
-	setAt    time.Time       // when the set last changed
-	current  *session
-	target   int
-	live     int
-}
-
-// The causes (see [context.Cause]) of a shard func's context when its
-// owner gives the shard up while the shard's lease is still its own: the
-// func is asked to stop, and the lease is released once it has returned.
-var (
-	// ErrShardHandedOver: the shard moves to another instance, to balance
-	// the load (a new instance joined).
-	ErrShardHandedOver = errors.New("leaderelection: shard handed over to balance the load")
-	// ErrShardRemoved: the shard left the set (see [ShardOwner.SetShards]).
-	ErrShardRemoved = errors.New("leaderelection: shard removed from the set")
-)
-
-// errShardPanicked asks every other shard func to stop when one panicked:
-// the panic propagates from Run once they have all returned.
-var errShardPanicked = errors.New("leaderelection: another shard's func panicked")
-
-// Limits on how much ownership moves at once.
-const (
-	claimParallel  = 8  // claims in flight at once: on Azurite, 40 claimers got through 30 % more than 160, at half the latency
-	claimBatch     = 64 // claims before the sessions are listed again (and the share recomputed)
-	releaseAtOnce  = 16 // releases in flight at once
-	lookupsPerList = 8  // unknown sessions looked up per listing of the shards
-)
+//  C1. The break, the acquire and the shard's record write that make a
+//      claim are each conditional (If-Match) on the ETag the listing showed,
+//      or a read of the one blob showed (a session a few shards short reads
+//      the others' lists, then each shard that none names, and claims only
+//      those that read free, as from a listing; the lists decide only which
+//      blobs it reads: probeUnlisted, heldlist.go). A claim made meanwhile
+//      has written its record, and so changed the ETag, before its func
+//      started: then the break fails and that claim stands. A claim that
+//      has not written yet has not started its func, and its write fails on
+//      the broken lease. (takeLease, writeShardRecord)
+//  C2. Every claim proposes a lease ID of its own, derived from its
+//      session, the session's term, the shard and the term it records, and
+//      a session never proposes a term twice for a shard
+//      (wire.ClaimLeaseID, propose): a release whose answer was lost may
+//      reach the server later, and must not end a later claim of the same
+//      shard by the same session. (claimOne)
+//  C3. A shard lease that no live holder's record names (no record, or the
+//      record of the very session that looks at it and does not hold it: a
+//      claim that failed half-way) may be broken at any time. A claimer
+//      waits until its ETag has stood for D, not to fight a claim in flight,
+//      and so does the session that record names, which breaks it then even
+//      at its share, as nobody else can tell that it holds nothing.
+//      (judgeShard, shardlist.go; freeStrays, shardclaim.go)
+//  C4. A dead session's shards named in its list of what it held
+//      (heldlist.go) are claimed without a listing: by a change of the
+//      lease's ID from the one that session derived for it
+//      (wire.ClaimLeaseID, HandoffLeaseID) to the claim's own, then the
+//      record, each If-Match the ETag the list gives, that of the record the
+//      dead session ran the shard under. Nobody but that session uses an ID
+//      derived for it (a giver hands it a shard under one only once the
+//      giver's func has returned and the record names it), so the change
+//      succeeds only on a lease that session still held, whose func is not
+//      running now that it is dead; and only if its record is still that
+//      one, not a handover's it wrote after (whose term the claim would
+//      repeat). (takeFromDead, shardlist.go; takeLease)
+//  C5. Nothing is ever broken on a list's word: the list is not read from
+//      the shard's blob, so a list that is old, or not ours, takes nothing
+//      from anyone. A shard it names whose lease is not that session's may
+//      still be free (released by a session that left, whose last list
+//      names what it released): an acquire, If-Match the same ETag, takes it
+//      as a claim takes any free shard, once a read of the blob has shown
+//      that ETag and the list's term (its next term follows the list's: a
+//      list that says another term than the blob, at the blob's ETag, was
+//      rewritten by another writer, and is reported and not trusted).
+//      (listAgrees)
+//  C6. The shares, and the groups of sessions that agree on the set of
+//      shards (shardbalance.go, internal/shardplan), decide only who tries to
+//      claim what: whether a shard is free is judged against every live
+//      session, whatever set it runs, and every claim is conditional as
+//      above, so nothing here depends on them. Nor on the term a claim
+//      records (the listed number + 1, or more: record.go), only on the
+//      ETag.
+//
+// # A container deleted under the fleet (shardfloors.go)
+//
+//  V1. A container deleted under the fleet takes every blob in it, leased
+//      or not: the one way a live session's blob, or a held shard's, goes (a
+//      delete needs the lease ID). The sessions that ran then renew no more
+//      (a session's blob is never created twice) and stop by their fuses, at
+//      S + D - StopMargin for writes sent before the deletion.
+//  V2. A shard blob that an instance saw terms on and finds gone, or
+//      created again (marked so, and carrying no term's record), it takes
+//      only once that blob's ETag has stood unchanged, as it watched it, for
+//      longer than the longest D any session it listed declared: that blob
+//      was created after the deletion, so every session that ran the shard
+//      before has stopped by then, noticed or not; a doomed session's own
+//      claims wait so too. (stoodRecreated, claimFloor)
+//  V3. An instance that sees the deletion also claims nothing with its next
+//      session for as long (quiet), and seeds meanwhile each shard of its
+//      set it saw terms on, or sent a record of (whose answer may have been
+//      lost), with the highest of them, or raises another's seed to it
+//      (seedTerms); and the first claim of a blob created again records a
+//      term above the highest that every session's record, listed at each
+//      pass, says its instance saw or sent on any shard (claimFloor). So the
+//      first term after continues from the highest any of them saw or sent.
+//  V4. The limit: a process that never saw the fleet before the deletion,
+//      or a shard an instance never saw terms on, knows nothing of it, as
+//      for the mutex's blob.
+//
+// # A shard handed straight on (handoff.go)
+//
+//  H1. A shard handed straight on (a join, a rebalance, a session leaving
+//      as its caller ends Run) is never free on the way. Its giver, once the
+//      shard's func has returned and while the lease is still its own,
+//      writes the shard's record naming the receiver's session and the next
+//      term, under its lease and If-Match the ETag its own record left, then
+//      changes the lease's ID to one derived from the receiver's session,
+//      the shard and that term. (transfer)
+//  H2. From that write on, the record names a live session other than the
+//      giver's, so no claimer breaks the lease, and the giver acts on it no
+//      more: it sends the change, or, if that fails, a release with its own
+//      ID, which frees the shard like any other.
+//  H3. Only once the change is confirmed does the giver write the receiver
+//      a note, in the receiver's own directory: from then on the lease has
+//      an ID only the receiver uses, and nobody else can end it (the record
+//      names a live session; an acquire finds it held). So a receiver that
+//      reads such a note, written (so its listing says) by the library for a
+//      session it knows live, starts the func at once, unless it may have
+//      ended that lease itself: the release that follows an adoption whose
+//      acquire failed, or a break of a shard recorded for it that it did not
+//      hold, marks the term as its own first, and it never adopts such a
+//      term (it asks whether a term is its own as it reserves the shard,
+//      under one lock: a failed adoption gives up its reservation only once
+//      it has marked the term, and releases the lease after that). (adoptOne,
+//      reserve, record)
+//  H4. Any other way it learns of a shard recorded for it (its listing of
+//      the shards; a note it cannot vouch for), it starts the func only once
+//      an acquire with the derived ID, If-Match the ETag of that record, has
+//      succeeded: the record is then still the one the giver wrote after its
+//      func returned, and nobody has claimed the shard since (a claim writes
+//      its record, changing the ETag, before its func starts). (adoptOne)
+//  H5. A session never adopts a term it recorded, or adopted, itself, so
+//      each term runs once, however often it reads a note that names it (a
+//      giver keeps one note per receiver, rewritten as it hands more on, each
+//      shard in it for a while after). The mark of a session that is leaving
+//      only says who looks where and when. A leaving session's shard funcs
+//      run until each is handed on, under its session's fuse as ever.
+//
+// # A session resumed after a restart (sessionfile.go)
+//
+//  R1. A ShardOwner's session resumed after a restart (WithLeaseIDFile)
+//      rests on the same lock (resuming after a restart, at the top of
+//      renew.go): the process that holds the file knows that every process
+//      that ran the session before it is dead, and so are all the shard
+//      funcs they ran. The file names the session before the session's blob
+//      is created and is emptied before its release is sent, so a session it
+//      names never had a release sent; a stop by the caller sends nothing at
+//      all, and leaves the session's lease and its shards' as they are.
+//  R2. The new process writes the session's record under its lease ID,
+//      If-Match the ETag it read; a follower breaks a silent session only
+//      If-Match the ETag it timed, so exactly one of the two succeeds: the
+//      session lives on, with the deadline (renew.go) from that write, or it
+//      is dead, its shards are free, and the new process starts a new
+//      session. A session whose record carries the end mark is dead whatever
+//      its lease shows, and is never resumed: the process reads the mark and
+//      starts a new session, or, if the mark was written after its read, the
+//      term's write over it is refused; and a session whose container is
+//      gone was deleted under the fleet, which the process then waits out as
+//      any instance that saw it. (resumeSession)
+//  R3. A resumed session first takes back, before it claims or adopts
+//      anything, the shards its list names (heldlist.go), as a survivor takes
+//      a dead session's from its list (C4): a change of the lease's ID from
+//      the one the list implies, which only the dead process used, then the
+//      next term recorded. (takeBack)
+//  R4. It then lists the shards, and takes back each other one whose record
+//      names it as a claimer takes a dead session's: break, acquire with an
+//      ID of its own, record the next term, each If-Match the ETag listed,
+//      so that whatever the dead process left in flight (a release, a
+//      transfer, a claim's write) fails on the new ID or on the ETag, and the
+//      term still fences. Where the lease still has the ID the record
+//      implies (the dead process's claim, or the transfer to it), a change
+//      of that ID to one of its own, If-Match the same ETag, does what the
+//      break and the acquire do; its new ID derives from the session's new
+//      term, which no earlier process of the session used.
+//  R5. Each term that listing shows is marked as the session's own, so it
+//      is never adopted, and a resumed session adopts a handed shard only by
+//      the acquire If-Match (never at once from a note): the dead process may
+//      have adopted that term, run it and let it go, and the acquire fails if
+//      anyone wrote the record since. A term handed to the session after
+//      that listing was handed after the dead process died, so it never ran
+//      it. (adoptOne)
+//
+// # What sessions add to the limits at the top of renew.go
+//
+//  L1. A shard's lease broken by hand is not noticed by its holder, which
+//      has no renewal of it to fail, until it next lists the shards
+//      (checkHeld, shardlist.go), which a settled fleet seldom does: never
+//      break one by hand (leaderctl refuses to).
 
 // NewShardOwner validates settings, the shard names and the options, and
 // returns an owner that runs fn for the shards this instance holds. Every
@@ -374,7 +320,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		fn:         fn,
 		opts:       o,
 		logger:     o.logger,
-		storage:    storage{cc: cc},
+		storage:    storage{client: cc},
 		wake:       make(chan struct{}, 1),
 		release:    make(chan struct{}, releaseAtOnce),
 		membership: membership{set: set, digest: balance.SetDigest(set)},
@@ -391,8 +337,7 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 			recreated: map[string]*freshWatch{},
 		},
 	}
-	own.sessionCC = scc
-	own.ops = own.managerFor(settings.Blob, uuid.NewString())
+	own.storage.sessionClient = scc
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
 	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
 	own.counts = newShardCounters(own.shardMetrics)
@@ -426,10 +371,10 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	}
 	digest := balance.SetDigest(set)
 	o.mu.Lock()
-	if digest != o.digest {
-		o.previous, o.setAt = setID{o.digest, len(o.set)}, time.Now()
+	if digest != o.membership.digest {
+		o.membership.previous, o.membership.setAt = setID{o.membership.digest, len(o.membership.set)}, time.Now()
 	}
-	o.set, o.digest = set, digest
+	o.membership.set, o.membership.digest = set, digest
 	o.mu.Unlock()
 	o.poke()
 	return nil
@@ -439,8 +384,8 @@ func (o *ShardOwner) SetShards(shards []string) error {
 func (o *ShardOwner) Shards() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.set))
-	for n := range o.set {
+	out := make([]string, 0, len(o.membership.set))
+	for n := range o.membership.set {
 		out = append(out, n)
 	}
 	slices.Sort(out)
@@ -452,8 +397,8 @@ func (o *ShardOwner) Shards() []string {
 func (o *ShardOwner) Owned() []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.runs))
-	for n, r := range o.runs {
+	out := make([]string, 0, len(o.ownership.runs))
+	for n, r := range o.ownership.runs {
 		if !r.returned.Load() {
 			out = append(out, n)
 		}
@@ -467,70 +412,10 @@ func (o *ShardOwner) Owned() []string {
 func (o *ShardOwner) Session() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.current == nil {
+	if o.membership.current == nil {
 		return ""
 	}
-	return o.current.id
-}
-
-// setSummary is the set's digest and size, which the session's record
-// carries.
-func (o *ShardOwner) setSummary() (digest string, size int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.digest, len(o.set)
-}
-
-func (o *ShardOwner) poke() {
-	select {
-	case o.wake <- struct{}{}:
-	default:
-	}
-}
-
-// pause waits d, or until poked, and reports whether ctx is still alive. A
-// poke ends it no sooner than RetryInterval/4 after the last pause ended
-// (unless a shard func panicked): a handover pokes once for each shard func
-// that returns, and each pass of the session's loop lists the sessions, at
-// 10,000 shards on Azurite some 6 ms of its one thread; givers listed them
-// three times a second while they handed shards over.
-func (o *ShardOwner) pause(ctx context.Context, d time.Duration) bool {
-	defer func() { o.woke = time.Now() }()
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	case <-o.wake:
-	}
-	if gap := o.settings.RetryInterval/4 - time.Since(o.woke); gap > 0 && !o.panicking() {
-		g := time.NewTimer(gap)
-		defer g.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-		case <-g.C:
-		}
-	}
-	return true
-}
-
-func (o *ShardOwner) emit(e Event) {
-	if o.opts.onEvent == nil {
-		return
-	}
-	if e.At.IsZero() {
-		e.At = time.Now()
-	}
-	o.eventMu.Lock()
-	defer o.eventMu.Unlock()
-	o.opts.onEvent(e)
+	return o.membership.current.id
 }
 
 // Run runs sessions until ctx is done, and the funcs of the shards each
@@ -562,7 +447,8 @@ func (o *ShardOwner) emit(e Event) {
 // With [WithLeaseIDFile], when ctx is done nothing is handed on or
 // released: every shard func is asked to stop, and once all have returned
 // Run returns, leaving the session and its shards to the next process
-// started with the file, which resumes them (see sessionfile.go). A second
+// started with the file, which resumes them: it takes back the shards whose
+// record names the session before it claims any other. A second
 // Run on the file while one holds it, here or in another process, returns
 // an error matching [ErrLeaseIDFileLocked] at once. Without the file:
 //
@@ -596,7 +482,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		o.running.Store(false)
 		// Only then: an Inspect that returned while Run ran left its
 		// connection to be closed here.
-		o.closeIdle()
+		o.storage.closeIdle()
 	}()
 	unlock, err := o.lockSessionFile()
 	if err != nil {
@@ -626,8 +512,8 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		backoff = s.RetryInterval
 		reason, err := sess.run(ctx, o, g) // and endSession, in the same window as its release
 		o.mu.Lock()
-		mgrErr := o.mgrErr
-		o.mgrErr = nil
+		mgrErr := o.ownership.mgrErr
+		o.ownership.mgrErr = nil
 		o.mu.Unlock()
 		if mgrErr != nil {
 			return mgrErr

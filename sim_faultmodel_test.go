@@ -25,7 +25,7 @@ import (
 // first by one that never saw them; and, as the wait for a blob created
 // again is a time, a deletion whose only witnesses of the last term get no
 // raise onto the blob created again ... before its creator's wait is
-// over"; vanished.go's "What is not covered": an instance that never saw
+// over"; shardfloors.go's "What is not covered": an instance that never saw
 // the fleet before the deletion, a process started after it or whose first
 // session had not yet written its record then, which may claim a blob
 // created again at once, continuing from what is seeded; recreated.go, the

@@ -82,7 +82,7 @@ import (
 //     four times as long"); and a stray lease (a claim that died between
 //     its acquire and its record) is freed by the session its record
 //     names once it looks for strays, S to 2 S after fewer shards than
-//     the set are held (balance.go's strayAfter, S; the simulator's 1
+//     the set are held (shardbalance.go's strayAfter, S; the simulator's 1
 //     minute), and the lease has stood D; a listing to claim it. A shard
 //     that leaves the fleet's set before its bound is over is not judged
 //     (nobody need run it).

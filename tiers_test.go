@@ -69,31 +69,53 @@ var tiers = map[string]string{
 	"prefer.go":      "4-mutex",
 	"quorummutex.go": "4-mutex",
 
-	"balance.go":      "4-shards",
-	"handoff.go":      "4-shards",
-	"handoffnotes.go": "4-shards",
-	"held.go":         "4-shards",
-	"session.go":      "4-shards",
-	"sessionfile.go":  "4-shards",
-	"sessionjudge.go": "4-shards",
-	"shardclaim.go":   "4-shards",
-	"shardinspect.go": "4-shards",
-	"shardlist.go":    "4-shards",
-	"shardlog.go":     "4-shards",
-	"shardmanager.go": "4-shards",
-	"shardmetrics.go": "4-shards",
-	"shardrun.go":     "4-shards",
-	"shards.go":       "4-shards",
-	"vanished.go":     "4-shards",
+	"sessionstate.go": "4-shards/1-state",
+	"shardstate.go":   "4-shards/1-state",
+
+	"shardstore.go": "4-shards/2-store",
+
+	"handoff.go":      "4-shards/3-parts",
+	"handoffnotes.go": "4-shards/3-parts",
+	"heldlist.go":     "4-shards/3-parts",
+	"sessionjudge.go": "4-shards/3-parts",
+	"shardfloors.go":  "4-shards/3-parts",
+	"shardlog.go":     "4-shards/3-parts",
+	"shardmetrics.go": "4-shards/3-parts",
+	"shardrun.go":     "4-shards/3-parts",
+
+	"shardtake.go": "4-shards/4-take",
+
+	"handoffin.go":    "4-shards/5-pass",
+	"shardbalance.go": "4-shards/5-pass",
+	"shardclaim.go":   "4-shards/5-pass",
+	"shardlist.go":    "4-shards/5-pass",
+
+	"session.go":      "4-shards/6-session",
+	"sessionfile.go":  "4-shards/6-session",
+	"shardmanager.go": "4-shards/6-session",
+
+	"shardinspect.go": "4-shards/7-owner",
+	"shards.go":       "4-shards/7-owner",
 }
 
 // floor is a tier's height; the elections share the top floor.
 func floor(tier string) int { return int(tier[0] - '0') }
 
 // mayUse reports whether a file of tier from may use what a file of tier to
-// declares.
+// declares: a lower floor's, or its own election's at its own sub-tier or
+// below. The ShardOwner's files come in sub-tiers ("4-shards/3-parts"),
+// lowest first: the shared state (the owner's and a session's, with the
+// locks that guard it), the storage plumbing, the parts of a pass (judging
+// sessions, term floors, runs, handovers given, held lists, logs and
+// metrics), the one path to take a shard, a pass's steps (adopt, claim,
+// list, balance), a session's loop, and the owner.
 func mayUse(from, to string) bool {
-	return floor(to) < floor(from) || from == to
+	if floor(to) != floor(from) {
+		return floor(to) < floor(from)
+	}
+	fromElection, fromSub, _ := strings.Cut(from, "/")
+	toElection, toSub, _ := strings.Cut(to, "/")
+	return fromElection == toElection && toSub <= fromSub
 }
 
 // rootFiles parses the root package's non-test files: all of them, or only
@@ -187,9 +209,10 @@ func exportImporter(t *testing.T, fset *token.FileSet) types.Importer {
 }
 
 // The leaf packages under internal/ that the library itself uses (the
-// storage boundary, the wire format, the balancing arithmetic, the clocks,
-// and the test twins) import nothing of the root: the compiler keeps the
-// floors apart, as Go's import cycle rule forbids the other way.
+// storage boundary, the wire format, the balancing arithmetic, a session's
+// plan, the clocks, and the test twins) import nothing of the root: the
+// compiler keeps the floors apart, as Go's import cycle rule forbids the
+// other way.
 func TestLeafPackagesImportNothingOfTheRoot(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "./internal/...").Output()
 	require.NoError(t, err)

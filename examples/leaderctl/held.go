@@ -12,7 +12,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
-// A session's held list, <prefix>/held/<session> (the library's held.go):
+// A session's held list, <prefix>/held/<session> (the library's heldlist.go):
 // a plain block blob, never leased, whose metadata says its role (held) and
 // how many lines it has (leaderheld), and whose body is one line a shard the
 // session runs, "name term gen ETag", sorted: the shard's term, the

@@ -19,10 +19,10 @@ import (
 //
 // Beside them lie two kinds of blob that are no leases at all, only hints:
 // <prefix>/held/<session>, the list of the shards a session holds, which
-// the survivors read when it dies (the library's held.go); and
+// the survivors read when it dies (the library's heldlist.go); and
 // <prefix>/handoff/<receiver>/<giver>-0, a note of the shards one session
 // handed to another (handoff.go). leaderctl reads and explains them (see
-// held.go and handoff.go here), and never breaks or repairs them.
+// heldlist.go and handoff.go here), and never breaks or repairs them.
 
 // ownerBlob is where a blob lies among a ShardOwner's blobs.
 type ownerBlob struct {

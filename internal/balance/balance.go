@@ -2,7 +2,7 @@
 // over the live sessions: pure functions of the sessions' IDs, the shards'
 // names and counts, which every instance computes alike from the same
 // listing. It knows nothing of sessions' records, leases or claims: the
-// library (balance.go, handoff.go, shardclaim.go) feeds it what a listing
+// library (shardbalance.go, handoff.go, shardclaim.go) feeds it what a listing
 // showed and acts on what it returns.
 //
 // Shares (FairShare): with n shards and L live sessions sorted by ID, the

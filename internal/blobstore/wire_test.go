@@ -229,7 +229,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"held.go:putHeld", nil,
+	{"heldlist.go:putHeld", nil,
 		func(ctx context.Context, cc *container.Client, _ azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -382,7 +382,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"held.go:freeShard", leased,
+	{"heldlist.go:freeShard", leased,
 		func(ctx context.Context, cc *container.Client, _ azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()
@@ -452,7 +452,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"held.go:readHeld", func(t *testing.T, b *Blob) azcore.ETag {
+	{"heldlist.go:readHeld", func(t *testing.T, b *Blob) azcore.ETag {
 		_, err := b.Put(t.Context(), WriteOptions{Metadata: md("leaderrole", "held", "leaderheld", "1"), Content: []byte("a 1")})
 		require.NoError(t, err)
 		return ""
@@ -473,7 +473,7 @@ var sites = []site{
 			return err
 		}},
 
-	{"session.go:endSession (delete), held.go:dropHeld, prefer.go:watchCandidates (delete), handoff.go:dropNotes (delete)", created,
+	{"session.go:endSession (delete), heldlist.go:dropHeld, prefer.go:watchCandidates (delete), handoff.go:dropNotes (delete)", created,
 		func(ctx context.Context, cc *container.Client, _ azcore.ETag) error {
 			ctx, cancel := callWithin(ctx, rootRequest)
 			defer cancel()

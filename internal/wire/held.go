@@ -10,7 +10,7 @@ import (
 // "name term gen ETag" (HeldLine), joined by newlines, in a block blob whose
 // metadata carries its role and its count of lines (HeldMetadata). The
 // survivors of a session read it when it dies (see the top of the library's
-// held.go); a list that does not read whole is refused whole (ParseHeld).
+// heldlist.go); a list that does not read whole is refused whole (ParseHeld).
 
 // MaxHeldBytes is the longest held list read: a longer one is not read.
 const MaxHeldBytes = 4 << 20

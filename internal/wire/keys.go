@@ -33,7 +33,7 @@ const (
 	MetaLeaving  = "leaderleaving"    // a session's record: it is handing its shards on, to end (see the library's leave)
 	MetaHanding  = "leaderhanding"    // a session's record: how many shards it is handing over (asked to stop, not yet handed)
 	MetaClaimGen = "leaderclaimgen"   // a shard's record: the term of the claiming session, from which its lease ID derives (ClaimLeaseID)
-	MetaSeen     = "leaderseen"       // a session's record: the highest term its instance saw, or sent a record of, on any shard (see the library's vanished.go)
+	MetaSeen     = "leaderseen"       // a session's record: the highest term its instance saw, or sent a record of, on any shard (see the library's shardfloors.go)
 	MetaLongest  = "leaderlongest"    // a session's record: the longest lease duration its instance knows a session declared (see the library's mayRun); a mutex's blob created again: the longest its seeders knew a holder declared (SeedMetadata)
 )
 

@@ -34,7 +34,7 @@ func SessionBlob(prefix, id string) string { return prefix + SessionsDir + id }
 func ShardBlob(prefix, name string) string { return prefix + ShardsDir + name }
 
 // MaxSpreadTerm is the highest term the fleet's highest (the library's
-// seenMax, fleetSeen: vanished.go) takes in, and so the highest a session's
+// seenMax, fleetSeen: shardfloors.go) takes in, and so the highest a session's
 // record may say its instance saw (MetaSeen): more than a claim a
 // microsecond for 285 years could reach. A higher one is a repair's, or
 // another writer's, and stays its shard's own: spread to every shard created

@@ -26,7 +26,7 @@ import (
 // restarted instance to run its shards again, fenced against what its dead
 // predecessor left in flight, under a new term. It learns which shards are
 // its own (one read of one small blob that names them: the session's list,
-// held.go), and for each changes the lease's ID to one of its own and writes
+// heldlist.go), and for each changes the lease's ID to one of its own and writes
 // the next term, If-Match the ETag the change answered with: done directly
 // with the SDK against the same Azurite, from a client with a new connection
 // pool (a new process has no connections), with as many requests in flight

@@ -2,12 +2,10 @@ package leaderelection
 
 import (
 	"errors"
-	"math"
 	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
-	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
@@ -145,118 +143,26 @@ import (
 // shard's last term has gone (a term sent unanswered, by a process that
 // died before its session's record published it, is known to nobody).
 
-// fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
-// of the deletions of the container it may have missed (see above): what
-// its session's record publishes, what the others' say, the floors of the
-// terms it saw, and the quiet after a deletion. The atomics are its own;
-// the rest is guarded by ShardOwner.mu.
-type fleetMemory struct {
-	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
-	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (vanished.go)
-	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
-	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
-	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
-	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (vanished.go)
-	quietUntil  time.Time              // until when sessions claim nothing after that (vanished.go)
-	seedPending bool                   // and the seeding of the terms it saw is not done yet
-	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (vanished.go)
-}
-
-// errSessionGone ends a session whose blob a listing found gone, or whose
-// container it did: deleted under it.
-var errSessionGone = errors.New("leaderelection: the session's blob is gone: its container was deleted")
-
-// errContainerGone is what list returns when the container is gone, or
-// being deleted.
-var errContainerGone = errors.New("leaderelection: the container is gone")
-
-// gone reports whether err says a blob, or its container, is gone.
-func gone(err error) bool {
-	codes := []string{blobstore.BlobNotFound, blobstore.ContainerNotFound, blobstore.ContainerBeingDeleted}
-	var se *StorageError
-	if errors.As(err, &se) {
-		for _, c := range codes {
-			if se.ErrorCode == c {
-				return true
-			}
-		}
-	}
-	return blobstore.HasCode(err, codes...) || errors.Is(err, errContainerGone)
-}
-
-// sawDeletion notes that this instance saw its session's blob, or the
-// container, gone: its next session's first pass starts a quiet (see above).
-func (o *ShardOwner) sawDeletion(how string) {
-	quiet := o.quietFor()
-	o.mu.Lock()
-	first := o.deletedFor == 0
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
-	o.mu.Unlock()
-	if first {
-		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
-			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", quiet.Round(time.Millisecond))
-	}
-}
-
-// sawCutOff notes that this instance's session ended cut off from storage
-// (its deadline passed, or its lease was broken as silent): a deletion of
-// the container meanwhile would have gone unseen, as its renewals failed on
-// the silence, not on the blob's absence. Its next session begins as after
-// a deletion seen: a quiet, its seeds, and first terms above the fleet's
-// highest (see above).
-func (o *ShardOwner) sawCutOff() {
-	quiet := o.quietFor()
-	o.mu.Lock()
-	o.deletedFor = max(o.deletedFor, quiet)
-	o.gapSeen = true
-	o.mu.Unlock()
-	o.logger.Warn("leaderelection: this instance's session ended by its deadline or a lost lease, when a deletion of the container may go unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
-		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
-}
-
-// mayHaveMissed reports whether this instance saw a deletion, or a session
-// of its ended cut off (sawCutOff): a shard blob with no term yet may then
-// be one created again after a deletion by an instance that never saw its
-// terms, so its first term goes above the fleet's highest (claimOne).
-func (o *ShardOwner) mayHaveMissed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.gapSeen
-}
-
-// quietFor is how long a session claims nothing after a deletion seen, and
-// how long a shard blob created again must stand: the longest lease
-// duration any session this instance listed declared (its own, if longer),
-// StopMargin, and a RetryInterval and two RequestTimeouts for the other
-// instances that saw it to seed their terms (see above).
-func (o *ShardOwner) quietFor() time.Duration {
-	s := o.settings
-	return max(s.LeaseDuration, time.Duration(o.longestD.Load())) + s.StopMargin + s.RetryInterval + 2*s.RequestTimeout
-}
-
 // quiet reports how long this session must still claim nothing. A deletion
 // seen before its first pass starts the quiet then, and the seeding of the
 // terms it saw, tried at each pass until it is done or the quiet ends; a
 // quiet begun by an earlier session of this instance runs on.
-func (g *shardManager) quiet() time.Duration {
-	o := g.o
+func (sm *shardManager) quiet() time.Duration {
+	o := sm.o
 	o.mu.Lock()
-	if o.deletedFor > 0 {
-		o.quietUntil = time.Now().Add(o.deletedFor)
-		o.deletedFor = 0
-		o.seedPending = true
+	if o.fleetMemory.deletedFor > 0 {
+		o.fleetMemory.quietUntil = time.Now().Add(o.fleetMemory.deletedFor)
+		o.fleetMemory.deletedFor = 0
+		o.fleetMemory.seedPending = true
 	}
-	left := time.Until(o.quietUntil)
-	seed := o.seedPending && left > 0
+	left := time.Until(o.fleetMemory.quietUntil)
+	seed := o.fleetMemory.seedPending && left > 0
 	o.mu.Unlock()
-	if seed && g.seedTerms() {
+	if seed && sm.seedTerms() {
 		// Done; until then, tried again at each pass while the quiet
 		// lasts.
 		o.mu.Lock()
-		o.seedPending = false
+		o.fleetMemory.seedPending = false
 		o.mu.Unlock()
 	}
 	return max(0, left)
@@ -267,18 +173,18 @@ func (g *shardManager) quiet() time.Duration {
 // highest of them (seedOf), or raises a seed that another instance created
 // lower (see above). It reports whether every shard's seed is now at least
 // that high, or taken.
-func (g *shardManager) seedTerms() bool {
-	o := g.o
+func (sm *shardManager) seedTerms() bool {
+	o := sm.o
 	o.mu.Lock()
 	seeds := map[string]int64{}
-	for name := range o.set {
+	for name := range o.membership.set {
 		if n := o.seedLocked(name); n > 0 {
 			seeds[name] = n
 		}
 	}
 	o.mu.Unlock()
 	found := map[string]listed{}
-	if err := o.list(g.ctx, wire.ShardsDir, func(l listed) {
+	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if seeds[l.name] > 0 {
 			found[l.name] = l
 		}
@@ -294,7 +200,7 @@ func (g *shardManager) seedTerms() bool {
 	atOnce(len(names), claimParallel, func(i int) {
 		name := names[i]
 		info := found[name].info // the zero LeaseInfo (no blob) if not listed
-		if !g.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
+		if !sm.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
 			failed.Add(1)
 		}
 	})
@@ -309,10 +215,10 @@ func (g *shardManager) seedTerms() bool {
 // raise of another instance, lower or higher). It reports false if storage
 // failed it three times; true if the seed is high enough, or the blob is
 // taken (its claim recorded a term above the seed it found).
-func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+func (sm *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
 	for range 3 {
 		if !info.Exists {
-			_, err := g.o.createShard(g.ctx, lm, floor)
+			_, err := sm.o.createShard(sm.ctx, lm, floor)
 			if err == nil {
 				return true
 			}
@@ -321,11 +227,11 @@ func (g *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64
 			}
 		} else if !seedBelow(info, floor) {
 			return true
-		} else if _, ok := g.raiseSeed(lm, info, floor); ok {
+		} else if _, ok := sm.raiseSeed(lm, info, floor); ok {
 			return true
 		}
 		var err error
-		if info, err = lm.Inspect(g.ctx); err != nil {
+		if info, err = lm.Inspect(sm.ctx); err != nil {
 			return false
 		}
 	}
@@ -341,13 +247,13 @@ func seedBelow(info LeaseInfo, floor int64) bool {
 // raiseSeed raises the seed of a shard's blob that nobody leases and that
 // carries no term's record to floor, if lower, on condition that its ETag
 // is still info's. It reports whether it did, and the ETag it made.
-func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
+func (sm *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int64) (azcore.ETag, bool) {
 	if !seedBelow(info, floor) {
 		return "", false
 	}
-	etag, err := lm.writeSeed(g.ctx, info.ETag, wire.CreateMetadata(wire.RoleShard, floor, time.Now()))
+	etag, err := lm.writeSeed(sm.ctx, info.ETag, wire.CreateMetadata(wire.RoleShard, floor, time.Now()))
 	if err != nil {
-		g.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
+		sm.o.logger.Debug("leaderelection: could not raise a shard's seeded term", "container", lm.container, "blob", lm.blob, "error", err)
 		return "", false
 	}
 	return etag, true
@@ -364,24 +270,24 @@ func (g *shardManager) raiseSeed(lm *BlobLeaseManager, info LeaseInfo, floor int
 // and whether or not that session has noticed it yet: the blob it times was
 // created after the deletion, and a session stops at S + D - StopMargin for
 // its last confirmed write, sent before it (see above).
-func (g *shardManager) stoodRecreated(c candidate, seed int64) bool {
-	o := g.o
+func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
+	o := sm.o
 	lm := o.managerFor(o.shardBlob(c.name), "")
 	etag := c.etag
 	if !c.exists {
-		created, err := o.createShard(g.ctx, lm, seed)
+		created, err := o.createShard(sm.ctx, lm, seed)
 		if err != nil {
 			return false // created meanwhile, or storage failed: the next listing tells
 		}
 		etag = created
-	} else if raised, ok := g.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
+	} else if raised, ok := sm.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
 		etag = raised
 	}
 	o.mu.Lock()
-	w := o.recreated[c.name]
+	w := o.fleetMemory.recreated[c.name]
 	if w == nil {
 		w = &freshWatch{}
-		o.recreated[c.name] = w
+		o.fleetMemory.recreated[c.name] = w
 	}
 	o.mu.Unlock()
 	w.watch(etag, time.Now())
@@ -389,71 +295,7 @@ func (g *shardManager) stoodRecreated(c candidate, seed int64) bool {
 		return false
 	}
 	o.mu.Lock()
-	delete(o.recreated, c.name)
+	delete(o.fleetMemory.recreated, c.name)
 	o.mu.Unlock()
 	return true
-}
-
-// seeTerm raises the floor of shard name's terms to n (not to the largest
-// number: see termFloor.see).
-func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
-
-// proposeTerm notes n as a term this instance is about to send a record of
-// on shard name's blob (a claim's, a handover's): the server may store it
-// whether or not its answer comes back. It raises the seed of the shard
-// (seedOf) and the fleet's highest, not the floor (see above).
-func (o *ShardOwner) proposeTerm(name string, n int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if n > o.proposed[name] {
-		// The largest number too (unlike a floor: see termFloor.see): a
-		// blob created again is then seeded with it, and reported as a
-		// record no term can follow, not given it again.
-		o.proposed[name] = n
-		o.publishSeen(n)
-	}
-}
-
-// publishSeen raises the highest term this instance saw or sent on any
-// shard, which its session's record publishes, and the fleet's, to n,
-// unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
-// spread.
-func (o *ShardOwner) publishSeen(n int64) {
-	if n <= wire.MaxSpreadTerm {
-		raiseTo(&o.seenMax, n)
-		raiseTo(&o.fleetSeen, n)
-	}
-}
-
-// seedOf is what shard name's blob, created again, is seeded or raised
-// with, and what a claim of it goes above: the highest term this instance
-// saw on it, or sent a record of (as termFloor.seed).
-func (o *ShardOwner) seedOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.seedLocked(name)
-}
-
-// seedLocked is seedOf, under o.mu.
-func (o *ShardOwner) seedLocked(name string) int64 {
-	return max(o.floors[name], o.proposed[name])
-}
-
-// seeTerms is seeTerm for each shard of a listing, under one lock.
-func (o *ShardOwner) seeTerms(terms map[string]int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for name, n := range terms {
-		if n > o.floors[name] && n != math.MaxInt64 {
-			o.floors[name] = n
-			o.publishSeen(n)
-		}
-	}
-}
-
-// floorOf is the highest term this instance saw on shard name's blob.
-func (o *ShardOwner) floorOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.floors[name]
 }

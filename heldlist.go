@@ -3,14 +3,10 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/wire"
 )
@@ -20,7 +16,7 @@ import (
 // P/held/<session>: for each, the shard term and the session term its lease
 // ID derives from (wire.ClaimLeaseID, or HandoffLeaseID for a shard handed
 // to it), and the ETag of the record it runs the shard under (the format:
-// internal/wire's held.go). It rewrites the
+// internal/wire's heldlist.go). It rewrites the
 // list once its runs have changed, at most every RetryInterval, one write at
 // a time, and deletes it as it ends (but see endSession).
 //
@@ -45,42 +41,13 @@ import (
 // listings of 2 to 5 s of Azurite's one thread, during which every other
 // request waited, and the shards handed to a joiner idled seconds.
 
-func (o *ShardOwner) heldBlob(session string) string { return wire.HeldBlob(o.prefix, session) }
-
-// heldEntry is one shard of a session's list.
-type heldEntry struct {
-	name string
-	term int64
-	gen  int64       // the session's term its claim derived the lease ID from; 0: handed to it
-	etag azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
-}
-
-// derivedID is the lease ID the holder session derived for the entry.
-func (e heldEntry) derivedID(session string) string {
-	return wire.Held{Name: e.name, Term: e.term, Gen: e.gen}.LeaseID(session)
-}
-
-// heldList is the list of the shards a session holds: when it was last
-// written, what it said, whether a write is in flight, and whether the
-// last one failed; and the lines of the list it writes as it ends. Touched
-// by the session's goroutine but its atomics, and endLines, which endMu
-// guards.
-type heldList struct {
-	heldAt     time.Time
-	heldLast   string
-	heldBusy   atomic.Bool
-	heldFailed atomic.Bool
-	endMu      sync.Mutex
-	endLines   []string // the list's lines of the shards released as it left (see leftBehind)
-}
-
 // heldText is this session's list, as it stands: one line per shard it
 // runs, "name term gen ETag", sorted.
-func (g *shardManager) heldText() string {
-	o := g.o
+func (sm *shardManager) heldText() string {
+	o := sm.o
 	o.mu.Lock()
-	lines := make([]string, 0, len(o.runs))
-	for _, r := range o.runs {
+	lines := make([]string, 0, len(o.ownership.runs))
+	for _, r := range o.ownership.runs {
 		lines = append(lines, heldLine(r))
 	}
 	o.mu.Unlock()
@@ -88,97 +55,44 @@ func (g *shardManager) heldText() string {
 	return strings.Join(lines, "\n")
 }
 
-// heldLine is a run's line in the list.
-func heldLine(r *shardRun) string {
-	return wire.HeldLine(wire.Held{Name: r.name, Term: r.term.Number, Gen: r.gen, ETag: string(r.etag)})
-}
-
 // writeHeld rewrites this session's list if its runs changed since it was
 // last written, at most every RetryInterval, one write at a time, off the
 // session's loop.
-func (g *shardManager) writeHeld() {
-	if g.heldBusy.Load() || time.Since(g.heldAt) < g.o.settings.RetryInterval {
+func (sm *shardManager) writeHeld() {
+	if sm.heldList.heldBusy.Load() || time.Since(sm.heldList.heldAt) < sm.o.settings.RetryInterval {
 		return
 	}
-	if g.heldFailed.Swap(false) {
-		g.heldLast = "\x00"
+	if sm.heldList.heldFailed.Swap(false) {
+		sm.heldList.heldLast = "\x00"
 	}
-	text := g.heldText()
-	if text == g.heldLast {
+	text := sm.heldText()
+	if text == sm.heldList.heldLast {
 		return
 	}
-	g.heldBusy.Store(true)
-	g.heldAt, g.heldLast = time.Now(), text
-	g.pacing.Add(1)
+	sm.heldList.heldBusy.Store(true)
+	sm.heldList.heldAt, sm.heldList.heldLast = time.Now(), text
+	sm.handoffs.pacing.Add(1)
 	go func() {
-		defer g.pacing.Done()
-		defer g.heldBusy.Store(false)
-		if err := g.o.putHeld(g.shardsCtx, g.s.id, text); err != nil {
-			g.heldFailed.Store(true)
-			g.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
+		defer sm.handoffs.pacing.Done()
+		defer sm.heldList.heldBusy.Store(false)
+		if err := sm.o.putHeld(sm.shardsCtx, sm.s.id, text); err != nil {
+			sm.heldList.heldFailed.Store(true)
+			sm.o.logger.Debug("leaderelection: could not write the list of the shards this session holds; retrying", "error", err)
 		}
 	}()
 }
 
-// leftBehind notes a shard released as this session leaves, not handed on
-// (see endSession): its line of the list the session writes as it ends.
-func (h *heldList) leftBehind(r *shardRun) {
-	h.endMu.Lock()
-	defer h.endMu.Unlock()
-	h.endLines = append(h.endLines, heldLine(r))
-}
-
 // endHeld hands the session, once its shards have stopped, the list of
 // those it left behind, if any.
-func (g *shardManager) endHeld() {
-	g.endMu.Lock()
-	defer g.endMu.Unlock()
-	if len(g.endLines) > 0 {
-		slices.Sort(g.endLines)
-		text := strings.Join(g.endLines, "\n")
-		g.s.endList.Store(&text)
+func (sm *shardManager) endHeld() {
+	sm.heldList.endMu.Lock()
+	defer sm.heldList.endMu.Unlock()
+	if len(sm.heldList.endLines) > 0 {
+		slices.Sort(sm.heldList.endLines)
+		text := strings.Join(sm.heldList.endLines, "\n")
+		sm.s.endList.Store(&text)
 	}
 }
-
-func (o *ShardOwner) putHeld(ctx context.Context, session, text string) error {
-	_, err := o.cc.Blob(o.heldBlob(session)).Put(ctx, blobstore.WriteOptions{Metadata: wire.HeldMetadata(text), Content: []byte(text)})
-	return err
-}
-
-// dropHeld deletes a session's list: it has ended, or is dead and collected.
-func (o *ShardOwner) dropHeld(ctx context.Context, session string) {
-	_ = o.cc.Blob(o.heldBlob(session)).Delete(ctx, blobstore.DeleteOptions{})
-}
-
-// readHeld reads a dead session's list. An error if there is none, or it
-// does not read whole: the caller lists the shards instead.
-func (o *ShardOwner) readHeld(ctx context.Context, session string) ([]heldEntry, error) {
-	name := o.heldBlob(session)
-	resp, err := o.cc.Blob(name).Download(ctx, blobstore.DownloadOptions{Call: blobstore.Call{Op: "read held shards"}, Limit: wire.MaxHeldBytes + 1})
-	if err != nil {
-		if blobstore.HasCode(err, blobstore.BlobNotFound) {
-			return nil, fmt.Errorf("leaderelection: no list of the shards session %s held (%s)", session, name)
-		}
-		return nil, o.ops.wrap(err)
-	}
-	body := resp.Data
-	if len(body) > wire.MaxHeldBytes {
-		return nil, fmt.Errorf("leaderelection: the list of the shards session %s held (%s) is over %d bytes", session, name, wire.MaxHeldBytes)
-	}
-	hs, err := wire.ParseHeld(string(body), wire.Value(resp.Metadata, wire.MetaHeld), wire.Value(resp.Metadata, wire.MetaRole))
-	if err != nil {
-		return nil, err
-	}
-	var out []heldEntry
-	for _, e := range hs {
-		out = append(out, heldEntry{name: e.Name, term: e.Term, gen: e.Gen, etag: azcore.ETag(e.ETag)})
-	}
-	return out, nil
-}
-
-// probeMax is the most shards a session below its share reads one by one,
-// as the sessions' lists name none of them, rather than list every shard.
-const probeMax = 256
 
 // probeUnlisted finds, without a listing of every shard, the few shards of
 // the set that are free when the records count nearly every shard: it reads
@@ -195,17 +109,17 @@ const probeMax = 256
 // few shards short (their parts, computed from listings and records read
 // at different moments, overlapped), and each listed every shard at once:
 // 10 s, on a busy account, for a dozen shards.
-func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
-	o := g.o
+func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
+	o := sm.o
 	var ids []string
 	for _, id := range view.live {
-		if id != g.s.id && view.owned[id] > 0 {
+		if id != sm.s.id && view.owned[id] > 0 {
 			ids = append(ids, id)
 		}
 	}
 	lists := make([][]heldEntry, len(ids))
 	errs := make([]error, len(ids))
-	atOnce(len(ids), claimParallel, func(i int) { lists[i], errs[i] = o.readHeld(g.ctx, ids[i]) })
+	atOnce(len(ids), claimParallel, func(i int) { lists[i], errs[i] = o.readHeld(sm.ctx, ids[i]) })
 	if err := errors.Join(errs...); err != nil {
 		o.logger.Debug("leaderelection: could not read the sessions' lists of their shards; listing the shards", "error", err)
 		return 0, false
@@ -218,8 +132,8 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	}
 	o.mu.Lock()
 	var unnamed []string
-	for name := range o.set {
-		if !named[name] && o.runs[name] == nil && !o.claiming[name] {
+	for name := range o.membership.set {
+		if !named[name] && o.ownership.runs[name] == nil && !o.ownership.claiming[name] {
 			unnamed = append(unnamed, name)
 		}
 	}
@@ -228,15 +142,15 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		return 0, false
 	}
 	found := make([]*candidate, len(unnamed))
-	peers := g.peersOf(view)
-	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(g.ctx, unnamed[i], peers) })
+	peers := sm.sameSetPeers(view)
+	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(sm.ctx, unnamed[i], peers) })
 	now := time.Now()
 	var freed []string
 	o.mu.Lock()
 	for _, c := range found {
 		if c != nil {
-			g.cands[c.name] = *c
-			g.freeSince[c.name] = now
+			sm.candidates.cands[c.name] = *c
+			sm.candidates.freeSince[c.name] = now
 			freed = append(freed, c.name)
 		}
 	}
@@ -247,33 +161,18 @@ func (g *shardManager) probeUnlisted(view sessionView) (int, bool) {
 		// Assign them afresh, by the records as they are now. (Found
 		// nothing, it leaves the candidates as they were, stale if they
 		// were: the listing comes next.)
-		g.part, g.deathRoom, g.stale, g.fromListing = nil, nil, false, false
+		sm.candidates.part, sm.candidates.deathRoom, sm.candidates.stale, sm.candidates.fromListing = nil, nil, false, false
 	}
 	return len(freed), true
-}
-
-// atOnce calls fn(i) for each i below n, k at a time, and returns once
-// every call has.
-func atOnce(n, k int, fn func(i int)) {
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, k)
-	for i := range n {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			fn(i)
-		})
-	}
-	wg.Wait()
 }
 
 // freeShard reads one shard's blob and returns it as a candidate to claim if
 // it is free: no blob, or no lease, and a record a term can follow. It
 // returns nil otherwise, and if the read fails (a listing finds it later).
-// A lease released by one of peers (see peersOf) marks it released.
+// A lease released by one of peers (see sameSetPeers) marks it released.
 func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[string]bool) *candidate {
 	blob := o.shardBlob(name)
-	props, err := o.cc.Blob(blob).Properties(ctx, blobstore.Call{})
+	props, err := o.storage.client.Blob(blob).Properties(ctx, blobstore.Call{})
 	if blobstore.HasCode(err, blobstore.BlobNotFound) {
 		o.sawShard(name, nil)
 		return &candidate{name: name}

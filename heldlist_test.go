@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A session keeps the list of the shards it holds (held.go); when it dies,
+// A session keeps the list of the shards it holds (heldlist.go); when it dies,
 // the survivors take its shards from that list, with no listing of the
 // shards. A list that does not read, or that names shards the dead session
 // did not hold, takes nothing from anyone: the survivors find the dead
