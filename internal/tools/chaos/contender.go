@@ -69,9 +69,14 @@ func contend(cfg contenderConfig) error {
 
 	// The request counts, by class, reported every CountEvery and at the end.
 	var counts func() reqcount.Counts
+	var perAccount func() []int64 // a quorum's, by account
 	report := func() {
 		c := counts()
-		rec.Write(Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read})
+		r := Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read}
+		if perAccount != nil {
+			r.Accounts = perAccount()
+		}
+		rec.Write(r)
 	}
 
 	// lead is every algorithm's leader func: it records the term's start,
@@ -159,7 +164,7 @@ func contend(cfg contenderConfig) error {
 			if err != nil {
 				return err
 			}
-			couldExpire = q.couldExpire
+			couldExpire, perAccount = q.couldExpire, q.requests
 			defer childproc.Every(ctx, heldEvery, watchHeld(m, rec))()
 		} else {
 			m, err = leaderelection.NewBlobDistributedMutex(s, task, opts...)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -166,12 +167,12 @@ func quorumContender(cfg contenderConfig, s leaderelection.BlobSettings, tr http
 	q := &quorumClock{need: len(cfg.BlobURLs)/2 + 1, d: eff.LeaseDuration}
 	var accounts []leaderelection.BlobSettings
 	for _, u := range cfg.BlobURLs {
-		c := &leaseClock{d: eff.LeaseDuration}
-		q.accounts = append(q.accounts, c)
+		c, n := &leaseClock{d: eff.LeaseDuration}, &reqcount.Policy{}
+		q.accounts, q.counts = append(q.accounts, c), append(q.counts, n)
 		a := s
 		a.ConnectionString = azurite.ConnectionStringFor(u)
 		a.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{
-			Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter, c}}}
+			Transport: &http.Client{Transport: tr}, PerRetryPolicies: []policy.Policy{counter, n, c}}}
 		accounts = append(accounts, a)
 	}
 	m, err := leaderelection.NewQuorumMutex(accounts, task, opts...)
@@ -184,8 +185,18 @@ func quorumContender(cfg contenderConfig, s leaderelection.BlobSettings, tr http
 // not its word). An account never extended counts as the earliest.
 type quorumClock struct {
 	accounts []*leaseClock
+	counts   []*reqcount.Policy // the requests to each account
 	need     int
 	d        time.Duration
+}
+
+// requests is how many requests went to each account.
+func (q *quorumClock) requests() []int64 {
+	var n []int64
+	for _, c := range q.counts {
+		n = append(n, c.Counts().Total())
+	}
+	return n
 }
 
 func (q *quorumClock) couldExpire() int64 {
@@ -267,7 +278,8 @@ const heldEvery = 200 * time.Millisecond
 const heldAll = "all"
 
 // watchHeld returns a poll that records, while m leads, each change of
-// what it holds: every account, or what Degraded says it does not.
+// what it holds: every account, or what Degraded says it does not (up to
+// the first account's failure).
 func watchHeld(m *leaderelection.BlobDistributedMutex, rec interface{ Write(Record) }) func() {
 	last := ""
 	return func() {
@@ -275,7 +287,9 @@ func watchHeld(m *leaderelection.BlobDistributedMutex, rec interface{ Write(Reco
 		if m.IsLeader() {
 			now = heldAll
 			if err := m.Degraded(); err != nil {
-				now = err.Error()
+				// How many it holds and which not, without each
+				// failure's text, which changes with every try.
+				now, _, _ = strings.Cut(err.Error(), " (")
 			}
 		}
 		if now != last && now != "" {

@@ -45,6 +45,9 @@ type Record struct {
 	Leases   int64 `json:"leases,omitempty"`
 	Writes   int64 `json:"writes,omitempty"`
 	Reads    int64 `json:"reads,omitempty"`
+	// Accounts is, for a quorum contender's requests records, how many of
+	// those requests went to each account.
+	Accounts []int64 `json:"accounts,omitempty"`
 	// Contender is, for spawn, what the lane runs (Contender.Label).
 	Contender string `json:"contender,omitempty"`
 	// Blob is, for malformed, repair and delete, the blob the other writer
