@@ -64,6 +64,7 @@ var citedPaths = []string{
 	"internal/tools/chaos/cmd/chaos",
 	"internal/tools/etcdpeer",
 	"internal/tools/listprobe",
+	"internal/tools/quorumbench",
 	"internal/tools/restartbench",
 	"internal/tools/rollbench",
 	"internal/tools/shardbench",

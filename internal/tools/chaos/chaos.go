@@ -25,8 +25,6 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/blobelect/leaderelection/internal/azurite"
 	"github.com/blobelect/leaderelection/internal/tools/childproc"
-	"github.com/blobelect/leaderelection/internal/tools/etcdpeer"
-	"github.com/blobelect/leaderelection/internal/tools/procnet"
 	"github.com/blobelect/leaderelection/internal/tools/tamper"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
@@ -92,6 +90,13 @@ type Config struct {
 	// LeadFirst starts lane c1 alone, and the other lanes once it leads:
 	// the first fault then hits what c1 runs.
 	LeadFirst bool
+	// Accounts is how many storage accounts, each an Azurite process, the
+	// fleet leads over: 3 or 5 make every contender a quorum mutex (the
+	// library's, native leases), and allow the quorum's faults
+	// (quorum.go); 0 means 1. AccountDown is how long FaultAccountDown
+	// keeps an account down (default 2 min).
+	Accounts    int
+	AccountDown time.Duration
 }
 
 // Timings the checker judges a run by.
@@ -170,10 +175,13 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if cfg.writes() && useEtcd {
 		return Report{}, errors.New("chaos: the messy world's faults and " + FaultCutOffDelete + " write blobs: they need a fleet on Azurite")
 	}
+	if err := cfg.checkQuorum(); err != nil {
+		return Report{}, err
+	}
 	if cfg.MessyEvery == 0 {
 		cfg.MessyEvery = 3
 	}
-	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, seen: map[string]int64{}}
+	h := &harness{cfg: cfg, timings: timings, etcd: useEtcd, open: map[string]int64{}, seen: map[string]int64{}, whole: map[string]bool{}}
 	h.log = childproc.NewLog(h.track)
 	err = h.run(ctx)
 	rep := Check(h.log.Records(), h.timings)
@@ -185,7 +193,8 @@ type lane struct {
 	name    string
 	who     Contender
 	timings laneTimings
-	proxy   *toxiproxy.Proxy
+	proxy   *toxiproxy.Proxy   // to the first account
+	proxies []*toxiproxy.Proxy // to each account (proxy first)
 	proc    *childproc.Process // nil until its first process starts
 }
 
@@ -200,6 +209,7 @@ type harness struct {
 	timings Timings
 	etcd    bool // the fleet runs against etcd, not Azurite
 	store   storage
+	more    []*azurite.Server // the accounts after the first (a quorum)
 	lanes   []*lane
 	log     *childproc.Log[Record]
 
@@ -214,8 +224,9 @@ type harness struct {
 	// blob created again is seeded from what its contenders remember, so
 	// the highest term started (top) must be remembered by a running
 	// process other than the leader stopped for the deletion.
-	seen map[string]int64 // lane -> highest term its running process started or saw lead
-	top  int64            // highest term started on the blob (since a storage restart: see track)
+	seen  map[string]int64 // lane -> highest term its running process started or saw lead
+	whole map[string]bool  // lane -> its quorum leader holds every account (KindHeld)
+	top   int64            // highest term started on the blob (since a storage restart: see track)
 	// restarted: storage restarted since top's start; it may have
 	// forgotten terms, and the next start's term is then top, as storage
 	// knows it (CheckTermOrder excuses that amnesia).
@@ -246,10 +257,14 @@ func (h *harness) track(r Record) {
 		h.restarted = h.restarted || r.Fault == FaultStorageRestart
 	case KindEnd:
 		delete(h.open, r.Who)
+		delete(h.whole, r.Who)
+	case KindHeld:
+		h.whole[r.Who] = r.Detail == heldAll
 	case KindExit, KindSpawn:
 		// A new process remembers nothing of the old one's terms.
 		delete(h.open, r.Who)
 		delete(h.seen, r.Who)
+		delete(h.whole, r.Who)
 	}
 }
 
@@ -293,11 +308,16 @@ func (h *harness) run(ctx context.Context) (err error) {
 		}
 	}()
 
-	upstream, closeLog, err := h.startStorage(ctx)
-	if err != nil {
-		return err
+	var upstreams []string
+	for i := range max(1, h.cfg.Accounts) {
+		upstream, closeLog, err := h.startStorage(ctx, i)
+		if err != nil {
+			return err
+		}
+		defer closeLog()
+		upstreams = append(upstreams, upstream)
 	}
-	defer closeLog()
+	upstream := upstreams[0]
 
 	server := toxiproxy.NewServer(toxiproxy.NewMetricsContainer(prometheus.NewRegistry()), zerolog.Nop())
 	blob := fmt.Sprintf("chaos-%d", h.cfg.Seed)
@@ -321,16 +341,20 @@ func (h *harness) run(ctx context.Context) (err error) {
 			return errors.New("chaos: c1, started alone, did not become leader")
 		}
 		name := fmt.Sprintf("c%d", i)
-		p := toxiproxy.NewProxy(server, name, "127.0.0.1:0", upstream)
-		if err := p.Start(); err != nil {
-			return fmt.Errorf("chaos: proxy for %s: %w", name, err)
+		var proxies []*toxiproxy.Proxy
+		for a, up := range upstreams {
+			p := toxiproxy.NewProxy(server, accountName(name, a), "127.0.0.1:0", up)
+			if err := p.Start(); err != nil {
+				return fmt.Errorf("chaos: proxy for %s: %w", accountName(name, a), err)
+			}
+			proxies = append(proxies, p)
 		}
 		who := h.cfg.Fleet[(i-1)%len(h.cfg.Fleet)]
 		lt, err := who.timings()
 		if err != nil {
 			return err
 		}
-		l := &lane{name: name, who: who, timings: lt, proxy: p}
+		l := &lane{name: name, who: who, timings: lt, proxy: proxies[0], proxies: proxies}
 		h.lanes = append(h.lanes, l)
 		if err := h.spawn(l, blob); err != nil {
 			return err
@@ -425,7 +449,7 @@ func holdFor(kind string, u float64, t laneTimings) time.Duration {
 	switch kind {
 	case FaultCutOffDelete:
 		return time.Duration(u * float64(time.Second))
-	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh:
+	case FaultFreeze, FaultBlackhole, FaultLatencyHigh, FaultResetHigh, FaultCutMajority:
 		return t.LeaseDuration + 2*time.Second + time.Duration(u*float64(4*time.Second))
 	case FaultLatencyLow:
 		return 6*time.Second + time.Duration(u*float64(6*time.Second))
@@ -484,6 +508,8 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		return true, nil
 	case FaultCutOffDelete:
 		return h.cutOffDelete(ctx, l, hold)
+	case FaultAccountDown, FaultCutMajority:
+		return h.injectQuorum(ctx, kind, u, l, hold)
 	case FaultStorageRestart:
 		h.note(KindFault, kind, "", "")
 		// On a loaded machine a start can exceed its timeout: try again
@@ -502,7 +528,7 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 		return true, nil
 	}
 	h.note(KindFault, kind, target, detail)
-	names, err := h.addToxics(l, kind)
+	names, err := addToxics(l.proxy, kind)
 	if err != nil {
 		return false, err
 	}
@@ -514,9 +540,9 @@ func (h *harness) inject(ctx context.Context, kind string, u float64, blob strin
 	return true, nil
 }
 
-// addToxics adds the toxics of a proxy fault of kind to lane l's proxy and
+// addToxics adds the toxics of a proxy fault of kind to proxy p and
 // returns their names.
-func (h *harness) addToxics(l *lane, kind string) ([]string, error) {
+func addToxics(p *toxiproxy.Proxy, kind string) ([]string, error) {
 	var toxics []string
 	switch kind {
 	case FaultBlackhole:
@@ -535,7 +561,7 @@ func (h *harness) addToxics(l *lane, kind string) ([]string, error) {
 	}
 	var names []string
 	for _, t := range toxics {
-		w, err := l.proxy.Toxics.AddToxicJson(strings.NewReader(t))
+		w, err := p.Toxics.AddToxicJson(strings.NewReader(t))
 		if err != nil {
 			return names, fmt.Errorf("chaos: %s toxic: %w", kind, err)
 		}
@@ -559,7 +585,10 @@ func (h *harness) spawn(l *lane, blob string) error {
 	if h.etcd {
 		cc.Endpoint = l.proxy.Listen
 	} else {
-		cc.BlobURL = "http://" + l.proxy.Listen + "/" + azurite.AccountName
+		for _, p := range l.proxies {
+			cc.BlobURLs = append(cc.BlobURLs, "http://"+p.Listen+"/"+azurite.AccountName)
+		}
+		cc.BlobURL = cc.BlobURLs[0]
 	}
 	p, err := childproc.Start(childproc.Spec[Record]{
 		Command: h.cfg.Command, Env: envContender, Config: cc, Log: filepath.Join(h.cfg.Dir, l.name+".log"),
@@ -586,86 +615,20 @@ func (h *harness) shutdown() {
 	}
 	childproc.Stop(procs, 20*time.Second)
 	for _, l := range h.lanes {
-		l.proxy.Stop()
+		for _, p := range l.proxies {
+			p.Stop()
+		}
 	}
 	if h.store != nil {
 		_ = h.store.Stop()
+	}
+	for _, s := range h.more {
+		_ = s.Stop()
 	}
 }
 
 // containerName is the container of the fleet's blob.
 const containerName = "chaos"
-
-// startSlots bounds how many servers the runs of one process start at
-// once: a benchmark starts dozens of runs together, and as many Node.js
-// processes starting at the same time on a small machine can take longer
-// than Azurite's start timeout.
-var startSlots = make(chan struct{}, 4)
-
-// startStorage starts the server the fleet needs, its data and log under
-// the run's directory, and returns the address the proxies forward to. A
-// start that fails is tried again, twice.
-func (h *harness) startStorage(ctx context.Context) (upstream string, closeLog func(), err error) {
-	select {
-	case startSlots <- struct{}{}:
-	case <-ctx.Done():
-		return "", nil, ctx.Err()
-	}
-	defer func() { <-startSlots }()
-	for attempt := 1; ; attempt++ {
-		upstream, closeLog, err = h.startStorageOnce(ctx)
-		if err == nil || attempt == 3 || ctx.Err() != nil {
-			return upstream, closeLog, err
-		}
-		h.progress("%v; trying again", err)
-	}
-}
-
-func (h *harness) startStorageOnce(ctx context.Context) (upstream string, closeLog func(), err error) {
-	name := "azurite"
-	if h.etcd {
-		name = "etcd"
-	}
-	log, err := os.OpenFile(filepath.Join(h.cfg.Dir, name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
-		return "", nil, err
-	}
-	closeLog = func() { log.Close() }
-	if h.etcd {
-		srv, err := etcdpeer.Start(ctx, etcdpeer.Options{Dir: filepath.Join(h.cfg.Dir, "etcd-data"), Log: log})
-		if err != nil {
-			closeLog()
-			return "", nil, fmt.Errorf("chaos: starting etcd: %w", err)
-		}
-		h.store = srv
-		return srv.Endpoint(), closeLog, nil
-	}
-	for attempt := 1; ; attempt++ {
-		srv, err := azurite.Start(ctx, azurite.Options{Location: filepath.Join(h.cfg.Dir, "azurite-data"), Log: log})
-		if err != nil {
-			closeLog()
-			return "", nil, fmt.Errorf("chaos: starting Azurite: %w", err)
-		}
-		addr := strings.TrimPrefix(strings.TrimSuffix(srv.URL(), "/"+azurite.AccountName), "http://")
-		// Runs in parallel each start an Azurite on a port found free; two
-		// may pick the same one, and the loser's readiness probe is then
-		// answered by the winner's Azurite while its own exits, unable to
-		// bind. Two runs sharing one Azurite would share its restarts and
-		// its end: make sure the listener is ours.
-		_, port, _ := strings.Cut(addr, ":")
-		n, _ := strconv.Atoi(port)
-		if ok, err := procnet.ListensOn(srv.PID(), n); err == nil && !ok {
-			_ = srv.Stop()
-			if attempt < 5 {
-				continue
-			}
-			closeLog()
-			return "", nil, fmt.Errorf("chaos: Azurite on port %d answered, but it was not the one we started (%d attempts)", n, attempt)
-		}
-		h.store = srv
-		return addr, closeLog, nil
-	}
-}
 
 // Sleep waits d, or until ctx is done; it reports whether d passed.
 func Sleep(ctx context.Context, d time.Duration) bool {

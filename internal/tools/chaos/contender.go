@@ -37,8 +37,11 @@ const (
 type contenderConfig struct {
 	Name string
 	Contender
-	BlobURL   string // the account's blob endpoint, through this lane's proxy (Azure algorithms)
-	Endpoint  string // the etcd server's address, through this lane's proxy (etcd)
+	BlobURL string // the account's blob endpoint, through this lane's proxy (Azure algorithms)
+	// BlobURLs are every account's, for a quorum mutex (BlobURL first);
+	// empty for one account.
+	BlobURLs  []string `json:",omitempty"`
+	Endpoint  string   // the etcd server's address, through this lane's proxy (etcd)
 	Container string
 	Blob      string
 	// CountEvery is how often to report the request count.
@@ -66,9 +69,14 @@ func contend(cfg contenderConfig) error {
 
 	// The request counts, by class, reported every CountEvery and at the end.
 	var counts func() reqcount.Counts
+	var perAccount func() []int64 // a quorum's, by account
 	report := func() {
 		c := counts()
-		rec.Write(Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read})
+		r := Record{Kind: KindRequests, Requests: c.Total(), Leases: c.Lease, Writes: c.Write, Reads: c.Read}
+		if perAccount != nil {
+			r.Accounts = perAccount()
+		}
+		rec.Write(r)
 	}
 
 	// lead is every algorithm's leader func: it records the term's start,
@@ -102,6 +110,7 @@ func contend(cfg contenderConfig) error {
 
 	counter := &reqcount.Policy{}
 	clock := &leaseClock{etag: eff.Kind == leaderelection.ETagLease, d: eff.LeaseDuration}
+	couldExpire := clock.couldExpire
 	counts = counter.Counts
 	defer childproc.Every(ctx, cfg.CountEvery, report)()
 	defer report()
@@ -115,7 +124,7 @@ func contend(cfg contenderConfig) error {
 		if t, ok := leaderelection.TermFromContext(ctx); ok {
 			n = t.Number
 		}
-		lead(ctx, n, clock.couldExpire)
+		lead(ctx, n, couldExpire)
 		return nil
 	}
 
@@ -138,8 +147,7 @@ func contend(cfg contenderConfig) error {
 		s := cfg.Contender.settings()
 		s.ConnectionString, s.Container, s.Blob = conn, cfg.Container, cfg.Blob
 		s.ClientOptions = &azblob.ClientOptions{ClientOptions: copts}
-		m, err := leaderelection.NewBlobDistributedMutex(s, task,
-			leaderelection.WithIdentity(cfg.Name),
+		opts := []leaderelection.Option{leaderelection.WithIdentity(cfg.Name),
 			leaderelection.WithLogger(logger.With("contender", cfg.Name)),
 			leaderelection.WithEvents(func(e leaderelection.Event) {
 				switch e.Kind {
@@ -148,7 +156,19 @@ func contend(cfg contenderConfig) error {
 				case leaderelection.NewLeaderObserved:
 					rec.Write(Record{Kind: KindObserved, Term: e.Term.Number})
 				}
-			}))
+			})}
+		var m *leaderelection.BlobDistributedMutex
+		if len(cfg.BlobURLs) > 1 {
+			var q *quorumClock
+			m, q, err = quorumContender(cfg, s, tr, counter, task, opts)
+			if err != nil {
+				return err
+			}
+			couldExpire, perAccount = q.couldExpire, q.requests
+			defer childproc.Every(ctx, heldEvery, watchHeld(m, rec))()
+		} else {
+			m, err = leaderelection.NewBlobDistributedMutex(s, task, opts...)
+		}
 		if err != nil {
 			return err
 		}

@@ -37,7 +37,7 @@ func (h *harness) cutOffDelete(ctx context.Context, l *lane, hold time.Duration)
 		return false, nil
 	}
 	h.note(KindFault, FaultCutOffDelete, l.name, "blackhole, then the container deleted after "+hold.Round(time.Millisecond).String())
-	names, err := h.addToxics(l, FaultBlackhole)
+	names, err := addToxics(l.proxy, FaultBlackhole)
 	if err != nil {
 		return false, err
 	}

@@ -45,6 +45,9 @@ type Record struct {
 	Leases   int64 `json:"leases,omitempty"`
 	Writes   int64 `json:"writes,omitempty"`
 	Reads    int64 `json:"reads,omitempty"`
+	// Accounts is, for a quorum contender's requests records, how many of
+	// those requests went to each account.
+	Accounts []int64 `json:"accounts,omitempty"`
 	// Contender is, for spawn, what the lane runs (Contender.Label).
 	Contender string `json:"contender,omitempty"`
 	// Blob is, for malformed, repair and delete, the blob the other writer
@@ -64,6 +67,9 @@ const (
 	KindHeal     = "heal"     // that fault ended (Fault, Target)
 	KindRequests = "requests" // a contender's request count so far (Who, Requests)
 	KindShutdown = "shutdown" // the harness began stopping every contender
+	// A quorum's (quorum.go).
+	KindHeld     = "held"     // a quorum leader's accounts held changed: Detail "all", or what Degraded says
+	KindRegained = "regained" // the harness saw the leader hold every account again after FaultAccountDown (Target, Detail: how soon)
 	// The other writer's records (package tamper), stamped by the harness.
 	KindMalformed = "malformed" // it wrote a malformed record (Blob, Detail: the tamper.Case), stamped when the write was answered
 	KindRepair    = "repair"    // it rewrote that record valid (Blob, Term), stamped when the write was sent

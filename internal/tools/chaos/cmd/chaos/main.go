@@ -59,6 +59,8 @@ func main() {
 		malformed  = flag.Bool("malformed", false, "another writer writes malformed records into the lease blob (each repaired seconds later)")
 		deletes    = flag.Bool("deletes", false, "another writer deletes the lease blob, or its container, while it is unleased, and the container under a leader cut off from storage")
 		messyEvery = flag.Int("messy-every", 3, "with -malformed or -deletes, every this many faults one is theirs")
+		accounts   = flag.Int("accounts", 1, "storage accounts, each an Azurite process: 3 or 5 make every contender a quorum mutex, and allow the faults "+strings.Join(chaos.QuorumFaults, ","))
+		down       = flag.Duration("account-down", 2*time.Minute, "how long "+chaos.FaultAccountDown+" keeps an account down")
 	)
 	flag.Parse()
 	fleet, err := chaos.ParseFleet(*contenders, *algo, *lease, *renew, *retry, *margin, *timeout)
@@ -102,8 +104,9 @@ func main() {
 			reports[i], errs[i] = chaos.Run(ctx, chaos.Config{
 				Seed: *seed + int64(i), Contenders: *contenders, Duration: *duration, MaxFaults: *maxFaults,
 				Kinds: strings.Split(*kinds, ","), Fleet: fleet,
-				Dir: filepath.Join(*dir, fmt.Sprintf("run-%d", *seed+int64(i))), Progress: os.Stderr,
+				Dir: runDir(*dir, *seed+int64(i)), Progress: os.Stderr,
 				Malformed: *malformed, Deletes: *deletes, MessyEvery: *messyEvery,
+				Accounts: *accounts, AccountDown: *down,
 			})
 		}()
 	}
@@ -117,6 +120,9 @@ func main() {
 			bad = true
 		}
 		bad = bad || failed(rep, fleet)
+		if *accounts > 1 {
+			bad = quorumFailed(rep, filepath.Join(runDir(*dir, rep.Seed), "records.jsonl"), fleet) || bad
+		}
 	}
 	if *svg != "" && len(reports) > 0 {
 		f, err := os.Create(*svg)
@@ -150,6 +156,40 @@ func failed(rep chaos.Report, fleet []chaos.Contender) bool {
 	return len(rep.Overlap) > 0 || len(rep.Liveness) > 0 || (counted && len(rep.TermOrder) > 0) ||
 		len(rep.UnderMalformed) > 0 || len(rep.Messy.Unrepaired) > 0 || len(rep.Exits) > 0
 }
+
+// quorumFailed prints the failures of a quorum run's own faults
+// (chaos.QuorumFailures) and their stop margins, and reports whether there
+// was one.
+func quorumFailed(rep chaos.Report, records string, fleet []chaos.Contender) bool {
+	margin, err := chaos.StopMarginOf(fleet)
+	if err != nil {
+		fail(err)
+	}
+	recs, err := chaos.ReadRecords(records)
+	if err != nil {
+		fail(err)
+	}
+	var margins []time.Duration
+	for _, f := range rep.Faults {
+		if f.Kind == chaos.FaultCutMajority && f.StopMarginOK {
+			margins = append(margins, f.StopMargin)
+		}
+	}
+	if len(margins) > 0 {
+		fmt.Printf("%s: stop margins (StopMargin %v): min %v, p50 %v, max %v over %d\n", chaos.FaultCutMajority, margin,
+			chaos.Percentile(margins, 0).Round(time.Millisecond), chaos.Percentile(margins, 50).Round(time.Millisecond),
+			chaos.Percentile(margins, 100).Round(time.Millisecond), len(margins))
+	}
+	bad := chaos.QuorumFailures(rep, recs, margin, chaos.QuorumSlack)
+	fmt.Printf("quorum faults failed: %d\n", len(bad))
+	for _, b := range bad {
+		fmt.Println("  " + b)
+	}
+	return len(bad) > 0
+}
+
+// runDir is where the run of seed keeps its records under dir.
+func runDir(dir string, seed int64) string { return filepath.Join(dir, fmt.Sprintf("run-%d", seed)) }
 
 func fail(err error) {
 	fmt.Fprintln(os.Stderr, "chaos:", err)
