@@ -580,7 +580,7 @@ func (m *BlobLeaseManager) createBlob(ctx context.Context) (azcore.ETag, error) 
 		// A blob this instance saw terms on was deleted under the
 		// fleet: its leader, if cut off from storage, may still act
 		// until its deadline, which the settle wait outlasts.
-		m.logger.Warn("leaderelection: the lease blob was gone (deleted under a running fleet): created it again, seeded with the highest term seen; no term is recorded on it until it has stood unchanged for the settle wait",
+		m.logger.Warn("leaderelection: the lease blob was gone (deleted under a running fleet): created it again, seeded with the highest term seen; no new term is recorded on it until it has stood unchanged for the settle wait (a quorum's leader writes its running term there at once)",
 			"container", m.container, "blob", m.blob, "term", floor, "settleFor", m.settleFor(true, 0))
 		return etag, nil
 	case err == nil:

@@ -252,7 +252,11 @@ func (q *quorumLease) degraded() error {
 	now := time.Now()
 	for i, st := range q.state {
 		if !st.holds(now) {
-			missing = append(missing, fmt.Sprintf("accounts[%d] (%v)", i, st.lastErr))
+			why := "not taken yet"
+			if st.lastErr != nil {
+				why = st.lastErr.Error()
+			}
+			missing = append(missing, fmt.Sprintf("accounts[%d] (%s)", i, why))
 		}
 	}
 	if len(missing) == 0 {

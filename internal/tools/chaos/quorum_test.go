@@ -15,11 +15,10 @@ import (
 // each. The leader is cut off from two of the three accounts: its func
 // returns StopMargin before its lease on a majority could pass (by its own
 // requests: the second latest confirmation of the three), and another
-// leads. Then one Azurite is SIGKILLed for two lease durations while the
-// new leader holds all three: it leads on, its func not cancelled, and
-// holds all three again after the restart. (The long trials, 30 cuts and
-// an account down for 2 minutes, are the chaos command's: CONTRIBUTING.md.)
-func TestChaosQuorumLeadsThroughAnAccountDownAndStopsWhenCutFromAMajority(t *testing.T) {
+// leads. (An account down is the root package's end-to-end test; the long
+// trials, 30 cuts and an account down for 2 minutes, are the chaos
+// command's: CONTRIBUTING.md.)
+func TestChaosQuorumStopsWhenCutFromAMajority(t *testing.T) {
 	t.Parallel()
 	seed, err := SeedFromEnv()
 	require.NoError(t, err)
@@ -27,11 +26,14 @@ func TestChaosQuorumLeadsThroughAnAccountDownAndStopsWhenCutFromAMajority(t *tes
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	dir := t.TempDir()
-	sequence := []string{FaultCutMajority, FaultAccountDown}
+	// An account down is the root package's end-to-end test
+	// (TestQuorumMutexLeadsThroughAnAzuriteKilled), and the command's:
+	// here, only the cut, to keep the suite short.
+	sequence := []string{FaultCutMajority}
 	rep, err := Run(ctx, Config{
 		Seed:        seed,
 		Contenders:  3,
-		Duration:    3 * time.Minute,
+		Duration:    75 * time.Second,
 		Sequence:    sequence,
 		Accounts:    3,
 		AccountDown: 30 * time.Second,
