@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -253,13 +254,44 @@ func (f *simFleet) termedOnce(e string) bool {
 // election of that kind, in a set, is pending with its blob not created
 // again (a shard's: not seeded at or above its last term). Under f.mu.
 func (f *simFleet) mayStart(l *simLane) bool {
+	across := false
 	for e := range f.pending {
 		if f.kindOf(e) != l.kind || !f.inSets(e) {
 			continue
 		}
 		if p := f.pendings[e]; !p.created || l.kind == laneShard && !p.seeded {
+			if across = f.resumesAcross(l); across {
+				continue
+			}
 			return false
 		}
+	}
+	if across {
+		f.made["a restart with its lease ID file while the container is deleted, not created again"]++
+	}
+	return true
+}
+
+// resumesAcross reports whether l's next process, a ShardOwner's with its
+// lease ID file, may start while the container is deleted and not created
+// again: its resume reads its session's blob first, finds the container
+// gone, and so has seen the deletion (sessionfile.go: sawDeletion; a
+// process started after a deletion that finds the container there again
+// is the limit, "A deletion no running instance saw", which holdStart
+// keeps). Only while no fault of the lane's delays or drops that read, so
+// that it is made before another instance creates the container again, in
+// the same instant of the bubble's clock. Under f.mu.
+func (f *simFleet) resumesAcross(l *simLane) bool {
+	if l.kind != laneShard || l.file == "" || !f.noContainer.Load() {
+		return false
+	}
+	if b, err := os.ReadFile(l.file); err != nil || strings.TrimSpace(string(b)) == "" {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut > 0 || len(l.slow) > 0 || len(l.rates) > 0 {
+		return false
 	}
 	return true
 }

@@ -25,7 +25,8 @@ import (
 // every few seconds), and a subset of the actions; when an instance's request that
 // marks a point is answered (a transport of the simulator's in front of
 // its faults.Transport, which tells the point from the request: its lease
-// action, a term record or a renewal, a session's record, a note), the
+// action, a term record or a renewal, a session's record, a note, a
+// session's held list), the
 // point fires with its odds during a storm, and strikes with one of the
 // enabled actions, drawn: the process crashes there (between that step
 // and its next: between an acquire and its record, a record and its lease
@@ -51,10 +52,11 @@ const (
 	ptSessionRecord = "after a session's record"
 	ptEndMark       = "after a session's end mark"
 	ptNote          = "after a note"
+	ptHeld          = "after a held list's write"
 	ptRestart       = "at a restart with its lease ID file"
 )
 
-var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptRestart}
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptRestart}
 
 // The actions a point may strike with.
 var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now"}
@@ -216,6 +218,8 @@ func (t *simPointTransport) point(req *http.Request) string {
 		}
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HandoffDir):
 		return ptNote
+	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HeldDir):
+		return ptHeld
 	}
 	return ""
 }
