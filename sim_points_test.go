@@ -59,7 +59,14 @@ const (
 var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now"}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete}
+
+// actCutDelete cuts the process off and deletes the container at once, as
+// the fault model lets it (deletable): limits.md's "a leader cut off from
+// storage as its blob or container is deleted", at any point of any
+// election, the cut lasting up to twice the fleet's longest lease (within
+// the storm), so that a holder may act on to its deadline.
+const actCutDelete = "cut, as the container is deleted"
 
 // simActors are the fleet's actors besides its instances and its plan:
 // the other writer and the points.
@@ -236,7 +243,7 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	f, l := t.p.f, t.l
-	if act == "cut" && !f.mayCut(l) {
+	if (act == "cut" || act == actCutDelete) && !f.mayCut(l) {
 		// The fault model's rule for a planned partition holds here too:
 		// the last live witness of a deleted election that reaches
 		// storage is not cut off before a seed at or above its last term
@@ -283,21 +290,22 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 			delete(t.p.down, o)
 		}
 		t.p.mu.Unlock()
-	case "cut":
-		l.mu.Lock()
-		l.cut++
-		l.applyLocked()
-		l.mu.Unlock()
-		f.wg.Go(func() {
-			select {
-			case <-f.ctx.Done():
-			case <-time.After(d):
+	case actCutDelete:
+		t.mu.Lock()
+		longest := max(f.shape.native, f.shape.etag, f.shape.session)
+		d = time.Second + time.Duration(t.rng.Int64N(int64(max(time.Second, min(calm-10*time.Second-time.Since(f.begin), 2*longest)-time.Second))))
+		t.mu.Unlock()
+		t.cut(d)
+		if targets := f.ran(); f.deletable(targets) {
+			if f.svc.DeleteContainer(simContainer) == nil {
+				f.count("delete-container at a point", 1)
+				f.trace.printf(time.Now(), "deleted the container")
+			} else {
+				f.undelete(targets)
 			}
-			l.mu.Lock()
-			l.cut--
-			l.applyLocked()
-			l.mu.Unlock()
-		})
+		}
+	case "cut":
+		t.cut(d)
 	case "lose the answer":
 		return t.lose(req, resp, syscall.ECONNRESET)
 	case "answer late":
@@ -313,6 +321,25 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		f.actors.writer.act(r, simRequestBlob(req), calm)
 	}
 	return resp, err
+}
+
+// cut cuts the process's path to storage for d.
+func (t *simPointTransport) cut(d time.Duration) {
+	f, l := t.p.f, t.l
+	l.mu.Lock()
+	l.cut++
+	l.applyLocked()
+	l.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case <-f.ctx.Done():
+		case <-time.After(d):
+		}
+		l.mu.Lock()
+		l.cut--
+		l.applyLocked()
+		l.mu.Unlock()
+	})
 }
 
 // lose drops resp, and answers req with err instead.
