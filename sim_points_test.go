@@ -59,7 +59,7 @@ const (
 var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete}
 
 // actCutDelete cuts the process off and deletes the container at once, as
 // the fault model lets it (deletable): limits.md's "a leader cut off from
@@ -67,6 +67,12 @@ var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "o
 // election, the cut lasting up to twice the fleet's longest lease (within
 // the storm), so that a holder may act on to its deadline.
 const actCutDelete = "cut, as the container is deleted"
+
+// actCrashDelete crashes the process and deletes the container at once (as
+// the fault model lets it), the process starting again as a crash at a
+// point does: a process that dies as its container is deleted, restarted
+// (with its lease ID file, if it has one) while it may still be gone.
+const actCrashDelete = "crash, as the container is deleted"
 
 // simActors are the fleet's actors besides its instances and its plan:
 // the other writer and the points.
@@ -255,23 +261,10 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
 	switch act {
 	case "crash":
-		if f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
-			now := make(chan struct{})
-			t.p.mu.Lock()
-			t.p.down[l] = now
-			t.p.mu.Unlock()
-			f.wg.Go(func() {
-				select {
-				case <-f.ctx.Done():
-					return
-				case <-time.After(d):
-				case <-now:
-				}
-				t.p.mu.Lock()
-				delete(t.p.down, l)
-				t.p.mu.Unlock()
-				f.revive(l)
-			})
+		t.crash(d)
+	case actCrashDelete:
+		if t.crash(d) {
+			t.deleteContainer()
 		}
 	case "restart now":
 		// A process a point crashed starts again now (drawn among them),
@@ -296,14 +289,7 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		d = time.Second + time.Duration(t.rng.Int64N(int64(max(time.Second, min(calm-10*time.Second-time.Since(f.begin), 2*longest)-time.Second))))
 		t.mu.Unlock()
 		t.cut(d)
-		if targets := f.ran(); f.deletable(targets) {
-			if f.svc.DeleteContainer(simContainer) == nil {
-				f.count("delete-container at a point", 1)
-				f.trace.printf(time.Now(), "deleted the container")
-			} else {
-				f.undelete(targets)
-			}
-		}
+		t.deleteContainer()
 	case "cut":
 		t.cut(d)
 	case "lose the answer":
@@ -321,6 +307,49 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		f.actors.writer.act(r, simRequestBlob(req), calm)
 	}
 	return resp, err
+}
+
+// crash crashes the process, unless the fault model holds it back (or
+// it has ended), and starts it again d later, or at a "restart now"; it
+// reports whether it crashed it.
+func (t *simPointTransport) crash(d time.Duration) bool {
+	f, l := t.p.f, t.l
+	if !f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+		return false
+	}
+	now := make(chan struct{})
+	t.p.mu.Lock()
+	t.p.down[l] = now
+	t.p.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-time.After(d):
+		case <-now:
+		}
+		t.p.mu.Lock()
+		delete(t.p.down, l)
+		t.p.mu.Unlock()
+		f.revive(l)
+	})
+	return true
+}
+
+// deleteContainer deletes the container now, if the fault model lets it
+// (deletable).
+func (t *simPointTransport) deleteContainer() {
+	f := t.p.f
+	targets := f.ran()
+	if !f.deletable(targets) {
+		return
+	}
+	if f.svc.DeleteContainer(simContainer) != nil {
+		f.undelete(targets)
+		return
+	}
+	f.count("delete-container at a point", 1)
+	f.trace.printf(time.Now(), "deleted the container")
 }
 
 // cut cuts the process's path to storage for d.

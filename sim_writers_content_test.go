@@ -16,8 +16,10 @@ import (
 // a script that edits a file in the container does: it uploads the blob
 // again, its metadata as it stands (with the writer's marker), If-Match
 // the ETag it read, without a lease ID or under the one it guessed, with
-// its content as it is, with one of its numbers changed (lower or
-// higher), with a line dropped, or with a line of its own added. Every
+// one of its numbers changed, lower or higher (half the time, if it has
+// one), or else with its content as it is, with a line dropped, or with a
+// line of its own added; two times in three, it edits a blob that holds
+// content rather than draw among all its actions. Every
 // blob of the fleet may be drawn: a session's held list (whose lines name
 // shards, terms, claim gens and ETags), a note, a record's blob (whose
 // content is empty: it is uploaded as it is). What another writer puts on
@@ -58,8 +60,8 @@ func (w simWriterCall) edit(text string) (string, string) {
 			}
 		}
 	}
-	switch x := w.intn(4); {
-	case x == 1 && len(numbers) > 0:
+	switch x := w.intn(6); {
+	case x < 3 && len(numbers) > 0:
 		at := numbers[w.intn(len(numbers))]
 		fields := strings.Split(lines[at[0]], " ")
 		n, _ := strconv.ParseInt(fields[at[1]], 10, 64)
@@ -72,10 +74,10 @@ func (w simWriterCall) edit(text string) (string, string) {
 		fields[at[1]] = strconv.FormatInt(n, 10)
 		lines[at[0]] = strings.Join(fields, " ")
 		return strings.Join(lines, "\n"), what
-	case x == 2 && text != "":
+	case x == 3 && text != "":
 		i := w.intn(len(lines))
 		return strings.Join(append(lines[:i:i], lines[i+1:]...), "\n"), "content: a line dropped"
-	case x == 3:
+	case x == 4:
 		return text + "\nanother tool's line 1", "content: a line added"
 	}
 	return text, "content: as it is"

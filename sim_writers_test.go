@@ -180,6 +180,11 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 		}
 		x -= a.weight
 	}
+	if st, ok := w.f.svc.Blob(simContainer, blob); ok && len(st.Content) > 0 && w.intn(3) < 2 {
+		// A blob that holds content (a held list, a note) is edited, as a
+		// script that reads it edits it: two times in three.
+		kind = "content"
+	}
 	if id != "" {
 		kind = simWriterLeaseActions[w.intn(len(simWriterLeaseActions))]
 	}
