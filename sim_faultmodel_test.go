@@ -51,7 +51,10 @@ import (
 //     new process of that election's kind starts before its blob is
 //     created again (for a ShardOwner, before it carries a seed at or
 //     above its last term: a process started after the deletion claims a
-//     blob created again at once, continuing from its seed), and the last
+//     blob created again at once, continuing from its seed; but one
+//     restarted with its lease ID file while the container is still gone
+//     sees the deletion as it reads its session, and starts: see
+//     resumesAcross), and the last
 //     live witness of a pending election that reaches storage is not
 //     crashed, stopped or cut off before a seed at or above its last term
 //     is on the blob (limits.md: "if the instances that saw the last term
@@ -282,7 +285,7 @@ func (f *simFleet) mayStart(l *simLane) bool {
 // that it is made before another instance creates the container again, in
 // the same instant of the bubble's clock. Under f.mu.
 func (f *simFleet) resumesAcross(l *simLane) bool {
-	if l.kind != laneShard || l.file == "" || !f.noContainer.Load() {
+	if l.kind != laneShard || l.file == "" || !f.actors.noContainer.Load() {
 		return false
 	}
 	if b, err := os.ReadFile(l.file); err != nil || strings.TrimSpace(string(b)) == "" {

@@ -16,7 +16,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
@@ -158,13 +157,12 @@ type simFleet struct {
 	// and when first: a term recorded whose func never ran (its answer
 	// lost) is a term all the same (see witness). named is, for each
 	// shard election, the process its last record named (see recorder).
-	lastRecord  map[string]simRun
-	named       map[string]simRun
-	held        map[string]int
-	made        map[string]int  // cases an older fault model held back, made (see madeDeletion)
-	termed      map[string]bool // shard elections whose blob carries a term's record
-	actors      simActors       // the other writer and the protocol points (sim_points_test.go)
-	noContainer atomic.Bool     // the container is deleted, not created again yet (mayStart)
+	lastRecord map[string]simRun
+	named      map[string]simRun
+	held       map[string]int
+	made       map[string]int  // cases an older fault model held back, made (see madeDeletion)
+	termed     map[string]bool // shard elections whose blob carries a term's record
+	actors     simActors       // the other writer and the protocol points (sim_points_test.go)
 	// outOfSet is, for each shard election, when it last left the fleet's
 	// set (see leaveSet).
 	outOfSet map[string]time.Time
@@ -353,15 +351,10 @@ func (shape simShape) plan(files []int) sim.Shape {
 // observe turns the fake's events into the checker's, under the fake's
 // lock: the order in which requests took effect.
 func (f *simFleet) observe(e memblob.Event) {
-	f.actors.writer.observe(e)
+	f.actors.observe(e)
 	switch {
-	case e.Op == memblob.OpCreateContainer:
-		if e.OK() {
-			f.noContainer.Store(false)
-		}
 	case e.Op == memblob.OpDeleteContainer:
 		if e.OK() {
-			f.noContainer.Store(true)
 			f.chk.Lease(sim.LeaseEvent{Time: e.Time, Blob: e.Container + "/", Op: string(e.Op), Admin: e.Admin, State: sim.Gone})
 		}
 	case e.Blob == "":

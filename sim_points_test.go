@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,23 +23,25 @@ import (
 // compound events made common on purpose. Each fleet enables, from its
 // seed, a subset of the points below, each with odds of its own (5 to
 // 50%; a tenth of that for a renewal and a session's record, which come
-// every few seconds), and a subset of the actions; when an instance's request that
-// marks a point is answered (a transport of the simulator's in front of
-// its faults.Transport, which tells the point from the request: its lease
-// action, a term record or a renewal, a session's record, a note, a
-// session's held list), the
-// point fires with its odds during a storm, and strikes with one of the
-// enabled actions, drawn: the process crashes there (between that step
-// and its next: between an acquire and its record, a record and its lease
-// change, a note and its adoption...), its path to storage is cut, the
-// answer is lost, the answer comes late, the other writer (see
-// sim_writers_test.go) acts on that very blob at that moment, or a process
-// that a point crashed starts again now rather than later. And a process
-// that starts again with its lease ID file may find the other writer has
-// just made a lease action under the file's ID on the blob it names
-// (between a session's death and its restart with its file). Every effect ends before the
-// calm. No code of the library's is changed: the points are read from its
-// requests.
+// every few seconds), and a subset of the actions; when an instance's
+// request that marks a point is answered (a transport of the simulator's
+// in front of its faults.Transport, which tells the point from the
+// request: its lease action, a term record or a renewal, a session's
+// record, a note, a held list), the point fires with its odds during a
+// storm, and strikes with one of the enabled actions, drawn: the process
+// crashes there (between that step and its next: between an acquire and
+// its record, a record and its lease change, a note and its adoption...),
+// its path to storage is cut, the answer is lost, the answer comes late,
+// the other writer (see sim_writers_test.go) acts on that very blob at
+// that moment, a process that a point crashed starts again now rather
+// than later, or the process is cut off, or crashed, as the container is
+// deleted (as the fault model lets it: a leader cut off as its container
+// goes; a process that dies as it goes, restarted, with its lease ID file,
+// while it may still be gone). And a process that starts again with its
+// lease ID file may find the other writer has just made a lease action
+// under the file's ID on the blob it names (between a session's death and
+// its restart with its file). Every effect ends before the calm. No code
+// of the library's is changed: the points are read from its requests.
 
 // The points, as the report names them.
 const (
@@ -79,10 +82,25 @@ const actCrashDelete = "crash, as the container is deleted"
 type simActors struct {
 	writer *simWriter
 	points *simPoints
+	// noContainer: the container is deleted, not created again yet (see
+	// resumesAcross).
+	noContainer *atomic.Bool
+}
+
+// observe is the actors' part of the fleet's observer, under the fake's
+// lock.
+func (a simActors) observe(e memblob.Event) {
+	a.writer.observe(e)
+	switch {
+	case e.Op == memblob.OpCreateContainer && e.OK():
+		a.noContainer.Store(false)
+	case e.Op == memblob.OpDeleteContainer && e.OK():
+		a.noContainer.Store(true)
+	}
 }
 
 func newSimActors(f *simFleet) simActors {
-	return simActors{writer: newSimWriter(f), points: newSimPoints(f)}
+	return simActors{writer: newSimWriter(f), points: newSimPoints(f), noContainer: &atomic.Bool{}}
 }
 
 type simPoints struct {
