@@ -139,11 +139,15 @@ func (f *simFleet) inSets(e string) bool {
 	return false
 }
 
-// ran is every election a func ran on, as "container/blob".
+// ran is every election a func ran on, or a term was recorded on (whose
+// func may not have started yet: a point may strike between a term's
+// record and its func), as "container/blob".
 func (f *simFleet) ran() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return slices.Sorted(maps.Keys(f.lastRun))
+	all := maps.Clone(f.lastRun)
+	maps.Copy(all, f.lastRecord)
+	return slices.Sorted(maps.Keys(all))
 }
 
 // deletable reports whether a deletion of the elections targets (each ran
