@@ -39,7 +39,7 @@ import (
 //     LeaseDuration: in one election or more, drawn, each contender
 //     changes, from its next start after a time drawn (one after another,
 //     0 to 5 minutes apart), to a lease drawn (native 15 to 60 s; ETag 3 to
-//     15 s or 1 to 2 minutes; sessions 6 s to 2 minutes), its other timings the
+//     15 s or 1 to 2 minutes; sessions 6 s to 2 minutes, uniformly), its other timings the
 //     library's for that lease: a fleet mid-way through a deploy, in which
 //     contenders of one election declare different leases;
 //   - defaults (6): every timing of every instance left zero, and every
@@ -195,7 +195,9 @@ func rolling(rng *rand.Rand, sh *simShape) {
 				tm.lease = logUniform(rng, maxLeaseDuration+time.Millisecond, 2*time.Minute)
 			}
 		default:
-			tm.lease = logUniform(rng, sh.session/4, 2*time.Minute)
+			// Uniformly: a deploy that lengthens sessions as often
+			// lengthens them much.
+			tm.lease = sh.session/4 + time.Duration(rng.Int64N(int64(2*time.Minute-sh.session/4)))
 		}
 		tm.lease = tm.lease.Round(time.Millisecond)
 		next[k] = tm
