@@ -82,9 +82,11 @@ const actCrashDelete = "crash, as the container is deleted"
 type simActors struct {
 	writer *simWriter
 	points *simPoints
-	// noContainer: the container is deleted, not created again yet (see
-	// resumesAcross).
+	// noContainer: the container is deleted, not created again yet; and
+	// procs, by lane, whether a process of the lane runs (from its start
+	// until its Run has returned): see resumesAcross.
 	noContainer *atomic.Bool
+	procs       []atomic.Bool
 }
 
 // observe is the actors' part of the fleet's observer, under the fake's
@@ -100,7 +102,7 @@ func (a simActors) observe(e memblob.Event) {
 }
 
 func newSimActors(f *simFleet) simActors {
-	return simActors{writer: newSimWriter(f), points: newSimPoints(f), noContainer: &atomic.Bool{}}
+	return simActors{writer: newSimWriter(f), points: newSimPoints(f), noContainer: &atomic.Bool{}, procs: make([]atomic.Bool, len(f.lanes))}
 }
 
 type simPoints struct {
