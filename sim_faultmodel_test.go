@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path"
@@ -463,6 +464,12 @@ func (f *simFleet) startLane(l *simLane) {
 			case <-time.After(time.Second):
 			}
 			if try() {
+				// A fault the model held on: the recovery of the
+				// elections of its kind is timed from here if later than
+				// the calm (expectRecovery).
+				f.mu.Lock()
+				f.repaired[simStartedLate(l.kind)] = time.Now()
+				f.mu.Unlock()
 				return
 			}
 		}
@@ -500,6 +507,10 @@ func (f *simFleet) deleteBlob(blob string) bool {
 	}
 	return false
 }
+
+// simStartedLate is the key of f.repaired under which startLane notes when
+// a process of kind k held back (holdStart) started at last.
+func simStartedLate(k laneKind) string { return fmt.Sprintf("started late: %d", k) }
 
 // bound is how long after a calm began election must run again (see
 // sim_test.go's doc of the bounds), with D, R, T, SM and RI the longest

@@ -547,6 +547,9 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 				if r := f.repaired[e]; r.After(from) {
 					from = r
 				}
+				if r := f.repaired[simStartedLate(f.kindOf(e))]; r.After(from) {
+					from = r // a start the fault model held back (startLane)
+				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
 				f.mu.Unlock()
 				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
