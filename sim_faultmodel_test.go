@@ -204,6 +204,7 @@ func (f *simFleet) deletable(targets []string) bool {
 	f.madeDeletion(targets)
 	now := time.Now()
 	for _, e := range targets {
+		f.repaired[simDeleted(e)] = now // see expectRecovery
 		if f.termedOnce(e) {
 			at, was := f.pending[e]
 			f.before[e] = simBefore{pending: was, at: at, witnesses: f.witnesses[e], info: f.pendings[e]}
@@ -511,6 +512,10 @@ func (f *simFleet) deleteBlob(blob string) bool {
 // simStartedLate is the key of f.repaired under which startLane notes when
 // a process of kind k held back (holdStart) started at last.
 func simStartedLate(k laneKind) string { return fmt.Sprintf("started late: %d", k) }
+
+// simDeleted is the key of f.repaired under which deletable notes when
+// election e was last deleted.
+func simDeleted(e string) string { return "deleted: " + e }
 
 // bound is how long after a calm began election must run again (see
 // sim_test.go's doc of the bounds), with D, R, T, SM and RI the longest
