@@ -28,12 +28,22 @@ import (
 // the simulator was tuned on.
 //
 // The classes, each with its share of the fleets in 100 (simClasses). A
-// fleet of any class but tuned costs about as much wall time as a tuned one
-// (simCostMost) for a third of its simulated time or less, so the tuned
-// shape keeps most of the fleets, and the run its reach:
+// fleet of any class but tuned and rolling costs about as much wall time as
+// a tuned one (simCostMost) for a third of its simulated time or less, so
+// the tuned shape and its rolling changes keep most of the fleets, and the
+// run its reach:
 //
-//   - tuned (70): defaultShape (sim_fleet_test.go): native 30 s, ETag 12 s,
+//   - quorum (10): mutexes over a majority of 3 or 5 in-memory accounts,
+//     with faults per account (sim_quorum_test.go);
+//   - tuned (40): defaultShape (sim_fleet_test.go): native 30 s, ETag 12 s,
 //     sessions 24 s, RetryInterval 16 s / 20 s, the simulator's seams;
+//   - rolling (20): the tuned shape under a rolling change of
+//     LeaseDuration: in one election or more, drawn, each contender
+//     changes, from its next start after a time drawn (one after another,
+//     0 to 5 minutes apart), to a lease drawn (native 15 to 60 s; ETag 3 to
+//     15 s or 1 to 2 minutes; sessions 6 s to 2 minutes, uniformly), its other timings the
+//     library's for that lease: a fleet mid-way through a deploy, in which
+//     contenders of one election declare different leases;
 //   - defaults (6): every timing of every instance left zero, and every
 //     seam at its production value: the library exactly, as a user runs
 //     it (both mutexes then take native 15 s leases; the sessions are 15 s
@@ -99,7 +109,8 @@ type simClass struct {
 // simClasses are the configuration classes (see above).
 var simClasses = []simClass{
 	{"quorum", 10, drawQuorum}, // first: the other classes draw the seeds they drew before it came
-	{"tuned", 60, func(*rand.Rand, *simShape) {}},
+	{"tuned", 40, func(*rand.Rand, *simShape) {}},
+	{"rolling", 20, rolling},
 	{"defaults", 6, func(_ *rand.Rand, sh *simShape) {
 		sh.each(func(laneKind) simLaneTimings { return simLaneTimings{} })
 		sh.productionSeams()
@@ -158,6 +169,53 @@ var simClasses = []simClass{
 		})
 	}},
 	{"ranged", 5, ranged},
+}
+
+// rolling is the tuned shape under a rolling change of LeaseDuration
+// (see above): each election, drawn (at least one), has its contenders
+// change to a new lease duration one after another, each from its next
+// start after a time drawn (the first in the fleet's first half, the next
+// 0 to 5 minutes apart), as a deploy restarts them; its other timings stay
+// the tuned shape's, derived from the lease as the library derives them.
+func rolling(rng *rand.Rand, sh *simShape) {
+	tuned := map[laneKind]simTiming{laneNative: {lease: sh.native, retry: sh.retry}, laneETag: {lease: sh.etag, retry: sh.retry},
+		laneShard: {lease: sh.session, retry: sh.shardRetry}}
+	kinds := []laneKind{laneNative, laneETag, laneShard}
+	rolled := map[laneKind]bool{kinds[rng.IntN(3)]: true}
+	for _, k := range kinds {
+		rolled[k] = rolled[k] || rng.IntN(2) == 0
+	}
+	next, first, gap := map[laneKind]simTiming{}, map[laneKind]time.Duration{}, map[laneKind]time.Duration{}
+	for _, k := range kinds {
+		tm := tuned[k]
+		switch k {
+		case laneNative:
+			tm.lease = minLeaseDuration + time.Duration(rng.IntN(46))*time.Second
+		case laneETag:
+			// Below the native range, or above it: an ETag lease still.
+			tm.lease = logUniform(rng, minETagLeaseDuration, minLeaseDuration-time.Millisecond)
+			if rng.IntN(2) == 0 {
+				tm.lease = logUniform(rng, maxLeaseDuration+time.Millisecond, 2*time.Minute)
+			}
+		default:
+			// Uniformly: a deploy that lengthens sessions as often
+			// lengthens them much.
+			tm.lease = sh.session/4 + time.Duration(rng.Int64N(int64(2*time.Minute-sh.session/4)))
+		}
+		tm.lease = tm.lease.Round(time.Millisecond)
+		next[k] = tm
+		first[k] = time.Second + time.Duration(rng.Int64N(int64(sh.length/2)))
+		gap[k] = time.Duration(rng.Int64N(int64(5 * time.Minute)))
+	}
+	seen := map[laneKind]int{}
+	sh.each(func(k laneKind) simLaneTimings {
+		i := seen[k]
+		seen[k]++
+		if !rolled[k] {
+			return simLaneTimings{first: tuned[k]}
+		}
+		return simLaneTimings{first: tuned[k], then: next[k], at: first[k] + time.Duration(i)*gap[k]}
+	})
 }
 
 // ranged draws each election's timings within the ranges (see above).

@@ -1,7 +1,9 @@
 package leaderelection
 
 import (
+	"fmt"
 	"maps"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -50,7 +52,10 @@ import (
 //     new process of that election's kind starts before its blob is
 //     created again (for a ShardOwner, before it carries a seed at or
 //     above its last term: a process started after the deletion claims a
-//     blob created again at once, continuing from its seed), and the last
+//     blob created again at once, continuing from its seed; but one
+//     restarted with its lease ID file while the container is still gone
+//     sees the deletion as it reads its session, and starts: see
+//     resumesAcross), and the last
 //     live witness of a pending election that reaches storage is not
 //     crashed, stopped or cut off before a seed at or above its last term
 //     is on the blob (limits.md: "if the instances that saw the last term
@@ -135,12 +140,16 @@ func (f *simFleet) inSets(e string) bool {
 	return false
 }
 
-// ran is every election a func ran on, as "container/blob".
+// ran is every election a func ran on, or a term was recorded on (whose
+// func may not have started yet: a point may strike between a term's
+// record and its func), as "container/blob".
 func (f *simFleet) ran() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	all := maps.Clone(f.lastRun)
+	maps.Copy(all, f.lastRecord)
 	// Not a quorum's (sim_quorum_test.go): its accounts are not the fleet's service.
-	return slices.DeleteFunc(slices.Sorted(maps.Keys(f.lastRun)), func(e string) bool { return !strings.HasPrefix(e, simContainer+"/") })
+	return slices.DeleteFunc(slices.Sorted(maps.Keys(all)), func(e string) bool { return !strings.HasPrefix(e, simContainer+"/") })
 }
 
 // deletable reports whether a deletion of the elections targets (each ran
@@ -196,6 +205,7 @@ func (f *simFleet) deletable(targets []string) bool {
 	f.madeDeletion(targets)
 	now := time.Now()
 	for _, e := range targets {
+		f.repaired[simDeleted(e)] = now // see expectRecovery
 		if f.termedOnce(e) {
 			at, was := f.pending[e]
 			f.before[e] = simBefore{pending: was, at: at, witnesses: f.witnesses[e], info: f.pendings[e]}
@@ -254,13 +264,47 @@ func (f *simFleet) termedOnce(e string) bool {
 // election of that kind, in a set, is pending with its blob not created
 // again (a shard's: not seeded at or above its last term). Under f.mu.
 func (f *simFleet) mayStart(l *simLane) bool {
+	across := false
 	for e := range f.pending {
 		if f.kindOf(e) != l.kind || !f.inSets(e) {
 			continue
 		}
 		if p := f.pendings[e]; !p.created || l.kind == laneShard && !p.seeded {
+			if across = f.resumesAcross(l); across {
+				continue
+			}
 			return false
 		}
+	}
+	if across {
+		f.made["a restart with its lease ID file while the container is deleted, not created again"]++
+	}
+	return true
+}
+
+// resumesAcross reports whether l's next process, a ShardOwner's with its
+// lease ID file, may start while the container is deleted and not created
+// again: its resume reads its session's blob first, finds the container
+// gone, and so has seen the deletion (sessionfile.go: sawDeletion; a
+// process started after a deletion that finds the container there again
+// is the limit, "A deletion no running instance saw", which holdStart
+// keeps). Only while no fault of the lane's delays or drops that read, so
+// that it is made before another instance creates the container again, in
+// the same instant of the bubble's clock; and only once its last process
+// has returned (a crashed process's funcs may run on, and its successor
+// starts only then: seed 632938940044 at f62ac99 started 19 s after the
+// container was created again, and never saw the deletion). Under f.mu.
+func (f *simFleet) resumesAcross(l *simLane) bool {
+	if l.kind != laneShard || l.file == "" || !f.actors.noContainer.Load() || f.actors.procs[l.idx].Load() {
+		return false
+	}
+	if b, err := os.ReadFile(l.file); err != nil || strings.TrimSpace(string(b)) == "" {
+		return false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.cut > 0 || len(l.slow) > 0 || len(l.rates) > 0 {
+		return false
 	}
 	return true
 }
@@ -422,6 +466,12 @@ func (f *simFleet) startLane(l *simLane) {
 			case <-time.After(time.Second):
 			}
 			if try() {
+				// A fault the model held on: the recovery of the
+				// elections of its kind is timed from here if later than
+				// the calm (expectRecovery).
+				f.mu.Lock()
+				f.repaired[simStartedLate(l.kind)] = time.Now()
+				f.mu.Unlock()
 				return
 			}
 		}
@@ -459,6 +509,14 @@ func (f *simFleet) deleteBlob(blob string) bool {
 	}
 	return false
 }
+
+// simStartedLate is the key of f.repaired under which startLane notes when
+// a process of kind k held back (holdStart) started at last.
+func simStartedLate(k laneKind) string { return fmt.Sprintf("started late: %d", k) }
+
+// simDeleted is the key of f.repaired under which deletable notes when
+// election e was last deleted.
+func simDeleted(e string) string { return "deleted: " + e }
 
 // bound is how long after a calm began election must run again (see
 // sim_test.go's doc of the bounds), with D, R, T, SM and RI the longest

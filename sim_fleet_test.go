@@ -354,7 +354,7 @@ func (shape simShape) plan(files []int) sim.Shape {
 // observe turns the fake's events into the checker's, under the fake's
 // lock: the order in which requests took effect.
 func (f *simFleet) observe(e memblob.Event) {
-	f.actors.writer.observe(e)
+	f.actors.observe(e)
 	switch {
 	case e.Op == memblob.OpDeleteContainer:
 		if e.OK() {

@@ -88,6 +88,8 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	f.mu.Unlock()
 	f.trace.printf(time.Now(), "%s starts", name)
 	f.actors.points.restart(l)
+	f.actors.procs[l.idx].Store(true)
+	defer f.actors.procs[l.idx].Store(false)
 	defer func() { f.trace.printf(time.Now(), "%s returned", name) }()
 	opts := []Option{WithIdentity(name), bubbleClock(), WithLogger(f.logger(name))}
 	if l.file != "" {

@@ -45,7 +45,7 @@ var (
 	holdCut       = simHold{headTerms, "a partition of the last live witness of a deleted election before a seed above its last term"}
 	holdUnseen    = simHold{headTerms, "a deletion while a live process of a kind it hits has not seen the fleet"}
 	holdShardSeen = simHold{headTerms, "a shard's blob deleted alone while a live ShardOwner never saw its terms"}
-	holdStart     = simHold{headTerms, "a start while a deleted election of its kind is not created again (a shard's: not seeded above its last term)"}
+	holdStart     = simHold{headTerms, "a start while a deleted election of its kind is not created again (a shard's: not seeded above its last term), but a ShardOwner's with its lease ID file while the container is gone, which it sees"}
 	holdWitness   = simHold{headTerms, "the crash or stop of the last live witness of a deleted election before a seed above its last term"}
 	holdKeepOut   = simHold{headTerms, "a deleted shard back into a set while a live ShardOwner never saw the fleet before its deletion"}
 
@@ -188,10 +188,15 @@ func identName(id *ast.Ident) string {
 
 // noteStored is the fault model's part of what the fake stored (stored):
 // a pending election's blob created again, and a seed (or a record) on it
-// at or above its last term, under the fake's lock.
+// at or above its last term, under the fake's lock. A term's record above
+// its last term (the library's, naming its holder) ends its pending state,
+// as a func's start does (act): its last term is that one now, whose
+// witnesses are its recorder's and its readers' (witness), whether or not
+// its func runs before another deletion (a point may cut its recorder off
+// and delete the container between its record and its func).
 func (f *simFleet) noteStored(e memblob.Event) {
 	election := e.Container + "/" + e.Blob
-	term, _, _ := simRecord(e.Metadata)
+	term, holder, ended := simRecord(e.Metadata)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.pending[election]; !ok {
@@ -201,10 +206,15 @@ func (f *simFleet) noteStored(e memblob.Event) {
 	if e.Op == memblob.OpUpload {
 		p.created = true
 	}
-	if n, err := strconv.ParseInt(term, 10, 64); err == nil && n >= p.term {
+	n, err := strconv.ParseInt(term, 10, 64)
+	if err == nil && n >= p.term {
 		p.seeded = true
 	}
 	f.pendings[election] = p
+	if err == nil && n > p.term && holder != "" && !ended && !byWriter(e.Metadata) {
+		delete(f.pending, election)
+		delete(f.witnesses, election)
+	}
 }
 
 // simPending is what the fault model knows of a deleted election until it

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,22 +23,25 @@ import (
 // compound events made common on purpose. Each fleet enables, from its
 // seed, a subset of the points below, each with odds of its own (5 to
 // 50%; a tenth of that for a renewal and a session's record, which come
-// every few seconds), and a subset of the actions; when an instance's request that
-// marks a point is answered (a transport of the simulator's in front of
-// its faults.Transport, which tells the point from the request: its lease
-// action, a term record or a renewal, a session's record, a note), the
-// point fires with its odds during a storm, and strikes with one of the
-// enabled actions, drawn: the process crashes there (between that step
-// and its next: between an acquire and its record, a record and its lease
-// change, a note and its adoption...), its path to storage is cut, the
-// answer is lost, the answer comes late, the other writer (see
-// sim_writers_test.go) acts on that very blob at that moment, or a process
-// that a point crashed starts again now rather than later. And a process
-// that starts again with its lease ID file may find the other writer has
-// just made a lease action under the file's ID on the blob it names
-// (between a session's death and its restart with its file). Every effect ends before the
-// calm. No code of the library's is changed: the points are read from its
-// requests.
+// every few seconds), and a subset of the actions; when an instance's
+// request that marks a point is answered (a transport of the simulator's
+// in front of its faults.Transport, which tells the point from the
+// request: its lease action, a term record or a renewal, a session's
+// record, a note, a held list), the point fires with its odds during a
+// storm, and strikes with one of the enabled actions, drawn: the process
+// crashes there (between that step and its next: between an acquire and
+// its record, a record and its lease change, a note and its adoption...),
+// its path to storage is cut, the answer is lost, the answer comes late,
+// the other writer (see sim_writers_test.go) acts on that very blob at
+// that moment, a process that a point crashed starts again now rather
+// than later, or the process is cut off, or crashed, as the container is
+// deleted (as the fault model lets it: a leader cut off as its container
+// goes; a process that dies as it goes, restarted, with its lease ID file,
+// while it may still be gone). And a process that starts again with its
+// lease ID file may find the other writer has just made a lease action
+// under the file's ID on the blob it names (between a session's death and
+// its restart with its file). Every effect ends before the calm. No code
+// of the library's is changed: the points are read from its requests.
 
 // The points, as the report names them.
 const (
@@ -51,23 +55,54 @@ const (
 	ptSessionRecord = "after a session's record"
 	ptEndMark       = "after a session's end mark"
 	ptNote          = "after a note"
+	ptHeld          = "after a held list's write"
 	ptRestart       = "at a restart with its lease ID file"
 )
 
-var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptRestart}
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now"}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete}
+
+// actCutDelete cuts the process off and deletes the container at once, as
+// the fault model lets it (deletable): limits.md's "a leader cut off from
+// storage as its blob or container is deleted", at any point of any
+// election, the cut lasting up to twice the fleet's longest lease (within
+// the storm), so that a holder may act on to its deadline.
+const actCutDelete = "cut, as the container is deleted"
+
+// actCrashDelete crashes the process and deletes the container at once (as
+// the fault model lets it), the process starting again as a crash at a
+// point does: a process that dies as its container is deleted, restarted
+// (with its lease ID file, if it has one) while it may still be gone.
+const actCrashDelete = "crash, as the container is deleted"
 
 // simActors are the fleet's actors besides its instances and its plan:
 // the other writer and the points.
 type simActors struct {
 	writer *simWriter
 	points *simPoints
+	// noContainer: the container is deleted, not created again yet; and
+	// procs, by lane, whether a process of the lane runs (from its start
+	// until its Run has returned): see resumesAcross.
+	noContainer *atomic.Bool
+	procs       []atomic.Bool
+}
+
+// observe is the actors' part of the fleet's observer, under the fake's
+// lock.
+func (a simActors) observe(e memblob.Event) {
+	a.writer.observe(e)
+	switch {
+	case e.Op == memblob.OpCreateContainer && e.OK():
+		a.noContainer.Store(false)
+	case e.Op == memblob.OpDeleteContainer && e.OK():
+		a.noContainer.Store(true)
+	}
 }
 
 func newSimActors(f *simFleet) simActors {
-	return simActors{writer: newSimWriter(f), points: newSimPoints(f)}
+	return simActors{writer: newSimWriter(f), points: newSimPoints(f), noContainer: &atomic.Bool{}, procs: make([]atomic.Bool, len(f.lanes))}
 }
 
 type simPoints struct {
@@ -216,6 +251,8 @@ func (t *simPointTransport) point(req *http.Request) string {
 		}
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HandoffDir):
 		return ptNote
+	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HeldDir):
+		return ptHeld
 	}
 	return ""
 }
@@ -232,7 +269,7 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		return resp, err
 	}
 	f, l := t.p.f, t.l
-	if act == "cut" && !f.mayCut(l) {
+	if (act == "cut" || act == actCutDelete) && !f.mayCut(l) {
 		// The fault model's rule for a planned partition holds here too:
 		// the last live witness of a deleted election that reaches
 		// storage is not cut off before a seed at or above its last term
@@ -244,23 +281,10 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
 	switch act {
 	case "crash":
-		if f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
-			now := make(chan struct{})
-			t.p.mu.Lock()
-			t.p.down[l] = now
-			t.p.mu.Unlock()
-			f.wg.Go(func() {
-				select {
-				case <-f.ctx.Done():
-					return
-				case <-time.After(d):
-				case <-now:
-				}
-				t.p.mu.Lock()
-				delete(t.p.down, l)
-				t.p.mu.Unlock()
-				f.revive(l)
-			})
+		t.crash(d)
+	case actCrashDelete:
+		if t.crash(d) {
+			t.deleteContainer()
 		}
 	case "restart now":
 		// A process a point crashed starts again now (drawn among them),
@@ -279,21 +303,15 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 			delete(t.p.down, o)
 		}
 		t.p.mu.Unlock()
+	case actCutDelete:
+		t.mu.Lock()
+		longest := max(f.shape.native, f.shape.etag, f.shape.session)
+		d = time.Second + time.Duration(t.rng.Int64N(int64(max(time.Second, min(calm-10*time.Second-time.Since(f.begin), 2*longest)-time.Second))))
+		t.mu.Unlock()
+		t.cut(d)
+		t.deleteContainer()
 	case "cut":
-		l.mu.Lock()
-		l.cut++
-		l.applyLocked()
-		l.mu.Unlock()
-		f.wg.Go(func() {
-			select {
-			case <-f.ctx.Done():
-			case <-time.After(d):
-			}
-			l.mu.Lock()
-			l.cut--
-			l.applyLocked()
-			l.mu.Unlock()
-		})
+		t.cut(d)
 	case "lose the answer":
 		return t.lose(req, resp, syscall.ECONNRESET)
 	case "answer late":
@@ -309,6 +327,68 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		f.actors.writer.act(r, simRequestBlob(req), calm)
 	}
 	return resp, err
+}
+
+// crash crashes the process, unless the fault model holds it back (or
+// it has ended), and starts it again d later, or at a "restart now"; it
+// reports whether it crashed it.
+func (t *simPointTransport) crash(d time.Duration) bool {
+	f, l := t.p.f, t.l
+	if !f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+		return false
+	}
+	now := make(chan struct{})
+	t.p.mu.Lock()
+	t.p.down[l] = now
+	t.p.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case <-f.ctx.Done():
+			return
+		case <-time.After(d):
+		case <-now:
+		}
+		t.p.mu.Lock()
+		delete(t.p.down, l)
+		t.p.mu.Unlock()
+		f.revive(l)
+	})
+	return true
+}
+
+// deleteContainer deletes the container now, if the fault model lets it
+// (deletable).
+func (t *simPointTransport) deleteContainer() {
+	f := t.p.f
+	targets := f.ran()
+	if !f.deletable(targets) {
+		return
+	}
+	if f.svc.DeleteContainer(simContainer) != nil {
+		f.undelete(targets)
+		return
+	}
+	f.count("delete-container at a point", 1)
+	f.trace.printf(time.Now(), "deleted the container")
+}
+
+// cut cuts the process's path to storage for d.
+func (t *simPointTransport) cut(d time.Duration) {
+	f, l := t.p.f, t.l
+	l.mu.Lock()
+	l.cut++
+	l.applyLocked()
+	l.mu.Unlock()
+	f.wg.Go(func() {
+		select {
+		case <-f.ctx.Done():
+		case <-time.After(d):
+		}
+		l.mu.Lock()
+		l.cut--
+		l.applyLocked()
+		l.mu.Unlock()
+	})
 }
 
 // lose drops resp, and answers req with err instead.

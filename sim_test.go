@@ -553,6 +553,9 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 				if r := f.repaired[e]; r.After(from) {
 					from = r
 				}
+				if r := f.repaired[simStartedLate(f.kindOf(e))]; r.After(from) {
+					from = r // a start the fault model held back (startLane)
+				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
 				f.mu.Unlock()
 				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
@@ -580,6 +583,15 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 			}
 			if f.leftSet(e, from) {
 				return // out of the fleet's set since: nobody need run it
+			}
+			f.mu.Lock()
+			deleted := f.repaired[simDeleted(e)]
+			f.mu.Unlock()
+			if deleted.After(end) {
+				// Deleted in a storm after this calm, before its bound
+				// ended: the storm's faults are not counted in it; the
+				// next calm's check judges the election.
+				return
 			}
 			if ok := f.chk.CheckRecovery(time.Now(), sim.Recovery{Election: e, From: from, Bound: bound, Why: why}); ok {
 				if at, ok := f.chk.FirstActing(e, from); ok {

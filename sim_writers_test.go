@@ -29,7 +29,8 @@ import (
 // lease ID is its name; a shard's derives from its record,
 // wire.ClaimLeaseID and HandoffLeaseID; a mutex contender's is in its
 // lease ID file); write metadata (the record as it is, a stale one, an
-// unknown key, a term that does not read); delete a blob or the container;
+// unknown key, a term that does not read); rewrite a blob's content
+// (sim_writers_content_test.go); delete a blob or the container;
 // and leaderctl's calls (status, break, break -force, repair, repair
 // -allow-lower, shards), made as leaderctl makes them.
 //
@@ -79,7 +80,7 @@ var simWriterActions = []struct {
 	weight int
 }{
 	{"acquire", 4}, {"renew", 2}, {"release", 2}, {"break", 3}, {"change", 3},
-	{"metadata", 3}, {"delete", 2}, {"ctl-status", 1}, {"ctl-break", 2}, {"ctl-repair", 2}, {"ctl-shards", 1},
+	{"metadata", 3}, {"content", 3}, {"delete", 2}, {"ctl-status", 1}, {"ctl-break", 2}, {"ctl-repair", 2}, {"ctl-shards", 1},
 }
 
 // simWriterMarker is a metadata key the writer adds to every record it
@@ -178,6 +179,11 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 			break
 		}
 		x -= a.weight
+	}
+	if st, ok := w.f.svc.Blob(simContainer, blob); ok && len(st.Content) > 0 && w.intn(3) < 2 {
+		// A blob that holds content (a held list, a note) is edited, as a
+		// script that reads it edits it: two times in three.
+		kind = "content"
 	}
 	if id != "" {
 		kind = simWriterLeaseActions[w.intn(len(simWriterLeaseActions))]
@@ -471,6 +477,8 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 		return kind + " (" + whose + " ID)", err
 	case "metadata":
 		return w.metadata(ctx, bc, blob, st, id, whose)
+	case "content":
+		return w.content(ctx, blob, st, exists, id, whose)
 	case "delete":
 		return w.delete(ctx, bc, blob, st, id, whose)
 	}
