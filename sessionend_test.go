@@ -292,3 +292,42 @@ func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 		log.requireNeverTwice(t)
 	})
 }
+
+// A lease under the ID a dead session derived that is not one the library
+// takes (a fixed one: another writer guessed the ID and acquired a free
+// shard's blob with it) is not taken by a change and run: it would expire
+// on its own under a func that never renews it. The claim gives it back.
+// (Found by the simulator's other writer, seed 783364844376.)
+func TestAFixedLeaseUnderADerivedIDIsNotTakenByAChange(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s := shardSettings(t)
+		raw := newRawBlob(t, s)
+		var logs syncBuffer
+		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
+			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
+		require.NoError(t, err)
+		defer o.storage.closeIdle()
+		blob := o.shardBlob("x")
+		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "3", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
+		e := heldEntry{name: "x", term: 3, sessionTerm: 1, etag: etag}
+		id := e.derivedID("dead")
+		lc, err := lease.NewBlobClient(raw.cc.NewBlobClient(blob), &lease.BlobClientOptions{LeaseID: &id})
+		require.NoError(t, err)
+		_, err = lc.AcquireLease(context.Background(), 38, nil) // fixed: another writer's
+		require.NoError(t, err)
+		ended, end := context.WithCancel(context.Background())
+		end() // a session ending: a claim that got through releases its shard at start
+		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), releases: context.Background(),
+			shardsCtx: ended, stopNow: ended,
+			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+		require.True(t, o.reserve("x", takingBack, nil))
+		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: id, fromList: true})
+		assert.False(t, won, "a fixed lease is not run under")
+		assert.Equal(t, "held", why)
+		assert.Contains(t, logs.String(), "is not one the library takes")
+		info := leaderOnBlob(t, s, blob)
+		assert.False(t, info.Held(), "given back")
+		assert.Equal(t, int64(3), info.Leader.Number, "no term recorded under it")
+	})
+}

@@ -222,6 +222,28 @@ func (o *ShardOwner) changeLease(ctx context.Context, lm *BlobLeaseManager, id s
 	return changed.ETag, nil
 }
 
+// infiniteLease reads a shard's blob after a change of its lease to this
+// claim's ID (whose answer carried etag), and returns "" if the lease is an
+// infinite one at that ETag, as every lease the library takes on a shard
+// is; else the claim's outcome. A fixed lease under the ID a session
+// derived was acquired by another writer that guessed it (other-writers.md):
+// it expires on its own, and a func run under it, never renewed, would run
+// on past its end (a simulator's finding, seed 783364844376).
+func (o *ShardOwner) infiniteLease(ctx context.Context, lm *BlobLeaseManager, etag azcore.ETag) string {
+	props, err := lm.blobClient.Properties(ctx, blobstore.Call{Op: "read shard", Lost: lostCodes})
+	switch {
+	case err != nil:
+		return outcome(lm.wrap(err), "taken")
+	case props.ETag != etag:
+		return "held" // written meanwhile: only a holder writes it
+	case props.LeaseDuration != blobstore.DurationInfinite:
+		o.logger.Warn("leaderelection: a shard's lease under the ID its session derived is not one the library takes (a fixed lease: another writer's); giving it back",
+			"shard", lm.blob, "leaseDuration", string(props.LeaseDuration))
+		return "held"
+	}
+	return ""
+}
+
 // writeShardRecord writes the shard's record under its lease, if the blob's
 // ETag is still etag, and returns the ETag it made. sessionTerm is the term
 // of the claiming session that the lease ID derives from

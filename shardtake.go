@@ -201,9 +201,15 @@ func (sm *shardManager) takeLease(c candidate, lm *BlobLeaseManager, id string, 
 		// has the ID that session derived, which nobody else uses, and
 		// then nothing it left in flight can end the lease once it has
 		// this claim's.
-		_, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
+		changedETag, err := o.changeLease(ctx, o.managerFor(lm.blob, c.oldID), id, etag)
 		switch {
 		case err == nil:
+			if why := o.infiniteLease(ctx, lm, changedETag); why != "" {
+				// Not a lease of ours (ours are infinite): another writer's,
+				// under an ID it guessed, which expires on its own while a
+				// func would run under it. Given back: now this claim's.
+				return false, why, true
+			}
 			changed = true
 			if !c.dead {
 				sm.handoffs.changedBack.Add(1)
