@@ -205,8 +205,7 @@ func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 		defer o.storage.closeIdle()
 		blob := o.shardBlob("x")
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
-		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
-			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+		g := bareManager(o)
 		e := heldEntry{name: "x", term: 3, sessionTerm: 1, etag: etag}
 		require.True(t, o.reserve("x", takingBack, nil))
 		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: e.derivedID("dead"), fromList: true})
@@ -236,8 +235,7 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		defer o.storage.closeIdle()
 		raw.put(o.shardBlob("x"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "5", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		raw.put(o.shardBlob("z"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "9", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
-		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
-			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+		g := bareManager(o)
 		g.takeBack()
 		assert.Equal(t, int64(5), o.floorOf("x"), "a shard of the set, another session's")
 		assert.Equal(t, int64(0), o.floorOf("y"), "no blob")
@@ -316,11 +314,10 @@ func TestAFixedLeaseUnderADerivedIDIsNotTakenByAChange(t *testing.T) {
 		require.NoError(t, err)
 		_, err = lc.AcquireLease(context.Background(), 38, nil) // fixed: another writer's
 		require.NoError(t, err)
+		g := bareManager(o)
 		ended, end := context.WithCancel(context.Background())
 		end() // a session ending: a claim that got through releases its shard at start
-		g := &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(), releases: context.Background(),
-			shardsCtx: ended, stopNow: ended,
-			ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+		g.releases, g.shardsCtx, g.stopNow = context.Background(), ended, ended
 		require.True(t, o.reserve("x", takingBack, nil))
 		won, why := g.claimOne(candidate{name: "x", exists: true, etag: etag, leased: true, prev: e.term, dead: true, oldID: id, fromList: true})
 		assert.False(t, won, "a fixed lease is not run under")
@@ -330,4 +327,11 @@ func TestAFixedLeaseUnderADerivedIDIsNotTakenByAChange(t *testing.T) {
 		assert.False(t, info.Held(), "given back")
 		assert.Equal(t, int64(3), info.Leader.Number, "no term recorded under it")
 	})
+}
+
+// bareManager is a session's manager with no session running: enough to
+// make one claim (claimOne) by hand.
+func bareManager(o *ShardOwner) *shardManager {
+	return &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
+		ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
 }

@@ -305,3 +305,30 @@ func (h *harness) holdsAll(who string) bool {
 	defer h.mu.Unlock()
 	return h.whole[who]
 }
+
+// SteadyRequests returns, for each contender of a steady run (no fault),
+// its first and last request counts (KindRequests records) from 10 s after
+// the first leader started until 2 s before the run, or that leader's term,
+// ended: the window the request benchmarks count over. It fails if nobody
+// led.
+func SteadyRequests(rep Report, recs []Record) (leader string, first, last map[string]Record, err error) {
+	if len(rep.Terms) == 0 {
+		return "", nil, nil, errors.New("nobody led in the steady run")
+	}
+	lead := rep.Terms[0]
+	from, to := lead.Start+int64(10*time.Second), rep.End-int64(2*time.Second)
+	if lead.End != 0 {
+		to = min(to, lead.End)
+	}
+	first, last = map[string]Record{}, map[string]Record{}
+	for _, r := range recs {
+		if r.Kind != KindRequests || r.Mono < from || r.Mono > to {
+			continue
+		}
+		if _, ok := first[r.Who]; !ok {
+			first[r.Who] = r
+		}
+		last[r.Who] = r
+	}
+	return lead.Who, first, last, nil
+}

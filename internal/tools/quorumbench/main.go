@@ -132,23 +132,9 @@ func perAccount(rep chaos.Report, records string, k int) ([]rate, error) {
 	if err != nil {
 		return nil, err
 	}
-	if len(rep.Terms) == 0 {
-		return nil, errors.New("nobody led in the steady run")
-	}
-	lead := rep.Terms[0]
-	from, to := lead.Start+int64(10*time.Second), rep.End-int64(2*time.Second)
-	if lead.End != 0 {
-		to = min(to, lead.End)
-	}
-	first, last := map[string]chaos.Record{}, map[string]chaos.Record{}
-	for _, r := range recs {
-		if r.Kind != chaos.KindRequests || r.Mono < from || r.Mono > to {
-			continue
-		}
-		if _, ok := first[r.Who]; !ok {
-			first[r.Who] = r
-		}
-		last[r.Who] = r
+	leader, first, last, err := chaos.SteadyRequests(rep, recs)
+	if err != nil {
+		return nil, err
 	}
 	out := make([]rate, k)
 	followers := 0
@@ -158,7 +144,7 @@ func perAccount(rep chaos.Report, records string, k int) ([]rate, error) {
 			return nil, fmt.Errorf("%s reported its requests over %v only", who, time.Duration(l.Mono-f.Mono))
 		}
 		per := float64(time.Hour) / float64(l.Mono-f.Mono)
-		if who != lead.Who {
+		if who != leader {
 			followers++
 		}
 		for a := range k {
@@ -170,14 +156,14 @@ func perAccount(rep chaos.Report, records string, k int) ([]rate, error) {
 				n = float64(l.Accounts[a] - f.Accounts[a])
 			}
 			out[a].all += n * per
-			if who == lead.Who {
+			if who == leader {
 				out[a].leader = n * per
 			} else {
 				out[a].follower += n * per
 			}
 		}
 	}
-	if _, ok := first[lead.Who]; !ok || followers == 0 {
+	if _, ok := first[leader]; !ok || followers == 0 {
 		return nil, errors.New("too few request counts in the steady run")
 	}
 	for a := range out {

@@ -534,25 +534,9 @@ func requestRates(b *batch) (leader, follower rates, err error) {
 	if err != nil {
 		return leader, follower, err
 	}
-	rep := b.reports[0]
-	if len(rep.Terms) == 0 {
-		return leader, follower, errors.New("nobody led in the steady run")
-	}
-	lead := rep.Terms[0]
-	// From 10 s after the leader started until 2 s before the run ended.
-	from, to := lead.Start+int64(10*time.Second), rep.End-int64(2*time.Second)
-	if lead.End != 0 {
-		to = min(to, lead.End)
-	}
-	first, last := map[string]chaos.Record{}, map[string]chaos.Record{}
-	for _, r := range recs {
-		if r.Kind != chaos.KindRequests || r.Mono < from || r.Mono > to {
-			continue
-		}
-		if _, ok := first[r.Who]; !ok {
-			first[r.Who] = r
-		}
-		last[r.Who] = r
+	lead, first, last, err := chaos.SteadyRequests(b.reports[0], recs)
+	if err != nil {
+		return leader, follower, err
 	}
 	var fs []rates
 	found := false
@@ -563,7 +547,7 @@ func requestRates(b *batch) (leader, follower rates, err error) {
 		}
 		per := float64(time.Hour) / float64(l.Mono-f.Mono)
 		r := rates{lease: float64(l.Leases-f.Leases) * per, write: float64(l.Writes-f.Writes) * per, read: float64(l.Reads-f.Reads) * per}
-		if who == lead.Who {
+		if who == lead {
 			leader, found = r, true
 		} else {
 			fs = append(fs, r)
