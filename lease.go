@@ -659,10 +659,12 @@ func (m *BlobLeaseManager) CloseIdleConnections() {
 	m.containerClient.CloseIdleConnections()
 }
 
-// config, bootClock and giveBack are the term engine's view of the manager
-// (termLease, termrun.go).
+// config, bootClock, partsHeldWhenLost and giveBack are the term engine's
+// view of the manager (termLease, termrun.go).
 func (m *BlobLeaseManager) config() BlobSettings  { return m.settings }
 func (m *BlobLeaseManager) bootClock() clock.Boot { return m.boot }
+
+func (m *BlobLeaseManager) partsHeldWhenLost() bool { return false }
 
 func (m *BlobLeaseManager) giveBack(ctx context.Context) error {
 	h, err := m.release(ctx)

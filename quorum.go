@@ -186,6 +186,11 @@ func sameTimings(i int, s, first BlobSettings) []error {
 func (q *quorumLease) config() BlobSettings  { return q.settings }
 func (q *quorumLease) bootClock() clock.Boot { return q.accounts[0].boot }
 func (q *quorumLease) Kind() LeaseKind       { return NativeLease }
+
+// partsHeldWhenLost is true: a majority lost leaves the accounts still
+// held, given back at the term's end so that the next leader need not
+// wait them out.
+func (q *quorumLease) partsHeldWhenLost() bool { return true }
 func (q *quorumLease) kindAttrs() []any {
 	return []any{"lease", NativeLease, "quorum", fmt.Sprintf("%d of %d accounts", q.need, len(q.accounts))}
 }

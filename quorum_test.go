@@ -516,6 +516,12 @@ func TestQuorumMutexStopsWhenALostAccountLowersItsDeadline(t *testing.T) {
 		require.False(t, runs[0].leaseEnded.IsZero(), "the lease context ended")
 		assert.Less(t, runs[0].leaseEnded.Sub(deleted), 2*f.accounts[0].withDefaults().RenewInterval,
 			"stopped at the next renewal, not at the deadline account 0's renewals had set")
+		// The account it still held is given back, lost majority or not:
+		// the next leader need not wait it out.
+		require.Eventually(t, func() bool {
+			info, err := f.mutexes[0].quorum.accounts[2].Inspect(context.Background())
+			return err == nil && !info.Held()
+		}, 10*time.Second, 10*time.Millisecond, "the account still held is released")
 		f.stop()
 	})
 }

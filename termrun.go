@@ -65,6 +65,10 @@ type termLease interface {
 	// giveBack releases the lease, sending a release whose outcome is
 	// unknown again while attempts fail fast, until ctx ends.
 	giveBack(ctx context.Context) error
+	// partsHeldWhenLost reports whether a lease known lost may still be
+	// held in part (a quorum's accounts other than those lost), and is
+	// given back all the same.
+	partsHeldWhenLost() bool
 }
 
 // progressive is a lease whose renewal may extend the term before it
@@ -347,8 +351,8 @@ func (t *liveTerm) release(ctx context.Context) {
 		}
 		cancelHalf()
 	}
-	if !lost {
-		r.releaseQuietly(end, true)
+	if !lost || r.lease.partsHeldWhenLost() {
+		r.releaseQuietly(end, !lost)
 	}
 	if r.hooks.afterRelease != nil {
 		r.hooks.afterRelease(end)
