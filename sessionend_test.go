@@ -196,13 +196,7 @@ func TestARestartThatFindsTheContainerGoneWaitsOutTheDoomedSessions(t *testing.T
 func TestAListThatLowersAFreeShardsTermIsNotTrusted(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
-		s := shardSettings(t)
-		raw := newRawBlob(t, s)
-		var logs syncBuffer
-		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
-			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		require.NoError(t, err)
-		defer o.storage.closeIdle()
+		s, raw, o, logs := ownerOfX(t)
 		blob := o.shardBlob("x")
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "7", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 		g := bareManager(o)
@@ -299,13 +293,7 @@ func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 func TestAFixedLeaseUnderADerivedIDIsNotTakenByAChange(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
-		s := shardSettings(t)
-		raw := newRawBlob(t, s)
-		var logs syncBuffer
-		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
-			WithLogger(slog.New(slog.NewTextHandler(&logs, nil))))
-		require.NoError(t, err)
-		defer o.storage.closeIdle()
+		s, raw, o, logs := ownerOfX(t)
 		blob := o.shardBlob("x")
 		etag := raw.put(blob, "", map[string]string{wire.MetaIdentity: "y", wire.MetaTerm: "3", wire.MetaRole: string(RoleShard), wire.MetaSession: "dead"})
 		e := heldEntry{name: "x", term: 3, sessionTerm: 1, etag: etag}
@@ -334,4 +322,17 @@ func TestAFixedLeaseUnderADerivedIDIsNotTakenByAChange(t *testing.T) {
 func bareManager(o *ShardOwner) *shardManager {
 	return &shardManager{o: o, s: &session{id: uuid.NewString()}, ctx: context.Background(),
 		ownTerms: ownTerms{terms: map[ownTerm]bool{}, highest: map[string]int64{}}, shardListing: shardListing{owners: map[string]shardHolder{}}}
+}
+
+// ownerOfX is a ShardOwner of the one shard x that nothing runs, its logs,
+// and a raw handle on its container: for claims made by hand.
+func ownerOfX(t *testing.T) (BlobSettings, rawBlob, *ShardOwner, *syncBuffer) {
+	s := shardSettings(t)
+	raw := newRawBlob(t, s)
+	logs := &syncBuffer{}
+	o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil },
+		WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+	require.NoError(t, err)
+	t.Cleanup(o.storage.closeIdle)
+	return s, raw, o, logs
 }
