@@ -285,7 +285,7 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 				m.logger.Debug("leaderelection: cannot list the blobs beside the lease", "container", s.Container, "blob", s.Blob,
 					"error", m.lease.wrap(listErr))
 			} else {
-				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates (a SAS needs the list permission); retrying", "container", s.Container, "blob", s.Blob,
+				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates; retrying", "container", s.Container, "blob", s.Blob,
 					"error", m.lease.wrap(listErr))
 			}
 			continue
