@@ -68,6 +68,44 @@ import (
 // term its instances saw there (recreated.go), as for one account: an
 // account not settled counts for no majority until it is.
 //
+// Q4. Restart in place (WithLeaseIDFile, resume.go). One file names one
+// lease ID, which every account proposes while the file is held (the first
+// account's manager holds it: one flock for the election). It moves on, for
+// every account at once and durably, before a release is sent on any
+// account (giveBackTo), and before the lock goes: no release of ours, however
+// late it lands, carries an ID a later process resumes with. A process that
+// takes the lock knows every earlier holder dead (renew.go): no func of it
+// runs. On its first turn it acquires, with the file's ID, every account
+// that answered its read, held or not: an account its predecessor held is
+// taken back (the server grants the same ID's acquire while the lease
+// stands), one held by another refuses. From there it is a new leader as
+// any: it leads only once it holds a majority by acquires of its own,
+// confirmed, whose send times set its deadline (Q1; the predecessor's
+// grants count for nothing, and the server restarted each lease's clock no
+// earlier than our send); it records a new term as in Q3, read from the
+// majority it holds, which meets the majority that stored its
+// predecessor's term before that func started, so it is above that term;
+// and its func starts once a majority has stored it. A request of the dead
+// process that lands late, on any account, is an acquire or a renewal (it
+// extends a lease now ours) or a term write, conditional on the blob's ETag
+// and so unable to overwrite a newer term; never a release. An account the
+// predecessor held that does not answer keeps its lease, under the file's
+// ID, until it lapses or retakeLoop takes it back with that ID. A first turn
+// that takes a minority gives it back as in Q2, the file moving on first.
+// One host only, as for one account: a lock proves nothing across hosts.
+//
+// Q5. A preferred leader (WithPriority, prefer.go) changes who takes the
+// lease next, never when, as for one account (renew.go): the leader's func
+// is asked to stop, the lease renewed on the accounts held until it
+// returns, then its term marked ended, naming the candidate, on every
+// account, and every account released; the candidate takes a majority by
+// acquires as any contender (Q1, Q2) and records its term as in Q3. The
+// candidates' blobs are kept beside the first account's blob only: while
+// that account is down the preference waits and leadership does not move;
+// nothing else depends on it. A follower leaves a lease handed to another
+// for handedWait, timed on the free account that shows the highest ended
+// term.
+//
 // Only native leases (15 to 60 s): an ETag lease's followers must time each
 // account's silence, which this quorum does not do. A ShardOwner runs over
 // one account.
@@ -156,6 +194,12 @@ func newQuorumLease(accounts []BlobSettings, opts ...Option) (*quorumLease, erro
 	for _, a := range q.accounts[1:] {
 		a.floor = q.accounts[0].floor
 	}
+	// One lease ID file for the election (Q4): the first account's manager
+	// holds it, and every account proposes its ID.
+	for _, a := range q.accounts[1:] {
+		a.idFile.path = ""
+	}
+	q.accounts[0].idFile.also = q.accounts[1:]
 	q.settings, q.logger = q.accounts[0].settings, q.accounts[0].logger
 	return q, nil
 }

@@ -1,0 +1,186 @@
+package leaderelection
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+)
+
+// WithLeaseIDFile and WithPriority over a quorum of accounts (quorum.go's
+// Q4 and Q5), on in-memory accounts (quorum_test.go's fleet).
+
+// A leader restarted in place takes back, with the file's lease ID, the
+// leases its dead process held on every account, at once rather than once
+// they lapse, and leads on under the next term; a follower waiting all along
+// never leads. The crash: the leader's storage goes silent (no request of it
+// reaches an account), it stops, and its file is put back as a process that
+// died before it could move the file on leaves it.
+func TestQuorumMutexRestartedInPlaceTakesItsLeasesBack(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		before := goleak.IgnoreCurrent()
+		path := filepath.Join(t.TempDir(), "lease-id")
+		f := newQuorumFleet(t, 3, 1, nil, WithLeaseIDFile(path))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		f.add() // a follower, without a file
+		f.start()
+		s := f.accounts[0].withDefaults()
+		time.Sleep(s.RenewInterval + time.Second) // renewed on every account, the follower polling
+		require.NoError(t, f.mutexes[0].Degraded(), "the leader holds every account")
+		id := readIDFile(t, path)
+
+		for _, tr := range f.cut[0] {
+			tr.Blackhole()
+		}
+		_, err := f.stops[0]()
+		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, os.WriteFile(path, []byte(id+"\n"), 0o600))
+
+		restarted := time.Now()
+		again := f.add(WithIdentity("q0"), WithLeaseIDFile(path))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		took := time.Since(restarted)
+		runs := f.runs()
+		require.Len(t, runs, 2)
+		assert.Equal(t, again, runs[1].who, "the restarted process leads, not the follower")
+		assert.Less(t, took, 2*s.RetryInterval, "its leases taken back at once, not after they lapsed (%v)", s.LeaseDuration)
+		assert.Equal(t, runs[0].term.Number+1, runs[1].term.Number, "the next term: nobody led in between")
+		assert.Equal(t, id, runs[1].term.LeaseID, "under the file's lease ID")
+		require.NoError(t, f.mutexes[again].Degraded(), "every account taken back")
+		f.checkApart()
+
+		for _, i := range []int{1, again} {
+			_, err := f.stops[i]()
+			require.ErrorIs(t, err, context.Canceled)
+		}
+		goleak.VerifyNone(t, before)
+	})
+}
+
+// One file names one lease ID for every account, and it moves on, for every
+// account, before a release is sent on any: a process resuming from the
+// file never proposes an ID whose release was sent, on any account.
+func TestQuorumLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		path := filepath.Join(t.TempDir(), "lease-id")
+		f := newQuorumFleet(t, 3, 0, nil)
+		var (
+			mu       sync.Mutex
+			releases []string // "released-ID file-content" at send time
+		)
+		spy := func(req *http.Request) {
+			if header(req, "x-ms-lease-action") != "release" {
+				return
+			}
+			b, err := os.ReadFile(path)
+			mu.Lock()
+			defer mu.Unlock()
+			releases = append(releases, header(req, "x-ms-lease-id")+" "+strings.TrimSpace(string(b))+errString(err))
+		}
+		var accounts []BlobSettings
+		for _, s := range f.accounts {
+			s, tr := instanceOn(s, memoryOf(s))
+			t.Cleanup(tr.Close)
+			s.ClientOptions.Transport = releaseSpy{next: tr, onRequest: spy}
+			accounts = append(accounts, s)
+		}
+		var (
+			proposed [][]string // each term: its lease ID, the file's, every account's
+			enough   = make(chan struct{})
+		)
+		var m *BlobDistributedMutex
+		m, err := NewQuorumMutex(accounts, func(ctx context.Context) error {
+			term, _ := TermFromContext(ctx)
+			b, err := os.ReadFile(path)
+			ids := []string{term.LeaseID, strings.TrimSpace(string(b)) + errString(err)}
+			for _, a := range m.quorum.accounts {
+				ids = append(ids, a.LeaseID())
+			}
+			proposed = append(proposed, ids)
+			if len(proposed) == 3 {
+				close(enough)
+			}
+			return nil // each term ends at once and releases every account
+		}, WithLeaseIDFile(path), WithLogger(testLogger(t, "q")), bubbleClock())
+		require.NoError(t, err)
+		stop := runMutex(t, m)
+		select {
+		case <-enough:
+		case <-time.After(time.Minute):
+			t.Fatal("three terms did not run within a minute")
+		}
+		_, err = stop()
+		require.ErrorIs(t, err, context.Canceled)
+
+		seen := map[string]bool{}
+		for _, ids := range proposed {
+			for _, id := range ids[1:] {
+				assert.Equal(t, ids[0], id, "the term's lease ID is the file's and every account's: %v", ids)
+			}
+			seen[ids[0]] = true
+		}
+		assert.Len(t, seen, len(proposed), "each term has a fresh ID: the last one's was released")
+		mu.Lock()
+		defer mu.Unlock()
+		require.GreaterOrEqual(t, len(releases), 3*len(proposed), "every term's lease was released on every account")
+		for _, r := range releases {
+			fields := strings.Fields(r)
+			require.Len(t, fields, 2, r)
+			assert.NotEqual(t, fields[0], fields[1], "a release was sent while the file still held its ID")
+		}
+	})
+}
+
+// A contender of higher priority takes over a quorum gracefully: the
+// leader's func is asked to stop and returns, its lease context never
+// ending, and only then does the candidate's func start, ahead of a
+// follower of the leader's priority; then nothing moves again.
+func TestQuorumMutexPreferredCandidateTakesOver(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		before := goleak.IgnoreCurrent()
+		stops := make(chan Event, 10)
+		f := newQuorumFleet(t, 3, 1, nil, WithPriority(1), WithEvents(func(e Event) {
+			if e.Kind == StoppedLeading {
+				stops <- e
+			}
+		}))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		f.add(WithPriority(1))
+		f.start()
+		s := f.accounts[0].withDefaults()
+		time.Sleep(2 * s.RetryInterval)
+
+		preferred := f.add(WithPriority(2))
+		f.start()
+		at := time.Now()
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		runs := f.runs()
+		assert.Equal(t, preferred, runs[1].who, "the preferred candidate leads next")
+		assert.LessOrEqual(t, runs[1].started.Sub(at), preferBound(s))
+		assert.True(t, runs[0].leaseEnded.IsZero(), "the leader stopped gracefully, its lease context never ended")
+		select {
+		case e := <-stops:
+			assert.Equal(t, ReasonPreferred, e.Reason)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no StoppedLeading event for the leader that handed over")
+		}
+
+		time.Sleep(4 * s.RetryInterval)
+		assert.Len(t, f.runs(), 2, "leadership moved once")
+		f.stop()
+		f.checkApart()
+		goleak.VerifyNone(t, before)
+	})
+}
