@@ -184,3 +184,27 @@ func TestQuorumMutexPreferredCandidateTakesOver(t *testing.T) {
 		goleak.VerifyNone(t, before)
 	})
 }
+
+// A candidate that dies once a quorum's lease was handed to it: the
+// followers, the leader that handed it among them, leave the lease to it
+// for handedWait, then one takes it and passes the candidate over while its
+// blob outlives it: leadership moves once.
+func TestQuorumMutexLeavesAHandedLeaseToItsCandidateAWhile(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 1, nil, WithPriority(1))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		f.add(WithPriority(1))
+		f.start()
+		s := f.accounts[0].withDefaults()
+		stood := time.Now()
+		standGhost(t, f.mutexes[0], "ghost", 2, true)
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		runs := f.runs()
+		assert.GreaterOrEqual(t, runs[1].started.Sub(runs[0].stopped), s.handedWait(), "the lease was left to the candidate it was handed to")
+		time.Sleep(time.Until(stood.Add(candidateLease + time.Second)))
+		assert.Len(t, f.runs(), 2, "q%d still leads: the ghost is passed over", runs[1].who)
+		f.stop()
+		f.checkApart()
+	})
+}
