@@ -162,10 +162,11 @@ func (m *BlobLeaseManager) LockLeaseIDFile() (unlock func(), err error) {
 
 // retireLeaseID returns the lease ID handle a release must use. With the
 // lease ID file held, it first moves the file, and the manager (and those
-// sharing its file), on to a fresh ID, durably: the file then never holds an ID whose release has been sent,
-// so a process that resumes from it cannot have its lease ended by a release
-// that its dead predecessor sent and that reaches the server late. If the
-// file cannot be written, nothing may be sent: the lease expires by itself.
+// that share its file), on to a fresh ID, durably: the file then never holds
+// an ID whose release has been sent, so a process that resumes from it
+// cannot have its lease ended by a release that its dead predecessor sent
+// and that reaches the server late. If the file cannot be written, nothing
+// may be sent: the lease expires by itself.
 func (m *BlobLeaseManager) retireLeaseID() (*leaseHandle, error) {
 	fl := &m.idFile
 	fl.mu.Lock()
