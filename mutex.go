@@ -39,7 +39,7 @@ type BlobDistributedMutex struct {
 	candidate  candidacy
 	twinMark   candidacy // a follower's mark that it sees a live leader with its own identity
 	instance   string    // this mutex's own, in those blobs: a twin's is another
-	handedETag azcore.ETag
+	handed     handover  // the last handover to another seen free, and since when
 	handedSeen time.Time
 
 	// silence is a follower's clock on an ETag lease (silence.go); touched

@@ -186,14 +186,25 @@ func (m *BlobDistributedMutex) withdraw(ctx context.Context, c *candidacy) {
 	_ = m.candidateBlob(c.name).Delete(ctx, blobstore.DeleteOptions{LeaseID: id})
 }
 
+// handover names a lease handed to a contender: the term that ended
+// handing it, and that contender.
+type handover struct {
+	term int64
+	to   string
+}
+
 // deferTo reports whether this follower leaves the free lease info shows to
-// the contender the ended term handed it to, and for how long yet.
+// the contender the ended term handed it to, and for how long yet. The wait
+// is timed from the first look that showed that handover (term and
+// contender), not from a change of the blob's ETag: a quorum's accounts
+// carry the same handover under ETags of their own, and which of them a
+// look shows may change from one look to the next (quorum.go's Q5).
 func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 	if info.Held() || info.HandedTo == "" || info.HandedTo == m.opts.identity || info.LeaderEnded.IsZero() {
 		return 0, false
 	}
-	if m.handedETag != info.ETag {
-		m.handedETag, m.handedSeen = info.ETag, time.Now()
+	if h := (handover{info.Leader.Number, info.HandedTo}); m.handed != h {
+		m.handed, m.handedSeen = h, time.Now()
 	}
 	left := m.lease.settings.handedWait() - time.Since(m.handedSeen)
 	return left, left > 0

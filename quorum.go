@@ -103,8 +103,10 @@ import (
 // candidates' blobs are kept beside the first account's blob only: while
 // that account is down the preference waits and leadership does not move;
 // nothing else depends on it. A follower leaves a lease handed to another
-// for handedWait, timed on the free account that shows the highest ended
-// term.
+// for handedWait, timed from its first look that showed that handover (the
+// ended term and the contender it names) on a free account, whichever
+// account showed it: the accounts a look reads may change from one look to
+// the next.
 //
 // Only native leases (15 to 60 s): an ETag lease's followers must time each
 // account's silence, which this quorum does not do. A ShardOwner runs over

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -207,4 +209,62 @@ func TestQuorumMutexLeavesAHandedLeaseToItsCandidateAWhile(t *testing.T) {
 		f.stop()
 		f.checkApart()
 	})
+}
+
+// A lease handed to a candidate that never comes is taken after handedWait
+// even when the free accounts a follower reads change from one look to the
+// next: here the only contender, the leader that handed it, reads the first
+// account past the grace at every other look, so that its looks show the
+// handover on the first account, then on the second. The wait is timed on
+// the handover (term and candidate), not on one account's ETag.
+func TestQuorumMutexHandedWaitEndsWhileTheAccountsReadAlternate(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 0, nil)
+		var slow atomic.Bool
+		f.addOver(func(i int, tr policy.Transporter) policy.Transporter {
+			if i > 0 {
+				return tr
+			}
+			return &everyOtherRead{next: tr, slow: &slow, by: time.Second}
+		}, WithPriority(1))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		s := f.accounts[0].withDefaults()
+		slow.Store(true)
+		standGhost(t, f.mutexes[0], "ghost", 2, true)
+		require.Eventually(t, func() bool { return len(f.runs()) == 1 && f.leader() < 0 }, time.Minute, 10*time.Millisecond)
+		stopped := f.runs()[0].stopped
+		bound := s.handedWait() + 4*s.RetryInterval
+		require.Eventually(t, func() bool { return f.leader() == 0 }, 2*time.Minute, 10*time.Millisecond,
+			"the lease handed to the ghost is taken back within handedWait and a few looks (%v)", bound)
+		runs := f.runs()
+		require.Len(t, runs, 2)
+		took := runs[1].started.Sub(stopped)
+		assert.GreaterOrEqual(t, took, s.handedWait(), "the lease was left to the candidate a while")
+		assert.LessOrEqual(t, took, bound)
+		f.stop()
+		f.checkApart()
+	})
+}
+
+// everyOtherRead holds every other read of a blob's properties (a look at
+// the lease) by, or until its request's context ends, once slow is set.
+type everyOtherRead struct {
+	next policy.Transporter
+	slow *atomic.Bool
+	by   time.Duration
+	n    atomic.Int64
+}
+
+func (e *everyOtherRead) Inner() policy.Transporter { return e.next }
+
+func (e *everyOtherRead) Do(req *http.Request) (*http.Response, error) {
+	if e.slow.Load() && req.Method == http.MethodHead && e.n.Add(1)%2 == 0 {
+		select {
+		case <-time.After(e.by):
+		case <-req.Context().Done():
+			return nil, req.Context().Err()
+		}
+	}
+	return e.next.Do(req)
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -62,13 +63,20 @@ func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings), opts ...Op
 
 // add builds contender q<who>, who the next index, over f's accounts, each
 // through a transport of its own; start runs it.
-func (f *quorumFleet) add(opts ...Option) (who int) {
+func (f *quorumFleet) add(opts ...Option) (who int) { return f.addOver(nil, opts...) }
+
+// addOver is add with account i's transport wrapped by over(i, it), if
+// over is not nil.
+func (f *quorumFleet) addOver(over func(i int, tr policy.Transporter) policy.Transporter, opts ...Option) (who int) {
 	who = len(f.mutexes)
 	var mine []BlobSettings
 	var trs []*faults.Transport
-	for _, s := range f.accounts {
+	for i, s := range f.accounts {
 		s, tr := instanceOn(s, memoryOf(s))
 		f.t.Cleanup(tr.Close)
+		if over != nil {
+			s.ClientOptions.Transport = over(i, tr)
+		}
 		mine = append(mine, s)
 		trs = append(trs, tr)
 	}

@@ -206,7 +206,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 		if info.Held() && !info.TermPending() && info.Leader.Number > lead.Leader.Number {
 			lead = info
 		}
-		if !info.Held() && info.Leader.Number > ended.Leader.Number {
+		if !info.Held() && endedLater(info, ended) {
 			ended = info
 		}
 		if a.recordProblem(info).blocks() {
@@ -234,6 +234,28 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 		return make([]bool, len(infos)), max(left, d), ended.HandedTo, nil
 	}
 	return free, left, ended.HandedTo, nil
+}
+
+// endedLater reports whether a free account's read, info, says more of the
+// last ended term than ended, the best of the others so far: a higher term,
+// or the same one marked ended and handed to a contender (the least such
+// name if two differ). The choice depends neither on the order the accounts
+// are given in nor on the order they answer in; and the wait for a handover
+// is timed on the handover itself, which every account that carries its
+// mark shows alike, so that looks that read different accounts time one
+// wait (deferTo, Q5).
+func endedLater(info, ended LeaseInfo) bool {
+	if info.Leader.Number != ended.Leader.Number {
+		return info.Leader.Number > ended.Leader.Number
+	}
+	handed := func(i LeaseInfo) bool { return i.HandedTo != "" && !i.LeaderEnded.IsZero() }
+	switch {
+	case handed(info) != handed(ended):
+		return handed(info)
+	case handed(info):
+		return info.HandedTo < ended.HandedTo
+	}
+	return false
 }
 
 // count is how many of bs are true.
