@@ -84,8 +84,19 @@ func (m *BlobDistributedMutex) preferMetadata(md map[string]*string) {
 	}
 }
 
+// besideLease is the lease whose blob the blobs of candidates and twins'
+// marks are kept beside: the mutex's own, or a quorum's account chosen
+// alike by every contender (besideAccount).
+func (m *BlobDistributedMutex) besideLease() *BlobLeaseManager {
+	if m.quorum != nil {
+		return m.quorum.accounts[m.quorum.beside]
+	}
+	return m.lease
+}
+
 func (m *BlobDistributedMutex) candidateBlob(name string) *blobstore.Blob {
-	return m.lease.containerClient.Blob(m.lease.blob + wire.CandidatesDir + name)
+	l := m.besideLease()
+	return l.containerClient.Blob(l.blob + wire.CandidatesDir + name)
 }
 
 // stand keeps, or drops, this follower's candidacy after a look at the
@@ -130,7 +141,8 @@ func (m *BlobDistributedMutex) markTwin(ctx context.Context, twin bool, wait *ti
 // candidateLease that it renews every candidateRenew (and so cuts wait to
 // that). It reports whether it took the blob's lease just now.
 func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name string, md map[string]*string, wait *time.Duration) bool {
-	s := m.lease.settings
+	l := m.besideLease()
+	s := l.settings
 	*wait = min(*wait, candidateRenew)
 	if c.lease != "" && time.Since(c.renewed) < candidateRenew {
 		return false
@@ -138,7 +150,7 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	beside := blobstore.Call{Op: "write beside the lease", Held: heldCodes, Lost: lostCodes}
 	fail := func(err error) {
 		c.failing.failed(m.logger, "leaderelection: cannot keep a blob beside the lease (a preferred candidate's, or a twin's mark); retrying", "container", s.Container, "blob", s.Blob,
-			"error", m.lease.wrap(err))
+			"error", l.wrap(err))
 	}
 	if c.lease != "" {
 		_, err := m.candidateBlob(c.name).RenewLease(ctx, c.lease, beside)
@@ -166,12 +178,12 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	}
 	// An answer with another lease ID than the one proposed is an error of
 	// kind Held (the storage package checks it): the blob is not ours.
-	l, err := b.AcquireLease(ctx, blobstore.AcquireOptions{Call: beside, ID: uuid.NewString(), Duration: candidateLease})
+	taken, err := b.AcquireLease(ctx, blobstore.AcquireOptions{Call: beside, ID: uuid.NewString(), Duration: candidateLease})
 	if err != nil {
 		fail(err)
 		return false
 	}
-	c.lease, c.renewed, c.name = l.ID, time.Now(), name
+	c.lease, c.renewed, c.name = taken.ID, time.Now(), name
 	c.failing.recovered(m.logger, "leaderelection: keeps its blob beside the lease again", "container", s.Container, "blob", s.Blob)
 	return true
 }
@@ -219,9 +231,10 @@ func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 // and handing the lease back to it would move leadership for nothing. It
 // deletes the blobs of candidates gone for a candidate lease.
 func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop context.CancelCauseFunc, passedOver string) {
-	s := m.lease.settings
+	l := m.besideLease()
+	s := l.settings
 	began := time.Now()
-	prefix := m.lease.blob + wire.CandidatesDir
+	prefix := l.blob + wire.CandidatesDir
 	gone := map[string]time.Time{} // unleased candidate blobs, since when
 	twins := map[string]bool{}     // twins' instances warned of, this term
 	var failing failureLog
@@ -240,7 +253,7 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 		best, bestP := "", m.opts.priority
 		listed := map[string]bool{}
 		var listErr error
-		for page, err := range m.lease.containerClient.List(ctx, blobstore.ListOptions{Call: blobstore.Call{Op: listOp}, Prefix: prefix, Metadata: true}) {
+		for page, err := range l.containerClient.List(ctx, blobstore.ListOptions{Call: blobstore.Call{Op: listOp}, Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				listErr = err
 				break
@@ -253,7 +266,7 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 					if since, ok := gone[b.Name]; !ok {
 						gone[b.Name] = time.Now()
 					} else if time.Since(since) >= candidateLease {
-						_ = m.lease.containerClient.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+						_ = l.containerClient.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
 						delete(gone, b.Name)
 					}
 					continue
@@ -294,10 +307,10 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 				// Only a twin's mark is looked for: the renewals say
 				// whether storage is failing.
 				m.logger.Debug("leaderelection: cannot list the blobs beside the lease", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.wrap(listErr))
+					"error", l.wrap(listErr))
 			} else {
 				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates (a SAS needs the list permission); retrying", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.wrap(listErr))
+					"error", l.wrap(listErr))
 			}
 			continue
 		}

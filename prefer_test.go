@@ -156,13 +156,13 @@ func TestPreferenceCostsOneListingPerRetryInterval(t *testing.T) {
 	})
 }
 
-// standGhost keeps a candidate's blob beside m's lease (a quorum's first
-// account's), as a contender of identity id and priority p would, under a
+// standGhost keeps a candidate's blob beside m's lease (a quorum's account
+// for candidates, besideAccount), as a contender of identity id and priority p would, under a
 // lease that nobody renews: a candidate that died just after it stood. An
 // unleased one is a candidate gone.
 func standGhost(t *testing.T, m *BlobDistributedMutex, id string, p int, leased bool) *blob.Client {
 	t.Helper()
-	lm := m.lease
+	lm := m.besideLease()
 	ctx := context.Background()
 	bc := newRawBlob(t, lm.settings).cc.NewBlockBlobClient(lm.blob + wire.CandidatesDir + id)
 	pr := strconv.Itoa(p)

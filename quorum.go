@@ -100,9 +100,12 @@ import (
 // returns, then its term marked ended, naming the candidate, on every
 // account, and every account released; the candidate takes a majority by
 // acquires as any contender (Q1, Q2) and records its term as in Q3. The
-// candidates' blobs are kept beside the first account's blob only: while
-// that account is down the preference waits and leadership does not move;
-// nothing else depends on it. A follower leaves a lease handed to another
+// candidates' blobs are kept beside one account's blob only, the same for
+// every contender whatever order it lists the accounts in: the least by
+// container URL and blob name (besideAccount). While that account is down
+// nobody stands as a candidate and no lease is handed over: the leader
+// leads on until it stops for another reason, and then leadership moves as
+// without priorities; nothing else depends on that account. A follower leaves a lease handed to another
 // for handedWait, timed from its first look that showed that handover (the
 // ended term and the contender it names) on a free account, whichever
 // account showed it: the accounts a look reads may change from one look to
@@ -119,6 +122,7 @@ var quorumSizes = []int{3, 5}
 // engine runs its terms as it runs one blob's (termLease).
 type quorumLease struct {
 	accounts []*BlobLeaseManager // in the order given
+	beside   int                 // the account the candidates' blobs are kept beside (besideAccount)
 	settings BlobSettings        // the first account's: the timings are every account's
 	need     int                 // a majority
 	logger   *slog.Logger
@@ -203,7 +207,23 @@ func newQuorumLease(accounts []BlobSettings, opts ...Option) (*quorumLease, erro
 	}
 	q.accounts[0].idFile.also = q.accounts[1:]
 	q.settings, q.logger = q.accounts[0].settings, q.accounts[0].logger
+	q.beside = besideAccount(q.accounts)
 	return q, nil
+}
+
+// besideAccount is the account a quorum's candidates' blobs are kept beside
+// (Q5): the one whose container URL (scheme and host in lower case, no
+// query) and "/" and blob name is the least, so that every contender picks
+// the same account whatever order it lists them in (Q2 needs none).
+func besideAccount(accounts []*BlobLeaseManager) int {
+	at := func(a *BlobLeaseManager) string { return a.containerClient.Where() + "/" + a.blob }
+	best := 0
+	for i, a := range accounts {
+		if at(a) < at(accounts[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 // sameTimings reports each timing of s, account i's with defaults, that

@@ -221,7 +221,7 @@ func TestQuorumMutexHandedWaitEndsWhileTheAccountsReadAlternate(t *testing.T) {
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		f := newQuorumFleet(t, 3, 0, nil)
 		var slow atomic.Bool
-		f.addOver(func(i int, tr policy.Transporter) policy.Transporter {
+		f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
 			if i > 0 {
 				return tr
 			}
@@ -267,4 +267,29 @@ func (e *everyOtherRead) Do(req *http.Request) (*http.Response, error) {
 		}
 	}
 	return e.next.Do(req)
+}
+
+// Contenders that list the accounts in different orders (leading needs
+// none: Q2) still meet at one account for the candidates' blobs: a
+// candidate whose first account is not the leader's is seen and handed the
+// lease. Neither lists the chosen account (besideAccount) first.
+func TestQuorumCandidatesStandWhereTheLeaderLooksWhateverTheOrder(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 0, nil)
+		f.addWith([]int{1, 0, 2}, nil, WithPriority(1))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		s := f.accounts[0].withDefaults()
+		preferred := f.addWith([]int{2, 0, 1}, nil, WithPriority(2))
+		f.start()
+		at := time.Now()
+		require.Eventually(t, func() bool { return f.leader() == preferred }, preferBound(s), 10*time.Millisecond,
+			"the preferred candidate, listing the accounts in another order, leads within %v", preferBound(s))
+		assert.LessOrEqual(t, f.runs()[1].started.Sub(at), preferBound(s))
+		for _, m := range f.mutexes {
+			assert.Equal(t, f.accounts[0].Container, m.besideLease().container, "the least container URL, whatever the order")
+		}
+		f.stop()
+		f.checkApart()
+	})
 }

@@ -63,11 +63,12 @@ func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings), opts ...Op
 
 // add builds contender q<who>, who the next index, over f's accounts, each
 // through a transport of its own; start runs it.
-func (f *quorumFleet) add(opts ...Option) (who int) { return f.addOver(nil, opts...) }
+func (f *quorumFleet) add(opts ...Option) (who int) { return f.addWith(nil, nil, opts...) }
 
-// addOver is add with account i's transport wrapped by over(i, it), if
-// over is not nil.
-func (f *quorumFleet) addOver(over func(i int, tr policy.Transporter) policy.Transporter, opts ...Option) (who int) {
+// addWith is add with the accounts listed in order (indices into
+// f.accounts; nil for as given), and account i's transport wrapped by
+// over(i, it), if over is not nil.
+func (f *quorumFleet) addWith(order []int, over func(i int, tr policy.Transporter) policy.Transporter, opts ...Option) (who int) {
 	who = len(f.mutexes)
 	var mine []BlobSettings
 	var trs []*faults.Transport
@@ -79,6 +80,13 @@ func (f *quorumFleet) addOver(over func(i int, tr policy.Transporter) policy.Tra
 		}
 		mine = append(mine, s)
 		trs = append(trs, tr)
+	}
+	if order != nil {
+		listed := make([]BlobSettings, 0, len(order))
+		for _, i := range order {
+			listed = append(listed, mine[i])
+		}
+		mine = listed
 	}
 	f.cut = append(f.cut, trs)
 	logger, _ := quietLogs(f.t, fmt.Sprint("q", who))

@@ -31,8 +31,12 @@ import (
 // ID proposed on every account, and a leader restarted in place takes back
 // every account it held that answers. With [WithPriority], every account's
 // record declares the priority, and the candidates' blobs are kept beside
-// the first account's blob only: while that account is down, nobody stands
-// as a candidate, and leadership stays where it is. An account down, slow or
+// one account's blob only, the same whatever order a contender lists the
+// accounts in: the least by container URL (scheme and host in lower case)
+// and "/" and blob name. Every contender must name that account by the
+// same URL. While that account is down, nobody stands as a candidate and
+// no lease is handed over: the leader leads on until it stops for another
+// reason, and then leadership moves as without priorities. An account down, slow or
 // refusing moves nothing while the others are a majority: the leader keeps
 // leading, and takes that account's lease back when it answers again.
 // [BlobDistributedMutex.LeaseManager] returns the first account's manager;
@@ -65,7 +69,8 @@ func NewQuorumMutex(accounts []BlobSettings, fn func(ctx context.Context) error,
 	if o.prioritySet {
 		// As for one account (prefer.go): every account's record declares
 		// the priority, and names the contender an ended term hands to; the
-		// leader watches the candidates beside the first account's blob.
+		// leader watches the candidates beside one account's blob
+		// (besideLease).
 		for _, a := range q.accounts {
 			a.extraMetadata = m.preferMetadata
 		}
