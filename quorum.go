@@ -366,7 +366,12 @@ func (q *quorumLease) acquire(ctx context.Context, try []bool) (Grant, error) {
 		return g, nil
 	}
 	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.settings.RequestTimeout)
-	_ = q.giveBackTo(end, try) // what stays unreleased expires
+	if err := q.giveBackTo(end, try); err != nil {
+		// What stays unreleased expires; with a lease ID file that could
+		// not move on, no release was sent at all (Q4).
+		q.logger.Warn("leaderelection: could not release the lease; it will expire by itself",
+			"container", q.settings.Container, "blob", q.settings.Blob, "error", err)
+	}
 	cancel()
 	return Grant{}, q.shortOf("acquire lease", int(took.Load()), errs)
 }

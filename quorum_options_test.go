@@ -293,3 +293,41 @@ func TestQuorumCandidatesStandWhereTheLeaderLooksWhateverTheOrder(t *testing.T) 
 		f.checkApart()
 	})
 }
+
+// A minority acquire whose give-back cannot move the lease ID file on (so
+// sends no release) says so at Warn, as a term's release does: here the
+// file's descriptor is closed under the mutex once it contends, and its
+// first try, on every account with the file's ID (Q4), finds each held by
+// another leader.
+func TestQuorumMinorityGiveBackWithoutItsFileSaysSo(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 1, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		logger, logs := quietLogs(t, "q1")
+		var (
+			m    *BlobDistributedMutex
+			once sync.Once
+		)
+		breakFile := func(*http.Request) {
+			once.Do(func() {
+				fl := &m.lease.idFile
+				fl.mu.Lock()
+				defer fl.mu.Unlock()
+				require.NotNil(t, fl.f, "the file is held while the mutex contends")
+				require.NoError(t, fl.f.Close())
+			})
+		}
+		who := f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
+			return releaseSpy{next: tr, onRequest: breakFile}
+		}, WithLeaseIDFile(filepath.Join(t.TempDir(), "lease-id")), WithLogger(logger))
+		m = f.mutexes[who]
+		f.start()
+		require.Eventually(t, func() bool {
+			return strings.Contains(logs.String(), `level=WARN msg="leaderelection: could not release the lease; it will expire by itself"`) &&
+				strings.Contains(logs.String(), "release lease not sent")
+		}, time.Minute, 10*time.Millisecond)
+		assert.Equal(t, 0, f.leader())
+		f.stop()
+	})
+}
