@@ -76,9 +76,11 @@ import (
 // late it lands, carries an ID a later process resumes with. A process that
 // takes the lock knows every earlier holder dead (renew.go): no func of it
 // runs. On its first turn it acquires, with the file's ID, every account
-// that answered its read, held or not: an account its predecessor held is
-// taken back (the server grants the same ID's acquire while the lease
-// stands), one held by another refuses. From there it is a new leader as
+// that answered its read, held or not, but one whose record cannot be built
+// on (another role's, or not readable: recordProblem), which no contender
+// takes: an account its predecessor held is taken back (the server grants
+// the same ID's acquire while the lease stands), one held by another
+// refuses. From there it is a new leader as
 // any: it leads only once it holds a majority by acquires of its own,
 // confirmed, whose send times set its deadline (Q1; the predecessor's
 // grants count for nothing, and the server restarted each lease's clock no

@@ -216,6 +216,13 @@ func (q *quorumLease) giveBack(ctx context.Context) error {
 // release is sent (Q4); if the file cannot be written, none is sent, and the
 // leases expire.
 func (q *quorumLease) giveBackTo(ctx context.Context, which []bool) error {
+	// The handles are read before the ID moves on, and each account then
+	// releases under its own. That is the ID the account's lease was taken
+	// or renewed with only because nothing else can change it meanwhile:
+	// giveBackTo runs on the contention loop's goroutine, at a term's end,
+	// once the engine has stopped its renewals and retakeLoop
+	// (onProgress(nil)), or after a minority acquire has returned; no
+	// acquire, renewal or retake of this instance is still in flight.
 	handles := make([]*leaseHandle, len(q.accounts))
 	for i, a := range q.accounts {
 		handles[i] = a.id.Load()
