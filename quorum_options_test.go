@@ -331,3 +331,36 @@ func TestQuorumMinorityGiveBackWithoutItsFileSaysSo(t *testing.T) {
 		f.stop()
 	})
 }
+
+// A second quorum mutex on a lease ID file held by a running one is
+// refused at once, as for one account: it sends nothing to any account,
+// never proposes the holder's ID, and the leader leads on.
+func TestQuorumSecondHolderOfLeaseIDFileIsRefused(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		path := filepath.Join(t.TempDir(), "lease-id")
+		f := newQuorumFleet(t, 3, 1, nil, WithLeaseIDFile(path))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		id := readIDFile(t, path)
+		var sent atomic.Int32
+		who := f.addWith(nil, func(_ int, tr policy.Transporter) policy.Transporter {
+			return releaseSpy{next: tr, onRequest: func(*http.Request) { sent.Add(1) }}
+		}, WithLeaseIDFile(path))
+		second := f.mutexes[who]
+		start := time.Now()
+		err := second.RunTaskWhenMutexAcquired(context.Background())
+		require.ErrorIs(t, err, ErrLeaseIDFileLocked)
+		assert.Contains(t, err.Error(), path)
+		assert.Less(t, time.Since(start), time.Second, "refused at once, not after contending")
+		assert.Zero(t, sent.Load(), "no request sent to any account")
+		for i, a := range second.quorum.accounts {
+			assert.NotEqual(t, id, a.LeaseID(), "accounts[%d] of the refused mutex proposes the holder's ID", i)
+		}
+		time.Sleep(2 * f.accounts[0].withDefaults().RenewInterval)
+		assert.Equal(t, 0, f.leader(), "the leader leads on")
+		assert.Len(t, f.runs(), 1)
+		require.NoError(t, f.mutexes[0].Degraded())
+		_, err = f.stops[0]()
+		require.ErrorIs(t, err, context.Canceled)
+	})
+}
