@@ -107,11 +107,13 @@ import (
 // container URL and blob name (besideAccount). While that account is down
 // nobody stands as a candidate and no lease is handed over: the leader
 // leads on until it stops for another reason, and then leadership moves as
-// without priorities; nothing else depends on that account. A follower leaves a lease handed to another
-// for handedWait, timed from its first look that showed that handover (the
-// ended term and the contender it names) on a free account, whichever
-// account showed it: the accounts a look reads may change from one look to
-// the next.
+// without priorities; nothing else depends on that account. A follower, a
+// process resuming from its lease ID file among them, leaves a lease handed
+// to another for handedWait, timed from its first look that found a
+// majority free and showed that handover (the ended term and the contender
+// it names) on a free account, whichever account showed it: the accounts a
+// look reads may change from one look to the next, and a handover whose
+// releases landed on a minority frees the rest only a lease later.
 //
 // Only native leases (15 to 60 s): an ETag lease's followers must time each
 // account's silence, which this quorum does not do. A ShardOwner runs over

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -362,5 +363,93 @@ func TestQuorumSecondHolderOfLeaseIDFileIsRefused(t *testing.T) {
 		require.NoError(t, f.mutexes[0].Degraded())
 		_, err = f.stops[0]()
 		require.ErrorIs(t, err, context.Canceled)
+	})
+}
+
+// A handover whose releases land on a minority (the leader's releases on
+// two of three accounts fail; their leases lapse a lease after its last
+// renewal there) is left to the candidate for handedWait from when a
+// majority is free, not from the first free account.
+func TestQuorumHandedWaitStartsWhenAMajorityIsFree(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 3, 0, nil)
+		var (
+			mu       sync.Mutex
+			renewed  time.Time // the leader's last renewal sent to accounts 1 and 2 before its release
+			released bool
+		)
+		f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
+			if i == 0 {
+				return tr
+			}
+			return noRelease{next: tr, on: func(action string) {
+				mu.Lock()
+				defer mu.Unlock()
+				released = released || action == "release"
+				if action == "renew" && !released {
+					renewed = time.Now()
+				}
+			}}
+		}, WithPriority(1))
+		f.add(WithPriority(1))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		s := f.accounts[0].withDefaults()
+		time.Sleep(s.RenewInterval + time.Second) // renewed at least once on every account
+		standGhost(t, f.mutexes[0], "ghost", 2, true)
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() >= 0 }, 2*time.Minute, 10*time.Millisecond)
+		mu.Lock()
+		free := renewed.Add(s.LeaseDuration) // accounts 1 and 2 free from then
+		mu.Unlock()
+		runs := f.runs()
+		require.False(t, runs[0].stopped.After(free), "the handing leader's func stopped before its last leases lapsed")
+		assert.GreaterOrEqual(t, runs[1].started.Sub(free), s.handedWait(),
+			"q%d took the lease %v after a majority was free (its func stopped %v before that)", runs[1].who, runs[1].started.Sub(free), free.Sub(runs[0].stopped))
+		f.stop()
+		f.checkApart()
+	})
+}
+
+// noRelease fails every release it is asked to send, as a connection reset
+// would, and tells on each request's lease action first.
+type noRelease struct {
+	next policy.Transporter
+	on   func(action string)
+}
+
+func (n noRelease) Inner() policy.Transporter { return n.next }
+
+func (n noRelease) Do(req *http.Request) (*http.Response, error) {
+	action := header(req, "x-ms-lease-action")
+	n.on(action)
+	if action == "release" {
+		return nil, syscall.ECONNRESET
+	}
+	return n.next.Do(req)
+}
+
+// A process restarted from its lease ID file after its term was marked
+// ended, handing the lease to another contender, leaves the lease to that
+// contender for handedWait, as any follower does.
+func TestQuorumResumedProcessRespectsItsPredecessorsHandover(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		path := filepath.Join(t.TempDir(), "lease-id")
+		f := newQuorumFleet(t, 3, 1, nil, WithPriority(1), WithLeaseIDFile(path))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		s := f.accounts[0].withDefaults()
+		standGhost(t, f.mutexes[0], "ghost", 2, true)
+		require.Eventually(t, func() bool { return len(f.runs()) == 1 && !f.runs()[0].stopped.IsZero() }, time.Minute, 10*time.Millisecond)
+		_, err := f.stops[0]()
+		require.ErrorIs(t, err, context.Canceled)
+
+		restarted := time.Now()
+		again := f.add(WithIdentity("q0"), WithPriority(1), WithLeaseIDFile(path))
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == again }, time.Minute, 10*time.Millisecond)
+		assert.GreaterOrEqual(t, f.runs()[1].started.Sub(restarted), s.handedWait(), "the lease was left to the ghost it was handed to")
+		_, err = f.stops[again]()
+		require.ErrorIs(t, err, context.Canceled)
+		f.checkApart()
 	})
 }

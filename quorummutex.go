@@ -36,9 +36,10 @@ import (
 // and "/" and blob name. Every contender must name that account by the
 // same URL. While that account is down, nobody stands as a candidate and
 // no lease is handed over: the leader leads on until it stops for another
-// reason, and then leadership moves as without priorities. An account down, slow or
-// refusing moves nothing while the others are a majority: the leader keeps
-// leading, and takes that account's lease back when it answers again.
+// reason, and then leadership moves as without priorities. An account
+// down, slow or refusing moves nothing while the others are a majority: the
+// leader keeps leading, and takes that account's lease back when it answers
+// again.
 // [BlobDistributedMutex.LeaseManager] returns the first account's manager;
 // [BlobDistributedMutex.Leader] reads every account; see
 // [BlobDistributedMutex.Degraded]. The guarantee, and what it costs:
@@ -202,6 +203,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 		return nil, 0, "", q.shortOf("read lease", answered, errs)
 	}
 	free = make([]bool, len(infos))
+	loose := 0                // accounts free, of those
 	var lead, ended LeaseInfo // the term running, and the last ended, of those read
 	for i, info := range infos {
 		if errs[i] != nil {
@@ -226,6 +228,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 			continue
 		}
 		free[i] = true
+		loose++
 	}
 	if lead.Leader.Number > m.observed && lead.Leader.Identity != m.opts.identity {
 		m.observed = lead.Leader.Number
@@ -235,8 +238,15 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 		m.emit(Event{Kind: NewLeaderObserved, Term: lead.Leader})
 	}
 	m.stand(ctx, lead, wait)
-	if d, ok := m.deferTo(ended); ok && !resume {
-		return make([]bool, len(infos)), max(left, d), ended.HandedTo, nil
+	// A lease handed to another is left to it from the first look that
+	// finds a majority free (no contender can take it before: a handover
+	// whose releases landed on a minority frees the rest a lease later),
+	// by a process resuming from its lease ID file too (its predecessor's
+	// handover stands).
+	if loose >= q.need {
+		if d, ok := m.deferTo(ended); ok {
+			return make([]bool, len(infos)), max(left, d), ended.HandedTo, nil
+		}
 	}
 	return free, left, ended.HandedTo, nil
 }
