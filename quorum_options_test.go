@@ -391,9 +391,10 @@ func TestQuorumHandedWaitStartsWhenAMajorityIsFree(t *testing.T) {
 				}
 			}}
 		}, WithPriority(1))
-		f.add(WithPriority(1))
 		f.start()
 		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		f.add(WithPriority(1))
+		f.start()
 		s := f.accounts[0].withDefaults()
 		time.Sleep(s.RenewInterval + time.Second) // renewed at least once on every account
 		standGhost(t, f.mutexes[0], "ghost", 2, true)
