@@ -52,7 +52,8 @@ func TestQuorumMutexRestartedInPlaceTakesItsLeasesBack(t *testing.T) {
 		restarted := time.Now()
 		again := f.add(WithIdentity("q0"), WithLeaseIDFile(path))
 		f.start()
-		require.Eventually(t, func() bool { return f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
+		// IsLeader is set just before the func runs: wait for both.
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() >= 0 }, time.Minute, 10*time.Millisecond)
 		took := time.Since(restarted)
 		runs := f.runs()
 		require.Len(t, runs, 2)
@@ -236,7 +237,7 @@ func TestQuorumMutexHandedWaitEndsWhileTheAccountsReadAlternate(t *testing.T) {
 		require.Eventually(t, func() bool { return len(f.runs()) == 1 && f.leader() < 0 }, time.Minute, 10*time.Millisecond)
 		stopped := f.runs()[0].stopped
 		bound := s.handedWait() + 4*s.RetryInterval
-		require.Eventually(t, func() bool { return f.leader() == 0 }, 2*time.Minute, 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() == 0 }, 2*time.Minute, 10*time.Millisecond,
 			"the lease handed to the ghost is taken back within handedWait and a few looks (%v)", bound)
 		runs := f.runs()
 		require.Len(t, runs, 2)
@@ -284,7 +285,7 @@ func TestQuorumCandidatesStandWhereTheLeaderLooksWhateverTheOrder(t *testing.T) 
 		preferred := f.addWith([]int{2, 0, 1}, nil, WithPriority(2))
 		f.start()
 		at := time.Now()
-		require.Eventually(t, func() bool { return f.leader() == preferred }, preferBound(s), 10*time.Millisecond,
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() == preferred }, preferBound(s), 10*time.Millisecond,
 			"the preferred candidate, listing the accounts in another order, leads within %v", preferBound(s))
 		assert.LessOrEqual(t, f.runs()[1].started.Sub(at), preferBound(s))
 		for _, m := range f.mutexes {
@@ -447,7 +448,7 @@ func TestQuorumResumedProcessRespectsItsPredecessorsHandover(t *testing.T) {
 		restarted := time.Now()
 		again := f.add(WithIdentity("q0"), WithPriority(1), WithLeaseIDFile(path))
 		f.start()
-		require.Eventually(t, func() bool { return f.leader() == again }, time.Minute, 10*time.Millisecond)
+		require.Eventually(t, func() bool { return len(f.runs()) == 2 && f.leader() == again }, time.Minute, 10*time.Millisecond)
 		assert.GreaterOrEqual(t, f.runs()[1].started.Sub(restarted), s.handedWait(), "the lease was left to the ghost it was handed to")
 		_, err = f.stops[again]()
 		require.ErrorIs(t, err, context.Canceled)
