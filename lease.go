@@ -667,8 +667,25 @@ func (m *BlobLeaseManager) bootClock() clock.Boot { return m.boot }
 func (m *BlobLeaseManager) partsHeldWhenLost() bool { return false }
 
 func (m *BlobLeaseManager) giveBack(ctx context.Context) error {
-	h, err := m.release(ctx)
-	for h != nil && errors.Is(err, ErrTransient) && clock.Sleep(ctx, m.settings.retryDelay()) {
+	h, err := m.retireLeaseID()
+	if err != nil {
+		return err
+	}
+	return m.giveBackWith(ctx, h)
+}
+
+// giveBackWith releases the lease held under h, a handle already retired
+// (see retireLeaseID), sent again while its outcome is unknown and
+// attempts fail fast, until ctx ends. A manager still proposing h after a
+// failure moves on to a fresh ID, as Release does. A quorum's accounts
+// retire their handles together (quorum.go's Q4), then each gives back its
+// own.
+func (m *BlobLeaseManager) giveBackWith(ctx context.Context, h *leaseHandle) error {
+	err := m.releaseWith(ctx, h)
+	if err != nil {
+		m.id.CompareAndSwap(h, &leaseHandle{id: uuid.NewString()})
+	}
+	for errors.Is(err, ErrTransient) && clock.Sleep(ctx, m.settings.retryDelay()) {
 		err = m.releaseWith(ctx, h)
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore"
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -86,10 +87,9 @@ func memoryOf(s BlobSettings) *memblob.Service {
 	switch tr := s.ClientOptions.Transport.(type) {
 	case *memblob.Service:
 		return tr
-	case *faults.Transport:
-		if svc, ok := tr.Inner().(*memblob.Service); ok {
-			return svc
-		}
+	case interface{ Inner() policy.Transporter }: // a *faults.Transport, or a test's wrapper
+		s.ClientOptions = &azblob.ClientOptions{ClientOptions: azcore.ClientOptions{Transport: tr.Inner()}}
+		return memoryOf(s)
 	}
 	return nil
 }

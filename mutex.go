@@ -39,7 +39,7 @@ type BlobDistributedMutex struct {
 	candidate  candidacy
 	twinMark   candidacy // a follower's mark that it sees a live leader with its own identity
 	instance   string    // this mutex's own, in those blobs: a twin's is another
-	handedETag azcore.ETag
+	handed     handover  // the last handover to another seen free, and since when
 	handedSeen time.Time
 
 	// silence is a follower's clock on an ETag lease (silence.go); touched
@@ -160,16 +160,17 @@ func (m *BlobDistributedMutex) RunTaskWhenMutexAcquired(ctx context.Context) err
 		return ErrAlreadyRunning
 	}
 	defer m.running.Store(false)
-	if m.quorum != nil {
-		return m.runQuorum(ctx)
-	}
 	// Held for the whole run, so for as long as any lease with its ID may
-	// be ours: every lease activity ends before Run returns.
+	// be ours: every lease activity ends before Run returns. (A quorum's
+	// file is its first account's, and names every account's ID.)
 	unlock, err := m.lease.LockLeaseIDFile()
 	if err != nil {
 		return err
 	}
 	defer unlock()
+	if m.quorum != nil {
+		return m.runQuorum(ctx)
+	}
 	defer m.term.metrics.observeLeading(m.term.leading.Load)()
 
 	s := m.lease.settings

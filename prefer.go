@@ -84,8 +84,19 @@ func (m *BlobDistributedMutex) preferMetadata(md map[string]*string) {
 	}
 }
 
+// besideLease is the lease whose blob the blobs of candidates and twins'
+// marks are kept beside: the mutex's own, or a quorum's account chosen
+// alike by every contender (besideAccount).
+func (m *BlobDistributedMutex) besideLease() *BlobLeaseManager {
+	if m.quorum != nil {
+		return m.quorum.accounts[m.quorum.beside]
+	}
+	return m.lease
+}
+
 func (m *BlobDistributedMutex) candidateBlob(name string) *blobstore.Blob {
-	return m.lease.containerClient.Blob(m.lease.blob + wire.CandidatesDir + name)
+	l := m.besideLease()
+	return l.containerClient.Blob(l.blob + wire.CandidatesDir + name)
 }
 
 // stand keeps, or drops, this follower's candidacy after a look at the
@@ -130,7 +141,8 @@ func (m *BlobDistributedMutex) markTwin(ctx context.Context, twin bool, wait *ti
 // candidateLease that it renews every candidateRenew (and so cuts wait to
 // that). It reports whether it took the blob's lease just now.
 func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name string, md map[string]*string, wait *time.Duration) bool {
-	s := m.lease.settings
+	l := m.besideLease()
+	s := l.settings
 	*wait = min(*wait, candidateRenew)
 	if c.lease != "" && time.Since(c.renewed) < candidateRenew {
 		return false
@@ -138,7 +150,7 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	beside := blobstore.Call{Op: "write beside the lease", Held: heldCodes, Lost: lostCodes}
 	fail := func(err error) {
 		c.failing.failed(m.logger, "leaderelection: cannot keep a blob beside the lease (a preferred candidate's, or a twin's mark); retrying", "container", s.Container, "blob", s.Blob,
-			"error", m.lease.wrap(err))
+			"error", l.wrap(err))
 	}
 	if c.lease != "" {
 		_, err := m.candidateBlob(c.name).RenewLease(ctx, c.lease, beside)
@@ -166,12 +178,12 @@ func (m *BlobDistributedMutex) keepBlob(ctx context.Context, c *candidacy, name 
 	}
 	// An answer with another lease ID than the one proposed is an error of
 	// kind Held (the storage package checks it): the blob is not ours.
-	l, err := b.AcquireLease(ctx, blobstore.AcquireOptions{Call: beside, ID: uuid.NewString(), Duration: candidateLease})
+	taken, err := b.AcquireLease(ctx, blobstore.AcquireOptions{Call: beside, ID: uuid.NewString(), Duration: candidateLease})
 	if err != nil {
 		fail(err)
 		return false
 	}
-	c.lease, c.renewed, c.name = l.ID, time.Now(), name
+	c.lease, c.renewed, c.name = taken.ID, time.Now(), name
 	c.failing.recovered(m.logger, "leaderelection: keeps its blob beside the lease again", "container", s.Container, "blob", s.Blob)
 	return true
 }
@@ -186,14 +198,25 @@ func (m *BlobDistributedMutex) withdraw(ctx context.Context, c *candidacy) {
 	_ = m.candidateBlob(c.name).Delete(ctx, blobstore.DeleteOptions{LeaseID: id})
 }
 
+// handover names a lease handed to a contender: the term that ended
+// handing it, and that contender.
+type handover struct {
+	term int64
+	to   string
+}
+
 // deferTo reports whether this follower leaves the free lease info shows to
-// the contender the ended term handed it to, and for how long yet.
+// the contender the ended term handed it to, and for how long yet. The wait
+// is timed from the first look that showed that handover (term and
+// contender), not from a change of the blob's ETag: a quorum's accounts
+// carry the same handover under ETags of their own, and which of them a
+// look shows may change from one look to the next (quorum.go's Q5).
 func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 	if info.Held() || info.HandedTo == "" || info.HandedTo == m.opts.identity || info.LeaderEnded.IsZero() {
 		return 0, false
 	}
-	if m.handedETag != info.ETag {
-		m.handedETag, m.handedSeen = info.ETag, time.Now()
+	if h := (handover{info.Leader.Number, info.HandedTo}); m.handed != h {
+		m.handed, m.handedSeen = h, time.Now()
 	}
 	left := m.lease.settings.handedWait() - time.Since(m.handedSeen)
 	return left, left > 0
@@ -208,9 +231,10 @@ func (m *BlobDistributedMutex) deferTo(info LeaseInfo) (time.Duration, bool) {
 // and handing the lease back to it would move leadership for nothing. It
 // deletes the blobs of candidates gone for a candidate lease.
 func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop context.CancelCauseFunc, passedOver string) {
-	s := m.lease.settings
+	l := m.besideLease()
+	s := l.settings
 	began := time.Now()
-	prefix := m.lease.blob + wire.CandidatesDir
+	prefix := l.blob + wire.CandidatesDir
 	gone := map[string]time.Time{} // unleased candidate blobs, since when
 	twins := map[string]bool{}     // twins' instances warned of, this term
 	var failing failureLog
@@ -229,7 +253,7 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 		best, bestP := "", m.opts.priority
 		listed := map[string]bool{}
 		var listErr error
-		for page, err := range m.lease.containerClient.List(ctx, blobstore.ListOptions{Call: blobstore.Call{Op: listOp}, Prefix: prefix, Metadata: true}) {
+		for page, err := range l.containerClient.List(ctx, blobstore.ListOptions{Call: blobstore.Call{Op: listOp}, Prefix: prefix, Metadata: true}) {
 			if err != nil {
 				listErr = err
 				break
@@ -242,7 +266,7 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 					if since, ok := gone[b.Name]; !ok {
 						gone[b.Name] = time.Now()
 					} else if time.Since(since) >= candidateLease {
-						_ = m.lease.containerClient.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
+						_ = l.containerClient.Blob(b.Name).Delete(ctx, blobstore.DeleteOptions{})
 						delete(gone, b.Name)
 					}
 					continue
@@ -283,10 +307,10 @@ func (m *BlobDistributedMutex) watchCandidates(ctx context.Context, pleaseStop c
 				// Only a twin's mark is looked for: the renewals say
 				// whether storage is failing.
 				m.logger.Debug("leaderelection: cannot list the blobs beside the lease", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.wrap(listErr))
+					"error", l.wrap(listErr))
 			} else {
 				failing.failed(m.logger, "leaderelection: cannot list the preferred candidates; retrying", "container", s.Container, "blob", s.Blob,
-					"error", m.lease.wrap(listErr))
+					"error", l.wrap(listErr))
 			}
 			continue
 		}

@@ -156,13 +156,13 @@ func TestPreferenceCostsOneListingPerRetryInterval(t *testing.T) {
 	})
 }
 
-// standGhost keeps a candidate's blob beside c's lease, as a contender of
-// identity id and priority p would, under a lease that nobody renews: a
-// candidate that died just after it stood. An unleased one is a candidate
-// gone.
-func standGhost(t *testing.T, c *contender, id string, p int, leased bool) *blob.Client {
+// standGhost keeps a candidate's blob beside m's lease (a quorum's account
+// for candidates, besideAccount), as a contender of identity id and priority p would, under a
+// lease that nobody renews: a candidate that died just after it stood. An
+// unleased one is a candidate gone.
+func standGhost(t *testing.T, m *BlobDistributedMutex, id string, p int, leased bool) *blob.Client {
 	t.Helper()
-	lm := c.mutex.lease
+	lm := m.besideLease()
 	ctx := context.Background()
 	bc := newRawBlob(t, lm.settings).cc.NewBlockBlobClient(lm.blob + wire.CandidatesDir + id)
 	pr := strconv.Itoa(p)
@@ -190,7 +190,7 @@ func TestACandidateThatNeverComesIsPassedOver(t *testing.T) {
 		require.Equal(t, "a", log.next(t, 30*time.Second).who)
 		startContender(t, "b", s, log.leaderFunc("b", untilCancelled), WithIdentity("b"), WithPriority(1))
 		stood := time.Now()
-		standGhost(t, a, "ghost", 2, true)
+		standGhost(t, a.mutex, "ghost", 2, true)
 		second := log.next(t, preferBound(s)+10*time.Second) // after a handed the lease to the ghost, and the wait
 		terms := log.snapshot()
 		require.Len(t, terms, 2)
@@ -212,7 +212,7 @@ func TestALeaderDeletesTheBlobsOfCandidatesGone(t *testing.T) {
 		log := newTermLog()
 		a := startContender(t, "a", s, log.leaderFunc("a", untilCancelled), WithIdentity("a"), WithPriority(1))
 		log.next(t, 30*time.Second)
-		gone := standGhost(t, a, "gone", 2, false)
+		gone := standGhost(t, a.mutex, "gone", 2, false)
 		waitFor(t, candidateLease+10*time.Second, "the gone candidate's blob deleted", func() bool {
 			_, err := gone.GetProperties(context.Background(), nil)
 			return bloberror.HasCode(err, bloberror.BlobNotFound)

@@ -68,6 +68,53 @@ import (
 // term its instances saw there (recreated.go), as for one account: an
 // account not settled counts for no majority until it is.
 //
+// Q4. Restart in place (WithLeaseIDFile, resume.go). One file names one
+// lease ID, which every account proposes while the file is held (the first
+// account's manager holds it: one flock for the election). It moves on, for
+// every account at once and durably, before a release is sent on any
+// account (giveBackTo), and before the lock goes: no release of ours, however
+// late it lands, carries an ID a later process resumes with. A process that
+// takes the lock knows every earlier holder dead (renew.go): no func of it
+// runs. On its first turn it acquires, with the file's ID, every account
+// that answered its read, held or not, but one whose record cannot be built
+// on (another role's, or not readable: recordProblem), which no contender
+// takes: an account its predecessor held is taken back (the server grants
+// the same ID's acquire while the lease stands), one held by another
+// refuses. From there it is a new leader as
+// any: it leads only once it holds a majority by acquires of its own,
+// confirmed, whose send times set its deadline (Q1; the predecessor's
+// grants count for nothing, and the server restarted each lease's clock no
+// earlier than our send); it records a new term as in Q3, read from the
+// majority it holds, which meets the majority that stored its
+// predecessor's term before that func started, so it is above that term;
+// and its func starts once a majority has stored it. A request of the dead
+// process that lands late, on any account, is an acquire or a renewal (it
+// extends a lease now ours) or a term write, conditional on the blob's ETag
+// and so unable to overwrite a newer term; never a release. An account the
+// predecessor held that does not answer keeps its lease, under the file's
+// ID, until it lapses or retakeLoop takes it back with that ID. A first turn
+// that takes a minority gives it back as in Q2, the file moving on first.
+// One host only, as for one account: a lock proves nothing across hosts.
+//
+// Q5. A preferred leader (WithPriority, prefer.go) changes who takes the
+// lease next, never when, as for one account (renew.go): the leader's func
+// is asked to stop, the lease renewed on the accounts held until it
+// returns, then its term marked ended, naming the candidate, on every
+// account, and every account released; the candidate takes a majority by
+// acquires as any contender (Q1, Q2) and records its term as in Q3. The
+// candidates' blobs are kept beside one account's blob only, the same for
+// every contender whatever order it lists the accounts in: the least by
+// container URL and blob name (besideAccount). While that account is down
+// nobody stands as a candidate and no lease is handed over: the leader
+// leads on until it stops for another reason, and then leadership moves as
+// without priorities; nothing else depends on that account. A follower, a
+// process resuming from its lease ID file among them, leaves a lease handed
+// to another for handedWait, timed from its first look that found a
+// majority free and showed that handover (the ended term and the contender
+// it names) on a free account, whichever account showed it: the accounts a
+// look reads may change from one look to the next, and a handover whose
+// releases landed on a minority frees the rest only a lease later.
+//
 // Only native leases (15 to 60 s): an ETag lease's followers must time each
 // account's silence, which this quorum does not do. A ShardOwner runs over
 // one account.
@@ -79,6 +126,7 @@ var quorumSizes = []int{3, 5}
 // engine runs its terms as it runs one blob's (termLease).
 type quorumLease struct {
 	accounts []*BlobLeaseManager // in the order given
+	beside   int                 // the account the candidates' blobs are kept beside (besideAccount)
 	settings BlobSettings        // the first account's: the timings are every account's
 	need     int                 // a majority
 	logger   *slog.Logger
@@ -156,8 +204,30 @@ func newQuorumLease(accounts []BlobSettings, opts ...Option) (*quorumLease, erro
 	for _, a := range q.accounts[1:] {
 		a.floor = q.accounts[0].floor
 	}
+	// One lease ID file for the election (Q4): the first account's manager
+	// holds it, and every account proposes its ID.
+	for _, a := range q.accounts[1:] {
+		a.idFile.path = ""
+	}
+	q.accounts[0].idFile.also = q.accounts[1:]
 	q.settings, q.logger = q.accounts[0].settings, q.accounts[0].logger
+	q.beside = besideAccount(q.accounts)
 	return q, nil
+}
+
+// besideAccount is the account a quorum's candidates' blobs are kept beside
+// (Q5): the one whose container URL (scheme and host in lower case, no
+// query) and "/" and blob name is the least, so that every contender picks
+// the same account whatever order it lists them in (Q2 needs none).
+func besideAccount(accounts []*BlobLeaseManager) int {
+	at := func(a *BlobLeaseManager) string { return a.containerClient.Where() + "/" + a.blob }
+	best := 0
+	for i, a := range accounts {
+		if at(a) < at(accounts[best]) {
+			best = i
+		}
+	}
+	return best
 }
 
 // sameTimings reports each timing of s, account i's with defaults, that
@@ -300,7 +370,12 @@ func (q *quorumLease) acquire(ctx context.Context, try []bool) (Grant, error) {
 		return g, nil
 	}
 	end, cancel := context.WithTimeout(context.WithoutCancel(ctx), q.settings.RequestTimeout)
-	_ = q.giveBackTo(end, try) // what stays unreleased expires
+	if err := q.giveBackTo(end, try); err != nil {
+		// What stays unreleased expires; with a lease ID file that could
+		// not move on, no release was sent at all (Q4).
+		q.logger.Warn("leaderelection: could not release the lease; it will expire by itself",
+			"container", q.settings.Container, "blob", q.settings.Blob, "error", err)
+	}
 	cancel()
 	return Grant{}, q.shortOf("acquire lease", int(took.Load()), errs)
 }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -53,22 +55,45 @@ func newQuorumFleet(t *testing.T, k, n int, tune func(*BlobSettings), opts ...Op
 		}
 		f.accounts = append(f.accounts, s)
 	}
-	for who := range n {
-		var mine []BlobSettings
-		var trs []*faults.Transport
-		for _, s := range f.accounts {
-			s, tr := instanceOn(s, memoryOf(s))
-			t.Cleanup(tr.Close)
-			mine = append(mine, s)
-			trs = append(trs, tr)
-		}
-		f.cut = append(f.cut, trs)
-		logger, _ := quietLogs(t, fmt.Sprint("q", who))
-		m, err := NewQuorumMutex(mine, f.leaderFunc(who), append([]Option{WithIdentity(fmt.Sprint("q", who)), WithLogger(logger), bubbleClock()}, opts...)...)
-		require.NoError(t, err)
-		f.mutexes = append(f.mutexes, m)
+	for range n {
+		f.add(opts...)
 	}
 	return f
+}
+
+// add builds contender q<who>, who the next index, over f's accounts, each
+// through a transport of its own; start runs it.
+func (f *quorumFleet) add(opts ...Option) (who int) { return f.addWith(nil, nil, opts...) }
+
+// addWith is add with the accounts listed in order (indices into
+// f.accounts; nil for as given), and account i's transport wrapped by
+// over(i, it), if over is not nil.
+func (f *quorumFleet) addWith(order []int, over func(i int, tr policy.Transporter) policy.Transporter, opts ...Option) (who int) {
+	who = len(f.mutexes)
+	var mine []BlobSettings
+	var trs []*faults.Transport
+	for i, s := range f.accounts {
+		s, tr := instanceOn(s, memoryOf(s))
+		f.t.Cleanup(tr.Close)
+		if over != nil {
+			s.ClientOptions.Transport = over(i, tr)
+		}
+		mine = append(mine, s)
+		trs = append(trs, tr)
+	}
+	if order != nil {
+		listed := make([]BlobSettings, 0, len(order))
+		for _, i := range order {
+			listed = append(listed, mine[i])
+		}
+		mine = listed
+	}
+	f.cut = append(f.cut, trs)
+	logger, _ := quietLogs(f.t, fmt.Sprint("q", who))
+	m, err := NewQuorumMutex(mine, f.leaderFunc(who), append([]Option{WithIdentity(fmt.Sprint("q", who)), WithLogger(logger), bubbleClock()}, opts...)...)
+	require.NoError(f.t, err)
+	f.mutexes = append(f.mutexes, m)
+	return who
 }
 
 // leaderFunc runs until its context ends, noting when it ran.
@@ -93,8 +118,9 @@ func (f *quorumFleet) leaderFunc(who int) func(context.Context) error {
 	}
 }
 
+// start runs every contender not yet started.
 func (f *quorumFleet) start() {
-	for _, m := range f.mutexes {
+	for _, m := range f.mutexes[len(f.stops):] {
 		f.stops = append(f.stops, runMutex(f.t, m))
 	}
 }
@@ -156,9 +182,12 @@ func TestQuorumMutexRefusesBadSettings(t *testing.T) {
 		require.ErrorContains(t, err, "accounts[3]: ")
 		require.ErrorContains(t, err, "Container")
 
-		_, err = NewQuorumMutex([]BlobSettings{s, other("ff7"), other("ff8")}, nil, WithPriority(1))
+		_, err = NewQuorumMutex([]BlobSettings{s, other("ff7"), other("ff8")}, nil, WithPriority(1), WithLeaseIDFile(""))
 		require.ErrorContains(t, err, "the leader func is nil")
-		require.ErrorContains(t, err, "WithPriority is not supported by a quorum mutex yet")
+		require.ErrorContains(t, err, "accounts[0]: leaderelection: WithLeaseIDFile: the path is empty")
+		require.NotContains(t, err.Error(), "quorum", "both options work over a quorum (quorum.go's Q4, Q5)")
+		_, err = NewQuorumMutex([]BlobSettings{s, other("gg7"), other("gg8")}, fn, WithPriority(1), WithLeaseIDFile(filepath.Join(t.TempDir(), "id")))
+		require.NoError(t, err)
 	})
 }
 

@@ -27,10 +27,19 @@ import (
 // reported, naming its account (accounts[i]). No network call is made.
 //
 // The mutex leads, and its func runs, as [NewBlobDistributedMutex]'s do,
-// with the same options, but for [WithPriority] and [WithLeaseIDFile], which
-// are refused (not supported over a quorum yet). An account down, slow or
-// refusing moves nothing while the others are a majority: the leader keeps
-// leading, and takes that account's lease back when it answers again.
+// with the same options. With [WithLeaseIDFile], one file names the lease
+// ID proposed on every account, and a leader restarted in place takes back
+// every account it held that answers. With [WithPriority], every account's
+// record declares the priority, and the candidates' blobs are kept beside
+// one account's blob only, the same whatever order a contender lists the
+// accounts in: the least by container URL (scheme and host in lower case)
+// and "/" and blob name. Every contender must name that account by the
+// same URL. While that account is down, nobody stands as a candidate and
+// no lease is handed over: the leader leads on until it stops for another
+// reason, and then leadership moves as without priorities. An account
+// down, slow or refusing moves nothing while the others are a majority: the
+// leader keeps leading, and takes that account's lease back when it answers
+// again.
 // [BlobDistributedMutex.LeaseManager] returns the first account's manager;
 // [BlobDistributedMutex.Leader] reads every account; see
 // [BlobDistributedMutex.Degraded]. The guarantee, and what it costs:
@@ -43,12 +52,6 @@ func NewQuorumMutex(accounts []BlobSettings, fn func(ctx context.Context) error,
 	o := buildOptions(opts)
 	if err := checkIdentity(o.identity); err != nil {
 		errs = append(errs, err)
-	}
-	if o.prioritySet {
-		errs = append(errs, errors.New("leaderelection: WithPriority is not supported by a quorum mutex yet"))
-	}
-	if o.leaseIDFileSet {
-		errs = append(errs, errors.New("leaderelection: WithLeaseIDFile is not supported by a quorum mutex yet"))
 	}
 	q, err := newQuorumLease(accounts, opts...)
 	if err != nil {
@@ -64,17 +67,38 @@ func NewQuorumMutex(accounts []BlobSettings, fn func(ctx context.Context) error,
 	m.term = &termRunner{lease: q, logger: q.logger, metrics: newMetrics(o.meterProvider, s.Container, s.Blob),
 		identity: o.identity, stall: o.stallTimeout, emit: m.emit, kind: runsLeader,
 		hooks: termHooks{started: func(t Term) { m.observed = max(m.observed, t.Number) }}}
+	if o.prioritySet {
+		// As for one account (prefer.go): every account's record declares
+		// the priority, and names the contender an ended term hands to; the
+		// leader watches the candidates beside one account's blob
+		// (besideLease).
+		for _, a := range q.accounts {
+			a.extraMetadata = m.preferMetadata
+		}
+		m.term.hooks.whileLeading = func(ctx context.Context, pleaseStop context.CancelCauseFunc) {
+			m.watchCandidates(ctx, pleaseStop, m.passedOver)
+		}
+	}
 	return m, nil
 }
 
 // runQuorum is RunTaskWhenMutexAcquired for a quorum mutex: each turn it
 // reads every account, and tries for the lease when a majority is free
-// (quorum.go's Q2: a minority taken is given back at once).
+// (quorum.go's Q2: a minority taken is given back at once). With a lease ID
+// file, its first try is on every account that answered, held or not: a
+// lease its previous process held is taken back (Q4).
 func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 	q := m.quorum
 	defer q.closeIdle()
 	defer m.term.metrics.observeLeading(m.term.leading.Load)()
 	defer m.observeAccounts()()
+	defer func() {
+		if m.candidate.lease != "" {
+			end, cancel := m.term.endWindow(ctx)
+			defer cancel()
+			m.withdraw(end, &m.candidate) // not to be handed a lease it will not take
+		}
+	}()
 	s := q.settings
 	m.logger.Info("leaderelection: contending for leadership", append([]any{"container", s.Container, "blob", s.Blob,
 		"identity", m.opts.identity, "leaseDuration", s.LeaseDuration}, q.kindAttrs()...)...)
@@ -83,10 +107,11 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 		backoff    = s.RetryInterval
 		wait       time.Duration
 		standAside bool // deposed: let the lease go free once without taking it
+		resume     = m.opts.leaseIDFileSet
 	)
 	for clock.Sleep(ctx, wait) {
 		wait = clock.Jitter(s.RetryInterval)
-		try, left, err := m.lookQuorum(ctx)
+		try, left, handedTo, err := m.lookQuorum(ctx, resume, &wait)
 		switch {
 		case ctx.Err() != nil:
 			continue
@@ -109,16 +134,20 @@ func (m *BlobDistributedMutex) runQuorum(ctx context.Context) error {
 		// itself, within one RequestTimeout of a cancel.
 		g, err := q.acquire(ctx, try)
 		m.term.metrics.attempt(outcome(err, "acquired"))
+		resume = false // taken back, or moved on to a fresh ID by the give-back
 		switch {
 		case err == nil:
 			failing.recovered(m.logger, "leaderelection: storage reachable again", "container", s.Container, "blob", s.Blob)
 			backoff = s.RetryInterval
+			m.candidate.lease = "" // its candidacy, if it stood, lapses by itself
+			m.passedOver = handedTo
 			if ctx.Err() != nil {
 				end, cancel := m.term.endWindow(ctx) // won just as the caller gave up
 				m.term.releaseQuietly(end, true)
 				cancel()
 				continue
 			}
+			m.handTo.Store(nil)
 			reason, err := m.term.run(ctx, g, m.fn)
 			if err != nil {
 				return err
@@ -155,10 +184,13 @@ func (m *BlobDistributedMutex) quorumFailed(err error, failing *failureLog, wait
 }
 
 // lookQuorum reads every account's lease, notes who leads, and does a
-// contender's part on each blob created again (seedFresh). It returns the
-// accounts whose lease may be taken now (free, settled, of this role), and,
-// if they are fewer than a majority, how soon a blob still settling may be.
-func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, left time.Duration, err error) {
+// contender's part on each blob created again (seedFresh), and on a
+// preferred leader (prefer.go: it stands as a candidate, and leaves a lease
+// handed to another). It returns the accounts whose lease may be taken now
+// (free, settled, of this role; resuming, held too: Q4), and, if they are
+// fewer than a majority, how soon a blob still settling may be, or a lease
+// handed to another free to take; and whom the lease was handed to.
+func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait *time.Duration) (free []bool, left time.Duration, handedTo string, err error) {
 	q := m.quorum
 	infos, errs := q.inspect(ctx)
 	answered := 0
@@ -168,10 +200,11 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, lef
 		}
 	}
 	if answered < q.need {
-		return nil, 0, q.shortOf("read lease", answered, errs)
+		return nil, 0, "", q.shortOf("read lease", answered, errs)
 	}
 	free = make([]bool, len(infos))
-	var lead LeaseInfo
+	loose := 0                // accounts free, of those
+	var lead, ended LeaseInfo // the term running, and the last ended, of those read
 	for i, info := range infos {
 		if errs[i] != nil {
 			continue
@@ -180,7 +213,14 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, lef
 		if info.Held() && !info.TermPending() && info.Leader.Number > lead.Leader.Number {
 			lead = info
 		}
-		if info.Held() || a.recordProblem(info).blocks() {
+		if !info.Held() && endedLater(info, ended) {
+			ended = info
+		}
+		if a.recordProblem(info).blocks() {
+			continue
+		}
+		if info.Held() {
+			free[i] = resume // perhaps under the file's ID: an acquire says
 			continue
 		}
 		if wait := a.seedFresh(ctx, info); wait > 0 {
@@ -188,6 +228,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, lef
 			continue
 		}
 		free[i] = true
+		loose++
 	}
 	if lead.Leader.Number > m.observed && lead.Leader.Identity != m.opts.identity {
 		m.observed = lead.Leader.Number
@@ -196,7 +237,40 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context) (free []bool, lef
 			"leader", lead.Leader.Identity, "term", lead.Leader.Number, "since", lead.Leader.Since, "identity", m.opts.identity)
 		m.emit(Event{Kind: NewLeaderObserved, Term: lead.Leader})
 	}
-	return free, left, nil
+	m.stand(ctx, lead, wait)
+	// A lease handed to another is left to it from the first look that
+	// finds a majority free (no contender can take it before: a handover
+	// whose releases landed on a minority frees the rest a lease later),
+	// by a process resuming from its lease ID file too (its predecessor's
+	// handover stands).
+	if loose >= q.need {
+		if d, ok := m.deferTo(ended); ok {
+			return make([]bool, len(infos)), max(left, d), ended.HandedTo, nil
+		}
+	}
+	return free, left, ended.HandedTo, nil
+}
+
+// endedLater reports whether a free account's read, info, says more of the
+// last ended term than ended, the best of the others so far: a higher term,
+// or the same one marked ended and handed to a contender (the least such
+// name if two differ). The choice depends neither on the order the accounts
+// are given in nor on the order they answer in; and the wait for a handover
+// is timed on the handover itself, which every account that carries its
+// mark shows alike, so that looks that read different accounts time one
+// wait (deferTo, Q5).
+func endedLater(info, ended LeaseInfo) bool {
+	if info.Leader.Number != ended.Leader.Number {
+		return info.Leader.Number > ended.Leader.Number
+	}
+	handed := func(i LeaseInfo) bool { return i.HandedTo != "" && !i.LeaderEnded.IsZero() }
+	switch {
+	case handed(info) != handed(ended):
+		return handed(info)
+	case handed(info):
+		return info.HandedTo < ended.HandedTo
+	}
+	return false
 }
 
 // count is how many of bs are true.

@@ -211,21 +211,38 @@ func (q *quorumLease) giveBack(ctx context.Context) error {
 	return q.giveBackTo(ctx, all)
 }
 
-// giveBackTo is giveBack on the accounts which says.
+// giveBackTo is giveBack on the accounts which says. With the lease ID
+// file held, the file, and every account, move on to a fresh ID before any
+// release is sent (Q4); if the file cannot be written, none is sent, and the
+// leases expire.
 func (q *quorumLease) giveBackTo(ctx context.Context, which []bool) error {
+	// The handles are read before the ID moves on, and each account then
+	// releases under its own. That is the ID the account's lease was taken
+	// or renewed with only because nothing else can change it meanwhile:
+	// giveBackTo runs on the contention loop's goroutine, at a term's end,
+	// once the engine has stopped its renewals and retakeLoop
+	// (onProgress(nil)), or after a minority acquire has returned; no
+	// acquire, renewal or retake of this instance is still in flight.
+	handles := make([]*leaseHandle, len(q.accounts))
+	for i, a := range q.accounts {
+		handles[i] = a.id.Load()
+	}
+	_, err := q.accounts[0].retireLeaseID()
 	errs := make([]error, len(q.accounts))
-	q.each(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
-		if which[i] {
-			if err := a.giveBack(ctx); err != nil {
-				errs[i] = fmt.Errorf("accounts[%d]: %w", i, err)
+	if err == nil {
+		q.each(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
+			if which[i] {
+				if err := a.giveBackWith(ctx, handles[i]); err != nil {
+					errs[i] = fmt.Errorf("accounts[%d]: %w", i, err)
+				}
 			}
-		}
-	})
+		})
+	}
 	q.mu.Lock()
 	for i := range q.state {
 		q.state[i] = accountLease{}
 	}
 	q.term = Term{}
 	q.mu.Unlock()
-	return errors.Join(errs...)
+	return errors.Join(append(errs, err)...)
 }

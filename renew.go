@@ -168,7 +168,8 @@ import (
 // is the one above for the majority-th latest S of the accounts it holds,
 // so that it stops before any majority can pass; its term is read from the
 // majority it holds, which meets every earlier term's, and stored on a
-// majority before its func starts. The argument is at the top of quorum.go.
+// majority before its func starts. The argument is at the top of quorum.go,
+// with what a preferred leader and a restart in place (below) add there.
 //
 // Resuming after a restart (WithLeaseIDFile, resume.go) acquires a lease
 // that has not expired, with the ID its previous holder used. That is safe

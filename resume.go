@@ -49,6 +49,11 @@ import (
 // never end the lease of its successor. The lease ID lets its holder release
 // the lease: keep the file readable by the service only.
 //
+// For a mutex over a quorum of accounts ([NewQuorumMutex]) the one file
+// names the lease ID proposed on every account, and moves on for all of
+// them before a release is sent on any; a process restarted with it tries
+// every account, and takes back those its predecessor held (quorum.go's Q4).
+//
 // For a [ShardOwner] the file holds its session's ID (a session's lease ID),
 // and makes it a static member, as Kafka's group.instance.id does: when the
 // caller ends Run, nothing is handed on or released (every shard func is
@@ -83,6 +88,9 @@ var ErrLeaseIDFileLocked = errors.New("leaderelection: the lease ID file is lock
 // WithLeaseIDFile).
 type leaseIDFile struct {
 	path string // "" when not configured
+	// also are the managers that propose the file's ID with this one, and
+	// move off it with it: a quorum's other accounts (quorum.go's Q4).
+	also []*BlobLeaseManager
 
 	mu sync.Mutex // serialises locking, unlocking and moving on to a new ID
 	f  *os.File   // open and flocked while held, nil otherwise
@@ -139,25 +147,26 @@ func (m *BlobLeaseManager) LockLeaseIDFile() (unlock func(), err error) {
 		_ = f.Close() // drops the lock
 		return nil, err
 	}
-	m.proposeLeaseID(id)
+	m.proposeWithFile(id)
 	fl.f = f
 	return sync.OnceFunc(func() {
 		fl.mu.Lock()
 		defer fl.mu.Unlock()
 		// Move off the file's ID before the lock goes, so there is no moment
 		// when another process may hold it and this manager still proposes it.
-		m.newLeaseID()
+		m.proposeWithFile(uuid.NewString())
 		_ = fl.f.Close()
 		fl.f = nil
 	}), nil
 }
 
 // retireLeaseID returns the lease ID handle a release must use. With the
-// lease ID file held, it first moves the file, and the manager, on to a fresh
-// ID, durably: the file then never holds an ID whose release has been sent,
-// so a process that resumes from it cannot have its lease ended by a release
-// that its dead predecessor sent and that reaches the server late. If the
-// file cannot be written, nothing may be sent: the lease expires by itself.
+// lease ID file held, it first moves the file, and the manager (and those
+// that share its file), on to a fresh ID, durably: the file then never holds
+// an ID whose release has been sent, so a process that resumes from it
+// cannot have its lease ended by a release that its dead predecessor sent
+// and that reaches the server late. If the file cannot be written, nothing
+// may be sent: the lease expires by itself.
 func (m *BlobLeaseManager) retireLeaseID() (*leaseHandle, error) {
 	fl := &m.idFile
 	fl.mu.Lock()
@@ -170,8 +179,17 @@ func (m *BlobLeaseManager) retireLeaseID() (*leaseHandle, error) {
 	if err := writeLeaseID(fl.f, fl.path, next); err != nil {
 		return nil, fmt.Errorf("leaderelection: release lease not sent, it will expire by itself: %w", err)
 	}
-	m.proposeLeaseID(next)
+	m.proposeWithFile(next)
 	return h, nil
+}
+
+// proposeWithFile makes the manager, and those that share its file
+// (idFile.also), propose id.
+func (m *BlobLeaseManager) proposeWithFile(id string) {
+	m.proposeLeaseID(id)
+	for _, o := range m.idFile.also {
+		o.proposeLeaseID(id)
+	}
 }
 
 // maxLeaseIDFile is the most a valid lease ID file holds: a GUID (36) and a

@@ -92,12 +92,18 @@ const (
 	envResumeFile      = "LEADERELECTION_TEST_RESUME_FILE"
 )
 
+// quorumConns joins the connection strings of a quorum's accounts in
+// envResumeConn.
+const quorumConns = "|"
+
 // TestLeaseIDFileLeaderProcess is the leader process of
-// TestRestartedLeaderResumesItsLeaseAtOnce, run by re-executing this test
-// binary. It contends with a lease ID file until it is killed, printing
-// "LEADING <term> <lease ID>" when its func starts, and "RETURNED <µs>
-// <refused> <error>" if RunTaskWhenMutexAcquired returns. In a normal test
-// run (envResumeHelper unset) it does nothing.
+// TestRestartedLeaderResumesItsLeaseAtOnce and
+// TestRestartedQuorumLeaderResumesItsLeasesAtOnce, run by re-executing this
+// test binary: a mutex, or a quorum mutex if envResumeConn joins several
+// connection strings (quorumConns). It contends with a lease ID file until
+// it is killed, printing "LEADING <term> <lease ID>" when its func starts,
+// and "RETURNED <µs> <refused> <error>" if RunTaskWhenMutexAcquired returns.
+// In a normal test run (envResumeHelper unset) it does nothing.
 func TestLeaseIDFileLeaderProcess(t *testing.T) {
 	if os.Getenv(envResumeHelper) != "1" {
 		return
@@ -108,13 +114,26 @@ func TestLeaseIDFileLeaderProcess(t *testing.T) {
 		Blob:             os.Getenv(envResumeBlob),
 		RetryInterval:    500 * time.Millisecond,
 	}
-	m, err := NewBlobDistributedMutex(s, func(ctx context.Context) error {
+	fn := func(ctx context.Context) error {
 		term, _ := TermFromContext(ctx)
 		fmt.Printf("LEADING %d %s\n", term.Number, term.LeaseID)
 		<-ctx.Done()
 		return nil
-	}, WithLeaseIDFile(os.Getenv(envResumeFile)),
-		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))))
+	}
+	opts := []Option{WithLeaseIDFile(os.Getenv(envResumeFile)),
+		WithLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})))}
+	var m *BlobDistributedMutex
+	var err error
+	if conns := strings.Split(s.ConnectionString, quorumConns); len(conns) > 1 {
+		accounts := make([]BlobSettings, len(conns))
+		for i, c := range conns {
+			accounts[i] = s
+			accounts[i].ConnectionString = c
+		}
+		m, err = NewQuorumMutex(accounts, fn, opts...)
+	} else {
+		m, err = NewBlobDistributedMutex(s, fn, opts...)
+	}
 	require.NoError(t, err)
 	start := time.Now()
 	err = m.RunTaskWhenMutexAcquired(context.Background())
@@ -240,5 +259,50 @@ func TestRestartedLeaderResumesItsLeaseAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.True(t, info.Held())
 	assert.Equal(t, term, info.Leader.Number, "the refused process recorded no term")
+	assert.Empty(t, follower.snapshot(), "the follower never led")
+}
+
+// A quorum leader SIGKILLed and started again with its lease ID file takes
+// back its leases on three Azurite accounts at once, under the next term,
+// while a follower waits: no handover (quorum.go's Q4).
+func TestRestartedQuorumLeaderResumesItsLeasesAtOnce(t *testing.T) {
+	t.Parallel()
+	servers := startAzurites(t, 3)
+	s := testSettings(t)
+	var conns []string
+	var accounts []BlobSettings
+	for _, srv := range servers {
+		a := s
+		a.ConnectionString = srv.ConnectionString()
+		conns = append(conns, a.ConnectionString)
+		accounts = append(accounts, a)
+	}
+	s.ConnectionString = strings.Join(conns, quorumConns)
+	file := filepath.Join(t.TempDir(), "lease-id")
+	leader := startLeaderProcess(t, s, file)
+	term, id := leader.leading(t, 30*time.Second)
+
+	follower := newTermLog()
+	m, err := NewQuorumMutex(accounts, follower.leaderFunc("follower", untilCancelled), WithIdentity("follower"), WithLogger(testLogger(t, "follower")))
+	require.NoError(t, err)
+	stop := runMutex(t, m)
+	t.Cleanup(func() {
+		_, err := stop()
+		assert.ErrorIs(t, err, context.Canceled)
+	})
+	time.Sleep(time.Second) // the follower reads every account, and waits
+
+	leader.kill()
+	started := time.Now()
+	leader = startLeaderProcess(t, s, file)
+	nextTerm, nextID := leader.leading(t, 30*time.Second)
+	took := time.Since(started)
+	t.Logf("leading %v after the new process was started", took.Round(time.Millisecond))
+	assert.Equal(t, id, nextID, "resumed the same lease ID")
+	assert.Equal(t, term+1, nextTerm, "the next term, so nobody led in between")
+	assert.Less(t, took, 5*time.Second, "leading again long before its leases could lapse (15 s)")
+	info, err := m.Leader(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, nextTerm, info.Leader.Number)
 	assert.Empty(t, follower.snapshot(), "the follower never led")
 }
