@@ -22,18 +22,18 @@ import (
 
 // outageKind is a fleet the outage trial runs.
 type outageKind struct {
-	key, title string
-	fleet      chaos.Contender
-	accounts   int
+	key      string
+	fleet    chaos.Contender
+	accounts int
 }
 
 // outageKinds are the fleets side by side: the quorum's lease is the
 // library mutex's.
 func outageKinds(lease time.Duration) []outageKind {
 	return []outageKind{
-		{"quorum", "the library's quorum mutex, 3 accounts (one down)", chaos.Contender{LeaseDuration: lease}, 3},
-		{"mutex", "the library's mutex, one account", chaos.Contender{LeaseDuration: lease}, 1},
-		{"baseline", "the reference C# sample's algorithm, one account", chaos.Contender{Algo: chaos.AlgoBaseline}, 1},
+		{"quorum", chaos.Contender{LeaseDuration: lease}, 3},
+		{"mutex", chaos.Contender{LeaseDuration: lease}, 1},
+		{"baseline", chaos.Contender{Algo: chaos.AlgoBaseline}, 1},
 	}
 }
 

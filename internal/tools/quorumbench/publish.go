@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -109,45 +110,90 @@ func publication(c config, res *results, took time.Duration) benchdoc.Publicatio
 		heading, command(c), short(took), time.Now().UTC().Format("2006-01-02"), c.commit, runtime.Version(), runtime.NumCPU(), runtime.GOARCH,
 		c.runs, seeds, c.parallel, beside)
 	fmt.Fprintf(&b, "Every trial is the chaos harness's: %d contender processes, each behind a proxy of its own to each account, an account being an Azurite process of the trial's own; "+
-		"the library's mutex at LeaseDuration %s (native lease), its other timings the defaults, over each number of accounts (`NewQuorumMutex` over more than one). "+
+		"the library's mutex at LeaseDuration %s (native lease), its other timings the defaults, over 1 account, or `NewQuorumMutex` over more. "+
 		"In each run, for each number of accounts: %d SIGKILLs and %d SIGTERMs of the leader, in turn (failover: from the fault to the next func's start; a percentile is nearest-rank over the run's trials, so p99 is their maximum), "+
-		"and %s with no fault (the requests an hour each account receives, the mean over the accounts: from the leader, from a follower, and from all the contenders). "+
-		"Each figure is the median of the runs, [min–max]. Two funcs at once: %d, in %d faults.\n\n",
-		c.contenders, human(c.lease), c.faults, c.faults, human(c.steady), res.overlaps, res.faults)
-	b.WriteString("| accounts | crash p50 | crash p99 | graceful p50 | graceful p99 | requests an hour per account: leader | a follower | all | runs |\n|---|---|---|---|---|---|---|---|---|\n")
-	for _, k := range c.ks {
-		s := func(f func(*run) (float64, bool)) string { return secs(over(res.runs, f)) }
-		r := func(f func(rate) float64) string { return count(over(res.runs, rateOf(k, f))) }
-		_, n := over(res.runs, gapP(k, false, 50))
-		lost := 0
-		for _, ru := range res.runs {
-			if pk := ru.byK[k]; pk != nil {
-				lost += pk.lost
-			}
+		"and %s with no fault (the requests an hour each account receives, the mean over the accounts: from the leader, from a follower, and from all the contenders). ",
+		c.contenders, human(c.lease), c.faults, c.faults, human(c.steady))
+	if c.outage > 0 {
+		fmt.Fprintf(&b, "**An account down** (issue 39's trial e), once a run: its Azurite SIGKILLed once the leader has led 6 s (Azurite saves its data every 5 s), kept down %s, and started again on its port with its data on disk; "+
+			"for the quorum of 3, one of them; for the library's mutex and for the reference C# sample's algorithm (`internal/tools/baseline`; its failover is in [Failover](#failover)), each over one account, their only one. "+
+			"Counted from the kill until %s after a func runs again: the funcs begun (handovers) and returned (cancelled), how long no func ran while the account was down, and how soon after its return a func ran again. ",
+			human(c.outage), human(c.tail))
+	}
+	fmt.Fprintf(&b, "Each figure is the median of the runs, [min–max]. Two funcs at once: %d, in %d faults.\n\n", res.overlaps, res.faults)
+	b.WriteString("| fleet | crash p50 | crash p99 | graceful p50 | graceful p99 | requests an hour per account: leader | a follower | all | an account down: handovers | funcs cancelled | no func running while it was down | a func again after its return | runs |\n" +
+		"|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	for _, f := range fleets(c) {
+		s := func(g func(*run) (float64, bool)) string { return secs(over(res.runs, g)) }
+		r := func(g func(rate) float64) string { return count(over(res.runs, rateOf(f.k, g))) }
+		o := func(g func(outcome) float64) benchdoc.Spread {
+			sp, _ := over(res.runs, outageOf(f.outage, g))
+			return sp
 		}
-		runs := fmt.Sprint(n)
-		if lost > 0 {
+		_, n := over(res.runs, gapP(f.k, false, 50))
+		_, nOut := over(res.runs, outageOf(f.outage, func(outcome) float64 { return 0 }))
+		down := []string{"-", "-", "-", "-"}
+		if nOut > 0 {
+			down = []string{o(func(x outcome) float64 { return float64(x.handovers) }).Format("%.0f", ""), o(func(x outcome) float64 { return float64(x.cancelled) }).Format("%.0f", ""),
+				o(func(x outcome) float64 { return x.idle.Seconds() }).Format("%.2f", " s"), o(func(x outcome) float64 { return x.back.Seconds() }).Format("%.2f", " s")}
+		}
+		runs := fmt.Sprint(max(n, nOut))
+		if n > 0 && nOut > 0 && n != nOut {
+			runs = fmt.Sprintf("%d; the account down: %d", n, nOut)
+		}
+		if lost := f.lost(res); lost > 0 {
 			runs += fmt.Sprintf("; %d faults with no successor in time", lost)
 		}
-		fmt.Fprintf(&b, "| %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", k,
-			s(gapP(k, false, 50)), s(gapP(k, false, 99)), s(gapP(k, true, 50)), s(gapP(k, true, 99)),
-			r(func(x rate) float64 { return x.leader }), r(func(x rate) float64 { return x.follower }), r(func(x rate) float64 { return x.all }), runs)
-	}
-	if c.outage > 0 {
-		fmt.Fprintf(&b, "\n**An account down for %v** (issue 39's trial e): its Azurite SIGKILLed once the leader has led 6 s (Azurite saves its data every 5 s), kept down, and started again on its port with its data on disk; "+
-			"the same fault, once a run, for each fleet of %d contenders. Counted from the kill until %s after a func runs again: the funcs begun (handovers) and returned (cancelled), "+
-			"and how long no func ran while the account was down; then how soon after its return a func ran again.\n\n", human(c.outage), c.contenders, human(c.tail))
-		b.WriteString("| contenders | handovers | funcs cancelled | no func running while it was down | a func again after its return | runs |\n|---|---|---|---|---|---|\n")
-		for _, o := range outageKinds(c.lease) {
-			cnt := func(f func(outcome) float64) string { return count(over(res.runs, outageOf(o.key, f))) }
-			sec := func(f func(outcome) float64) string { return secs(over(res.runs, outageOf(o.key, f))) }
-			_, n := over(res.runs, outageOf(o.key, func(outcome) float64 { return 0 }))
-			fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %d |\n", o.title,
-				cnt(func(x outcome) float64 { return float64(x.handovers) }), cnt(func(x outcome) float64 { return float64(x.cancelled) }),
-				sec(func(x outcome) float64 { return x.idle.Seconds() }), sec(func(x outcome) float64 { return x.back.Seconds() }), n)
-		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", f.title,
+			s(gapP(f.k, false, 50)), s(gapP(f.k, false, 99)), s(gapP(f.k, true, 50)), s(gapP(f.k, true, 99)),
+			r(func(x rate) float64 { return x.leader }), r(func(x rate) float64 { return x.follower }), r(func(x rate) float64 { return x.all }),
+			strings.Join(down, " | "), runs)
 	}
 	return benchdoc.Publication{Sections: []string{b.String()}, Rows: rows(c, res)}
+}
+
+// fleet is a row of the section's table: a number of accounts (0: the
+// reference sample's row) and its outage trial's kind ("" none).
+type fleet struct {
+	title, outage string
+	k             int
+}
+
+// fleets are the table's rows: each number of accounts measured (and 1 and
+// 3, whose outage trials ran), then the reference sample's outage.
+func fleets(c config) []fleet {
+	ks := slices.Clone(c.ks)
+	if c.outage > 0 {
+		ks = append(ks, 1, 3)
+	}
+	slices.Sort(ks)
+	var out []fleet
+	for _, k := range slices.Compact(ks) {
+		f := fleet{title: fmt.Sprintf("`NewQuorumMutex`, %d accounts", k), k: k}
+		switch k {
+		case 1:
+			f.title, f.outage = "the library's mutex, 1 account", "mutex"
+		case 3:
+			f.outage = "quorum"
+		}
+		out = append(out, f)
+	}
+	if c.outage > 0 {
+		out = append(out, fleet{title: "the reference C# sample's algorithm, 1 account", outage: "baseline"})
+	}
+	return out
+}
+
+// lost counts the faults of f's failover trials after which nobody led
+// again in time.
+func (f fleet) lost(res *results) int {
+	n := 0
+	for _, ru := range res.runs {
+		if pk := ru.byK[f.k]; pk != nil {
+			n += pk.lost
+		}
+	}
+	return n
 }
 
 // rows are the command's summary rows: the quorum of 3 (and one account
