@@ -37,12 +37,23 @@ func over(runs []*run, f func(*run) (float64, bool)) (benchdoc.Spread, int) {
 	return benchdoc.SpreadOf(v), len(v)
 }
 
+// spread formats s as benchdoc does, "1.23 s [1.10–1.40]", but a range
+// of one value, at the precision shown, as "720 (each run)": a degenerate
+// range says nothing more, and the README quotes other figures of the same
+// value (the one-account bench's 720 renewals an hour) without one.
+func spread(s benchdoc.Spread, verb, unit string) string {
+	if lo, hi := fmt.Sprintf(verb, s.Lo), fmt.Sprintf(verb, s.Hi); lo == hi {
+		return lo + unit + " (each run)"
+	}
+	return s.Format(verb, unit)
+}
+
 // secs formats a spread of seconds; "-" for no run.
 func secs(s benchdoc.Spread, n int) string {
 	if n == 0 {
 		return "-"
 	}
-	return s.Format("%.2f", " s")
+	return spread(s, "%.2f", " s")
 }
 
 // count formats a spread of counts or rates.
@@ -50,7 +61,7 @@ func count(s benchdoc.Spread, n int) string {
 	if n == 0 {
 		return "-"
 	}
-	return s.Format("%.0f", "")
+	return spread(s, "%.0f", "")
 }
 
 // gapP is the p-th percentile of k accounts' gaps of one kind, run by run.
@@ -126,16 +137,14 @@ func publication(c config, res *results, took time.Duration) benchdoc.Publicatio
 	for _, f := range fleets(c) {
 		s := func(g func(*run) (float64, bool)) string { return secs(over(res.runs, g)) }
 		r := func(g func(rate) float64) string { return count(over(res.runs, rateOf(f.k, g))) }
-		o := func(g func(outcome) float64) benchdoc.Spread {
-			sp, _ := over(res.runs, outageOf(f.outage, g))
-			return sp
-		}
+		outCount := func(g func(outcome) float64) string { return count(over(res.runs, outageOf(f.outage, g))) }
+		outSecs := func(g func(outcome) float64) string { return secs(over(res.runs, outageOf(f.outage, g))) }
 		_, n := over(res.runs, gapP(f.k, false, 50))
 		_, nOut := over(res.runs, outageOf(f.outage, func(outcome) float64 { return 0 }))
 		down := []string{"-", "-", "-", "-"}
 		if nOut > 0 {
-			down = []string{o(func(x outcome) float64 { return float64(x.handovers) }).Format("%.0f", ""), o(func(x outcome) float64 { return float64(x.cancelled) }).Format("%.0f", ""),
-				o(func(x outcome) float64 { return x.idle.Seconds() }).Format("%.2f", " s"), o(func(x outcome) float64 { return x.back.Seconds() }).Format("%.2f", " s")}
+			down = []string{outCount(func(x outcome) float64 { return float64(x.handovers) }), outCount(func(x outcome) float64 { return float64(x.cancelled) }),
+				outSecs(func(x outcome) float64 { return x.idle.Seconds() }), outSecs(func(x outcome) float64 { return x.back.Seconds() })}
 		}
 		runs := fmt.Sprint(max(n, nOut))
 		if n > 0 && nOut > 0 && n != nOut {
