@@ -106,3 +106,20 @@ func TestCheckNamesWhatAPublicationWouldBreak(t *testing.T) {
 		assert.ErrorContains(t, Check(doc, tc.p, "def"), tc.want)
 	}
 }
+
+// A figure over runs is their median and range, never the best run.
+func TestSpreadOfTakesTheMedianNotTheBest(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want Spread
+	}{
+		{[]float64{3, 1, 2}, Spread{2, 1, 3}},
+		{[]float64{4, 1, 3, 2}, Spread{2.5, 1, 4}},
+		{[]float64{7}, Spread{7, 7, 7}},
+		{nil, Spread{}},
+	} {
+		assert.Equal(t, c.want, SpreadOf(c.in), "%v", c.in)
+	}
+	assert.Equal(t, "2.00 s [1.00–3.50]", Spread{2, 1, 3.5}.Format("%.2f", " s"))
+	assert.Equal(t, "720 [715–2070]", Spread{720, 715, 2070}.Format("%.0f", ""))
+}

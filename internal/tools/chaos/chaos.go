@@ -92,11 +92,14 @@ type Config struct {
 	LeadFirst bool
 	// Accounts is how many storage accounts, each an Azurite process, the
 	// fleet leads over: 3 or 5 make every contender a quorum mutex (the
-	// library's, native leases), and allow the quorum's faults
-	// (quorum.go); 0 means 1. AccountDown is how long FaultAccountDown
-	// keeps an account down (default 2 min).
+	// library's, native leases), and allow FaultCutMajority (quorum.go);
+	// 0 means 1. AccountDown is how long FaultAccountDown (any fleet on
+	// Azurite) keeps an account down (default 2 min).
 	Accounts    int
 	AccountDown time.Duration
+	// Tail is how long the run goes on after its last fault, once a
+	// leader is back: what follows a fault's end is then in the records.
+	Tail time.Duration
 }
 
 // Timings the checker judges a run by.
@@ -431,6 +434,7 @@ func (h *harness) run(ctx context.Context) (err error) {
 			h.progress("no leader %v after the %s healed", bound+h.timings.Slack, kind)
 		}
 	}
+	Sleep(ctx, h.cfg.Tail)
 	return ctx.Err()
 }
 

@@ -109,3 +109,15 @@ func TestQuorumFailuresJudgesTheQuorumFaults(t *testing.T) {
 	assert.Contains(t, bad[2], "c2's term moved")
 	assert.Contains(t, bad[3], "c3 did not hold every account again")
 }
+
+// An account down takes any fleet on Azurite, one account's too (its only
+// account down: quorumbench's outage trial); a cut from a majority needs a
+// quorum, and an account down a fleet on Azurite, not etcd.
+func TestAccountDownTakesAnyFleetOnAzurite(t *testing.T) {
+	down := []string{FaultAccountDown}
+	assert.NoError(t, Config{Sequence: down}.checkQuorum())
+	assert.NoError(t, Config{Sequence: down, Accounts: 1, Fleet: []Contender{{Algo: AlgoBaseline}}}.checkQuorum())
+	assert.NoError(t, Config{Kinds: down, Accounts: 3}.checkQuorum())
+	assert.ErrorContains(t, Config{Sequence: []string{FaultCutMajority}, Accounts: 1}.checkQuorum(), "cut-majority needs a quorum fleet")
+	assert.ErrorContains(t, Config{Sequence: down, Fleet: []Contender{{Algo: AlgoEtcd}}}.checkQuorum(), "account-down kills an Azurite: not with a fleet on etcd")
+}

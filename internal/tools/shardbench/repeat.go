@@ -2,34 +2,15 @@ package main
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
+	"github.com/blobelect/leaderelection/internal/tools/benchdoc"
 	"github.com/blobelect/leaderelection/internal/tools/chaos"
 )
 
 // The repeated runs, each figure beside the floor measured in the same run
 // (floor.go): medians and ranges over the runs, never the best one.
-
-// stat is the median and range of one figure over the runs.
-type stat struct{ med, lo, hi float64 }
-
-func statOf(v []float64) stat {
-	if len(v) == 0 {
-		return stat{}
-	}
-	s := slices.Sorted(slices.Values(v))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return stat{med, s[0], s[len(s)-1]}
-}
-
-func (s stat) format(unit string) string {
-	return fmt.Sprintf("%.2f%s [%.2f–%.2f]", s.med, unit, s.lo, s.hi)
-}
 
 // over applies f to every run.
 func over(runs []*result, f func(*result) float64) []float64 {
@@ -63,10 +44,10 @@ func repeated(c config, runs []*result) string {
 			ratios[i], margins[i] = fig[i]/floor[i], slack(fig[i], floor[i])
 		}
 		met := "met"
-		if statOf(margins).med < 0 {
+		if benchdoc.SpreadOf(margins).Med < 0 {
 			met = "**missed**"
 		}
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, statOf(fig).format(" s"), statOf(floor).format(" s"), statOf(ratios).format("×"), targetText, met)
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", name, benchdoc.SpreadOf(fig).Format("%.2f", " s"), benchdoc.SpreadOf(floor).Format("%.2f", " s"), benchdoc.SpreadOf(ratios).Format("%.2f", "×"), targetText, met)
 	}
 	times := func(k float64) func(fig, floor float64) float64 {
 		return func(fig, floor float64) float64 { return k*floor - fig }
@@ -85,13 +66,13 @@ func repeated(c config, runs []*result) string {
 	b.WriteString("\n| handed over | p50 | p99 | max | target |\n|---|---|---|---|---|\n")
 	pct := func(name string, f func(*result) []time.Duration, target string) {
 		p := func(q float64) string {
-			return statOf(over(runs, func(r *result) float64 { return chaos.Percentile(f(r), q).Seconds() })).format(" s")
+			return benchdoc.SpreadOf(over(runs, func(r *result) float64 { return chaos.Percentile(f(r), q).Seconds() })).Format("%.2f", " s")
 		}
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s |\n", name, p(50), p(99), p(100), target)
 	}
 	pct("join: a shard's idle time, from its func's return on the giver to its start on the joiner", func(r *result) []time.Duration { return r.joinGaps }, "p99 ≤ 1 s")
 	pct("SIGTERM: a shard's idle time, from its func's return on the stopped instance to its start elsewhere", func(r *result) []time.Duration { return r.termGaps }, "p99 ≤ 1 s")
 	fmt.Fprintf(&b, "\nSIGTERM: every shard of the stopped instance ran elsewhere %s after the signal (%d shards; it first marks its session as leaving and waits a RetryInterval for the others to read it).\n",
-		statOf(over(runs, func(r *result) float64 { return sec(r.termAll) })).format(" s"), runs[0].termHeld)
+		benchdoc.SpreadOf(over(runs, func(r *result) float64 { return sec(r.termAll) })).Format("%.2f", " s"), runs[0].termHeld)
 	return b.String()
 }

@@ -8,21 +8,6 @@ import (
 	"github.com/blobelect/leaderelection/internal/tools/shardchaos"
 )
 
-func TestStatOfTakesTheMedianNotTheBest(t *testing.T) {
-	for _, c := range []struct {
-		in   []float64
-		want stat
-	}{
-		{[]float64{3, 1, 2}, stat{2, 1, 3}},
-		{[]float64{4, 1, 3, 2}, stat{2.5, 1, 4}},
-		{[]float64{7}, stat{7, 7, 7}},
-	} {
-		if got := statOf(c.in); got != c.want {
-			t.Errorf("statOf(%v) = %+v, want %+v", c.in, got, c.want)
-		}
-	}
-}
-
 func TestMovedAfterFollowsOnlyTheStoppedInstancesShards(t *testing.T) {
 	s := int64(time.Second)
 	recs := []shardchaos.Record{

@@ -59,7 +59,7 @@ func main() {
 		malformed  = flag.Bool("malformed", false, "another writer writes malformed records into the lease blob (each repaired seconds later)")
 		deletes    = flag.Bool("deletes", false, "another writer deletes the lease blob, or its container, while it is unleased, and the container under a leader cut off from storage")
 		messyEvery = flag.Int("messy-every", 3, "with -malformed or -deletes, every this many faults one is theirs")
-		accounts   = flag.Int("accounts", 1, "storage accounts, each an Azurite process: 3 or 5 make every contender a quorum mutex, and allow the faults "+strings.Join(chaos.QuorumFaults, ","))
+		accounts   = flag.Int("accounts", 1, "storage accounts, each an Azurite process: 3 or 5 make every contender a quorum mutex, and allow the faults "+strings.Join(chaos.QuorumFaults, ",")+" ("+chaos.FaultAccountDown+" on one account too)")
 		down       = flag.Duration("account-down", 2*time.Minute, "how long "+chaos.FaultAccountDown+" keeps an account down")
 	)
 	flag.Parse()
