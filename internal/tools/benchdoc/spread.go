@@ -28,3 +28,13 @@ func SpreadOf(v []float64) Spread {
 func (s Spread) Format(verb, unit string) string {
 	return fmt.Sprintf(verb+"%s ["+verb+"–"+verb+"]", s.Med, unit, s.Lo, s.Hi)
 }
+
+// Thousands writes n rounded to a whole number, with thousands separators,
+// as the file writes counts: 2,070.
+func Thousands(n float64) string {
+	s := fmt.Sprintf("%.0f", n)
+	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
+}

@@ -54,9 +54,9 @@ func TestQuorumbenchRewritesOnlyWhatItOwns(t *testing.T) {
 	for _, want := range []string{
 		"`go run ./internal/tools/quorumbench -runs 3 -faults 10 -steady 3m -accounts 1,3,5 -outage 2m -out BENCHMARKS.md` in 41m",
 		"3 runs, seeds 7 to 9", "LeaseDuration 15 s (native lease)", "other engineers' builds sharing the 2 cores",
-		"| `NewQuorumMutex`, 3 accounts | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1801 [1800–1802] | 4320 (each run) | 0 (each run) | 0 (each run) | 0.00 s (each run) | 0.00 s (each run) | 3 |",
-		"| `NewQuorumMutex`, 5 accounts | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1801 [1800–1802] | 4320 (each run) | - | - | - | - | 3 |",
-		"| the library's mutex, 1 account | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1801 [1800–1802] | 4320 (each run) | 1 (each run) | 1 (each run) | 110.10 s [110.00–110.20] | 4.00 s (each run) | 3 |",
+		"| `NewQuorumMutex`, 3 accounts | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1,801 [1,800–1,802] | 4,320 (each run) | 0 (each run) | 0 (each run) | 0.00 s (each run) | 0.00 s (each run) | 3 |",
+		"| `NewQuorumMutex`, 5 accounts | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1,801 [1,800–1,802] | 4,320 (each run) | - | - | - | - | 3 |",
+		"| the library's mutex, 1 account | 13.10 s [13.00–13.20] | 14.00 s (each run) | 0.60 s (each run) | 1.10 s [1.00–1.20] | 720 (each run) | 1,801 [1,800–1,802] | 4,320 (each run) | 1 (each run) | 1 (each run) | 110.10 s [110.00–110.20] | 4.00 s (each run) | 3 |",
 		"| the reference C# sample's algorithm, 1 account | - | - | - | - | - | - | - | 1 (each run) | 1 (each run) | 118.10 s [118.00–118.20] | 12.00 s (each run) | 3 |",
 	} {
 		assert.Contains(t, s, want)

@@ -56,12 +56,17 @@ func secs(s benchdoc.Spread, n int) string {
 	return spread(s, "%.2f", " s")
 }
 
-// count formats a spread of counts or rates.
+// count formats a spread of counts or rates, whole, with thousands
+// separators as the file writes counts: "2,059 [2,048–2,059]".
 func count(s benchdoc.Spread, n int) string {
-	if n == 0 {
+	switch t := benchdoc.Thousands; {
+	case n == 0:
 		return "-"
+	case t(s.Lo) == t(s.Hi):
+		return t(s.Lo) + " (each run)"
+	default:
+		return t(s.Med) + " [" + t(s.Lo) + "–" + t(s.Hi) + "]"
 	}
-	return spread(s, "%.0f", "")
 }
 
 // gapP is the p-th percentile of k accounts' gaps of one kind, run by run.

@@ -175,7 +175,7 @@ func summaryRows(o options, res results) []string {
 	t := totalsOf(res)
 	reqs := "-"
 	if l, f, err := requestRates(res.steady["native15"]); err == nil {
-		reqs = fmt.Sprintf("leader %s, follower %s", thousands(l.total()), thousands(f.total()))
+		reqs = fmt.Sprintf("leader %s, follower %s", benchdoc.Thousands(l.total()), benchdoc.Thousands(f.total()))
 	}
 	row := func(figure, value, runs, command string) string {
 		return fmt.Sprintf("| %s | %s | %s | | %s | %s |", figure, value, runs, o.commit, command)
@@ -187,19 +187,10 @@ func summaryRows(o options, res results) []string {
 		row("crash failover, ETag lease 5 s, RetryInterval 1 s", gaps(chaos.FaultKill, "etag5"), trials(chaos.FaultKill, "etag5"), "the same"),
 		row("a cut-off leader stopped before its lease could pass to another",
 			fmt.Sprintf("by at least %s partition trials (native), %s (ETag 5 s)", margin("native15"), margin("etag5")), "one run", "the same"),
-		row("two leader funcs at once", fmt.Sprintf("%d in %s faults (%s into fleets holding ETag leases)", t.libOverlaps, thousands(float64(t.libFaults)), thousands(float64(t.etagFaults))),
+		row("two leader funcs at once", fmt.Sprintf("%d in %s faults (%s into fleets holding ETag leases)", t.libOverlaps, benchdoc.Thousands(float64(t.libFaults)), benchdoc.Thousands(float64(t.etagFaults))),
 			"one run", "the same, [Chaos](#chaos)"),
 		row("requests an hour, defaults", reqs, fmt.Sprintf("%v, 3 contenders", o.steady), "the same, [Requests per hour](#requests-per-hour)"),
 	}
-}
-
-// thousands writes n rounded, with thousands separators: 2,070.
-func thousands(n float64) string {
-	s := fmt.Sprintf("%.0f", n)
-	for i := len(s) - 3; i > 0 && s[i-1] != '-'; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }
 
 // totals counts the faults and overlaps of a run, over the fleets holding
