@@ -361,9 +361,7 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 // release that session reports itself (a removal, a handover that failed:
 // reportStopped), so a take of it is no news of this session's.
 func (sm *shardManager) sameSetPeers(view sessionView) map[string]bool {
-	sm.o.mu.Lock()
-	digest := sm.o.membership.digest
-	sm.o.mu.Unlock()
+	digest, _ := sm.o.state.setSummary()
 	peers := map[string]bool{}
 	for _, id := range view.live {
 		if id != sm.s.id && view.set[id] == digest && !view.leave[id] {
