@@ -220,6 +220,19 @@ type handed struct {
 	from string // the giver's session, if a note of its says so and the receiver knows it live
 }
 
+// heldEntry is one shard of a session's list.
+type heldEntry struct {
+	name        string
+	term        int64
+	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
+	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
+}
+
+// derivedID is the lease ID the holder session derived for the entry.
+func (e heldEntry) derivedID(session string) string {
+	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
+}
+
 // heldList is the list of the shards a session holds: when it was last
 // written, what it said, whether a write is in flight, and whether the
 // last one failed; and the lines of the list it writes as it ends. Touched

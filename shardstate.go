@@ -110,19 +110,6 @@ func (s *ownerless) count(set map[string]bool) (int, time.Time) {
 	return n, s.listed
 }
 
-// heldEntry is one shard of a session's list.
-type heldEntry struct {
-	name        string
-	term        int64
-	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
-	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
-}
-
-// derivedID is the lease ID the holder session derived for the entry.
-func (e heldEntry) derivedID(session string) string {
-	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
-}
-
 // handoffPoll is how often a session that expects shards reads its notes
 // (a test may make it longer: see seams).
 func (o *ShardOwner) handoffPoll() time.Duration {
