@@ -303,6 +303,49 @@ func (l *shardListing) noteOwner(name string, h shardHolder) {
 	l.owners[name] = h
 }
 
+// keepOwners makes owners a listing's.
+func (l *shardListing) keepOwners(owners map[string]shardHolder) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	l.owners = owners
+}
+
+// holders is the session that holds each shard of owners.
+func (l *shardListing) holders() map[string]string {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	holders := make(map[string]string, len(l.owners))
+	for name, h := range l.owners {
+		holders[name] = h.session
+	}
+	return holders
+}
+
+// forgetOwners drops from owners the shards the sessions of dead held.
+func (l *shardListing) forgetOwners(dead map[string]bool) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	for name, h := range l.owners {
+		if dead[h.session] {
+			delete(l.owners, name)
+		}
+	}
+}
+
+// heldOutside counts the shards of owners not in free held by a session
+// not in in.
+func (l *shardListing) heldOutside(in map[string]bool, free map[string]candidate) int {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	n := 0
+	for name, h := range l.owners {
+		if _, ok := free[name]; !ok && !in[h.session] {
+			n++
+		}
+	}
+	return n
+}
+
 // signature sums the view up: it changes when a session comes or goes, says
 // it holds a different number of shards, or runs another set.
 func (v sessionView) signature() string {

@@ -335,15 +335,7 @@ func (sm *shardManager) heldByOthers(group sessionView) int {
 	for _, id := range group.live {
 		in[id] = true
 	}
-	n := 0
-	sm.shardListing.ownersMu.Lock()
-	defer sm.shardListing.ownersMu.Unlock()
-	for name, h := range sm.shardListing.owners {
-		if _, free := sm.candidates.cands[name]; !free && !in[h.session] {
-			n++
-		}
-	}
-	return n
+	return sm.shardListing.heldOutside(in, sm.candidates.cands)
 }
 
 // strayAfter is how long fewer shards than the set must stay held before

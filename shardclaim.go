@@ -73,13 +73,7 @@ func (sm *shardManager) assignPart(r *claimRound, deficit int, view sessionView)
 	o := sm.o
 	if live := strings.Join(view.live, ","); (sm.candidates.part == nil || live != sm.candidates.partFor) && sm.candidates.fromListing {
 		set := o.state.shards() // sorted
-		sm.shardListing.ownersMu.Lock()
-		holders := make(map[string]string, len(sm.shardListing.owners))
-		for name, h := range sm.shardListing.owners {
-			holders[name] = h.session
-		}
-		sm.shardListing.ownersMu.Unlock()
-		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
+		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, sm.shardListing.holders(), sm.isPeer, r.free, sm.s.id)
 		sm.candidates.partFor = live
 	} else if sm.candidates.part == nil || live != sm.candidates.partFor {
 		room := make(map[string]int, len(view.live))

@@ -44,13 +44,7 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 	// the same candidates alike. (What its last listing showed the dead
 	// sessions holding may be older, and differ from one survivor to
 	// another: their parts then overlapped, and most came up short.)
-	sm.shardListing.ownersMu.Lock()
-	for name, h := range sm.shardListing.owners {
-		if dead[h.session] {
-			delete(sm.shardListing.owners, name)
-		}
-	}
-	sm.shardListing.ownersMu.Unlock()
+	sm.shardListing.forgetOwners(dead)
 	// Each survivor's room is its share less what it holds, by the
 	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
@@ -329,9 +323,7 @@ func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
 			freeSince[c.name] = sc.start
 		}
 	}
-	sm.shardListing.ownersMu.Lock()
-	sm.shardListing.owners = sc.owners
-	sm.shardListing.ownersMu.Unlock()
+	sm.shardListing.keepOwners(sc.owners)
 	sm.candidates.freeSince, sm.candidates.stale, sm.shardListing.ownersAt, sm.candidates.part, sm.balancing.plan.Probed, sm.candidates.fromListing = freeSince, false, sc.start, nil, false, true
 	sm.candidates.deathRoom, sm.candidates.fromDeath = nil, false
 	o.counts.sawListing(sc.start, sm.candidates.cands, sc.anomalies, sc.bad)
