@@ -184,7 +184,7 @@ import (
 //      term (it asks whether a term is its own as it reserves the shard,
 //      under one lock: a failed adoption gives up its reservation only once
 //      it has marked the term, and releases the lease after that). (adoptOne,
-//      reserve, record)
+//      reserve and ownerState.reserve, record)
 //  H4. Any other way it learns of a shard recorded for it (its listing of
 //      the shards; a note it cannot vouch for), it starts the func only once
 //      an acquire with the derived ID, If-Match the ETag of that record, has

@@ -15,10 +15,11 @@ import (
 // session (adopt, handoff.go) by adoptOne. This part of the shard protocol's
 // safety argument (the top of shards.go) rests on its steps, in this order:
 //
-//  1. Reserve (reserve). A shard that runs here, or whose claim is in
-//     flight, is not taken twice at once; the mark ends at start, or
-//     unclaim. An adoption asks, under the same lock, whether the term is
-//     this session's own: it never adopts a term it recorded or adopted.
+//  1. Reserve (reserve, ownerState.reserve). A shard that runs here, or
+//     whose claim is in flight, is not taken twice at once; the mark ends
+//     at start (ownerState.startRun), or unclaim. An adoption asks, under
+//     the same lock, whether the term is this session's own: it never
+//     adopts a term it recorded or adopted.
 //  2. Propose a term (claimFloor, wire.NextTerm, propose). Above the term
 //     listed, above every term this session proposed for the shard (so no
 //     two of its claims share a lease ID, wire.ClaimLeaseID, and a release
