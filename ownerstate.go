@@ -35,10 +35,10 @@ import (
 // clock's source, drawing a cooldown (endRun); none of those takes mu.
 type ownerState struct {
 	mu         sync.Mutex
-	membership membership // the set of shards, the current session and its share (below)
-	ownership  ownership  // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
-	terms      termMemory // the floors of the shards' terms, and the quiet after a deletion (shardstate.go, shardfloors.go)
-	fleet      *fleetMemory
+	membership membership   // the set of shards, the current session and its share (below)
+	ownership  ownership    // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
+	terms      termMemory   // the floors of the shards' terms, and the quiet after a deletion (shardstate.go, shardfloors.go)
+	fleet      *fleetMemory // the owner's atomics, which publishSeen raises under mu
 }
 
 // membership is what this instance runs and where it stands: the set of
