@@ -80,6 +80,7 @@ var citedPaths = []string{
 	"mutex.go",
 	"mutex_test.go",
 	"options.go",
+	"ownerstate.go",
 	"prefer.go",
 	"quorum.go",
 	"quorummutex.go",

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/blobstore"
 	"github.com/blobelect/leaderelection/internal/clock"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -64,9 +63,7 @@ func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int)
 		case <-ctx.Done():
 			return
 		}
-		sm.o.mu.Lock()
-		r.leftAt = time.Now()
-		sm.o.mu.Unlock()
+		sm.o.state.askedToLeave(r)
 		r.ts.pleaseStop(ErrShardHandedOver)
 		sm.handoffs.pacing.Add(1)
 		go func() {
@@ -83,26 +80,26 @@ func (sm *shardManager) pace(ctx context.Context, queue []*shardRun, atOnce int)
 func (sm *shardManager) transfer(ctx context.Context, r *shardRun, to receiver) bool {
 	o := sm.o
 	lm := r.runner.blob()
-	number, ok := wire.NextTerm(r.term.Number, o.floorOf(r.name))
+	number, ok := wire.NextTerm(r.term.Number, o.state.floorOf(r.name))
 	if !ok {
 		return false
 	}
 	id := wire.HandoffLeaseID(to.session, r.name, number)
 	t := Term{Number: number, Identity: to.identity, LeaseID: id, Since: time.Now().UTC()}
-	o.proposeTerm(r.name, number) // the server may store it, answered or not (shardfloors.go)
+	o.state.proposeTerm(r.name, number) // the server may store it, answered or not (shardfloors.go)
 	etag, err := o.writeShardRecord(ctx, lm, t, to.session, 0, r.etag)
 	if err != nil {
 		o.logger.Debug("leaderelection: could not hand a shard over; releasing it", "shard", r.name, "to", to.session, "error", err)
 		return errors.Is(err, ErrLeaseLost) // not ours: nothing to release
 	}
-	o.seeTerm(r.name, number)
+	o.state.seeTerm(r.name, number)
 	old := lm.LeaseID()
 	if _, err := o.changeLease(ctx, lm, id, ""); err != nil {
 		// The record names the receiver, which adopts the shard from its
 		// listing if the change went through; if it did not, the release
 		// with our ID sets it free.
 		o.logger.Debug("leaderelection: could not hand a shard's lease over; releasing it", "shard", r.name, "to", to.session, "error", err)
-		o.addLeftover(r.name, old)
+		o.state.addLeftover(r.name, old)
 		return true
 	}
 	o.logger.Debug("leaderelection: handed a shard on", "shard", r.name, "to", to.session, "term", number)
@@ -128,41 +125,6 @@ func (sm *shardManager) warm(ctx context.Context) {
 	})
 }
 
-// handOverTo marks the runs picked for a handover, and gives each a
-// receiver among live: the one the shard prefers if quota leaves it room,
-// else the first with room. It returns those with a receiver, in order, for
-// pace; the others are asked to stop at once, and released. Under o.mu.
-func (sm *shardManager) handOverTo(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
-	takers := make([]string, 0, len(quota))
-	for id := range quota {
-		takers = append(takers, id)
-	}
-	slices.Sort(takers)
-	var queue []*shardRun
-	for _, r := range picks {
-		r.leaving = true
-		to := balance.Preferred(live, r.name)
-		if quota[to] == 0 {
-			to = ""
-			for _, id := range takers {
-				if quota[id] > 0 {
-					to = id
-					break
-				}
-			}
-		}
-		if to == "" || idents[to] == "" {
-			r.leftAt = time.Now()
-			r.ts.pleaseStop(ErrShardHandedOver)
-			continue
-		}
-		quota[to]--
-		r.to = &receiver{session: to, identity: idents[to]}
-		queue = append(queue, r)
-	}
-	return queue
-}
-
 // leave hands this session's shards to the other live sessions of its
 // group as the caller ends Run, instead of releasing them for the others to
 // find at their next listings. The shard funcs keep running meanwhile: the
@@ -176,7 +138,7 @@ func (sm *shardManager) handOverTo(picks []*shardRun, live []string, quota map[s
 func (sm *shardManager) leave() {
 	o, s := sm.o, sm.o.settings
 	others := slices.DeleteFunc(slices.Clone(sm.balancing.group.live), func(id string) bool { return id == sm.s.id })
-	if len(others) == 0 || o.ownedCount() == 0 {
+	if len(others) == 0 || o.state.ownedCount() == 0 {
 		return
 	}
 	ctx, cancel := context.WithTimeout(sm.stopNow, s.handoffGrace())
@@ -201,19 +163,7 @@ func (sm *shardManager) leave() {
 	}
 	// Each other session gets as many: the counts in their records may be
 	// a RenewInterval old, and the balance evens out what is left.
-	quota := make(map[string]int, len(others))
-	o.mu.Lock()
-	var picks []*shardRun
-	for _, r := range o.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			picks = append(picks, r)
-		}
-	}
-	for i := range picks {
-		quota[others[i%len(others)]]++
-	}
-	queue := sm.handOverTo(picks, others, quota, sm.balancing.group.ident)
-	o.mu.Unlock()
+	queue := o.state.handAllOn(others, sm.balancing.group.ident)
 	o.logger.Info("leaderelection: leaving: handing shards on to the other sessions", "container", s.Container, "prefix", o.prefix,
 		"count", len(queue), "sessions", len(others))
 	// The only giver, but handoverPerGiver at a time all the same: with

@@ -267,12 +267,12 @@ func TestASessionThatTakesItsShareSaysSoAtOnce(t *testing.T) {
 // check made before the reservation could miss a mark made between the
 // two, and start the shard at once while its lease is being released).
 func TestAnAdoptionAsksWhetherTheTermIsItsOwnAsItReserves(t *testing.T) {
-	o := &ShardOwner{ownership: ownership{runs: map[string]*shardRun{}, claiming: map[string]bool{}}}
+	o := &ShardOwner{state: ownerState{ownership: ownership{runs: map[string]*shardRun{}, claiming: map[string]bool{}}}}
 	asked := false
 	ok := o.reserve("shard-1", adoptingNote, func() bool {
 		asked = true
-		if o.mu.TryLock() {
-			o.mu.Unlock()
+		if o.state.mu.TryLock() {
+			o.state.mu.Unlock()
 			t.Error("skip was asked outside the lock that reservations are made under")
 		}
 		return true

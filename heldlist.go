@@ -44,13 +44,7 @@ import (
 // heldText is this session's list, as it stands: one line per shard it
 // runs, "name term gen ETag", sorted.
 func (sm *shardManager) heldText() string {
-	o := sm.o
-	o.mu.Lock()
-	lines := make([]string, 0, len(o.ownership.runs))
-	for _, r := range o.ownership.runs {
-		lines = append(lines, heldLine(r))
-	}
-	o.mu.Unlock()
+	lines := sm.o.state.heldLines()
 	slices.Sort(lines)
 	return strings.Join(lines, "\n")
 }
@@ -130,14 +124,7 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 			named[e.name] = true
 		}
 	}
-	o.mu.Lock()
-	var unnamed []string
-	for name := range o.membership.set {
-		if !named[name] && o.ownership.runs[name] == nil && !o.ownership.claiming[name] {
-			unnamed = append(unnamed, name)
-		}
-	}
-	o.mu.Unlock()
+	unnamed := o.state.unnamed(named)
 	if len(unnamed) > probeMax {
 		return 0, false
 	}
@@ -146,7 +133,6 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(sm.ctx, unnamed[i], peers) })
 	now := time.Now()
 	var freed []string
-	o.mu.Lock()
 	for _, c := range found {
 		if c != nil {
 			sm.candidates.cands[c.name] = *c
@@ -154,7 +140,6 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 			freed = append(freed, c.name)
 		}
 	}
-	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	o.logger.Debug("leaderelection: read the shards no session's list names", "prefix", o.prefix, "lists", len(ids), "unnamed", len(unnamed), "free", len(freed))
 	if len(freed) > 0 {
@@ -195,7 +180,7 @@ func (o *ShardOwner) freeShard(ctx context.Context, name string, peers map[strin
 		return nil
 	}
 	if !l.rec.TermBad {
-		o.seeTerm(name, l.info.Leader.Number)
+		o.state.seeTerm(name, l.info.Leader.Number)
 	}
 	if l.info.Held() {
 		return nil

@@ -231,9 +231,9 @@ func TestAResumedSessionsListingKeepsTheTermsOfEveryShard(t *testing.T) {
 		raw.put(o.shardBlob("z"), "", map[string]string{wire.MetaIdentity: "other", wire.MetaTerm: "9", wire.MetaRole: string(RoleShard), wire.MetaSession: "another"})
 		g := bareManager(o)
 		g.takeBack()
-		assert.Equal(t, int64(5), o.floorOf("x"), "a shard of the set, another session's")
-		assert.Equal(t, int64(0), o.floorOf("y"), "no blob")
-		assert.Equal(t, int64(0), o.floorOf("z"), "not in the set: kept by no listing")
+		assert.Equal(t, int64(5), o.state.floorOf("x"), "a shard of the set, another session's")
+		assert.Equal(t, int64(0), o.state.floorOf("y"), "no blob")
+		assert.Equal(t, int64(0), o.state.floorOf("z"), "not in the set: kept by no listing")
 		assert.False(t, g.ownTerms.recorded("x", 5), "another session's term is not this session's own")
 	})
 }

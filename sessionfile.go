@@ -174,13 +174,16 @@ func (sm *shardManager) takeBack() {
 	fromList := 0
 	if entries, err := o.readHeld(sm.ctx, sm.s.id); err == nil {
 		var cands []candidate
-		o.mu.Lock()
+		names := make([]string, len(entries))
+		for i, e := range entries {
+			names[i] = e.name
+		}
+		inSet := o.state.whichInSet(names)
 		for _, e := range entries {
-			if o.membership.set[e.name] {
+			if inSet[e.name] {
 				cands = append(cands, candidate{name: e.name, exists: true, etag: e.etag, leased: true, prev: e.term, oldID: e.derivedID(sm.s.id), fromList: true})
 			}
 		}
-		o.mu.Unlock()
 		fromList = sm.takeEach(cands, nil)
 	}
 	byList := time.Since(start)
@@ -192,9 +195,7 @@ func (sm *shardManager) takeBack() {
 		cands, free = cands[:0], free[:0]
 		terms := map[string]int64{}
 		err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
-			o.mu.Lock()
-			inSet := o.membership.set[l.name]
-			o.mu.Unlock()
+			inSet := o.state.inSet(l.name)
 			if inSet && !l.rec.TermBad {
 				// Every shard's term it shows, as any listing of the
 				// shards keeps them (judgeShard): this process is then
@@ -207,7 +208,7 @@ func (sm *shardManager) takeBack() {
 			}
 			sm.ownTerms.record(l.name, l.info.Leader.Number)
 			switch {
-			case o.holds(l.name):
+			case o.state.holds(l.name):
 				// Taken back already, from the list.
 			case inSet:
 				old := wire.HandoffLeaseID(l.session, l.name, l.info.Leader.Number)
@@ -220,7 +221,7 @@ func (sm *shardManager) takeBack() {
 				free = append(free, l)
 			}
 		})
-		o.seeTerms(terms)
+		o.state.seeTerms(terms)
 		if err == nil {
 			listTook = time.Since(start) - byList
 			break
@@ -278,9 +279,9 @@ func (o *ShardOwner) newSession(id string) *session {
 	lm.alwaysETag = true
 	s := &session{id: id}
 	lm.extraMetadata = func(md map[string]*string) {
-		n := max(o.ownedCount(), int(s.inherited.Load()))
-		digest, size := o.setSummary()
-		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.handingCount(), Seen: o.fleetMemory.seenMax.Load(),
+		n := max(o.state.ownedCount(), int(s.inherited.Load()))
+		digest, size := o.state.setSummary()
+		wire.SessionFields{Owned: n, Set: digest, Size: size, Handing: o.state.handingCount(), Seen: o.fleetMemory.seenMax.Load(),
 			Longest: max(o.settings.LeaseDuration, time.Duration(o.fleetMemory.longestD.Load())), Leaving: s.leaving.Load()}.Put(md)
 	}
 	emit := func(e Event) {

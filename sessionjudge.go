@@ -440,3 +440,19 @@ func (o *ShardOwner) markEnded(ctx context.Context, l listed) bool {
 func forgetUnlisted[V any](m map[string]V, listed map[string]bool) {
 	maps.DeleteFunc(m, func(id string, _ V) bool { return !listed[id] })
 }
+
+// sameSetPeers is the live sessions of view, this one aside, that run this
+// session's set and are not leaving: a shard one of them released (its
+// lease available under its record) is one whose func returned, or whose
+// release that session reports itself (a removal, a handover that failed:
+// reportStopped), so a take of it is no news of this session's.
+func (sm *shardManager) sameSetPeers(view sessionView) map[string]bool {
+	digest, _ := sm.o.state.setSummary()
+	peers := map[string]bool{}
+	for _, id := range view.live {
+		if id != sm.s.id && view.set[id] == digest && !view.leave[id] {
+			peers[id] = true
+		}
+	}
+	return peers
+}

@@ -220,6 +220,19 @@ type handed struct {
 	from string // the giver's session, if a note of its says so and the receiver knows it live
 }
 
+// heldEntry is one shard of a session's list.
+type heldEntry struct {
+	name        string
+	term        int64
+	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
+	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
+}
+
+// derivedID is the lease ID the holder session derived for the entry.
+func (e heldEntry) derivedID(session string) string {
+	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
+}
+
 // heldList is the list of the shards a session holds: when it was last
 // written, what it said, whether a write is in flight, and whether the
 // last one failed; and the lines of the list it writes as it ends. Touched
@@ -290,6 +303,49 @@ func (l *shardListing) noteOwner(name string, h shardHolder) {
 	l.owners[name] = h
 }
 
+// keepOwners makes owners a listing's.
+func (l *shardListing) keepOwners(owners map[string]shardHolder) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	l.owners = owners
+}
+
+// holders is the session that holds each shard of owners.
+func (l *shardListing) holders() map[string]string {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	holders := make(map[string]string, len(l.owners))
+	for name, h := range l.owners {
+		holders[name] = h.session
+	}
+	return holders
+}
+
+// forgetOwners drops from owners the shards the sessions of dead held.
+func (l *shardListing) forgetOwners(dead map[string]bool) {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	for name, h := range l.owners {
+		if dead[h.session] {
+			delete(l.owners, name)
+		}
+	}
+}
+
+// heldOutside counts the shards of owners not in free held by a session
+// not in in.
+func (l *shardListing) heldOutside(in map[string]bool, free map[string]candidate) int {
+	l.ownersMu.Lock()
+	defer l.ownersMu.Unlock()
+	n := 0
+	for name, h := range l.owners {
+		if _, ok := free[name]; !ok && !in[h.session] {
+			n++
+		}
+	}
+	return n
+}
+
 // signature sums the view up: it changes when a session comes or goes, says
 // it holds a different number of shards, or runs another set.
 func (v sessionView) signature() string {
@@ -353,24 +409,6 @@ func listedCandidate(name string, info LeaseInfo) candidate {
 	marked := info.Leader.Identity == "" && !info.Recreated.IsZero()
 	return candidate{name: name, exists: true, etag: info.ETag, prev: info.Leader.Number,
 		recreated: marked && !info.Held(), marked: marked}
-}
-
-// sameSetPeers is the live sessions of view, this one aside, that run this
-// session's set and are not leaving: a shard one of them released (its
-// lease available under its record) is one whose func returned, or whose
-// release that session reports itself (a removal, a handover that failed:
-// reportStopped), so a take of it is no news of this session's.
-func (sm *shardManager) sameSetPeers(view sessionView) map[string]bool {
-	sm.o.mu.Lock()
-	digest := sm.o.membership.digest
-	sm.o.mu.Unlock()
-	peers := map[string]bool{}
-	for _, id := range view.live {
-		if id != sm.s.id && view.set[id] == digest && !view.leave[id] {
-			peers[id] = true
-		}
-	}
-	return peers
 }
 
 // setPeers keeps the live sessions of the last listing, for watchNotes.

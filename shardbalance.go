@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
@@ -113,20 +112,7 @@ func (sm *shardManager) planSettings() shardplan.Settings {
 // in the set, such a shard must not pass for a candidate, or a session below
 // its share would wait on it instead of listing again.
 func (sm *shardManager) stopRemoved() {
-	o := sm.o
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for name, r := range o.ownership.runs {
-		if !o.membership.set[name] && !r.leaving && !r.returned.Load() {
-			r.leaving, r.leftAt = true, time.Now()
-			r.ts.pleaseStop(ErrShardRemoved)
-		}
-	}
-	for name := range sm.candidates.cands {
-		if !o.membership.set[name] {
-			delete(sm.candidates.cands, name)
-		}
-	}
+	sm.o.state.stopRemoved(sm.candidates.cands)
 }
 
 // tally reads the set and takes the pass's snapshot: what this session
@@ -136,9 +122,6 @@ func (sm *shardManager) tally(view sessionView) *pass {
 	p := &pass{view: view}
 	sn := &p.snap
 	sn.Self, sn.Live, sn.Died = sm.s.id, len(view.live), len(view.died) > 0
-	o.mu.Lock()
-	sn.N, sn.Digest = len(o.membership.set), o.membership.digest
-	p.sets = []setID{{sn.Digest, sn.N}}
 	// Just after this instance's set changed, the sessions whose records
 	// still carry the set it had may be changing theirs too (a deploy
 	// that calls SetShards everywhere at once): their records say so
@@ -147,21 +130,12 @@ func (sm *shardManager) tally(view sessionView) *pass {
 	// group, as they did, and it hands nothing over: else each instance
 	// would count itself alone with the new set, claim up to all of its
 	// new shards, and hand most of them back. That is less than
-	// LeaseDuration - StopMargin + RetryInterval.
-	sn.Changing = time.Since(o.membership.setAt) < 2*o.settings.RenewInterval+o.settings.RetryInterval
-	if sn.Changing {
-		p.sets = append(p.sets, o.membership.previous)
-	}
-	sn.Own = len(o.ownership.claiming)
-	for _, r := range o.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			sn.Own++
-		}
-	}
-	p.mine = view.group(sm.s.id, p.sets...)
+	// LeaseDuration - StopMargin + RetryInterval. (The share is set
+	// under the same lock as the set is read: ownerState.tally.)
+	t := o.state.tally(view, sm.s.id, 2*o.settings.RenewInterval+o.settings.RetryInterval)
+	sn.N, sn.Digest, sn.Changing, sn.Own = t.n, t.digest, t.changing, t.own
+	p.sets, p.mine = t.sets, t.mine
 	sn.Group, sn.Owned, sn.Handing = p.mine.live, view.owned, view.handing
-	o.membership.target, o.membership.live = balance.FairShare(sn.N, p.mine.live, sm.s.id), len(view.live)
-	o.mu.Unlock()
 	for id := range view.leave {
 		if id != sm.s.id && slices.Contains(view.live, id) {
 			sn.Leavers++
@@ -361,15 +335,7 @@ func (sm *shardManager) heldByOthers(group sessionView) int {
 	for _, id := range group.live {
 		in[id] = true
 	}
-	n := 0
-	sm.shardListing.ownersMu.Lock()
-	defer sm.shardListing.ownersMu.Unlock()
-	for name, h := range sm.shardListing.owners {
-		if _, free := sm.candidates.cands[name]; !free && !in[h.session] {
-			n++
-		}
-	}
-	return n
+	return sm.shardListing.heldOutside(in, sm.candidates.cands)
 }
 
 // strayAfter is how long fewer shards than the set must stay held before
@@ -385,50 +351,17 @@ func (o *ShardOwner) strayAfter() time.Duration {
 }
 
 // handOver asks k running shards to stop, to be handed to the sessions
-// below their share (handOverTo): those another live session prefers first,
+// below their share (ownerState.handOver): those another live session prefers first,
 // the sessions below their share before the others, then this session's
 // least preferred.
 func (sm *shardManager) handOver(k int, view sessionView) {
 	o := sm.o
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := len(o.membership.set)
-	type pick struct {
-		r    *shardRun
-		rank int
-		s    uint64
-	}
-	var picks []pick
-	for _, r := range o.ownership.runs {
-		if r.leaving || r.returned.Load() {
-			continue
-		}
-		p := pick{r: r, s: balance.Rendezvous(sm.s.id, r.name)}
-		switch pref := balance.Preferred(view.live, r.name); {
-		case pref == sm.s.id:
-			p.rank = 2
-		case view.owned[pref] < balance.FairShare(n, view.live, pref):
-			p.rank = 0
-		default:
-			p.rank = 1
-		}
-		picks = append(picks, p)
-	}
-	sort.Slice(picks, func(i, j int) bool {
-		if picks[i].rank != picks[j].rank {
-			return picks[i].rank < picks[j].rank
-		}
-		return picks[i].s < picks[j].s
-	})
-	chosen := make([]*shardRun, 0, min(k, len(picks)))
-	for _, p := range picks[:min(k, len(picks))] {
-		chosen = append(chosen, p.r)
-	}
-	if queue := sm.handOverTo(chosen, view.live, balance.Plan(view.live, view.owned, n, sm.s.id, len(chosen)), view.ident); len(queue) > 0 {
+	queue, picked, n := o.state.handOver(k, view, sm.s.id)
+	if len(queue) > 0 {
 		sm.handoffs.pacing.Add(1)
 		go sm.pace(sm.shardsCtx, queue, min(handoverPerGiver, handoverAtOnce/balance.Givers(view.live, view.owned, n, sm.s.id)))
 	}
-	o.counts.handovers.Add(context.Background(), int64(min(k, len(picks))), metric.WithAttributeSet(o.shardMetrics.attrs))
+	o.counts.handovers.Add(context.Background(), int64(picked), metric.WithAttributeSet(o.shardMetrics.attrs))
 	o.logger.Debug("leaderelection: handing shards over to balance the load", "container", o.settings.Container, "prefix", o.prefix,
-		"count", min(k, len(picks)), "liveSessions", len(view.live))
+		"count", picked, "liveSessions", len(view.live))
 }

@@ -47,19 +47,8 @@ type claimRound struct {
 // running here, nor being claimed, with no release left to retry, and past
 // their cooldown.
 func (sm *shardManager) freeNow() *claimRound {
-	o := sm.o
 	r := &claimRound{now: time.Now()}
-	o.mu.Lock()
-	r.n = len(o.membership.set)
-	r.free = make([]string, 0, len(sm.candidates.cands))
-	for name := range sm.candidates.cands {
-		_, left := o.ownership.leftover[name]
-		if !o.membership.set[name] || o.ownership.runs[name] != nil || o.ownership.claiming[name] || left || r.now.Before(o.ownership.cooldown[name]) {
-			continue
-		}
-		r.free = append(r.free, name)
-	}
-	o.mu.Unlock()
+	r.n, r.free = sm.o.state.freeOf(sm.candidates.cands, r.now)
 	return r
 }
 
@@ -83,16 +72,8 @@ func (sm *shardManager) freeNow() *claimRound {
 func (sm *shardManager) assignPart(r *claimRound, deficit int, view sessionView) {
 	o := sm.o
 	if live := strings.Join(view.live, ","); (sm.candidates.part == nil || live != sm.candidates.partFor) && sm.candidates.fromListing {
-		o.mu.Lock()
-		set := slices.Sorted(maps.Keys(o.membership.set))
-		o.mu.Unlock()
-		sm.shardListing.ownersMu.Lock()
-		holders := make(map[string]string, len(sm.shardListing.owners))
-		for name, h := range sm.shardListing.owners {
-			holders[name] = h.session
-		}
-		sm.shardListing.ownersMu.Unlock()
-		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, holders, sm.isPeer, r.free, sm.s.id)
+		set := o.state.shards() // sorted
+		sm.candidates.part, sm.candidates.partTo = balance.AssignSet(set, view.live, sm.shardListing.holders(), sm.isPeer, r.free, sm.s.id)
 		sm.candidates.partFor = live
 	} else if sm.candidates.part == nil || live != sm.candidates.partFor {
 		room := make(map[string]int, len(view.live))
@@ -181,21 +162,10 @@ func (sm *shardManager) freeForLong(r *claimRound) {
 // pickUpTo picks up to k of them, in order, that no claim has reserved
 // meanwhile, and reserves them.
 func (sm *shardManager) pickUpTo(r *claimRound, k int) {
-	o := sm.o
-	o.mu.Lock()
-	for _, name := range r.order {
-		if len(r.picked) == k {
-			break
-		}
-		if o.ownership.claiming[name] {
-			continue
-		}
-		delete(o.ownership.cooldown, name)
-		o.ownership.claiming[name] = true
+	for _, name := range sm.o.state.reserveUpTo(r.order, k-len(r.picked)) {
 		r.picked = append(r.picked, sm.candidates.cands[name])
 		delete(sm.candidates.cands, name)
 	}
-	o.mu.Unlock()
 	if len(r.picked) > 0 && len(sm.candidates.part) > 0 {
 		taken := make(map[string]bool, len(r.picked))
 		for _, c := range r.picked {
@@ -273,7 +243,7 @@ func tally(outcomes []string) string {
 func (sm *shardManager) freeStrays() {
 	o := sm.o
 	for _, c := range sm.candidates.cands {
-		if !c.ours || o.holds(c.name) {
+		if !c.ours || o.state.holds(c.name) {
 			continue
 		}
 		sm.ownTerms.record(c.name, c.prev)

@@ -148,22 +148,11 @@ import (
 // terms it saw, tried at each pass until it is done or the quiet ends; a
 // quiet begun by an earlier session of this instance runs on.
 func (sm *shardManager) quiet() time.Duration {
-	o := sm.o
-	o.mu.Lock()
-	if o.fleetMemory.deletedFor > 0 {
-		o.fleetMemory.quietUntil = time.Now().Add(o.fleetMemory.deletedFor)
-		o.fleetMemory.deletedFor = 0
-		o.fleetMemory.seedPending = true
-	}
-	left := time.Until(o.fleetMemory.quietUntil)
-	seed := o.fleetMemory.seedPending && left > 0
-	o.mu.Unlock()
+	left, seed := sm.o.state.beginQuiet()
 	if seed && sm.seedTerms() {
 		// Done; until then, tried again at each pass while the quiet
 		// lasts.
-		o.mu.Lock()
-		o.fleetMemory.seedPending = false
-		o.mu.Unlock()
+		sm.o.state.seeded()
 	}
 	return max(0, left)
 }
@@ -175,14 +164,7 @@ func (sm *shardManager) quiet() time.Duration {
 // that high, or taken.
 func (sm *shardManager) seedTerms() bool {
 	o := sm.o
-	o.mu.Lock()
-	seeds := map[string]int64{}
-	for name := range o.membership.set {
-		if n := o.seedLocked(name); n > 0 {
-			seeds[name] = n
-		}
-	}
-	o.mu.Unlock()
+	seeds := o.state.seeds()
 	found := map[string]listed{}
 	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if seeds[l.name] > 0 {
@@ -283,19 +265,11 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 	} else if raised, ok := sm.raiseSeed(lm, LeaseInfo{Exists: true, ETag: c.etag, Role: RoleShard, Leader: Term{Number: c.prev}}, seed); ok {
 		etag = raised
 	}
-	o.mu.Lock()
-	w := o.fleetMemory.recreated[c.name]
-	if w == nil {
-		w = &freshWatch{}
-		o.fleetMemory.recreated[c.name] = w
-	}
-	o.mu.Unlock()
+	w := o.state.recreatedWatch(c.name)
 	w.watch(etag, time.Now())
 	if !w.stood(etag, o.quietFor()) {
 		return false
 	}
-	o.mu.Lock()
-	delete(o.fleetMemory.recreated, c.name)
-	o.mu.Unlock()
+	o.state.forgetRecreated(c.name)
 	return true
 }

@@ -23,20 +23,7 @@ import (
 // (a [*RecordError]: a term number that does not read or cannot grow, a blob
 // of another role, a native lease). It makes no network call.
 func (o *ShardOwner) Healthy() error {
-	o.mu.Lock()
-	var bad *RecordError
-	for _, e := range o.ownership.bad {
-		if bad == nil || e.Blob < bad.Blob {
-			bad = e
-		}
-	}
-	nBad := len(o.ownership.bad)
-	sess := o.membership.current
-	runs := make([]*shardRun, 0, len(o.ownership.runs))
-	for _, r := range o.ownership.runs {
-		runs = append(runs, r)
-	}
-	o.mu.Unlock()
+	runs, bad, nBad, sess := o.state.forHealth()
 	for _, r := range runs {
 		if err := r.runner.healthy(); err != nil {
 			return fmt.Errorf("leaderelection: shard %q: %w", r.name, err)

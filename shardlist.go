@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -43,13 +44,7 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 	// the same candidates alike. (What its last listing showed the dead
 	// sessions holding may be older, and differ from one survivor to
 	// another: their parts then overlapped, and most came up short.)
-	sm.shardListing.ownersMu.Lock()
-	for name, h := range sm.shardListing.owners {
-		if dead[h.session] {
-			delete(sm.shardListing.owners, name)
-		}
-	}
-	sm.shardListing.ownersMu.Unlock()
+	sm.shardListing.forgetOwners(dead)
 	// Each survivor's room is its share less what it holds, by the
 	// others' records and its own count. The records, its own among them,
 	// stood still before the death, and are rewritten as the survivors
@@ -67,15 +62,15 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 			holds = min(holds, before)
 		}
 		if id == sm.s.id {
-			holds = o.ownedCount()
+			holds = o.state.ownedCount()
 		}
 		sm.candidates.deathRoom[id] = max(0, balance.FairShare(n, view.live, id)-holds)
 	}
 	now := time.Now()
 	var freed []string
-	o.mu.Lock()
+	inSet := o.state.whichInSet(slices.Collect(maps.Keys(found)))
 	for name, c := range found {
-		if !o.membership.set[name] {
+		if !inSet[name] {
 			continue
 		}
 		freed = append(freed, name)
@@ -87,7 +82,6 @@ func (sm *shardManager) takeFromDead(view sessionView, n int) {
 		// once, on a busy account).
 		sm.candidates.freeSince[name] = now
 	}
-	o.mu.Unlock()
 	o.counts.sawFree(freed)
 	// As fresh as a listing can make them, without one: claim them first.
 	sm.candidates.stale, sm.candidates.part, sm.candidates.fromDeath, sm.balancing.plan.Probed, sm.candidates.fromListing = false, nil, true, false, false
@@ -152,16 +146,11 @@ type shardScan struct {
 func (sm *shardManager) readShards() (*shardScan, error) {
 	o := sm.o
 	sc := &shardScan{start: time.Now()}
-	o.mu.Lock()
-	sc.set = make(map[string]bool, len(o.membership.set))
-	for n := range o.membership.set {
-		sc.set[n] = true
-	}
-	o.mu.Unlock()
+	sc.set = o.state.setCopy()
 	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if sc.set[l.name] {
 			sc.entries = append(sc.entries, l)
-		} else if o.isRunning(l.name) {
+		} else if o.state.isRunning(l.name) {
 			sc.entries = append(sc.entries, l)
 		}
 	}); err != nil {
@@ -203,7 +192,7 @@ func (sm *shardManager) judgeShards(sc *shardScan, view sessionView) {
 		// freeStrays), not at the next look for strays, minutes away.
 		sm.balancing.plan.StrayAt = sc.start.Add(o.settings.LeaseDuration + o.settings.RetryInterval)
 	}
-	o.seeTerms(sc.terms)
+	o.state.seeTerms(sc.terms)
 	sm.adopt(sc.adopt)
 	o.noteBadShards(sc.bad)
 }
@@ -243,7 +232,7 @@ func (sm *shardManager) judgeShard(sc *shardScan, l listed, live map[string]bool
 		// flight. Its holder has not started a func for it (that
 		// needs its own record), so a break is safe; wait until its
 		// ETag has stood a lease duration, not to fight a live claim.
-		if l.session == sm.s.id && o.holds(l.name) {
+		if l.session == sm.s.id && o.state.holds(l.name) {
 			return
 		}
 		if l.session == sm.s.id && !sm.ownTerms.recorded(l.name, l.info.Leader.Number) {
@@ -314,15 +303,7 @@ func (sm *shardManager) noteMissing(sc *shardScan) {
 		}
 	}
 	// Runs the listing did not show at all: their blob is gone.
-	o.mu.Lock()
-	var gone []*shardRun
-	for name, r := range o.ownership.runs {
-		if !sc.seen[name] && sc.set[name] && r.claimed.Before(sc.start) {
-			gone = append(gone, r)
-		}
-	}
-	o.mu.Unlock()
-	for _, r := range gone {
+	for _, r := range o.state.goneRuns(sc.seen, sc.set, sc.start) {
 		sm.lost(r, "its blob is gone")
 	}
 	sm.reportLost()
@@ -342,9 +323,7 @@ func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
 			freeSince[c.name] = sc.start
 		}
 	}
-	sm.shardListing.ownersMu.Lock()
-	sm.shardListing.owners = sc.owners
-	sm.shardListing.ownersMu.Unlock()
+	sm.shardListing.keepOwners(sc.owners)
 	sm.candidates.freeSince, sm.candidates.stale, sm.shardListing.ownersAt, sm.candidates.part, sm.balancing.plan.Probed, sm.candidates.fromListing = freeSince, false, sc.start, nil, false, true
 	sm.candidates.deathRoom, sm.candidates.fromDeath = nil, false
 	o.counts.sawListing(sc.start, sm.candidates.cands, sc.anomalies, sc.bad)
@@ -356,10 +335,7 @@ func (sm *shardManager) keepScan(sc *shardScan, view sessionView) {
 // started after the claim shows the shard unleased or written by another:
 // only the lease's holder can write the blob.
 func (sm *shardManager) checkHeld(l listed, start time.Time) {
-	o := sm.o
-	o.mu.Lock()
-	r := o.ownership.runs[l.name]
-	o.mu.Unlock()
+	r := sm.o.state.runOf(l.name)
 	if r == nil || r.returned.Load() || !r.claimed.Before(start) {
 		return
 	}

@@ -44,26 +44,7 @@ func (sm *shardManager) reportTook() bool {
 		return false
 	}
 	o := sm.o
-	o.mu.Lock()
-	running, share := len(o.ownership.runs), o.membership.target
-	returned := o.ownership.stopped[ReasonFuncReturned]
-	routine := took-freed <= int64(returned)
-	left := returned
-	if routine {
-		left -= int(took - freed)
-	}
-	// No more of the others can come back than this session's shards still
-	// waiting out their cooldown (claim forgets a shard's as it picks it):
-	// one that another session took stays there.
-	left = min(left, len(o.ownership.cooldown))
-	if left != returned {
-		o.ownership.stoppedSeen -= returned - left // no run stopped: nothing to settle
-		o.ownership.stopped[ReasonFuncReturned] = left
-		if left == 0 {
-			delete(o.ownership.stopped, ReasonFuncReturned)
-		}
-	}
-	o.mu.Unlock()
+	running, share, routine := o.state.settleTook(took, freed)
 	level := slog.LevelInfo
 	if routine {
 		level = slog.LevelDebug
@@ -87,32 +68,11 @@ func (sm *shardManager) recordSoon() {
 	}
 }
 
-// stopped counts a shard's run that ended, by why; under o.mu.
-func (w *ownership) stoppedRun(reason StopReason) {
-	if w.stopped == nil {
-		w.stopped = map[StopReason]int{}
-	}
-	w.stopped[reason]++
-}
-
 // reportSlow warns of the shards asked to leave (a handover, a removal)
 // more than StopMargin ago whose func is still running, once for each: it
 // holds their handover up.
 func (o *ShardOwner) reportSlow() {
-	o.mu.Lock()
-	n, oldest := 0, time.Time{}
-	for _, r := range o.ownership.runs {
-		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < o.settings.StopMargin {
-			continue
-		}
-		r.slowSaid = true
-		n++
-		if oldest.IsZero() || r.leftAt.Before(oldest) {
-			oldest = r.leftAt
-		}
-	}
-	o.mu.Unlock()
-	if n > 0 {
+	if n, oldest := o.state.slowToLeave(o.settings.StopMargin); n > 0 {
 		o.logger.Warn("leaderelection: shard funcs asked to stop for a handover or a removal are still running after StopMargin",
 			"container", o.settings.Container, "prefix", o.prefix, "count", n, "askedFor", time.Since(oldest).Round(time.Millisecond))
 	}
@@ -128,31 +88,12 @@ func (o *ShardOwner) reportSlow() {
 // stops too, or the session ends: until then, reportTook sets the takes of
 // their shards against them.
 func (o *ShardOwner) reportStopped(final bool) {
-	o.mu.Lock()
-	n := 0
-	for _, c := range o.ownership.stopped {
-		n += c
-	}
-	settling := n != o.ownership.stoppedSeen
-	o.ownership.stoppedSeen = n
-	for _, r := range o.ownership.runs {
-		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
-	}
-	routine := len(o.ownership.stopped) == 1 && o.ownership.stopped[ReasonFuncReturned] > 0
-	if (settling || routine) && !final {
-		o.mu.Unlock()
-		return
-	}
-	o.ownership.stoppedSeen = 0
-	stopped := o.ownership.stopped
-	o.ownership.stopped = nil
-	running := len(o.ownership.runs)
-	o.mu.Unlock()
-	if len(stopped) == 0 {
+	stopped, running, ok := o.state.takeStopped(final)
+	if !ok || len(stopped) == 0 {
 		return
 	}
 	reasons := make([]string, 0, len(stopped))
-	n = 0
+	n := 0
 	level := slog.LevelInfo
 	for r, c := range stopped {
 		reasons = append(reasons, fmt.Sprintf("%s: %d", r, c))

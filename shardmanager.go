@@ -37,15 +37,13 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 	}
 	sm.releases, sm.endReleases = context.WithCancel(sm.stopNow)
 	defer sm.endReleases()
-	o.mu.Lock()
-	o.membership.current = s
-	o.mu.Unlock()
+	o.state.setCurrent(s)
 	defer func() {
 		cause := context.Cause(ctx)
 		switch {
 		case err != nil:
 			cause = err
-		case o.panicking():
+		case o.state.panicking():
 			cause = errShardPanicked
 		case cause == nil:
 			cause = context.Canceled
@@ -53,8 +51,8 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		// With a lease ID file, the caller's cancel keeps the session and
 		// its shards for the next process (sessionfile.go): nothing is
 		// handed on, and no shard is released.
-		sm.s.keep.Store(sm.s.term.hooks.ending != nil && err == nil && !o.panicking() && sm.stopNow.Err() == nil)
-		if err == nil && !o.panicking() && sm.stopNow.Err() == nil && !sm.s.keep.Load() {
+		sm.s.keep.Store(sm.s.term.hooks.ending != nil && err == nil && !o.state.panicking() && sm.stopNow.Err() == nil)
+		if err == nil && !o.state.panicking() && sm.stopNow.Err() == nil && !sm.s.keep.Load() {
 			sm.leave()
 		}
 		stopShards(cause)
@@ -84,15 +82,11 @@ func (o *ShardOwner) manage(ctx context.Context, s *session) (err error) {
 		case errors.Is(c, ErrRenewDeadline), errors.Is(c, ErrLeaseLost):
 			o.sawCutOff()
 		}
-		o.mu.Lock()
-		o.membership.current = nil
+		var mgrErr error // a permanent error, kept for Run; not the session's end by its blob's deletion
 		if err != nil && !errors.Is(err, errSessionGone) {
-			o.ownership.mgrErr = err
+			mgrErr = err
 		}
-		p, panicked := o.ownership.panicked, o.ownership.panicSet
-		o.ownership.panicked, o.ownership.panicSet = nil, false
-		o.mu.Unlock()
-		if panicked {
+		if p, panicked := o.state.endSession(mgrErr); panicked {
 			panic(p)
 		}
 	}()
@@ -154,7 +148,7 @@ func (sm *shardManager) loop() error {
 	backoff := s.RetryInterval
 	maxBackoff := max(s.RetryInterval, min(s.LeaseDuration, maxLeaseDuration))
 	wait := time.Duration(0)
-	for o.pause(sm.ctx, wait) && !o.panicking() {
+	for o.pause(sm.ctx, wait) && !o.state.panicking() {
 		wait = clock.Jitter(s.RetryInterval)
 		view, err := o.judgeSessions(sm.ctx, sm.s, sm.watch, &wait)
 		if err == nil && !sm.begun && sm.mayRun(view) {

@@ -32,14 +32,11 @@ func newShardCounters(m *metrics) shardCounters {
 // them; the returned func unregisters them.
 func (c shardCounters) observe(o *ShardOwner) func() {
 	reg, err := c.m.meter.RegisterCallback(func(_ context.Context, ob metric.Observer) error {
-		owned := int64(o.ownedCount())
-		o.mu.Lock()
-		target, live := int64(o.membership.target), int64(o.membership.live)
-		unowned, listed := c.seen.count(o.membership.set)
-		o.mu.Unlock()
+		owned := int64(o.state.ownedCount())
+		target, live, unowned, listed := o.state.gauges(c.seen)
 		ob.ObserveInt64(c.owned, owned, metric.WithAttributeSet(c.m.attrs))
-		ob.ObserveInt64(c.target, target, metric.WithAttributeSet(c.m.attrs))
-		ob.ObserveInt64(c.live, live, metric.WithAttributeSet(c.m.attrs))
+		ob.ObserveInt64(c.target, int64(target), metric.WithAttributeSet(c.m.attrs))
+		ob.ObserveInt64(c.live, int64(live), metric.WithAttributeSet(c.m.attrs))
 		if !listed.IsZero() {
 			ob.ObserveInt64(c.unowned, int64(unowned), metric.WithAttributeSet(c.m.attrs))
 			ob.ObserveFloat64(c.listAge, time.Since(listed).Seconds(), metric.WithAttributeSet(c.m.attrs))
@@ -92,20 +89,6 @@ func (c shardCounters) sawFree(names []string) {
 	for _, n := range names {
 		c.seen.names[n] = true
 	}
-}
-
-// count is how many of the ownerless shards are in set, and when the
-// listing they come from started. Called with o.mu held (set is o.set).
-func (s *ownerless) count(set map[string]bool) (int, time.Time) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	n := 0
-	for name := range s.names {
-		if set[name] {
-			n++
-		}
-	}
-	return n, s.listed
 }
 
 // claim counts a claim of shard name; one this instance won, or lost to

@@ -5,8 +5,6 @@ import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/blobelect/leaderelection/internal/clock"
 )
 
 // How a shard's func runs on the instance that claimed it, and how it
@@ -20,11 +18,7 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	m := r.runner
 	defer func() {
 		if p := recover(); p != nil {
-			o.mu.Lock()
-			if !o.ownership.panicSet {
-				o.ownership.panicked, o.ownership.panicSet = p, true
-			}
-			o.mu.Unlock()
+			o.state.notePanic(p)
 			o.poke()
 		}
 	}()
@@ -63,9 +57,7 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 			// still ours), which sets them all free at once, and spares
 			// storage a request per shard when it may be what failed. So
 			// releases still waiting then are dropped.
-			o.mu.Lock()
-			to := r.to
-			o.mu.Unlock()
+			to := o.state.receiverOf(r)
 			if to == nil || !errors.Is(cause, ErrShardHandedOver) || !sm.transfer(sm.releases, r, *to) {
 				o.releaseShard(sm.releases, r)
 				if sm.s.leaving.Load() {
@@ -75,14 +67,12 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		}
 		m.health.endTerm()
 		reason, why := shardStopReason(returned, cause, funcErr)
-		o.mu.Lock()
-		delete(o.ownership.runs, r.name)
-		o.ownership.stoppedRun(reason)
+		var cooldown time.Duration
 		if cause == nil {
 			// It returned by itself: let another instance take it first.
-			o.ownership.cooldown[r.name] = time.Now().Add(clock.Behind(s.RetryInterval))
+			cooldown = s.RetryInterval
 		}
-		o.mu.Unlock()
+		o.state.endRun(r.name, reason, cooldown)
 		o.poke()
 		o.shardMetrics.stopMargin(expires.Sub(funcEnd))
 		o.shardMetrics.transition("stopped", reason)
@@ -91,7 +81,7 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 		o.emit(Event{Kind: StoppedLeading, Term: r.term, Reason: reason, Err: why, FuncReturned: funcEnd, LeaseExpiry: expires,
 			Shard: r.name, Session: sm.s.id})
 		if !returned {
-			stopAll(o)
+			o.state.stopAll() // it panicked: the panic propagates from Run once they all have returned
 		}
 		close(r.done)
 	}()
@@ -114,16 +104,6 @@ func (sm *shardManager) run(r *shardRun, leaderCtx, leaseCtx context.Context) {
 	}
 }
 
-// stopAll asks every shard func to stop, as one has panicked: the panic
-// propagates from Run once they all have returned.
-func stopAll(o *ShardOwner) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	for _, r := range o.ownership.runs {
-		r.ts.pleaseStop(errShardPanicked)
-	}
-}
-
 // releaseShard gives a shard's lease back once its func has returned, a few
 // at a time; a failed release is retried by the session's loop. A lease
 // that is no longer ours counts as released. ctx (the manager's releases)
@@ -140,7 +120,7 @@ func (o *ShardOwner) releaseShard(ctx context.Context, r *shardRun) {
 	id := lm.LeaseID()
 	if err := lm.Release(ctx); err != nil && ctx.Err() == nil {
 		o.logger.Debug("leaderelection: could not release a shard; retrying", "shard", r.name, "error", err)
-		o.addLeftover(r.name, id)
+		o.state.addLeftover(r.name, id)
 	}
 }
 
@@ -160,24 +140,11 @@ func shardStopReason(returned bool, cause, funcErr error) (StopReason, error) {
 // counts as released.
 func (sm *shardManager) retryLeftovers() {
 	o := sm.o
-	o.mu.Lock()
-	left := make(map[string]string, len(o.ownership.leftover))
-	for n, id := range o.ownership.leftover {
-		if len(left) == releaseAtOnce {
-			break
-		}
-		left[n] = id
-	}
-	o.mu.Unlock()
-	for name, id := range left {
+	for name, id := range o.state.leftovers(releaseAtOnce) {
 		if err := o.managerFor(o.shardBlob(name), id).Release(sm.ctx); err != nil {
 			continue
 		}
-		o.mu.Lock()
-		if o.ownership.leftover[name] == id {
-			delete(o.ownership.leftover, name)
-		}
-		o.mu.Unlock()
+		o.state.releasedLeftover(name, id)
 	}
 }
 
@@ -186,10 +153,7 @@ func (sm *shardManager) retryLeftovers() {
 // dropped (see manage).
 func (sm *shardManager) releaseLeftovers(ctx context.Context) {
 	o := sm.o
-	o.mu.Lock()
-	left := o.ownership.leftover
-	o.ownership.leftover = map[string]string{}
-	o.mu.Unlock()
+	left := o.state.takeLeftovers()
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for name, id := range left {

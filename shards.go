@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
 	"github.com/blobelect/leaderelection/internal/clock"
@@ -186,7 +184,7 @@ import (
 //      term (it asks whether a term is its own as it reserves the shard,
 //      under one lock: a failed adoption gives up its reservation only once
 //      it has marked the term, and releases the lease after that). (adoptOne,
-//      reserve, record)
+//      reserve and ownerState.reserve, record)
 //  H4. Any other way it learns of a shard recorded for it (its listing of
 //      the shards; a note it cannot vouch for), it starts the func only once
 //      an acquire with the derived ID, If-Match the ETag of that record, has
@@ -315,28 +313,16 @@ func NewShardOwner(settings BlobSettings, shards []string, fn func(ctx context.C
 		return nil, err
 	}
 	own := &ShardOwner{
-		settings:   settings,
-		prefix:     settings.Blob + "/",
-		fn:         fn,
-		opts:       o,
-		logger:     o.logger,
-		storage:    storage{client: cc},
-		wake:       make(chan struct{}, 1),
-		release:    make(chan struct{}, releaseAtOnce),
-		membership: membership{set: set, digest: balance.SetDigest(set)},
-		ownership: ownership{
-			runs:     map[string]*shardRun{},
-			claiming: map[string]bool{},
-			cooldown: map[string]time.Time{},
-			leftover: map[string]string{},
-			bad:      map[string]*RecordError{},
-		},
-		fleetMemory: fleetMemory{
-			floors:    map[string]int64{},
-			proposed:  map[string]int64{},
-			recreated: map[string]*freshWatch{},
-		},
+		settings: settings,
+		prefix:   settings.Blob + "/",
+		fn:       fn,
+		opts:     o,
+		logger:   o.logger,
+		storage:  storage{client: cc},
+		wake:     make(chan struct{}, 1),
+		release:  make(chan struct{}, releaseAtOnce),
 	}
+	own.state = newOwnerState(set, &own.fleetMemory)
 	own.storage.sessionClient = scc
 	own.sessionMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.SessionsDir)
 	own.shardMetrics = newMetrics(o.meterProvider, settings.Container, own.prefix+wire.ShardsDir)
@@ -369,54 +355,21 @@ func (o *ShardOwner) SetShards(shards []string) error {
 	if err != nil {
 		return err
 	}
-	digest := balance.SetDigest(set)
-	o.mu.Lock()
-	if digest != o.membership.digest {
-		o.membership.previous, o.membership.setAt = setID{o.membership.digest, len(o.membership.set)}, time.Now()
-	}
-	o.membership.set, o.membership.digest = set, digest
-	o.mu.Unlock()
+	o.state.setShards(set, balance.SetDigest(set))
 	o.poke()
 	return nil
 }
 
 // Shards returns the set of shards, sorted.
-func (o *ShardOwner) Shards() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.membership.set))
-	for n := range o.membership.set {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
-}
+func (o *ShardOwner) Shards() []string { return o.state.shards() }
 
 // Owned returns the shards whose func runs on this instance now, sorted,
 // including those asked to stop and not yet returned.
-func (o *ShardOwner) Owned() []string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	out := make([]string, 0, len(o.ownership.runs))
-	for n, r := range o.ownership.runs {
-		if !r.returned.Load() {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
+func (o *ShardOwner) Owned() []string { return o.state.owned() }
 
 // Session returns the ID of this instance's current session, "" between
 // sessions.
-func (o *ShardOwner) Session() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.membership.current == nil {
-		return ""
-	}
-	return o.membership.current.id
-}
+func (o *ShardOwner) Session() string { return o.state.sessionID() }
 
 // Run runs sessions until ctx is done, and the funcs of the shards each
 // session holds. It returns ctx.Err() when ctx is done, after every shard
@@ -511,11 +464,7 @@ func (o *ShardOwner) Run(ctx context.Context) error {
 		failing.recovered(o.logger, "leaderelection: storage reachable again", "container", s.Container, "prefix", o.prefix)
 		backoff = s.RetryInterval
 		reason, err := sess.run(ctx, o, g) // and endSession, in the same window as its release
-		o.mu.Lock()
-		mgrErr := o.ownership.mgrErr
-		o.ownership.mgrErr = nil
-		o.mu.Unlock()
-		if mgrErr != nil {
+		if mgrErr := o.state.takeMgrErr(); mgrErr != nil {
 			return mgrErr
 		}
 		if err != nil {

@@ -20,8 +20,9 @@ import (
 
 // The shard tier's shared state: the ShardOwner and the state it holds by
 // concern, each with the lock that guards it and the small methods that read
-// and write it under that lock; a shard's run; what a session and its
-// instance remember of the terms; the limits and errors every part uses.
+// and write it under that lock (what its goroutines share: ownerState, in
+// ownerstate.go and here); a shard's run; what a session and its instance
+// remember of the terms; the limits and errors every part uses.
 // Everything above it in the shard tier (see CONTRIBUTING.md) uses it, and it
 // uses nothing of theirs.
 
@@ -58,7 +59,7 @@ type ShardOwner struct {
 	running  atomic.Bool // Run is running
 
 	storage     storage     // how it reaches the account (shardstore.go)
-	fleetMemory fleetMemory // what it knows of the fleet's terms, and of the deletions it may have missed (shardfloors.go)
+	fleetMemory fleetMemory // the highest terms it and the fleet saw, and the longest lease declared: atomics (shardfloors.go)
 
 	// The lease ID file (WithLeaseIDFile, sessionfile.go), while Run holds
 	// it, and the session ID it holds; touched only by Run's goroutine.
@@ -74,9 +75,7 @@ type ShardOwner struct {
 	woke    time.Time     // when the session's loop last ended a pause (see pause); touched only by it
 	release chan struct{} // bounds the releases in flight
 
-	mu         sync.Mutex // guards membership, ownership, fleetMemory but its atomics, and a shardRun's fields that say so
-	membership membership // the set of shards, the current session and its share (below)
-	ownership  ownership  // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
+	state ownerState // what its goroutines share, under one lock (ownerstate.go)
 }
 
 // ownerless is the shards that no live session holds, as this instance last
@@ -96,17 +95,19 @@ type ownerless struct {
 	listed time.Time // when the last listing started, or the records last counted every shard; zero before either
 }
 
-// heldEntry is one shard of a session's list.
-type heldEntry struct {
-	name        string
-	term        int64
-	sessionTerm int64       // the session's term its claim derived the lease ID from; 0: handed to it
-	etag        azcore.ETag // the ETag of the shard's record that named the session: its claim's, or its giver's
-}
-
-// derivedID is the lease ID the holder session derived for the entry.
-func (e heldEntry) derivedID(session string) string {
-	return wire.Held{Name: e.name, Term: e.term, Gen: e.sessionTerm}.LeaseID(session)
+// count is how many of the ownerless shards are in set, and when the
+// listing they come from started; under ownerState.mu (set is its
+// membership's).
+func (s *ownerless) count(set map[string]bool) (int, time.Time) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := 0
+	for name := range s.names {
+		if set[name] {
+			n++
+		}
+	}
+	return n, s.listed
 }
 
 // handoffPoll is how often a session that expects shards reads its notes
@@ -116,19 +117,6 @@ func (o *ShardOwner) handoffPoll() time.Duration {
 		return p
 	}
 	return handoffPoll
-}
-
-// membership is what this instance runs and where it stands: the set of
-// shards (and the one before the last change), its session, and its share
-// among the live sessions by the last balance. Guarded by ShardOwner.mu.
-type membership struct {
-	set      map[string]bool // the shards to run
-	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
-	previous setID           // the set before the last change (see balance)
-	setAt    time.Time       // when the set last changed
-	current  *session
-	target   int
-	live     int
 }
 
 // storage is how a ShardOwner reaches the account: its clients, and whether
@@ -148,24 +136,6 @@ type storage struct {
 	sessionClient *blobstore.Client
 }
 
-// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
-// of their funcs, the claims in flight, the shards it does not claim again
-// yet, the leases it must release, the shards whose record cannot be built
-// on; and how the runs ended, for the reports and for Run (a shard func's
-// panic, a manager's permanent error). Guarded by ShardOwner.mu.
-type ownership struct {
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	mgrErr      error                   // a permanent error that ended a session's manager
-	panicked    any                     // a shard func's panic, to propagate from Run
-	panicSet    bool
-}
-
 // shardRun is one run of a shard's func on this instance.
 type shardRun struct {
 	name        string
@@ -177,24 +147,30 @@ type shardRun struct {
 	ts          termStop
 	state       *termState
 
-	leaving  bool          // asked to stop for a handover or a removal; under ShardOwner.mu
+	leaving  bool          // asked to stop for a handover or a removal; under ownerState.mu
 	leftAt   time.Time     // when it was asked to; likewise
 	slowSaid bool          // reportSlow counted it; likewise
 	returned atomic.Bool   // its func has returned
-	to       *receiver     // the session it is handed to, if any; under ShardOwner.mu
+	to       *receiver     // the session it is handed to, if any; under ownerState.mu
 	done     chan struct{} // closed once it is released or handed on
 }
 
-// fleetMemory is what a ShardOwner knows of the terms the fleet ran, and
-// of the deletions of the container it may have missed (see above): what
-// its session's record publishes, what the others' say, the floors of the
-// terms it saw, and the quiet after a deletion. The atomics are its own;
-// the rest is guarded by ShardOwner.mu.
+// fleetMemory is what a ShardOwner knows of the terms the fleet ran
+// (shardfloors.go): what its session's record publishes, and what the
+// others' say; atomics, read without a lock. The floors of the terms it saw,
+// and the quiet after a deletion, are termMemory's, under ownerState.mu.
 type fleetMemory struct {
-	hadRecord   atomic.Bool            // a session of this instance has written its record (so the container existed)
-	longestD    atomic.Int64           // the longest lease duration a live session declared, in any listing of the sessions
-	seenMax     atomic.Int64           // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (shardfloors.go)
-	fleetSeen   atomic.Int64           // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
+	hadRecord atomic.Bool  // a session of this instance has written its record (so the container existed)
+	longestD  atomic.Int64 // the longest lease duration a live session declared, in any listing of the sessions
+	seenMax   atomic.Int64 // the highest term this instance saw, or sent a record of, on any shard's blob, which its session's record publishes (shardfloors.go)
+	fleetSeen atomic.Int64 // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
+}
+
+// termMemory is what a ShardOwner knows of the shards' terms, and of the
+// deletions of the container it may have missed, that its goroutines read
+// and change under ownerState.mu: the floors of the terms it saw, the
+// terms it proposed, and the quiet after a deletion (shardfloors.go).
+type termMemory struct {
 	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
 	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
 	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (shardfloors.go)
@@ -285,83 +261,28 @@ func (o *ShardOwner) poke() {
 	}
 }
 
-func (o *ShardOwner) panicking() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ownership.panicSet
-}
-
-// ownedCount is how many shards this instance holds and keeps: running, not
-// being given up. A session's record publishes it.
-func (o *ShardOwner) ownedCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			n++
-		}
-	}
-	return n
-}
-
-// handingCount is how many shards this instance is handing over: asked to
-// stop for a handover, with a receiver, and not handed on yet (see
-// handOverTo). Its session's record says so, as ownedCount no longer
-// counts them: the receivers then know that shards are on their way.
-func (o *ShardOwner) handingCount() int {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	n := 0
-	for _, r := range o.ownership.runs {
-		if r.leaving && r.to != nil {
-			n++
-		}
-	}
-	return n
-}
-
-func (o *ShardOwner) addLeftover(name, id string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.ownership.leftover[name] = id
-}
-
-// holds reports whether this instance holds name's lease, or may: running,
-// claiming, or with a release left to retry.
-func (o *ShardOwner) holds(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	_, left := o.ownership.leftover[name]
-	return o.ownership.runs[name] != nil || o.ownership.claiming[name] || left
-}
-
-// isRunning reports whether this instance runs name's func.
-func (o *ShardOwner) isRunning(name string) bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.ownership.runs[name] != nil
-}
+// termMemory's methods (why each is kept: the top of shardfloors.go), and
+// below the runs' reports: ownerState's only methods outside ownerstate.go.
 
 // floorOf is the highest term this instance saw on shard name's blob.
-func (o *ShardOwner) floorOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.fleetMemory.floors[name]
+func (st *ownerState) floorOf(name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.floors[name]
 }
 
 // seeTerm raises the floor of shard name's terms to n (not to the largest
 // number: see termFloor.see).
-func (o *ShardOwner) seeTerm(name string, n int64) { o.seeTerms(map[string]int64{name: n}) }
+func (st *ownerState) seeTerm(name string, n int64) { st.seeTerms(map[string]int64{name: n}) }
 
 // seeTerms is seeTerm for each shard of a listing, under one lock.
-func (o *ShardOwner) seeTerms(terms map[string]int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
+func (st *ownerState) seeTerms(terms map[string]int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
 	for name, n := range terms {
-		if n > o.fleetMemory.floors[name] && n != math.MaxInt64 {
-			o.fleetMemory.floors[name] = n
-			o.publishSeen(n)
+		if n > st.terms.floors[name] && n != math.MaxInt64 {
+			st.terms.floors[name] = n
+			st.publishSeen(n)
 		}
 	}
 }
@@ -370,41 +291,198 @@ func (o *ShardOwner) seeTerms(terms map[string]int64) {
 // on shard name's blob (a claim's, a handover's): the server may store it
 // whether or not its answer comes back. It raises the seed of the shard
 // (seedOf) and the fleet's highest, not the floor (see above).
-func (o *ShardOwner) proposeTerm(name string, n int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if n > o.fleetMemory.proposed[name] {
+func (st *ownerState) proposeTerm(name string, n int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if n > st.terms.proposed[name] {
 		// The largest number too (unlike a floor: see termFloor.see): a
 		// blob created again is then seeded with it, and reported as a
 		// record no term can follow, not given it again.
-		o.fleetMemory.proposed[name] = n
-		o.publishSeen(n)
+		st.terms.proposed[name] = n
+		st.publishSeen(n)
 	}
 }
 
 // publishSeen raises the highest term this instance saw or sent on any
 // shard, which its session's record publishes, and the fleet's, to n,
 // unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
-// spread.
-func (o *ShardOwner) publishSeen(n int64) {
+// spread. Under st.mu, with the floor or the proposal it follows.
+func (st *ownerState) publishSeen(n int64) {
 	if n <= wire.MaxSpreadTerm {
-		raiseTo(&o.fleetMemory.seenMax, n)
-		raiseTo(&o.fleetMemory.fleetSeen, n)
+		raiseTo(&st.fleet.seenMax, n)
+		raiseTo(&st.fleet.fleetSeen, n)
 	}
 }
 
 // seedOf is what shard name's blob, created again, is seeded or raised
 // with, and what a claim of it goes above: the highest term this instance
 // saw on it, or sent a record of (as termFloor.seed).
-func (o *ShardOwner) seedOf(name string) int64 {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.seedLocked(name)
+func (st *ownerState) seedOf(name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.seedLocked(name)
 }
 
-// seedLocked is seedOf, under o.mu.
-func (o *ShardOwner) seedLocked(name string) int64 {
-	return max(o.fleetMemory.floors[name], o.fleetMemory.proposed[name])
+// seedLocked is seedOf, under st.mu.
+func (st *ownerState) seedLocked(name string) int64 {
+	return max(st.terms.floors[name], st.terms.proposed[name])
+}
+
+// seeds is the seed (seedOf) of every shard of the set that has one.
+func (st *ownerState) seeds() map[string]int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	seeds := map[string]int64{}
+	for name := range st.membership.set {
+		if n := st.seedLocked(name); n > 0 {
+			seeds[name] = n
+		}
+	}
+	return seeds
+}
+
+// noteGap notes a deletion seen, or a session of this instance ended cut
+// off: the next session's first pass starts a quiet of at least quiet (see
+// beginQuiet). It reports whether none was pending.
+func (st *ownerState) noteGap(quiet time.Duration) (first bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	first = st.terms.deletedFor == 0
+	st.terms.deletedFor = max(st.terms.deletedFor, quiet)
+	st.terms.gapSeen = true
+	return first
+}
+
+// mayHaveMissed reports whether this instance saw a deletion, or a session
+// of its ended cut off (sawCutOff): a shard blob with no term yet may then
+// be one created again after a deletion by an instance that never saw its
+// terms, so its first term goes above the fleet's highest (claimOne).
+func (st *ownerState) mayHaveMissed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.gapSeen
+}
+
+// beginQuiet starts the quiet a deletion seen asks for, if one is pending,
+// with the seeding of the terms it saw; and reports how long the quiet
+// still lasts, and whether the seeding is still to be done (see
+// shardManager.quiet).
+func (st *ownerState) beginQuiet() (left time.Duration, seed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.terms.deletedFor > 0 {
+		st.terms.quietUntil = time.Now().Add(st.terms.deletedFor)
+		st.terms.deletedFor = 0
+		st.terms.seedPending = true
+	}
+	left = time.Until(st.terms.quietUntil)
+	return left, st.terms.seedPending && left > 0
+}
+
+// seeded notes that the seeding of the terms it saw is done.
+func (st *ownerState) seeded() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.terms.seedPending = false
+}
+
+// recreatedWatch is the watch on shard name's blob, created again, made
+// now if there was none (see stoodRecreated).
+func (st *ownerState) recreatedWatch(name string) *freshWatch {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	w := st.terms.recreated[name]
+	if w == nil {
+		w = &freshWatch{}
+		st.terms.recreated[name] = w
+	}
+	return w
+}
+
+// forgetRecreated drops the watch on shard name's blob: it stood.
+func (st *ownerState) forgetRecreated(name string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.terms.recreated, name)
+}
+
+// How the runs ended (ownership), for the logs (shardlog.go).
+
+// settleTook sets took shards claimed since the last report, freed of them
+// released by a peer, against the runs that returned by themselves since
+// the last report of stopped shards (see shardManager.reportTook). It
+// returns how many shards run here, this instance's share, and whether the
+// take is routine: no more than those.
+func (st *ownerState) settleTook(took, freed int64) (running, share int, routine bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	w := &st.ownership
+	running, share = len(w.runs), st.membership.target
+	returned := w.stopped[ReasonFuncReturned]
+	routine = took-freed <= int64(returned)
+	left := returned
+	if routine {
+		left -= int(took - freed)
+	}
+	// No more of the others can come back than this session's shards still
+	// waiting out their cooldown (claim forgets a shard's as it picks it):
+	// one that another session took stays there.
+	left = min(left, len(w.cooldown))
+	if left != returned {
+		w.stoppedSeen -= returned - left // no run stopped: nothing to settle
+		w.stopped[ReasonFuncReturned] = left
+		if left == 0 {
+			delete(w.stopped, ReasonFuncReturned)
+		}
+	}
+	return running, share, routine
+}
+
+// slowToLeave marks the runs asked to leave more than margin ago whose
+// func is still running, and not marked yet, and returns how many, and
+// when the first of them was asked.
+func (st *ownerState) slowToLeave(margin time.Duration) (n int, oldest time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for _, r := range st.ownership.runs {
+		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < margin {
+			continue
+		}
+		r.slowSaid = true
+		n++
+		if oldest.IsZero() || r.leftAt.Before(oldest) {
+			oldest = r.leftAt
+		}
+	}
+	return n, oldest
+}
+
+// takeStopped takes the count of the runs that ended since the last report,
+// by why, and how many run now; unless final, only once no run has stopped
+// since its last call and none asked to leave is still stopping, and not
+// while only runs that returned by themselves ended (see
+// ShardOwner.reportStopped): ok is false then.
+func (st *ownerState) takeStopped(final bool) (stopped map[StopReason]int, running int, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	w := &st.ownership
+	n := 0
+	for _, c := range w.stopped {
+		n += c
+	}
+	settling := n != w.stoppedSeen
+	w.stoppedSeen = n
+	for _, r := range w.runs {
+		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
+	}
+	routine := len(w.stopped) == 1 && w.stopped[ReasonFuncReturned] > 0
+	if (settling || routine) && !final {
+		return nil, 0, false
+	}
+	w.stoppedSeen = 0
+	stopped = w.stopped
+	w.stopped = nil
+	return stopped, len(w.runs), true
 }
 
 // claimTimeout bounds each request of a claim (create, break, acquire,
@@ -511,12 +589,7 @@ var errContainerGone = errors.New("leaderelection: the container is gone")
 // container, gone: its next session's first pass starts a quiet (see above).
 func (o *ShardOwner) sawDeletion(how string) {
 	quiet := o.quietFor()
-	o.mu.Lock()
-	first := o.fleetMemory.deletedFor == 0
-	o.fleetMemory.deletedFor = max(o.fleetMemory.deletedFor, quiet)
-	o.fleetMemory.gapSeen = true
-	o.mu.Unlock()
-	if first {
+	if o.state.noteGap(quiet) {
 		o.logger.Warn("leaderelection: the container was deleted under this instance's session; its next session claims no shard until every session that ran before it may have stopped",
 			"container", o.settings.Container, "prefix", o.prefix, "how", how, "quiet", quiet.Round(time.Millisecond))
 	}
@@ -544,22 +617,9 @@ func gone(err error) bool {
 // highest (see above).
 func (o *ShardOwner) sawCutOff() {
 	quiet := o.quietFor()
-	o.mu.Lock()
-	o.fleetMemory.deletedFor = max(o.fleetMemory.deletedFor, quiet)
-	o.fleetMemory.gapSeen = true
-	o.mu.Unlock()
+	o.state.noteGap(quiet)
 	o.logger.Warn("leaderelection: this instance's session ended by its deadline or a lost lease, when a deletion of the container may go unseen; its next session takes the shards handed to it, but claims none until every session that ran before it may have stopped",
 		"container", o.settings.Container, "prefix", o.prefix, "quiet", quiet.Round(time.Millisecond))
-}
-
-// mayHaveMissed reports whether this instance saw a deletion, or a session
-// of its ended cut off (sawCutOff): a shard blob with no term yet may then
-// be one created again after a deletion by an instance that never saw its
-// terms, so its first term goes above the fleet's highest (claimOne).
-func (o *ShardOwner) mayHaveMissed() bool {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.fleetMemory.gapSeen
 }
 
 // quietFor is how long a session claims nothing after a deletion seen, and
@@ -606,14 +666,6 @@ func checkShardNames(names []string) (map[string]bool, error) {
 	return set, nil
 }
 
-// setSummary is the set's digest and size, which the session's record
-// carries.
-func (o *ShardOwner) setSummary() (digest string, size int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.membership.digest, len(o.membership.set)
-}
-
 // pause waits d, or until poked, and reports whether ctx is still alive. A
 // poke ends it no sooner than RetryInterval/4 after the last pause ended
 // (unless a shard func panicked): a handover pokes once for each shard func
@@ -634,7 +686,7 @@ func (o *ShardOwner) pause(ctx context.Context, d time.Duration) bool {
 		return true
 	case <-o.wake:
 	}
-	if gap := o.settings.RetryInterval/4 - time.Since(o.woke); gap > 0 && !o.panicking() {
+	if gap := o.settings.RetryInterval/4 - time.Since(o.woke); gap > 0 && !o.state.panicking() {
 		g := time.NewTimer(gap)
 		defer g.Stop()
 		select {

@@ -345,14 +345,7 @@ func (o *ShardOwner) shardProblem(l listed) *RecordError {
 // as noteBadShards reports a listing's: a problem once for each value, a
 // repair once.
 func (o *ShardOwner) sawShard(name string, p *RecordError) {
-	o.mu.Lock()
-	old, was := o.ownership.bad[name]
-	if p != nil {
-		o.ownership.bad[name] = p
-	} else {
-		delete(o.ownership.bad, name)
-	}
-	o.mu.Unlock()
+	old, was := o.state.markBad(name, p)
 	switch {
 	case p != nil && (!was || old.Key != p.Key || old.Value != p.Value):
 		o.logBadShard(name, p)
@@ -363,19 +356,14 @@ func (o *ShardOwner) sawShard(name string, p *RecordError) {
 
 // noteBadShard adds one shard found unclaimable outside a listing.
 func (o *ShardOwner) noteBadShard(name string, p *RecordError) {
-	o.mu.Lock()
-	o.ownership.bad[name] = p
-	o.mu.Unlock()
+	o.state.markBad(name, p)
 	o.logBadShard(name, p)
 }
 
 // noteBadShards replaces the shards found unclaimable by the last listing,
 // logging each at Error once for each value, and those repaired since.
 func (o *ShardOwner) noteBadShards(bad map[string]*RecordError) {
-	o.mu.Lock()
-	old := o.ownership.bad
-	o.ownership.bad = bad
-	o.mu.Unlock()
+	old := o.state.replaceBad(bad)
 	for name, p := range bad {
 		if q, ok := old[name]; !ok || q.Key != p.Key || q.Value != p.Value {
 			o.logBadShard(name, p)

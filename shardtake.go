@@ -15,10 +15,11 @@ import (
 // session (adopt, handoff.go) by adoptOne. This part of the shard protocol's
 // safety argument (the top of shards.go) rests on its steps, in this order:
 //
-//  1. Reserve (reserve). A shard that runs here, or whose claim is in
-//     flight, is not taken twice at once; the mark ends at start, or
-//     unclaim. An adoption asks, under the same lock, whether the term is
-//     this session's own: it never adopts a term it recorded or adopted.
+//  1. Reserve (reserve, ownerState.reserve). A shard that runs here, or
+//     whose claim is in flight, is not taken twice at once; the mark ends
+//     at start (ownerState.startRun), or unclaim. An adoption asks, under
+//     the same lock, whether the term is this session's own: it never
+//     adopts a term it recorded or adopted.
 //  2. Propose a term (claimFloor, wire.NextTerm, propose). Above the term
 //     listed, above every term this session proposed for the shard (so no
 //     two of its claims share a lease ID, wire.ClaimLeaseID, and a release
@@ -51,25 +52,12 @@ import (
 // reports whether it did. The claim's end (claimOne's done, start)
 // unmarks it. skip is asked under the same lock as the mark is made, so
 // that a claim that notes something (a term as its own: adoptOne) before
-// it unmarks the shard has noted it for skip to see.
+// it unmarks the shard has noted it for skip to see (ownerState.reserve).
 func (o *ShardOwner) reserve(name string, by reservation, skip func() bool) bool {
 	if o.opts.seams.beforeReserve != nil {
 		o.opts.seams.beforeReserve(by)
 	}
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if o.ownership.runs[name] != nil || o.ownership.claiming[name] || skip != nil && skip() {
-		return false
-	}
-	o.ownership.claiming[name] = true
-	return true
-}
-
-// unclaim ends a claim of shard name that starts no func.
-func (o *ShardOwner) unclaim(name string) {
-	o.mu.Lock()
-	delete(o.ownership.claiming, name)
-	o.mu.Unlock()
+	return o.state.reserve(name, skip)
 }
 
 // claimOne takes one shard: breaks its lease if its session is dead, on
@@ -99,13 +87,13 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 	o := sm.o
 	floor, ok := sm.claimFloor(c)
 	if !ok {
-		o.unclaim(c.name)
+		o.state.unclaim(c.name)
 		return false, "settling"
 	}
 	number, ok := wire.NextTerm(max(c.prev, sm.ownTerms.proposed(c.name)), floor)
 	if !ok {
 		o.noteBadShard(c.name, termCannotGrow(o.settings.Container, o.shardBlob(c.name), max(c.prev, floor)))
-		o.unclaim(c.name)
+		o.state.unclaim(c.name)
 		o.counts.claim(c.name, "permanent")
 		return false, "permanent"
 	}
@@ -116,7 +104,7 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 		if release {
 			sm.releaseClaim(c.name, lm)
 		}
-		o.unclaim(c.name)
+		o.state.unclaim(c.name)
 		o.counts.claim(c.name, outcome)
 		return false, outcome
 	}
@@ -132,8 +120,8 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 		return done(why, release)
 	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
-	sm.ownTerms.record(c.name, number) // before the write: its answer may be lost
-	o.proposeTerm(c.name, number)      // and the server may store it all the same (shardfloors.go)
+	sm.ownTerms.record(c.name, number)  // before the write: its answer may be lost
+	o.state.proposeTerm(c.name, number) // and the server may store it all the same (shardfloors.go)
 	newETag, err := o.writeShardRecord(ctx, lm, t, sm.s.id, sm.sessionTerm, etag)
 	if err != nil {
 		return done(outcome(err, "claimed"), true)
@@ -159,8 +147,8 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 // false if c is not to be taken yet (stoodRecreated).
 func (sm *shardManager) claimFloor(c candidate) (int64, bool) {
 	o := sm.o
-	floor := o.floorOf(c.name)
-	if seed := o.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
+	floor := o.state.floorOf(c.name)
+	if seed := o.state.seedOf(c.name); (seed > 0 && !c.exists) || c.recreated {
 		// Gone, though this instance saw or sent terms on it, or created
 		// again by an instance that did: not taken before it has stood.
 		// The seed stays this instance's own: a fleet's highest moves on,
@@ -170,9 +158,9 @@ func (sm *shardManager) claimFloor(c candidate) (int64, bool) {
 		if !sm.stoodRecreated(c, seed) {
 			return 0, false
 		}
-		floor = o.seedOf(c.name) // as it is now
+		floor = o.state.seedOf(c.name) // as it is now
 	}
-	if c.marked || c.prev == 0 && o.mayHaveMissed() {
+	if c.marked || c.prev == 0 && o.state.mayHaveMissed() {
 		// Created again (held or not: a claim of it may have failed before
 		// it recorded its term), or with no term yet after this instance
 		// may have missed a deletion: its term goes above every term any
@@ -297,7 +285,7 @@ func (sm *shardManager) adoptOne(h handed) {
 		// note naming this term must not start it at once later, while
 		// another claims the freed shard (see the top of shards.go).
 		sm.ownTerms.record(h.name, h.term)
-		o.unclaim(h.name)
+		o.state.unclaim(h.name)
 		if errors.Is(err, ErrTransient) {
 			sm.releaseClaim(h.name, lm)
 		}
@@ -317,7 +305,7 @@ func (sm *shardManager) adoptOne(h handed) {
 // session, or the shard's place in the set, ended meanwhile (start).
 func (sm *shardManager) hold(name string, lm *BlobLeaseManager, t Term, sessionTerm int64, etag azcore.ETag, outcome string) bool {
 	o := sm.o
-	o.seeTerm(name, t.Number)
+	o.state.seeTerm(name, t.Number)
 	o.counts.claim(name, outcome)
 	sm.shardListing.noteOwner(name, shardHolder{session: sm.s.id, etag: etag, term: t.Number})
 	return sm.start(name, lm, t, sessionTerm, etag)
@@ -335,16 +323,11 @@ func (sm *shardManager) start(name string, lm *BlobLeaseManager, t Term, session
 	leaderCtx, leaseCtx, ts := twoStages(sm.shardsCtx, sm.stopNow, state)
 	r := &shardRun{name: name, term: t, sessionTerm: sessionTerm, etag: etag, claimed: time.Now(), state: state, done: make(chan struct{}), ts: ts}
 	r.runner = &termRunner{lease: lm, logger: o.logger.With("shard", name), metrics: o.shardMetrics, identity: o.opts.identity, kind: runsShard}
-	o.mu.Lock()
-	delete(o.ownership.claiming, name)
-	if !o.membership.set[name] || sm.shardsCtx.Err() != nil || sm.s.leaving.Load() {
-		o.mu.Unlock()
+	if !o.state.startRun(r, sm.shardsCtx, sm.s) {
 		r.ts.stopNow(errTermEnded)
 		sm.releaseClaim(name, lm)
 		return false
 	}
-	o.ownership.runs[name] = r
-	o.mu.Unlock()
 	sm.runs.Add(1)
 	sm.funcs.Add(1)
 	go func() {
@@ -361,10 +344,10 @@ func (sm *shardManager) start(name string, lm *BlobLeaseManager, t Term, session
 func (sm *shardManager) releaseClaim(name string, lm *BlobLeaseManager) {
 	id := lm.LeaseID()
 	if sm.ctx.Err() != nil {
-		sm.o.addLeftover(name, id)
+		sm.o.state.addLeftover(name, id)
 		return
 	}
 	if err := lm.Release(sm.releases); err != nil {
-		sm.o.addLeftover(name, id)
+		sm.o.state.addLeftover(name, id)
 	}
 }

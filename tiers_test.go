@@ -69,6 +69,7 @@ var tiers = map[string]string{
 	"prefer.go":      "4-mutex",
 	"quorummutex.go": "4-mutex",
 
+	"ownerstate.go":   "4-shards/1-state",
 	"sessionstate.go": "4-shards/1-state",
 	"shardstate.go":   "4-shards/1-state",
 
