@@ -14,7 +14,13 @@ import (
 // A ShardOwner's shared state (ownerState) and its methods: with those in
 // shardstate.go (termMemory's, and the reports of how runs ended), the only
 // code that takes its lock. The rest of the shard tier calls them; each does
-// under one lock what its caller did under ShardOwner.mu before.
+// under one lock what its caller did under the lock before the lock moved
+// here (issue 40), but for three that hold it for less, none of which any
+// other goroutine could tell: handOver starts the pacing, adds its metric and
+// logs after its unlock (the pacing is the session goroutine's own, and no
+// log line is written under mu, below); and probeUnlisted, takeFromDead and
+// pickUpTo write the session's candidates outside it (only the session's
+// goroutine touches them; freeOf and startRun check the set again under mu).
 
 // ownerState is the part of a ShardOwner that its goroutines share: the set
 // of shards and the current session (membership), the shards' runs, claims
@@ -22,9 +28,11 @@ import (
 // of a deletion it saw (terms), and a shardRun's fields that say they are
 // under it; with the one lock that guards them all. The goroutines: the
 // session's loop, the shard runs (their end, their panic), the adoptions,
-// the handovers' pacing, the caller's calls (SetShards, Shards, Owned,
-// Session, Healthy; from an event handler too, under eventMu) and the
-// metrics' callback.
+// the handovers' pacing, the claim workers (claimPicked, takeEach,
+// probeUnlisted, seedTerms: reserve, unclaim, proposeTerm, seeTerm,
+// startRun), the session lease's record write (extraMetadata), the caller's
+// calls (SetShards, Shards, Owned, Session, Healthy; from an event handler
+// too, under eventMu) and the metrics' callback.
 //
 // Lock order: no code of the shard tier holds another lock as it takes mu,
 // and mu is held for memory only, never across a request, a log line or an
