@@ -45,7 +45,9 @@ import (
 // A session's last list (the shards it released as it left, which its
 // survivors take on its word) is a point of its own, at full odds: the
 // session's held lists are written every RetryInterval, its last one once
-// in its life.
+// in its life. So is a session's first record of a shard's term: the
+// moment it begins to run shards, which what its peers know of it (the
+// lease it declared, the terms it saw) must already cover.
 
 // The points, as the report names them.
 const (
@@ -61,6 +63,7 @@ const (
 	ptNote          = "after a note"
 	ptHeld          = "after a held list's write"
 	ptEndList       = "after a session's last list (as it ends, its blob released)"
+	ptFirstRun      = "after a session's first shard record (as it begins to run shards)"
 	ptRestart       = "at a restart with its lease ID file"
 	// A quorum's own point (sim_quorum_test.go), drawn apart: a term's
 	// record sent to one account, which goes down as it is sent, so that
@@ -68,7 +71,7 @@ const (
 	ptAccountDown = "at a term's record on a quorum's account: the account down as it is sent"
 )
 
-var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptEndList, ptRestart}
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptEndList, ptFirstRun, ptRestart}
 
 // The actions a point may strike with.
 var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete}
@@ -125,13 +128,26 @@ type simPoints struct {
 	acts       []string           // the enabled actions
 	quorumOdds float64            // a quorum fleet's ptAccountDown's odds (0: not enabled)
 
-	mu   sync.Mutex
-	down map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
+	mu     sync.Mutex
+	down   map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
+	ranOne map[string]bool            // the sessions that sent a shard's record (firstRun)
+}
+
+// firstRun reports whether session sends its first record of a shard's
+// term now (and notes that it has).
+func (p *simPoints) firstRun(session string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ranOne[session] {
+		return false
+	}
+	p.ranOne[session] = true
+	return true
 }
 
 func newSimPoints(f *simFleet) *simPoints {
 	rng := f.rngFor("points")
-	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}}
+	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}, ranOne: map[string]bool{}}
 	for _, pt := range simPointNames {
 		if rng.IntN(2) == 0 {
 			p.odds[pt] = 0.05 + 0.45*rng.Float64()
@@ -290,6 +306,9 @@ func (t *simPointTransport) pointOn(req *http.Request, svc *memblob.Service, con
 		if st, ok := svc.Blob(container, name); ok && term != "" && term == storedValue(st.Metadata, wire.MetaTerm) &&
 			storedValue(st.Metadata, wire.MetaEnded) == "" {
 			return ptRenewal
+		}
+		if session := simHeader(req.Header, "x-ms-meta-"+wire.MetaSession); term != "" && session != "" && t.p.firstRun(session) {
+			return ptFirstRun
 		}
 		if term != "" {
 			return ptRecord
