@@ -40,7 +40,8 @@ import (
 // while it may still be gone). And a process that starts again with its
 // lease ID file may find the other writer has just made a lease action
 // under the file's ID on the blob it names (between a session's death and
-// its restart with its file). Every effect ends before the calm. No code
+// its restart with its file). A point may also stop the process gracefully
+// (actStop). Every effect ends before the calm. No code
 // of the library's is changed: the points are read from its requests.
 // A session's last list (the shards it released as it left, which its
 // survivors take on its word) is a point of its own, at full odds: the
@@ -74,7 +75,13 @@ const (
 var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptEndList, ptFirstRun, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete, actStop}
+
+// actStop stops the process gracefully there (its Run's context ends, as
+// a rollout's SIGTERM does), starting it again as a crash at a point does:
+// a stop in the middle of a step (a handover half made, a claim just
+// recorded) leaves what it could not hand on released and listed.
+const actStop = "stop"
 
 // actCutDelete cuts the process off and deletes the container at once, as
 // the fault model lets it (deletable): limits.md's "a leader cut off from
@@ -359,6 +366,8 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	switch act {
 	case "crash":
 		t.crash(d)
+	case actStop:
+		t.kill(cmdStop, sim.Kind("stop at a point"), d)
 	case actCrashDelete:
 		if t.crash(d) {
 			t.deleteContainer()
@@ -432,8 +441,13 @@ func (t *simPointTransport) accountDown(i int) {
 // it has ended), and starts it again d later, or at a "restart now"; it
 // reports whether it crashed it.
 func (t *simPointTransport) crash(d time.Duration) bool {
+	return t.kill(cmdCrash, sim.Kind("crash at a point"), d)
+}
+
+// kill is crash, by cmd (a crash or a stop), counted as kind.
+func (t *simPointTransport) kill(cmd laneCmd, kind sim.Kind, d time.Duration) bool {
 	f, l := t.p.f, t.l
-	if !f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+	if !f.killIf(l, cmd, kind, func() bool { return l.inc == t.inc && l.alive }) {
 		return false
 	}
 	now := make(chan struct{})
