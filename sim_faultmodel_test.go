@@ -41,7 +41,7 @@ import (
 //     blob, not only a malformed record; a ShardOwner's session has stored
 //     its record and listed the sessions), and each election it hits that ever ran, or carried a
 //     term's record, has a live witness of its last term that reaches
-//     storage (see witness), and, for a mutex, a live contender other than
+//     storage (see witness and reaches), and, for a mutex, a live contender other than
 //     its holder that read its record (see reader: whoever takes the blob
 //     created again waits out the lease that record declares only if one
 //     raises the seed).
@@ -57,7 +57,8 @@ import (
 //     sees the deletion as it reads its session, and starts: see
 //     resumesAcross), and the last
 //     live witness of a pending election that reaches storage is not
-//     crashed, stopped or cut off before a seed at or above its last term
+//     crashed, stopped or cut off, nor put under a fault that fails its
+//     requests (see reaches), before a seed at or above its last term
 //     is on the blob (limits.md: "if the instances that saw the last term
 //     cannot reach storage for all of it"); for a ShardOwner,
 //     only the shards of a set count (a shard out of every set is claimed
@@ -179,7 +180,7 @@ func (f *simFleet) deletable(targets []string) bool {
 		}
 	}
 	for _, e := range targets {
-		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) && !f.cutOff(l) }) {
+		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) && f.reaches(l) }) {
 			f.hold(holdNoWitness)
 			return false
 		}
@@ -320,14 +321,15 @@ func (f *simFleet) mayKill(l *simLane) bool {
 	return !unseeded
 }
 
-// lastWitness reports whether l's process is the last live witness, not
-// cut off, of a pending election whose blob carries no seed at or above its
-// last term (unseeded), or of one whose blob does (seeded). Under f.mu.
+// lastWitness reports whether l's process is the last live witness that
+// reaches storage (see reaches) of a pending election whose blob carries
+// no seed at or above its last term (unseeded), or of one whose blob does
+// (seeded). Under f.mu.
 func (f *simFleet) lastWitness(l *simLane) (unseeded, seeded bool) {
 	alive := func(o *simLane, ws map[[2]int]bool) bool {
 		o.mu.Lock()
 		defer o.mu.Unlock()
-		return o.alive && o.cut == 0 && ws[[2]int{o.idx, o.inc}]
+		return o.alive && o.reachesLocked() && ws[[2]int{o.idx, o.inc}]
 	}
 	for e := range f.pending {
 		ws := f.witnesses[e]
@@ -344,9 +346,9 @@ func (f *simFleet) lastWitness(l *simLane) (unseeded, seeded bool) {
 }
 
 // mayCut reports whether l may be cut off from storage now: it is not the
-// last live witness, not cut off, of a pending election whose blob carries
-// no seed at or above its last term (limits.md: "if the instances that saw
-// the last term cannot reach storage for all of it [the wait]").
+// last live witness that reaches storage of a pending election whose blob
+// carries no seed at or above its last term (limits.md: "if the instances
+// that saw the last term cannot reach storage for all of it [the wait]").
 func (f *simFleet) mayCut(l *simLane) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -355,6 +357,44 @@ func (f *simFleet) mayCut(l *simLane) bool {
 		return false
 	}
 	return true
+}
+
+// mayFail reports whether a fault of kind k, one that fails a share of
+// l's requests (failsRequests), may be put on l now: as mayCut, for the
+// same limit. A witness whose requests fail cannot reach storage while
+// they do: its seed, or the session record that publishes the highest
+// term it saw, waits for a chain of requests (a new session's blob, its
+// lease and record, a listing, the seeds) that each fault may break, and
+// each break costs it a backoff; the wait of whoever takes a blob created
+// again is a time all the same (seed 955950980412 at 8498ea7: the last
+// witness of five shards' terms, its requests failing at a rate of 0.76,
+// seeded none of them within the 28 s quiet of a ShardOwner restarted
+// across the deletion, which then recorded terms 1 to 5 on them, below
+// terms 3 to 6).
+func (f *simFleet) mayFail(l *simLane, k sim.Kind) bool {
+	if !failsRequests(k) {
+		return true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if unseeded, _ := f.lastWitness(l); unseeded {
+		f.hold(holdFail)
+		return false
+	}
+	return true
+}
+
+// failsRequests reports whether a fault of kind k fails a share of a
+// lane's requests as its process sees them: refused (failing, throttled),
+// or unanswered (answers lost, requests applied late, past their
+// timeout). A slow lane's requests are answered; a crash in a step is a
+// crash (mayKill).
+func failsRequests(k sim.Kind) bool {
+	switch k {
+	case sim.Failing, sim.Throttle, sim.LoseAnswers, sim.Late:
+		return true
+	}
+	return false
 }
 
 // keepOut is set without the pending shards that may not come back into a

@@ -43,6 +43,7 @@ var (
 	holdNoWitness = simHold{headTerms, "a deletion while no live process that reaches storage is a witness of the last term of an election it hits"}
 	holdNoReader  = simHold{headTerms, "a deletion of a mutex's blob whose last term's record no live contender but its holder read"}
 	holdCut       = simHold{headTerms, "a partition of the last live witness of a deleted election before a seed above its last term"}
+	holdFail      = simHold{headTerms, "a fault that fails the requests (failing, throttled, answers lost or late) of the last live witness of a deleted election that reaches storage, before a seed above its last term"}
 	holdUnseen    = simHold{headTerms, "a deletion while a live process of a kind it hits has not seen the fleet"}
 	holdShardSeen = simHold{headTerms, "a shard's blob deleted alone while a live ShardOwner never saw its terms"}
 	holdStart     = simHold{headTerms, "a start while a deleted election of its kind is not created again (a shard's: not seeded above its last term), but a ShardOwner's with its lease ID file while the container is gone, which it sees"}
@@ -57,7 +58,7 @@ var (
 var simHolds = map[string]simHold{
 	"holdNoWitness": holdNoWitness, "holdUnseen": holdUnseen, "holdShardSeen": holdShardSeen,
 	"holdStart": holdStart, "holdWitness": holdWitness, "holdKeepOut": holdKeepOut,
-	"holdNoReader": holdNoReader, "holdCut": holdCut, "holdQuorumLoss": holdQuorumLoss,
+	"holdNoReader": holdNoReader, "holdCut": holdCut, "holdFail": holdFail, "holdQuorumLoss": holdQuorumLoss,
 }
 
 // simLimits says how the simulator keeps each section of the docs that
@@ -260,12 +261,26 @@ func (f *simFleet) madeDeletion(targets []string) {
 	}
 }
 
-// cutOff reports whether l is cut off from storage now (a partition). Under
-// f.mu.
-func (f *simFleet) cutOff(l *simLane) bool {
+// reaches reports whether l reaches storage now: it is not cut off (a
+// partition), and no fault that fails its requests is in force
+// (failsRequests). Under f.mu.
+func (f *simFleet) reaches(l *simLane) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.cut > 0
+	return l.reachesLocked()
+}
+
+// reachesLocked is reaches, under l.mu.
+func (l *simLane) reachesLocked() bool {
+	if l.cut > 0 {
+		return false
+	}
+	for _, ft := range l.rates {
+		if failsRequests(ft.Kind) {
+			return false
+		}
+	}
+	return true
 }
 
 // reader reports whether l's process, a mutex contender, read the record

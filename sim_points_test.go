@@ -40,8 +40,15 @@ import (
 // while it may still be gone). And a process that starts again with its
 // lease ID file may find the other writer has just made a lease action
 // under the file's ID on the blob it names (between a session's death and
-// its restart with its file). Every effect ends before the calm. No code
+// its restart with its file). A point may also stop the process gracefully
+// (actStop). Every effect ends before the calm. No code
 // of the library's is changed: the points are read from its requests.
+// A session's last list (the shards it released as it left, which its
+// survivors take on its word) is a point of its own, at full odds: the
+// session's held lists are written every RetryInterval, its last one once
+// in its life. So is a session's first record of a shard's term: the
+// moment it begins to run shards, which what its peers know of it (the
+// lease it declared, the terms it saw) must already cover.
 
 // The points, as the report names them.
 const (
@@ -56,13 +63,25 @@ const (
 	ptEndMark       = "after a session's end mark"
 	ptNote          = "after a note"
 	ptHeld          = "after a held list's write"
+	ptEndList       = "after a session's last list (as it ends, its blob released)"
+	ptFirstRun      = "after a session's first shard record (as it begins to run shards)"
 	ptRestart       = "at a restart with its lease ID file"
+	// A quorum's own point (sim_quorum_test.go), drawn apart: a term's
+	// record sent to one account, which goes down as it is sent, so that
+	// the term is stored on the others only.
+	ptAccountDown = "at a term's record on a quorum's account: the account down as it is sent"
 )
 
-var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptRestart}
+var simPointNames = []string{ptAcquire, ptRecreated, ptRecord, ptRenewal, ptChange, ptRelease, ptBreak, ptSessionRecord, ptEndMark, ptNote, ptHeld, ptEndList, ptFirstRun, ptRestart}
 
 // The actions a point may strike with.
-var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete}
+var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "other writer", "restart now", actCutDelete, actCrashDelete, actStop}
+
+// actStop stops the process gracefully there (its Run's context ends, as
+// a rollout's SIGTERM does), starting it again as a crash at a point does:
+// a stop in the middle of a step (a handover half made, a claim just
+// recorded) leaves what it could not hand on released and listed.
+const actStop = "stop"
 
 // actCutDelete cuts the process off and deletes the container at once, as
 // the fault model lets it (deletable): limits.md's "a leader cut off from
@@ -111,17 +130,31 @@ func newSimActors(f *simFleet) simActors {
 }
 
 type simPoints struct {
-	f    *simFleet
-	odds map[string]float64 // the enabled points and their odds
-	acts []string           // the enabled actions
+	f          *simFleet
+	odds       map[string]float64 // the enabled points and their odds
+	acts       []string           // the enabled actions
+	quorumOdds float64            // a quorum fleet's ptAccountDown's odds (0: not enabled)
 
-	mu   sync.Mutex
-	down map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
+	mu     sync.Mutex
+	down   map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
+	ranOne map[string]bool            // the sessions that sent a shard's record (firstRun)
+}
+
+// firstRun reports whether session sends its first record of a shard's
+// term now (and notes that it has).
+func (p *simPoints) firstRun(session string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ranOne[session] {
+		return false
+	}
+	p.ranOne[session] = true
+	return true
 }
 
 func newSimPoints(f *simFleet) *simPoints {
 	rng := f.rngFor("points")
-	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}}
+	p := &simPoints{f: f, odds: map[string]float64{}, down: map[*simLane]chan struct{}{}, ranOne: map[string]bool{}}
 	for _, pt := range simPointNames {
 		if rng.IntN(2) == 0 {
 			p.odds[pt] = 0.05 + 0.45*rng.Float64()
@@ -138,6 +171,9 @@ func newSimPoints(f *simFleet) *simPoints {
 	}
 	if len(p.acts) == 0 {
 		p.acts = []string{simPointActs[rng.IntN(len(simPointActs))]}
+	}
+	if qr := f.rngFor("points", "quorum"); f.shape.quorum > 0 && qr.IntN(2) == 0 {
+		p.quorumOdds = 0.05 + 0.45*qr.Float64()
 	}
 	return p
 }
@@ -161,7 +197,7 @@ func (p *simPoints) left() (time.Duration, time.Duration) {
 // transport is incarnation inc of lane l's transport to storage, next,
 // with the points in front.
 func (p *simPoints) transport(l *simLane, inc int, next policy.Transporter) policy.Transporter {
-	if len(p.odds) == 0 {
+	if len(p.odds) == 0 && p.quorumOdds == 0 {
 		return next
 	}
 	return &simPointTransport{p: p, l: l, inc: inc, next: next, rng: p.f.rngFor("points", l.name)}
@@ -194,6 +230,27 @@ func (t *simPointTransport) draw(point string) (string, time.Duration, time.Dura
 	return act, d, calm
 }
 
+// target is the service, container and blob req names: the fleet's, or,
+// for a quorum's contender (sim_quorum_test.go), an account's, whose index
+// is account (else -1); svc is nil for a request of a container.
+func (t *simPointTransport) target(req *http.Request) (svc *memblob.Service, container, name string, account int) {
+	p, _ := url.PathUnescape(req.URL.Path)
+	rest, _ := strings.CutPrefix(p, "/"+memblob.AccountName+"/")
+	c, name, ok := strings.Cut(rest, "/")
+	switch q := t.p.f.quorum; {
+	case !ok || name == "":
+	case c == simContainer:
+		return t.p.f.svc, c, name, -1
+	case q != nil && t.l.kind == laneNative:
+		for i := range q.k {
+			if c == q.container(i) {
+				return q.svcs[i], c, name, i
+			}
+		}
+	}
+	return nil, "", "", -1
+}
+
 // simRequestBlob is the blob a request names, "" for a container's.
 func simRequestBlob(req *http.Request) string {
 	p, _ := url.PathUnescape(req.URL.Path)
@@ -215,15 +272,21 @@ func simHeader(h http.Header, key string) string {
 	return ""
 }
 
-// point is the protocol point req marks, or "".
-func (t *simPointTransport) point(req *http.Request) string {
-	name := simRequestBlob(req)
-	if name == "" {
-		return ""
+// point is the protocol point req marks, or "", and the quorum's account
+// it is sent to (-1: the fleet's service).
+func (t *simPointTransport) point(req *http.Request) (string, int) {
+	svc, container, name, account := t.target(req)
+	if svc == nil {
+		return "", -1
 	}
+	return t.pointOn(req, svc, container, name), account
+}
+
+// pointOn is point, of a request to blob name in container on svc.
+func (t *simPointTransport) pointOn(req *http.Request, svc *memblob.Service, container, name string) string {
 	switch simHeader(req.Header, "x-ms-lease-action") {
 	case "acquire":
-		if st, ok := t.p.f.svc.Blob(simContainer, name); ok && storedValue(st.Metadata, wire.MetaRecreated) != "" {
+		if st, ok := svc.Blob(container, name); ok && storedValue(st.Metadata, wire.MetaRecreated) != "" {
 			return ptRecreated
 		}
 		return ptAcquire
@@ -247,9 +310,12 @@ func (t *simPointTransport) point(req *http.Request) string {
 		return ptSessionRecord
 	case req.URL.Query().Get("comp") == "metadata":
 		term := simHeader(req.Header, "x-ms-meta-"+wire.MetaTerm)
-		if st, ok := t.p.f.svc.Blob(simContainer, name); ok && term != "" && term == storedValue(st.Metadata, wire.MetaTerm) &&
+		if st, ok := svc.Blob(container, name); ok && term != "" && term == storedValue(st.Metadata, wire.MetaTerm) &&
 			storedValue(st.Metadata, wire.MetaEnded) == "" {
 			return ptRenewal
+		}
+		if session := simHeader(req.Header, "x-ms-meta-"+wire.MetaSession); term != "" && session != "" && t.p.firstRun(session) {
+			return ptFirstRun
 		}
 		if term != "" {
 			return ptRecord
@@ -257,6 +323,14 @@ func (t *simPointTransport) point(req *http.Request) string {
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HandoffDir):
 		return ptNote
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HeldDir):
+		// A session's last list, written once it ended and released its
+		// lease (endSession), names the shards it released: between its
+		// death and its survivors' reading of it. The session's record
+		// is gone if its blob was collected, or the container deleted.
+		session := wire.SessionBlob(simPrefix+"/", strings.TrimPrefix(name, simPrefix+"/"+wire.HeldDir))
+		if st, ok := svc.Blob(container, session); ok && st.LeaseState != "leased" {
+			return ptEndList
+		}
 		return ptHeld
 	}
 	return ""
@@ -264,13 +338,18 @@ func (t *simPointTransport) point(req *http.Request) string {
 
 // Do sends req on, and, if it marks a point that fires, strikes.
 func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
-	point := t.point(req)
+	point, account := t.point(req)
+	if point == ptRecord && account >= 0 {
+		t.accountDown(account)
+	}
 	resp, err := t.next.Do(req)
 	if point == "" || err != nil || resp.StatusCode/100 != 2 {
 		return resp, err
 	}
 	act, d, calm := t.draw(point)
-	if act == "" {
+	if act == "" || act == "other writer" && account >= 0 {
+		// The other writer writes the fleet's container, not a quorum's
+		// accounts.
 		return resp, err
 	}
 	f, l := t.p.f, t.l
@@ -287,6 +366,8 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	switch act {
 	case "crash":
 		t.crash(d)
+	case actStop:
+		t.kill(cmdStop, sim.Kind("stop at a point"), d)
 	case actCrashDelete:
 		if t.crash(d) {
 			t.deleteContainer()
@@ -334,12 +415,39 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	return resp, err
 }
 
+// accountDown is a quorum's point (ptAccountDown) at a term's record sent
+// to account i: as it fires, with its odds, the account goes down before
+// the record reaches it, for a time drawn as a point's effect (within the
+// storm), as a planned "account down" does.
+func (t *simPointTransport) accountDown(i int) {
+	left, _ := t.p.left()
+	if t.p.quorumOdds == 0 || left < time.Second {
+		return
+	}
+	t.mu.Lock()
+	fire := t.rng.Float64() < t.p.quorumOdds
+	d := time.Second + time.Duration(t.rng.Int64N(int64(min(left, 2*t.p.f.shape.native)-time.Second)+1))
+	t.mu.Unlock()
+	if !fire {
+		return
+	}
+	f := t.p.f
+	f.count("point "+ptAccountDown, 1)
+	f.trace.printf(time.Now(), "lane%d: point %q: account %d down (%v)", t.l.idx, ptAccountDown, i, d)
+	f.quorum.downFor(i, d)
+}
+
 // crash crashes the process, unless the fault model holds it back (or
 // it has ended), and starts it again d later, or at a "restart now"; it
 // reports whether it crashed it.
 func (t *simPointTransport) crash(d time.Duration) bool {
+	return t.kill(cmdCrash, sim.Kind("crash at a point"), d)
+}
+
+// kill is crash, by cmd (a crash or a stop), counted as kind.
+func (t *simPointTransport) kill(cmd laneCmd, kind sim.Kind, d time.Duration) bool {
 	f, l := t.p.f, t.l
-	if !f.killIf(l, cmdCrash, sim.Kind("crash at a point"), func() bool { return l.inc == t.inc && l.alive }) {
+	if !f.killIf(l, cmd, kind, func() bool { return l.inc == t.inc && l.alive }) {
 		return false
 	}
 	now := make(chan struct{})

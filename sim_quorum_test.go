@@ -33,7 +33,14 @@ import (
 // stale replica, a restore). In half the stretches, a minority of the
 // accounts (1 of 3, up to 2 of 5) stays down, cut off from one, slow or
 // throttled through the calm: the recovery bound (bound) is then the one
-// the argument gives with a minority faulted.
+// the argument gives with a minority faulted. The protocol points
+// (sim_points_test.go) strike a contender's requests to each account as
+// they strike any instance's (but the other writer's, which writes the
+// fleet's container); and a point of the quorum's own, at a term's record
+// sent to an account, takes that account down as the record is sent, so
+// that the term is stored on the others only (Q3's s < K), and a contender
+// may meet the account again once it is back, before the leader has taken
+// it back (a contender restarted meanwhile, whose floor is empty).
 //
 // The checker judges the quorum as one election, "quorum/m-native":
 // overlap and term as for any; lease as a quorum's (internal/sim's
@@ -62,6 +69,9 @@ type simQuorum struct {
 	cut   map[[2]int]int        // (lane, account) -> partitions in force
 	snaps [][]map[string]string // each account's record at each stretch's start
 	lost  time.Time             // when an account's container was last deleted
+	// points is the id of the last account fault a point put in force
+	// (downFor): below 0, below every planned fault's.
+	points int
 }
 
 // simAccountState is what faults an account has in force, by fault id.
@@ -331,6 +341,24 @@ func (q *simQuorum) set(id int, ft simAccountFault, on bool) {
 		r = faults.Rates{Fail: slices.Max(slices.Collect(mapValues(st.throttle))), FailStatus: http.StatusServiceUnavailable, FailCode: "ServerBusy"}
 	}
 	tr.SetRates(r, q.f.rngFor("quorum rates", strconv.Itoa(id)))
+}
+
+// downFor puts account i down for d, as a planned "account down" does: a
+// point's (sim_points_test.go).
+func (q *simQuorum) downFor(i int, d time.Duration) {
+	q.mu.Lock()
+	q.points--
+	id := q.points
+	q.mu.Unlock()
+	ft := simAccountFault{kind: acctDown, account: i}
+	q.set(id, ft, true)
+	q.f.wg.Go(func() {
+		select {
+		case <-q.f.ctx.Done():
+		case <-time.After(d):
+		}
+		q.set(id, ft, false)
+	})
 }
 
 // snapshot keeps every account's record as it stands (the copy a later

@@ -375,9 +375,9 @@ func (f *simFleet) run() {
 					}
 				})
 			case sim.Partition, sim.Slow, sim.LoseAnswers, sim.Late, sim.Throttle, sim.Failing, sim.CrashInStep:
-				held := false // a partition the fault model held back (mayCut)
+				held := false // a partition, or a fault that fails requests, the fault model held back (mayCut, mayFail)
 				at(ft.At, func() {
-					if held = ft.Kind == sim.Partition && !f.mayCut(l); held {
+					if held = ft.Kind == sim.Partition && !f.mayCut(l) || !f.mayFail(l, ft.Kind); held {
 						return
 					}
 					f.trace.printf(time.Now(), "lane%d: %s", l.idx, ft)

@@ -225,6 +225,20 @@ func (w *simWriter) holds(blob, id string) bool {
 	return w.owned[blob] == id
 }
 
+// liveFileID reports whether id is the one in the lease ID file of a lane
+// whose process runs (it renews under it).
+func (w simWriterCall) liveFileID(id string) bool {
+	for _, l := range w.f.lanes {
+		if l.file == "" || !w.f.actors.procs[l.idx].Load() {
+			continue
+		}
+		if b, err := os.ReadFile(l.file); err == nil && strings.TrimSpace(string(b)) == id {
+			return true
+		}
+	}
+	return false
+}
+
 // ownID reports whether id is one the writer made up.
 func (w *simWriter) ownID(id string) bool {
 	w.mu.Lock()
@@ -413,6 +427,21 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 			!w.holds(blob, id) && (secs < 0 || time.Duration(secs)*time.Second < w.declared(blob, st)) && !*simStale {
 			// Its next renewals would extend it by that, not by the
 			// duration its holder times its deadline with.
+			w.heldBack(kind, simWriterLimits.redone)
+			return "", nil
+		}
+		if free := !exists || st.LeaseState != lease.StateTypeLeased && st.LeaseState != lease.StateTypeBreaking; free &&
+			(blob == simNativeBlob || blob == simETagBlob) && w.liveFileID(id) &&
+			(secs < 0 || time.Duration(secs)*time.Second < w.declared(blob, st)) && !*simStale {
+			// The same, on a blob nobody leases now (created again under a
+			// leader that has not seen the deletion yet, or whose lease
+			// ended), under the ID a running process renews under: its
+			// renewals take the lease for its own (seed 6966566902 at
+			// 51a0288: the writer acquired the native mutex's blob created
+			// again, infinite, under its leader's ID, read from the
+			// leader's lease ID file; the leader, unaware of the deletion,
+			// renewed it, and a follower broke it as a silent ETag lease
+			// once its ETag had stood 15 s, and led beside it).
 			w.heldBack(kind, simWriterLimits.redone)
 			return "", nil
 		}
