@@ -274,15 +274,7 @@ func (st *ownerState) takeMgrErr() error {
 // ownedCount is how many shards this instance holds and keeps: running, not
 // being given up. A session's record publishes it.
 func (st *ownerState) ownedCount() int {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	n := 0
-	for _, r := range st.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			n++
-		}
-	}
-	return n
+	return st.countRuns(func(r *shardRun) bool { return !r.leaving && !r.returned.Load() })
 }
 
 // handingCount is how many shards this instance is handing over: asked to
@@ -290,11 +282,16 @@ func (st *ownerState) ownedCount() int {
 // markHandover). Its session's record says so, as ownedCount no longer
 // counts them: the receivers then know that shards are on their way.
 func (st *ownerState) handingCount() int {
+	return st.countRuns(func(r *shardRun) bool { return r.leaving && r.to != nil })
+}
+
+// countRuns is how many of the shards' runs are as is says, counted under mu.
+func (st *ownerState) countRuns(is func(*shardRun) bool) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	n := 0
 	for _, r := range st.ownership.runs {
-		if r.leaving && r.to != nil {
+		if is(r) {
 			n++
 		}
 	}

@@ -37,36 +37,30 @@ func over(runs []*run, f func(*run) (float64, bool)) (benchdoc.Spread, int) {
 	return benchdoc.SpreadOf(v), len(v)
 }
 
-// spread formats s as benchdoc does, "1.23 s [1.10–1.40]", but a range
-// of one value, at the precision shown, as "720 (each run)": a degenerate
-// range says nothing more, and the README quotes other figures of the same
-// value (the one-account bench's 720 renewals an hour) without one.
-func spread(s benchdoc.Spread, verb, unit string) string {
-	if lo, hi := fmt.Sprintf(verb, s.Lo), fmt.Sprintf(verb, s.Hi); lo == hi {
-		return lo + unit + " (each run)"
+// spread formats s as benchdoc does, "1.23 s [1.10–1.40]", each number
+// by f, but a range of one value, as f shows it, as "720 (each run)": a
+// degenerate range says nothing more, and the README quotes other figures
+// of the same value (the one-account bench's 720 renewals an hour) without
+// one; "-" for no run (n 0).
+func spread(s benchdoc.Spread, n int, f func(float64) string, unit string) string {
+	switch {
+	case n == 0:
+		return "-"
+	case f(s.Lo) == f(s.Hi):
+		return f(s.Lo) + unit + " (each run)"
 	}
-	return s.Format(verb, unit)
+	return f(s.Med) + unit + " [" + f(s.Lo) + "–" + f(s.Hi) + "]"
 }
 
-// secs formats a spread of seconds; "-" for no run.
+// secs formats a spread of seconds: "1.23 s [1.10–1.40]".
 func secs(s benchdoc.Spread, n int) string {
-	if n == 0 {
-		return "-"
-	}
-	return spread(s, "%.2f", " s")
+	return spread(s, n, func(v float64) string { return fmt.Sprintf("%.2f", v) }, " s")
 }
 
 // count formats a spread of counts or rates, whole, with thousands
 // separators as the file writes counts: "2,059 [2,048–2,059]".
 func count(s benchdoc.Spread, n int) string {
-	switch t := benchdoc.Thousands; {
-	case n == 0:
-		return "-"
-	case t(s.Lo) == t(s.Hi):
-		return t(s.Lo) + " (each run)"
-	default:
-		return t(s.Med) + " [" + t(s.Lo) + "–" + t(s.Hi) + "]"
-	}
+	return spread(s, n, benchdoc.Thousands, "")
 }
 
 // gapP is the p-th percentile of k accounts' gaps of one kind, run by run.
