@@ -2,25 +2,34 @@ package leaderelection
 
 import (
 	"context"
-	"slices"
-	"sort"
 	"sync"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
-	"github.com/blobelect/leaderelection/internal/clock"
 )
 
-// A ShardOwner's shared state (ownerState) and its methods: with those in
-// shardstate.go (termMemory's, and the reports of how runs ended), the only
-// code that takes its lock. The rest of the shard tier calls them; each does
-// under one lock what its caller did under the lock before the lock moved
-// here (issue 40), but for three that hold it for less, none of which any
-// other goroutine could tell: handOver starts the pacing, adds its metric and
+// A ShardOwner's shared state (ownerState) and its methods: the only code
+// that takes its lock. Its concerns are plain data, each with the methods
+// that touch it alone, which are called under the lock and never take it:
+// membership (membership.go), ownership (ownership.go) and termMemory
+// (termmemory.go); fleetMemory's atomics (shardstate.go) are raised under
+// it. An ownerState method that touches one concern takes the lock and
+// calls that concern's method; one that touches several (tally, endSession,
+// forHealth, unnamed, freeOf, startRun, stopRemoved, handOver, settleTook,
+// seeds, seeTerms, proposeTerm) calls each concern's under the one lock, so
+// that what it reads of one and writes of another is one step; two touch a
+// run's fields only (receiverOf, askedToLeave).
+//
+// The rest of the shard tier calls ownerState's methods; each does under
+// one lock what its caller did under the lock before the lock moved here
+// (issue 40), but for three that hold it for less, none of which any other
+// goroutine could tell: handOver starts the pacing, adds its metric and
 // logs after its unlock (the pacing is the session goroutine's own, and no
 // log line is written under mu, below); and probeUnlisted, takeFromDead and
 // pickUpTo write the session's candidates outside it (only the session's
-// goroutine touches them; freeOf and startRun check the set again under mu).
+// goroutine touches them; freeOf and startRun check the set again under
+// mu). handAllOn holds it for one allocation more than before the concerns
+// had methods: its quota map is made under it (ownership.handAllOn).
 
 // ownerState is the part of a ShardOwner that its goroutines share: the set
 // of shards and the current session (membership), the shards' runs, claims
@@ -36,48 +45,19 @@ import (
 //
 // Lock order: no code of the shard tier holds another lock as it takes mu,
 // and mu is held for memory only, never across a request, a log line or an
-// event. Under it, its methods take: a session's ownTerms.termsMu
-// (reserve's skip, adoptOne's), the ownerless shards' lock (gauges), a
-// shard func's context's, asking it to stop (stopRemoved, stopAll,
-// markHandover), a context's, asking whether it ended (startRun), and
-// clock's source, drawing a cooldown (endRun); none of those takes mu.
+// event. Only ownerState's methods, in this file, take it; the concerns'
+// methods they call under it never do. Under it, those take: a session's
+// ownTerms.termsMu (reserve's skip, adoptOne's), the ownerless shards' lock
+// (membership.gauges), a shard func's context's, asking it to stop
+// (ownership.stopRemoved, stopAll, markHandover), a context's, asking
+// whether it ended (startRun), and clock's source, drawing a cooldown
+// (ownership.endRun); none of those takes mu.
 type ownerState struct {
 	mu         sync.Mutex
-	membership membership   // the set of shards, the current session and its share (below)
-	ownership  ownership    // the shards' runs, claims and leases to release, and how runs ended (shardrun.go)
-	terms      termMemory   // the floors of the shards' terms, and the quiet after a deletion (shardstate.go, shardfloors.go)
-	fleet      *fleetMemory // the owner's atomics, which publishSeen raises under mu
-}
-
-// membership is what this instance runs and where it stands: the set of
-// shards (and the one before the last change), its session, and its share
-// among the live sessions by the last balance. Guarded by ownerState.mu.
-type membership struct {
-	set      map[string]bool // the shards to run
-	digest   string          // set's digest (see balance.SetDigest), which the session's record carries
-	previous setID           // the set before the last change (see balance)
-	setAt    time.Time       // when the set last changed
-	current  *session
-	target   int
-	live     int
-}
-
-// ownership is what a ShardOwner holds, or may hold, of the shards: the runs
-// of their funcs, the claims in flight, the shards it does not claim again
-// yet, the leases it must release, the shards whose record cannot be built
-// on; and how the runs ended, for the reports and for Run (a shard func's
-// panic, a manager's permanent error). Guarded by ownerState.mu.
-type ownership struct {
-	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
-	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
-	stoppedSeen int                     // how many of them its last call saw
-	claiming    map[string]bool         // claims in flight
-	cooldown    map[string]time.Time    // shards whose func returned by itself: not claimed again before
-	leftover    map[string]string       // shard -> lease ID of a lease this instance may hold and must release
-	bad         map[string]*RecordError // shards of the set whose blob's record cannot be built on, by the last listing
-	mgrErr      error                   // a permanent error that ended a session's manager
-	panicked    any                     // a shard func's panic, to propagate from Run
-	panicSet    bool
+	membership membership   // the set of shards, the current session and its share (membership.go)
+	ownership  ownership    // the shards' runs, claims and leases to release, and how runs ended (ownership.go, shardrun.go)
+	terms      termMemory   // the floors of the shards' terms, and the quiet after a deletion (termmemory.go, shardfloors.go)
+	fleet      *fleetMemory // the owner's atomics, which seeTerms and proposeTerm raise under mu
 }
 
 // newOwnerState is the state of a ShardOwner that runs set, whose
@@ -103,178 +83,119 @@ func newOwnerState(set map[string]bool, fleet *fleetMemory) ownerState {
 
 // The set and the session (membership).
 
-// setShards makes set, whose digest is digest, the set to run (SetShards),
-// keeping the one before if it differs.
+// setShards is membership.setShards, under mu.
 func (st *ownerState) setShards(set map[string]bool, digest string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	m := &st.membership
-	if digest != m.digest {
-		m.previous, m.setAt = setID{m.digest, len(m.set)}, time.Now()
-	}
-	m.set, m.digest = set, digest
+	st.membership.setShards(set, digest)
 }
 
-// shards is the set, sorted.
+// shards is membership.shards, under mu.
 func (st *ownerState) shards() []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make([]string, 0, len(st.membership.set))
-	for n := range st.membership.set {
-		out = append(out, n)
-	}
-	slices.Sort(out)
-	return out
+	return st.membership.shards()
 }
 
-// setCopy is a copy of the set.
+// setCopy is membership.setCopy, under mu.
 func (st *ownerState) setCopy() map[string]bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	set := make(map[string]bool, len(st.membership.set))
-	for n := range st.membership.set {
-		set[n] = true
-	}
-	return set
+	return st.membership.setCopy()
 }
 
-// setSummary is the set's digest and size, which the session's record
-// carries.
+// setSummary is membership.setSummary, under mu.
 func (st *ownerState) setSummary() (digest string, size int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.membership.digest, len(st.membership.set)
+	return st.membership.setSummary()
 }
 
-// inSet reports whether name is in the set.
+// inSet is membership.inSet, under mu.
 func (st *ownerState) inSet(name string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.membership.set[name]
+	return st.membership.inSet(name)
 }
 
-// whichInSet is those of names in the set, all read under one lock.
+// whichInSet is membership.whichInSet, all read under one lock.
 func (st *ownerState) whichInSet(names []string) map[string]bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	in := map[string]bool{}
-	for _, name := range names {
-		if st.membership.set[name] {
-			in[name] = true
-		}
-	}
-	return in
+	return st.membership.whichInSet(names)
 }
 
-// sessionID is the current session's ID, "" between sessions.
+// sessionID is membership.sessionID, under mu.
 func (st *ownerState) sessionID() string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.membership.current == nil {
-		return ""
-	}
-	return st.membership.current.id
+	return st.membership.sessionID()
 }
 
-// setCurrent makes s the current session.
+// setCurrent is membership.setCurrent, under mu.
 func (st *ownerState) setCurrent(s *session) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.membership.current = s
+	st.membership.setCurrent(s)
 }
 
 // endSession ends the current session (manage's end): none is current, a
 // permanent error that ended its manager (mgrErr, if not nil) is kept for
-// Run, and a shard func's panic, if one came, is taken to propagate.
+// Run, and a shard func's panic, if one came, is taken to propagate
+// (ownership.sessionEnded).
 func (st *ownerState) endSession(mgrErr error) (p any, panicked bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.membership.current = nil
-	if mgrErr != nil {
-		st.ownership.mgrErr = mgrErr
-	}
-	p, panicked = st.ownership.panicked, st.ownership.panicSet
-	st.ownership.panicked, st.ownership.panicSet = nil, false
-	return p, panicked
-}
-
-// tallied is what tally reads of the set and of what this instance holds,
-// under one lock with the share it sets.
-type tallied struct {
-	n        int
-	digest   string
-	sets     []setID     // the sets this session's group runs: its own, and the one before if it changed within the window
-	changing bool        // the set changed within the window
-	own      int         // shards it holds and keeps, and claims in flight
-	mine     sessionView // the session's group: the sessions of view that run one of sets
+	st.membership.setCurrent(nil)
+	return st.ownership.sessionEnded(mgrErr)
 }
 
 // tally reads, under one lock, the set, the set before it if it changed
-// within window (see shardManager.tally), and how many shards this instance
-// holds and keeps or claims; and sets its share among its group of view (the
-// sessions that run one of those sets) and the live sessions' count.
+// within window, and sets this instance's share (membership.tally); and
+// how many shards this instance holds and keeps or claims
+// (ownership.keptOrClaimed).
 func (st *ownerState) tally(view sessionView, self string, window time.Duration) tallied {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	t := tallied{n: len(st.membership.set), digest: st.membership.digest}
-	t.sets = []setID{{t.digest, t.n}}
-	t.changing = time.Since(st.membership.setAt) < window
-	if t.changing {
-		t.sets = append(t.sets, st.membership.previous)
-	}
-	t.own = len(st.ownership.claiming)
-	for _, r := range st.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			t.own++
-		}
-	}
-	t.mine = view.group(self, t.sets...)
-	st.membership.target, st.membership.live = balance.FairShare(t.n, t.mine.live, self), len(view.live)
+	t := st.membership.tally(view, self, window)
+	t.own = st.ownership.keptOrClaimed()
 	return t
 }
 
-// gauges is what the metrics' callback observes: this instance's share, the
-// live sessions, and how many of the ownerless shards (seen) are in the set,
-// as of when.
+// gauges is membership.gauges, under mu.
 func (st *ownerState) gauges(seen *ownerless) (target, live, unowned int, listed time.Time) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	unowned, listed = seen.count(st.membership.set)
-	return st.membership.target, st.membership.live, unowned, listed
+	return st.membership.gauges(seen)
 }
 
 // The runs and claims (ownership).
 
-// panicking reports whether a shard func panicked.
+// panicking is ownership.panicking, under mu.
 func (st *ownerState) panicking() bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.ownership.panicSet
+	return st.ownership.panicking()
 }
 
-// notePanic keeps a shard func's panic p for Run, unless one is kept.
+// notePanic is ownership.notePanic, under mu.
 func (st *ownerState) notePanic(p any) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if !st.ownership.panicSet {
-		st.ownership.panicked, st.ownership.panicSet = p, true
-	}
+	st.ownership.notePanic(p)
 }
 
-// takeMgrErr takes the permanent error that ended a session's manager, if
-// any.
+// takeMgrErr is ownership.takeMgrErr, under mu.
 func (st *ownerState) takeMgrErr() error {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	err := st.ownership.mgrErr
-	st.ownership.mgrErr = nil
-	return err
+	return st.ownership.takeMgrErr()
 }
 
 // ownedCount is how many shards this instance holds and keeps: running, not
 // being given up. A session's record publishes it.
 func (st *ownerState) ownedCount() int {
-	return st.countRuns(func(r *shardRun) bool { return !r.leaving && !r.returned.Load() })
+	return st.countRuns((*shardRun).kept)
 }
 
 // handingCount is how many shards this instance is handing over: asked to
@@ -285,98 +206,60 @@ func (st *ownerState) handingCount() int {
 	return st.countRuns(func(r *shardRun) bool { return r.leaving && r.to != nil })
 }
 
-// countRuns is how many of the shards' runs are as is says, counted under mu.
+// countRuns is ownership.countRuns, under mu.
 func (st *ownerState) countRuns(is func(*shardRun) bool) int {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	n := 0
-	for _, r := range st.ownership.runs {
-		if is(r) {
-			n++
-		}
-	}
-	return n
+	return st.ownership.countRuns(is)
 }
 
-// owned is the shards whose func runs here, sorted, those asked to stop
-// and not yet returned included (Owned).
+// owned is ownership.owned, under mu.
 func (st *ownerState) owned() []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	out := make([]string, 0, len(st.ownership.runs))
-	for n, r := range st.ownership.runs {
-		if !r.returned.Load() {
-			out = append(out, n)
-		}
-	}
-	slices.Sort(out)
-	return out
+	return st.ownership.owned()
 }
 
 // forHealth is what Healthy reads: every run, the shards whose record
-// cannot be built on (the one whose blob's name sorts first, and how many),
-// and the current session.
+// cannot be built on (ownership.forHealth), and the current session.
 func (st *ownerState) forHealth() (runs []*shardRun, bad *RecordError, nBad int, current *session) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, e := range st.ownership.bad {
-		if bad == nil || e.Blob < bad.Blob {
-			bad = e
-		}
-	}
-	runs = make([]*shardRun, 0, len(st.ownership.runs))
-	for _, r := range st.ownership.runs {
-		runs = append(runs, r)
-	}
-	return runs, bad, len(st.ownership.bad), st.membership.current
+	runs, bad, nBad = st.ownership.forHealth()
+	return runs, bad, nBad, st.membership.currentSession()
 }
 
-// heldLines is one line per run (heldLine), in no order: the session's list.
+// heldLines is ownership.heldLines, under mu.
 func (st *ownerState) heldLines() []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	lines := make([]string, 0, len(st.ownership.runs))
-	for _, r := range st.ownership.runs {
-		lines = append(lines, heldLine(r))
-	}
-	return lines
+	return st.ownership.heldLines()
 }
 
-// holds reports whether this instance holds name's lease, or may: running,
-// claiming, or with a release left to retry.
+// holds is ownership.holds, under mu.
 func (st *ownerState) holds(name string) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	_, left := st.ownership.leftover[name]
-	return st.ownership.runs[name] != nil || st.ownership.claiming[name] || left
+	return st.ownership.holds(name)
 }
 
 // isRunning reports whether this instance runs name's func.
 func (st *ownerState) isRunning(name string) bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.ownership.runs[name] != nil
+	return st.runOf(name) != nil
 }
 
-// runOf is name's run here, or nil.
+// runOf is ownership.runOf, under mu.
 func (st *ownerState) runOf(name string) *shardRun {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.ownership.runs[name]
+	return st.ownership.runOf(name)
 }
 
-// goneRuns is the runs of shards of set that a listing which started at
-// start did not show (seen), claimed before it started.
+// goneRuns is ownership.goneRuns, under mu.
 func (st *ownerState) goneRuns(seen, set map[string]bool, start time.Time) []*shardRun {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	var gone []*shardRun
-	for name, r := range st.ownership.runs {
-		if !seen[name] && set[name] && r.claimed.Before(start) {
-			gone = append(gone, r)
-		}
-	}
-	return gone
+	return st.ownership.goneRuns(seen, set, start)
 }
 
 // unnamed is the shards of the set that named (the sessions' lists) does
@@ -385,8 +268,8 @@ func (st *ownerState) unnamed(named map[string]bool) []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	var out []string
-	for name := range st.membership.set {
-		if !named[name] && st.ownership.runs[name] == nil && !st.ownership.claiming[name] {
+	for name := range st.membership.names() {
+		if !named[name] && !st.ownership.busy(name) {
 			out = append(out, name)
 		}
 	}
@@ -394,60 +277,39 @@ func (st *ownerState) unnamed(named map[string]bool) []string {
 }
 
 // freeOf is the size of the set, and those of cands (a session's
-// candidates) free to claim now: in the set, not running here, nor being
-// claimed, with no release left to retry, and past their cooldown at now.
+// candidates) free to claim now: in the set, and claimable at now
+// (ownership.claimable).
 func (st *ownerState) freeOf(cands map[string]candidate, now time.Time) (n int, free []string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	free = make([]string, 0, len(cands))
 	for name := range cands {
-		_, left := st.ownership.leftover[name]
-		if !st.membership.set[name] || st.ownership.runs[name] != nil || st.ownership.claiming[name] || left || now.Before(st.ownership.cooldown[name]) {
-			continue
+		if st.membership.inSet(name) && st.ownership.claimable(name, now) {
+			free = append(free, name)
 		}
-		free = append(free, name)
 	}
-	return len(st.membership.set), free
+	return st.membership.size(), free
 }
 
-// reserve marks shard name as being claimed, unless it runs here, a claim
-// of it is in flight, or skip (if not nil), asked under the same lock,
-// says no (see ShardOwner.reserve); it reports whether it did.
+// reserve is ownership.reserve, under mu (which skip is asked under).
 func (st *ownerState) reserve(name string, skip func() bool) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.ownership.runs[name] != nil || st.ownership.claiming[name] || skip != nil && skip() {
-		return false
-	}
-	st.ownership.claiming[name] = true
-	return true
+	return st.ownership.reserve(name, skip)
 }
 
-// reserveUpTo reserves up to k of order, in order, that no claim has
-// reserved meanwhile, forgetting their cooldown, and returns them.
+// reserveUpTo is ownership.reserveUpTo, under mu.
 func (st *ownerState) reserveUpTo(order []string, k int) []string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	var picked []string
-	for _, name := range order {
-		if len(picked) == k {
-			break
-		}
-		if st.ownership.claiming[name] {
-			continue
-		}
-		delete(st.ownership.cooldown, name)
-		st.ownership.claiming[name] = true
-		picked = append(picked, name)
-	}
-	return picked
+	return st.ownership.reserveUpTo(order, k)
 }
 
 // unclaim ends a claim of shard name that starts no func.
 func (st *ownerState) unclaim(name string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.ownership.claiming, name)
+	st.ownership.unclaim(name)
 }
 
 // startRun ends the claim of r's shard and makes r its run, unless the
@@ -456,58 +318,37 @@ func (st *ownerState) unclaim(name string) {
 func (st *ownerState) startRun(r *shardRun, shardsCtx context.Context, s *session) bool {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.ownership.claiming, r.name)
-	if !st.membership.set[r.name] || shardsCtx.Err() != nil || s.leaving.Load() {
+	st.ownership.unclaim(r.name)
+	if !st.membership.inSet(r.name) || shardsCtx.Err() != nil || s.leaving.Load() {
 		return false
 	}
-	st.ownership.runs[r.name] = r
+	st.ownership.addRun(r)
 	return true
 }
 
-// endRun drops the run of shard name, counts why it stopped and, if
-// cooldown is not zero (its func returned by itself), lets another instance
-// take it first: it is not claimed again before clock.Behind(cooldown).
+// endRun is ownership.endRun, under mu.
 func (st *ownerState) endRun(name string, reason StopReason, cooldown time.Duration) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	delete(st.ownership.runs, name)
-	st.ownership.stoppedRun(reason)
-	if cooldown != 0 {
-		st.ownership.cooldown[name] = time.Now().Add(clock.Behind(cooldown))
-	}
+	st.ownership.endRun(name, reason, cooldown)
 }
 
-// stoppedRun counts a shard's run that ended, by why; under ownerState.mu.
-func (w *ownership) stoppedRun(reason StopReason) {
-	if w.stopped == nil {
-		w.stopped = map[StopReason]int{}
-	}
-	w.stopped[reason]++
-}
-
-// stopAll asks every shard func to stop, as one has panicked.
+// stopAll is ownership.stopAll, under mu.
 func (st *ownerState) stopAll() {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for _, r := range st.ownership.runs {
-		r.ts.pleaseStop(errShardPanicked)
-	}
+	st.ownership.stopAll()
 }
 
-// stopRemoved asks the funcs of the shards that left the set to stop, and
-// drops from cands (a session's candidates) the shards not in the set, by
-// the same reading of it.
+// stopRemoved asks the funcs of the shards that left the set to stop
+// (ownership.stopRemoved), and drops from cands (a session's candidates)
+// the shards not in the set, by the same reading of it.
 func (st *ownerState) stopRemoved(cands map[string]candidate) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	for name, r := range st.ownership.runs {
-		if !st.membership.set[name] && !r.leaving && !r.returned.Load() {
-			r.leaving, r.leftAt = true, time.Now()
-			r.ts.pleaseStop(ErrShardRemoved)
-		}
-	}
+	st.ownership.stopRemoved(st.membership.inSet)
 	for name := range cands {
-		if !st.membership.set[name] {
+		if !st.membership.inSet(name) {
 			delete(cands, name)
 		}
 	}
@@ -527,168 +368,195 @@ func (st *ownerState) askedToLeave(r *shardRun) {
 	r.leftAt = time.Now()
 }
 
-// handOver picks k running shards to hand to the sessions of view (this
-// session's group) below their share, and marks them (markHandover):
-// those another live session prefers first, the sessions below their share
-// before the others, then self's least preferred. It returns those with a
-// receiver, in order, for pace; how many it picked; and the size of the
-// set it counted the shares of.
+// handOver picks k running shards to hand to the sessions of view and
+// marks them (ownership.handOver), counting the shares of the set as it is
+// under the same lock. It returns those with a receiver, in order, for
+// pace; how many it picked; and the size of the set it counted the shares
+// of.
 func (st *ownerState) handOver(k int, view sessionView, self string) (queue []*shardRun, picked, n int) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	n = len(st.membership.set)
-	type pick struct {
-		r    *shardRun
-		rank int
-		s    uint64
-	}
-	var picks []pick
-	for _, r := range st.ownership.runs {
-		if r.leaving || r.returned.Load() {
-			continue
-		}
-		p := pick{r: r, s: balance.Rendezvous(self, r.name)}
-		switch pref := balance.Preferred(view.live, r.name); {
-		case pref == self:
-			p.rank = 2
-		case view.owned[pref] < balance.FairShare(n, view.live, pref):
-			p.rank = 0
-		default:
-			p.rank = 1
-		}
-		picks = append(picks, p)
-	}
-	sort.Slice(picks, func(i, j int) bool {
-		if picks[i].rank != picks[j].rank {
-			return picks[i].rank < picks[j].rank
-		}
-		return picks[i].s < picks[j].s
-	})
-	picked = min(k, len(picks))
-	chosen := make([]*shardRun, 0, picked)
-	for _, p := range picks[:picked] {
-		chosen = append(chosen, p.r)
-	}
-	return st.markHandover(chosen, view.live, balance.Plan(view.live, view.owned, n, self, len(chosen)), view.ident), picked, n
+	n = st.membership.size()
+	queue, picked = st.ownership.handOver(k, view, self, n)
+	return queue, picked, n
 }
 
-// handAllOn picks every run that is not being given up, shares them out
-// evenly among others (as many each), and marks them (markHandover), as the
-// session leaves; it returns those with a receiver, in order, for pace.
+// handAllOn is ownership.handAllOn, under mu.
 func (st *ownerState) handAllOn(others []string, idents map[string]string) []*shardRun {
-	quota := make(map[string]int, len(others))
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	var picks []*shardRun
-	for _, r := range st.ownership.runs {
-		if !r.leaving && !r.returned.Load() {
-			picks = append(picks, r)
-		}
-	}
-	for i := range picks {
-		quota[others[i%len(others)]]++
-	}
-	return st.markHandover(picks, others, quota, idents)
-}
-
-// markHandover marks the runs picked for a handover, and gives each a
-// receiver among live: the one the shard prefers if quota leaves it room,
-// else the first with room. It returns those with a receiver, in order, for
-// pace; the others are asked to stop at once, and released. Under st.mu.
-func (st *ownerState) markHandover(picks []*shardRun, live []string, quota map[string]int, idents map[string]string) []*shardRun {
-	takers := make([]string, 0, len(quota))
-	for id := range quota {
-		takers = append(takers, id)
-	}
-	slices.Sort(takers)
-	var queue []*shardRun
-	for _, r := range picks {
-		r.leaving = true
-		to := balance.Preferred(live, r.name)
-		if quota[to] == 0 {
-			to = ""
-			for _, id := range takers {
-				if quota[id] > 0 {
-					to = id
-					break
-				}
-			}
-		}
-		if to == "" || idents[to] == "" {
-			r.leftAt = time.Now()
-			r.ts.pleaseStop(ErrShardHandedOver)
-			continue
-		}
-		quota[to]--
-		r.to = &receiver{session: to, identity: idents[to]}
-		queue = append(queue, r)
-	}
-	return queue
+	return st.ownership.handAllOn(others, idents)
 }
 
 // The leases to release, and the shards that cannot run (ownership).
 
-// addLeftover notes that this instance may hold name's lease, with ID id,
-// and must release it.
+// addLeftover is ownership.addLeftover, under mu.
 func (st *ownerState) addLeftover(name, id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	st.ownership.leftover[name] = id
+	st.ownership.addLeftover(name, id)
 }
 
-// leftovers is up to k of the leases left to release.
+// leftovers is ownership.leftovers, under mu.
 func (st *ownerState) leftovers(k int) map[string]string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	left := make(map[string]string, len(st.ownership.leftover))
-	for n, id := range st.ownership.leftover {
-		if len(left) == k {
-			break
-		}
-		left[n] = id
-	}
-	return left
+	return st.ownership.leftovers(k)
 }
 
-// releasedLeftover forgets name's leftover lease, released, unless it is
-// one with another ID now.
+// releasedLeftover is ownership.releasedLeftover, under mu.
 func (st *ownerState) releasedLeftover(name, id string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	if st.ownership.leftover[name] == id {
-		delete(st.ownership.leftover, name)
-	}
+	st.ownership.releasedLeftover(name, id)
 }
 
-// takeLeftovers takes every lease left to release.
+// takeLeftovers is ownership.takeLeftovers, under mu.
 func (st *ownerState) takeLeftovers() map[string]string {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	left := st.ownership.leftover
-	st.ownership.leftover = map[string]string{}
-	return left
+	return st.ownership.takeLeftovers()
 }
 
-// markBad notes what a read of shard name's blob tells of its record: p,
-// the problem no term can follow, or nil; and returns what it noted before.
+// markBad is ownership.markBad, under mu.
 func (st *ownerState) markBad(name string, p *RecordError) (old *RecordError, was bool) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old, was = st.ownership.bad[name]
-	if p != nil {
-		st.ownership.bad[name] = p
-	} else {
-		delete(st.ownership.bad, name)
-	}
-	return old, was
+	return st.ownership.markBad(name, p)
 }
 
-// replaceBad makes bad the shards whose record cannot be built on, and
-// returns those it replaces.
+// replaceBad is ownership.replaceBad, under mu.
 func (st *ownerState) replaceBad(bad map[string]*RecordError) map[string]*RecordError {
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	old := st.ownership.bad
-	st.ownership.bad = bad
-	return old
+	return st.ownership.replaceBad(bad)
+}
+
+// How the runs ended (ownership), for the logs (shardlog.go).
+
+// settleTook sets took shards claimed since the last report, freed of them
+// released by a peer, against the runs that returned by themselves since
+// (ownership.settleTook). It returns how many shards run here, this
+// instance's share, and whether the take is routine.
+func (st *ownerState) settleTook(took, freed int64) (running, share int, routine bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	running, routine = st.ownership.settleTook(took, freed)
+	return running, st.membership.share(), routine
+}
+
+// slowToLeave is ownership.slowToLeave, under mu.
+func (st *ownerState) slowToLeave(margin time.Duration) (n int, oldest time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.ownership.slowToLeave(margin)
+}
+
+// takeStopped is ownership.takeStopped, under mu.
+func (st *ownerState) takeStopped(final bool) (stopped map[StopReason]int, running int, ok bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.ownership.takeStopped(final)
+}
+
+// The terms (termMemory; why each is kept: the top of shardfloors.go).
+
+// floorOf is termMemory.floorOf, under mu.
+func (st *ownerState) floorOf(name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.floorOf(name)
+}
+
+// seeTerm raises the floor of shard name's terms to n (not to the largest
+// number: see termFloor.see).
+func (st *ownerState) seeTerm(name string, n int64) { st.seeTerms(map[string]int64{name: n}) }
+
+// seeTerms is seeTerm for each shard of a listing, under one lock: each
+// floor it raises (termMemory.see) raises the highest term this instance
+// saw (fleetMemory.publishSeen) with it.
+func (st *ownerState) seeTerms(terms map[string]int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	for name, n := range terms {
+		if st.terms.see(name, n) {
+			st.fleet.publishSeen(n)
+		}
+	}
+}
+
+// proposeTerm notes n as a term this instance is about to send a record of
+// on shard name's blob (a claim's, a handover's): the server may store it
+// whether or not its answer comes back. It raises the seed of the shard
+// (termMemory.propose) and, with it, the fleet's highest
+// (fleetMemory.publishSeen), not the floor (see seeTerm).
+func (st *ownerState) proposeTerm(name string, n int64) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.terms.propose(name, n) {
+		st.fleet.publishSeen(n)
+	}
+}
+
+// seedOf is termMemory.seedOf, under mu.
+func (st *ownerState) seedOf(name string) int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.seedOf(name)
+}
+
+// seeds is the seed (termMemory.seedOf) of every shard of the set that has
+// one.
+func (st *ownerState) seeds() map[string]int64 {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	seeds := map[string]int64{}
+	for name := range st.membership.names() {
+		if n := st.terms.seedOf(name); n > 0 {
+			seeds[name] = n
+		}
+	}
+	return seeds
+}
+
+// noteGap is termMemory.noteGap, under mu.
+func (st *ownerState) noteGap(quiet time.Duration) (first bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.noteGap(quiet)
+}
+
+// mayHaveMissed is termMemory.mayHaveMissed, under mu.
+func (st *ownerState) mayHaveMissed() bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.mayHaveMissed()
+}
+
+// beginQuiet is termMemory.beginQuiet, under mu.
+func (st *ownerState) beginQuiet() (left time.Duration, seed bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.beginQuiet()
+}
+
+// seeded is termMemory.seeded, under mu.
+func (st *ownerState) seeded() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.terms.seeded()
+}
+
+// recreatedWatch is termMemory.recreatedWatch, under mu.
+func (st *ownerState) recreatedWatch(name string) *freshWatch {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.terms.recreatedWatch(name)
+}
+
+// forgetRecreated is termMemory.forgetRecreated, under mu.
+func (st *ownerState) forgetRecreated(name string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.terms.forgetRecreated(name)
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -19,10 +18,11 @@ import (
 )
 
 // The shard tier's shared state: the ShardOwner and the state it holds by
-// concern, each with the lock that guards it and the small methods that read
-// and write it under that lock (what its goroutines share: ownerState, in
-// ownerstate.go and here); a shard's run; what a session and its instance
-// remember of the terms; the limits and errors every part uses.
+// concern, each saying which lock guards it (what its goroutines share is
+// ownerState, under one lock: ownerstate.go, and its concerns' types with
+// their methods, membership.go, ownership.go and termmemory.go); a shard's
+// run; what a session and its instance remember of the terms; the limits
+// and errors every part uses.
 // Everything above it in the shard tier (see CONTRIBUTING.md) uses it, and it
 // uses nothing of theirs.
 
@@ -166,18 +166,16 @@ type fleetMemory struct {
 	fleetSeen atomic.Int64 // the highest term any session's record, in any listing of the sessions, said its instance saw on any shard; seenMax included
 }
 
-// termMemory is what a ShardOwner knows of the shards' terms, and of the
-// deletions of the container it may have missed, that its goroutines read
-// and change under ownerState.mu: the floors of the terms it saw, the
-// terms it proposed, and the quiet after a deletion (shardfloors.go).
-type termMemory struct {
-	floors      map[string]int64       // shard -> the highest term this instance saw on its blob (see termFloor)
-	proposed    map[string]int64       // shard -> the highest term this instance sent a record of, answered or not (see proposeTerm)
-	deletedFor  time.Duration          // the container was seen deleted under a session, and no session has begun its quiet since: how long it lasts (shardfloors.go)
-	quietUntil  time.Time              // until when sessions claim nothing after that (shardfloors.go)
-	seedPending bool                   // and the seeding of the terms it saw is not done yet
-	gapSeen     bool                   // it saw a deletion, or a session of its ended cut off: see mayHaveMissed
-	recreated   map[string]*freshWatch // shard blobs created again, not yet taken: when their ETag was first seen (shardfloors.go)
+// publishSeen raises the highest term this instance saw or sent on any
+// shard, which its session's record publishes, and the fleet's, to n,
+// unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
+// spread. Called under ownerState.mu, with the floor or the proposal it
+// follows (ownerState.seeTerms, proposeTerm).
+func (f *fleetMemory) publishSeen(n int64) {
+	if n <= wire.MaxSpreadTerm {
+		raiseTo(&f.seenMax, n)
+		raiseTo(&f.fleetSeen, n)
+	}
 }
 
 // session is this instance's current session.
@@ -259,230 +257,6 @@ func (o *ShardOwner) poke() {
 	case o.wake <- struct{}{}:
 	default:
 	}
-}
-
-// termMemory's methods (why each is kept: the top of shardfloors.go), and
-// below the runs' reports: ownerState's only methods outside ownerstate.go.
-
-// floorOf is the highest term this instance saw on shard name's blob.
-func (st *ownerState) floorOf(name string) int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.terms.floors[name]
-}
-
-// seeTerm raises the floor of shard name's terms to n (not to the largest
-// number: see termFloor.see).
-func (st *ownerState) seeTerm(name string, n int64) { st.seeTerms(map[string]int64{name: n}) }
-
-// seeTerms is seeTerm for each shard of a listing, under one lock.
-func (st *ownerState) seeTerms(terms map[string]int64) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for name, n := range terms {
-		if n > st.terms.floors[name] && n != math.MaxInt64 {
-			st.terms.floors[name] = n
-			st.publishSeen(n)
-		}
-	}
-}
-
-// proposeTerm notes n as a term this instance is about to send a record of
-// on shard name's blob (a claim's, a handover's): the server may store it
-// whether or not its answer comes back. It raises the seed of the shard
-// (seedOf) and the fleet's highest, not the floor (see above).
-func (st *ownerState) proposeTerm(name string, n int64) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if n > st.terms.proposed[name] {
-		// The largest number too (unlike a floor: see termFloor.see): a
-		// blob created again is then seeded with it, and reported as a
-		// record no term can follow, not given it again.
-		st.terms.proposed[name] = n
-		st.publishSeen(n)
-	}
-}
-
-// publishSeen raises the highest term this instance saw or sent on any
-// shard, which its session's record publishes, and the fleet's, to n,
-// unless no claim reaches n (wire.MaxSpreadTerm): that is reported, not
-// spread. Under st.mu, with the floor or the proposal it follows.
-func (st *ownerState) publishSeen(n int64) {
-	if n <= wire.MaxSpreadTerm {
-		raiseTo(&st.fleet.seenMax, n)
-		raiseTo(&st.fleet.fleetSeen, n)
-	}
-}
-
-// seedOf is what shard name's blob, created again, is seeded or raised
-// with, and what a claim of it goes above: the highest term this instance
-// saw on it, or sent a record of (as termFloor.seed).
-func (st *ownerState) seedOf(name string) int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.seedLocked(name)
-}
-
-// seedLocked is seedOf, under st.mu.
-func (st *ownerState) seedLocked(name string) int64 {
-	return max(st.terms.floors[name], st.terms.proposed[name])
-}
-
-// seeds is the seed (seedOf) of every shard of the set that has one.
-func (st *ownerState) seeds() map[string]int64 {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	seeds := map[string]int64{}
-	for name := range st.membership.set {
-		if n := st.seedLocked(name); n > 0 {
-			seeds[name] = n
-		}
-	}
-	return seeds
-}
-
-// noteGap notes a deletion seen, or a session of this instance ended cut
-// off: the next session's first pass starts a quiet of at least quiet (see
-// beginQuiet). It reports whether none was pending.
-func (st *ownerState) noteGap(quiet time.Duration) (first bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	first = st.terms.deletedFor == 0
-	st.terms.deletedFor = max(st.terms.deletedFor, quiet)
-	st.terms.gapSeen = true
-	return first
-}
-
-// mayHaveMissed reports whether this instance saw a deletion, or a session
-// of its ended cut off (sawCutOff): a shard blob with no term yet may then
-// be one created again after a deletion by an instance that never saw its
-// terms, so its first term goes above the fleet's highest (claimOne).
-func (st *ownerState) mayHaveMissed() bool {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	return st.terms.gapSeen
-}
-
-// beginQuiet starts the quiet a deletion seen asks for, if one is pending,
-// with the seeding of the terms it saw; and reports how long the quiet
-// still lasts, and whether the seeding is still to be done (see
-// shardManager.quiet).
-func (st *ownerState) beginQuiet() (left time.Duration, seed bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	if st.terms.deletedFor > 0 {
-		st.terms.quietUntil = time.Now().Add(st.terms.deletedFor)
-		st.terms.deletedFor = 0
-		st.terms.seedPending = true
-	}
-	left = time.Until(st.terms.quietUntil)
-	return left, st.terms.seedPending && left > 0
-}
-
-// seeded notes that the seeding of the terms it saw is done.
-func (st *ownerState) seeded() {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	st.terms.seedPending = false
-}
-
-// recreatedWatch is the watch on shard name's blob, created again, made
-// now if there was none (see stoodRecreated).
-func (st *ownerState) recreatedWatch(name string) *freshWatch {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w := st.terms.recreated[name]
-	if w == nil {
-		w = &freshWatch{}
-		st.terms.recreated[name] = w
-	}
-	return w
-}
-
-// forgetRecreated drops the watch on shard name's blob: it stood.
-func (st *ownerState) forgetRecreated(name string) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	delete(st.terms.recreated, name)
-}
-
-// How the runs ended (ownership), for the logs (shardlog.go).
-
-// settleTook sets took shards claimed since the last report, freed of them
-// released by a peer, against the runs that returned by themselves since
-// the last report of stopped shards (see shardManager.reportTook). It
-// returns how many shards run here, this instance's share, and whether the
-// take is routine: no more than those.
-func (st *ownerState) settleTook(took, freed int64) (running, share int, routine bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w := &st.ownership
-	running, share = len(w.runs), st.membership.target
-	returned := w.stopped[ReasonFuncReturned]
-	routine = took-freed <= int64(returned)
-	left := returned
-	if routine {
-		left -= int(took - freed)
-	}
-	// No more of the others can come back than this session's shards still
-	// waiting out their cooldown (claim forgets a shard's as it picks it):
-	// one that another session took stays there.
-	left = min(left, len(w.cooldown))
-	if left != returned {
-		w.stoppedSeen -= returned - left // no run stopped: nothing to settle
-		w.stopped[ReasonFuncReturned] = left
-		if left == 0 {
-			delete(w.stopped, ReasonFuncReturned)
-		}
-	}
-	return running, share, routine
-}
-
-// slowToLeave marks the runs asked to leave more than margin ago whose
-// func is still running, and not marked yet, and returns how many, and
-// when the first of them was asked.
-func (st *ownerState) slowToLeave(margin time.Duration) (n int, oldest time.Time) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	for _, r := range st.ownership.runs {
-		if !r.leaving || r.leftAt.IsZero() || r.slowSaid || r.returned.Load() || time.Since(r.leftAt) < margin {
-			continue
-		}
-		r.slowSaid = true
-		n++
-		if oldest.IsZero() || r.leftAt.Before(oldest) {
-			oldest = r.leftAt
-		}
-	}
-	return n, oldest
-}
-
-// takeStopped takes the count of the runs that ended since the last report,
-// by why, and how many run now; unless final, only once no run has stopped
-// since its last call and none asked to leave is still stopping, and not
-// while only runs that returned by themselves ended (see
-// ShardOwner.reportStopped): ok is false then.
-func (st *ownerState) takeStopped(final bool) (stopped map[StopReason]int, running int, ok bool) {
-	st.mu.Lock()
-	defer st.mu.Unlock()
-	w := &st.ownership
-	n := 0
-	for _, c := range w.stopped {
-		n += c
-	}
-	settling := n != w.stoppedSeen
-	w.stoppedSeen = n
-	for _, r := range w.runs {
-		settling = settling || r.leaving && !r.returned.Load() && !r.slowSaid
-	}
-	routine := len(w.stopped) == 1 && w.stopped[ReasonFuncReturned] > 0
-	if (settling || routine) && !final {
-		return nil, 0, false
-	}
-	w.stoppedSeen = 0
-	stopped = w.stopped
-	w.stopped = nil
-	return stopped, len(w.runs), true
 }
 
 // claimTimeout bounds each request of a claim (create, break, acquire,

@@ -69,9 +69,12 @@ var tiers = map[string]string{
 	"prefer.go":      "4-mutex",
 	"quorummutex.go": "4-mutex",
 
+	"membership.go":   "4-shards/1-state",
+	"ownership.go":    "4-shards/1-state",
 	"ownerstate.go":   "4-shards/1-state",
 	"sessionstate.go": "4-shards/1-state",
 	"shardstate.go":   "4-shards/1-state",
+	"termmemory.go":   "4-shards/1-state",
 
 	"shardstore.go": "4-shards/2-store",
 
