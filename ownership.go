@@ -13,9 +13,9 @@ import (
 // of their funcs, the claims in flight, the shards it does not claim again
 // yet, the leases it must release, the shards whose record cannot be built
 // on; and how the runs ended, for the reports and for Run (a shard func's
-// panic, a manager's permanent error). Guarded by ownerState.mu: its methods
-// are called under it, by ownerState's (ownerstate.go), which take it; so
-// are a shardRun's fields that say they are under it.
+// panic, a manager's permanent error). Guarded by ownerState.mu, as are a
+// shardRun's fields that say they are under it: its methods are called
+// under it, by ownerState's (ownerstate.go), which take it.
 type ownership struct {
 	runs        map[string]*shardRun    // the shards whose func runs here, or is being stopped
 	stopped     map[StopReason]int      // shard runs ended since the last report (see reportStopped), by why
