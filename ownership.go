@@ -287,8 +287,7 @@ func (w *ownership) handOver(k int, view sessionView, self string, n int) (queue
 // evenly among others (as many each), and marks them (markHandover), as the
 // session leaves; it returns those with a receiver, in order, for pace.
 // Called under ownerState.mu.
-func (w *ownership) handAllOn(others []string, idents map[string]string) []*shardRun {
-	quota := make(map[string]int, len(others))
+func (w *ownership) handAllOn(others []string, quota map[string]int, idents map[string]string) []*shardRun {
 	var picks []*shardRun
 	for _, r := range w.runs {
 		if r.kept() {

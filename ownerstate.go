@@ -14,11 +14,12 @@ import (
 // membership (membership.go), ownership (ownership.go) and termMemory
 // (termmemory.go); fleetMemory's atomics (shardstate.go) are raised under
 // it. An ownerState method that touches one concern takes the lock and
-// calls that concern's method; one that touches several (tally, endSession,
-// forHealth, unnamed, freeOf, startRun, stopRemoved, handOver, settleTook,
-// seeds, seeTerms, proposeTerm) calls each concern's under the one lock, so
-// that what it reads of one and writes of another is one step; two touch a
-// run's fields only (receiverOf, askedToLeave).
+// calls that concern's method (or calls one that does: isRunning,
+// ownedCount, handingCount, seeTerm); one that touches several (tally,
+// endSession, forHealth, unnamed, freeOf, startRun, stopRemoved, handOver,
+// settleTook, seeds, seeTerms, proposeTerm) calls each concern's under the
+// one lock, so that what it reads of one and writes of another is one
+// step; two touch a run's fields only (receiverOf, askedToLeave).
 //
 // The rest of the shard tier calls ownerState's methods; each does under
 // one lock what its caller did under the lock before the lock moved here
@@ -28,8 +29,7 @@ import (
 // log line is written under mu, below); and probeUnlisted, takeFromDead and
 // pickUpTo write the session's candidates outside it (only the session's
 // goroutine touches them; freeOf and startRun check the set again under
-// mu). handAllOn holds it for one allocation more than before the concerns
-// had methods: its quota map is made under it (ownership.handAllOn).
+// mu).
 
 // ownerState is the part of a ShardOwner that its goroutines share: the set
 // of shards and the current session (membership), the shards' runs, claims
@@ -381,11 +381,12 @@ func (st *ownerState) handOver(k int, view sessionView, self string) (queue []*s
 	return queue, picked, n
 }
 
-// handAllOn is ownership.handAllOn, under mu.
+// handAllOn is ownership.handAllOn, under mu (its quota map made before).
 func (st *ownerState) handAllOn(others []string, idents map[string]string) []*shardRun {
+	quota := make(map[string]int, len(others))
 	st.mu.Lock()
 	defer st.mu.Unlock()
-	return st.ownership.handAllOn(others, idents)
+	return st.ownership.handAllOn(others, quota, idents)
 }
 
 // The leases to release, and the shards that cannot run (ownership).
