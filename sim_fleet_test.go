@@ -330,6 +330,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
 	}
 	f.plan = sim.NewPlan(seed, shape.plan(files))
+	f.shape = f.shape.swept(f.plan)
 	f.actors = newSimActors(f)
 	f.quorum = newSimQuorum(f)
 	return f
@@ -348,7 +349,26 @@ func (shape simShape) plan(files []int) sim.Shape {
 		ShardSets: shape.sets, Storm: shape.storm, Calm: shape.calm, Length: shape.length,
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
+		Groups: shape.groups(), FleetOdd: 0.3,
 	}
+}
+
+// groups are the fleet's lanes of each kind, in order (those of no lane
+// left out): what a fleet fault hits, one group or all.
+func (shape simShape) groups() [][]int {
+	var out [][]int
+	first := 0
+	for _, n := range []int{shape.nativeLanes, shape.etagLanes, shape.shardLanes} {
+		if n > 0 {
+			g := make([]int, n)
+			for i := range g {
+				g[i] = first + i
+			}
+			out = append(out, g)
+		}
+		first += n
+	}
+	return out
 }
 
 // observe turns the fake's events into the checker's, under the fake's

@@ -339,3 +339,59 @@ func mapValues[K comparable, V any](m map[K]V) func(func(V) bool) {
 		}
 	}
 }
+
+// fleetLanes are the lanes a fleet fault of target hits (sim.Redeploy's
+// Target): one group of the plan's Groups (a kind of instance), or, -1,
+// every lane.
+func (shape simShape) fleetLanes(target int) []int {
+	if target >= 0 {
+		return shape.groups()[target]
+	}
+	return slices.Concat(shape.groups()...)
+}
+
+// fleetTimes are when a fleet fault stops each of its lanes and starts it
+// again (see sim.Redeploy and sim.RollingRestart): a redeploy's, each
+// drawn from the seed and the fault; a rolling restart's, the j-th lane
+// stopped j Gaps after At (swept relies on it) and started Delay later.
+func (f *simFleet) fleetTimes(ft sim.Fault) (lanes []int, stops, starts []time.Duration) {
+	lanes = f.shape.fleetLanes(ft.Target)
+	rng := f.rngFor("fleet fault", string(ft.Kind), strconv.FormatInt(int64(ft.At), 10))
+	draw := func(d time.Duration) time.Duration {
+		if d <= 0 {
+			return 0
+		}
+		return time.Duration(rng.Int64N(int64(d)))
+	}
+	for j := range lanes {
+		if ft.Kind == sim.RollingRestart {
+			stop := rollingStop(ft, j)
+			stops, starts = append(stops, stop), append(starts, stop+ft.Delay)
+			continue
+		}
+		stops, starts = append(stops, ft.At+draw(ft.Gap)), append(starts, ft.Until+draw(ft.Delay))
+	}
+	return lanes, stops, starts
+}
+
+// rollingStop is when rolling restart ft stops its j-th lane.
+func rollingStop(ft sim.Fault, j int) time.Duration { return ft.At + time.Duration(j)*ft.Gap }
+
+// scheduleFleetFault puts a fleet fault on the timeline (at): each of its
+// lanes stopped gracefully, then started again, through the lane commands
+// as a planned Stop is, so the fault model holds back a stop or a start
+// where, and only where, it holds back any other (mayKill, mayStart). Each
+// instance stopped counts as one fault of the kind.
+func (f *simFleet) scheduleFleetFault(at func(time.Duration, func()), ft sim.Fault) {
+	lanes, stops, starts := f.fleetTimes(ft)
+	for j, idx := range lanes {
+		l := f.lanes[idx]
+		killed := false
+		at(stops[j], func() { killed = f.kill(l, cmdStop, ft.Kind) })
+		at(starts[j], func() {
+			if killed {
+				f.revive(l)
+			}
+		})
+	}
+}
