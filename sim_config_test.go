@@ -46,7 +46,10 @@ import (
 //     contenders of one election declare different leases; where the
 //     plan has a rolling restart (sim.RollingRestart) that stops a
 //     rolled contender, the first such restart applies its new lease
-//     instead, in one sweep, as a real rollout does (swept);
+//     instead, in one sweep, as a real rollout does (swept), or, if it
+//     pauses part-way (a paused or failed rollout), to those it reached;
+//     a redeploy (sim.Redeploy, a node pool's restart) restarts each
+//     on the settings it has;
 //   - defaults (6): every timing of every instance left zero, and every
 //     seam at its production value: the library exactly, as a user runs
 //     it (both mutexes then take native 15 s leases; the sessions are 15 s
@@ -361,7 +364,8 @@ func (f *simFleet) timing(l *simLane) simTiming {
 // settings taking effect at the first rolling restart of the plan that
 // stops it (fleetTimes), as a rollout applies them in one sweep, rather
 // than at the time the class drew (which a lane no such restart reaches
-// keeps).
+// keeps); a sweep that pauses (sim.RollingRestart's Count) leaves the
+// rest on the old settings until another reaches them.
 func (sh simShape) swept(plan []sim.Stretch) simShape {
 	if sh.class != "rolling" {
 		return sh
@@ -373,7 +377,7 @@ func (sh simShape) swept(plan []sim.Stretch) simShape {
 			if ft.Kind != sim.RollingRestart {
 				continue
 			}
-			for j, idx := range sh.fleetLanes(ft.Target) {
+			for j, idx := range sh.faultLanes(ft) {
 				if idx < len(sh.timings) && sh.timings[idx].at > 0 && !done[idx] {
 					done[idx] = true
 					sh.timings[idx].at = rollingStop(ft, j)

@@ -349,7 +349,7 @@ func (shape simShape) plan(files []int) sim.Shape {
 		ShardSets: shape.sets, Storm: shape.storm, Calm: shape.calm, Length: shape.length,
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
-		Groups: shape.groups(), FleetOdd: 0.3,
+		Groups: shape.groups(), FleetOdd: 0.4,
 	}
 }
 

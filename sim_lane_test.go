@@ -350,12 +350,22 @@ func (shape simShape) fleetLanes(target int) []int {
 	return slices.Concat(shape.groups()...)
 }
 
+// faultLanes are the lanes fleet fault ft stops and starts again: its
+// target's, or, for a rolling restart that pauses, the first Count.
+func (shape simShape) faultLanes(ft sim.Fault) []int {
+	lanes := shape.fleetLanes(ft.Target)
+	if ft.Kind == sim.RollingRestart && ft.Count > 0 {
+		lanes = lanes[:min(ft.Count, len(lanes))]
+	}
+	return lanes
+}
+
 // fleetTimes are when a fleet fault stops each of its lanes and starts it
 // again (see sim.Redeploy and sim.RollingRestart): a redeploy's, each
 // drawn from the seed and the fault; a rolling restart's, the j-th lane
 // stopped j Gaps after At (swept relies on it) and started Delay later.
 func (f *simFleet) fleetTimes(ft sim.Fault) (lanes []int, stops, starts []time.Duration) {
-	lanes = f.shape.fleetLanes(ft.Target)
+	lanes = f.shape.faultLanes(ft)
 	rng := f.rngFor("fleet fault", string(ft.Kind), strconv.FormatInt(int64(ft.At), 10))
 	draw := func(d time.Duration) time.Duration {
 		if d <= 0 {

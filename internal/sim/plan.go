@@ -77,7 +77,9 @@ const (
 	// -1), in turn, each stopped gracefully and started again Delay
 	// later, Gap after the one before it (the first at At), as a
 	// Deployment's RollingUpdate restarts them; a rolling change of
-	// settings takes effect in such a sweep.
+	// settings takes effect in such a sweep. If Count is not 0, the sweep
+	// pauses after its first Count instances, as a paused or failed
+	// rollout leaves a fleet: old and new side by side until another.
 	RollingRestart Kind = "rolling-restart"
 )
 
@@ -100,6 +102,7 @@ type Fault struct {
 	Status    int           // Throttle's status
 	Delay     time.Duration // Slow's latency; how long CrashInStep's process stays dead; Redeploy's start spread, RollingRestart's time down
 	Gap       time.Duration // Redeploy's stop spread; RollingRestart's time between two instances
+	Count     int           // RollingRestart: the instances it restarts before it pauses (0: all)
 }
 
 func (f Fault) String() string {
@@ -122,6 +125,9 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" %s, stops within %v, starts within %v", group(f.Target), f.Gap, f.Delay)
 	case RollingRestart:
 		s += fmt.Sprintf(" %s, each down %v, %v apart", group(f.Target), f.Delay, f.Gap)
+		if f.Count > 0 {
+			s += fmt.Sprintf(", paused after %d", f.Count)
+		}
 	}
 	if f.Kind == CrashInStep {
 		s += fmt.Sprintf(" dead %v", f.Delay)
@@ -303,8 +309,13 @@ func fleetFault(rng *rand.Rand, sh Shape, from, last time.Duration) Fault {
 	if rng.IntN(5) < 2 {
 		// A rolling restart: each instance down 0 to 5 s (its old pod's
 		// stop, its new pod's start), 1 to 30 s after the one before it,
-		// the sweep within the storm.
+		// the sweep within the storm; one in three pauses after 1 to n-1
+		// of its n instances.
 		f.Kind = RollingRestart
+		if n > 1 && rng.IntN(3) == 0 {
+			f.Count = 1 + rng.IntN(n-1)
+			n = f.Count
+		}
 		f.Delay = between(0, 5*time.Second)
 		span := last - from - f.Delay
 		f.Gap = between(time.Second, min(30*time.Second, span/time.Duration(max(1, n))))

@@ -34,7 +34,8 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 			deleted, killed := false, false
 			for _, f := range st.Faults {
 				kinds[f.Kind]++
-				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm || f.Kind == Redeploy && f.Until+f.Delay > st.Calm {
+				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm || f.Kind == Redeploy && f.Until+f.Delay > st.Calm ||
+					f.Kind == RollingRestart && (f.Count < 0 || f.Count >= 8) {
 					t.Fatalf("seed %d: %s outside its storm [%v, %v]", seed, f, st.Start, st.Calm)
 				}
 				if f.Kind == Late && f.Until > st.Calm-shape.LateMax {
