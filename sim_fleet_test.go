@@ -353,24 +353,6 @@ func (shape simShape) plan(files []int) sim.Shape {
 	}
 }
 
-// groups are the fleet's lanes of each kind, in order (those of no lane
-// left out): what a fleet fault hits, one group or all.
-func (shape simShape) groups() [][]int {
-	var out [][]int
-	first := 0
-	for _, n := range []int{shape.nativeLanes, shape.etagLanes, shape.shardLanes} {
-		if n > 0 {
-			g := make([]int, n)
-			for i := range g {
-				g[i] = first + i
-			}
-			out = append(out, g)
-		}
-		first += n
-	}
-	return out
-}
-
 // observe turns the fake's events into the checker's, under the fake's
 // lock: the order in which requests took effect.
 func (f *simFleet) observe(e memblob.Event) {

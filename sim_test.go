@@ -561,6 +561,7 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 					from = r // a start the fault model held back (startLane)
 				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
+				winding := f.windingKind(f.kindOf(e)) // a start that waits for a wind-down (windingDown)
 				f.mu.Unlock()
 				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
 					return // the fleet ends first (its lanes are told to finish)
@@ -573,7 +574,7 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 					return
 				}
 				d := time.Until(from.Add(bound))
-				if d <= 0 && !pending {
+				if d <= 0 && !pending && !winding {
 					break
 				}
 				select {
