@@ -43,7 +43,13 @@ import (
 //     0 to 5 minutes apart), to a lease drawn (native 15 to 60 s; ETag 3 to
 //     15 s or 1 to 2 minutes; sessions 6 s to 2 minutes, uniformly), its other timings the
 //     library's for that lease: a fleet mid-way through a deploy, in which
-//     contenders of one election declare different leases;
+//     contenders of one election declare different leases; where the
+//     plan has a rolling restart (sim.RollingRestart) that stops a
+//     rolled contender, the first such restart applies its new lease
+//     instead, in one sweep, as a real rollout does (swept), or, if it
+//     pauses part-way (a paused or failed rollout), to those it reached;
+//     a redeploy (sim.Redeploy, a node pool's restart) restarts each
+//     on the settings it has;
 //   - defaults (6): every timing of every instance left zero, and every
 //     seam at its production value: the library exactly, as a user runs
 //     it (both mutexes then take native 15 s leases; the sessions are 15 s
@@ -352,6 +358,34 @@ func (f *simFleet) timing(l *simLane) simTiming {
 		return lt.then
 	}
 	return lt.first
+}
+
+// swept is the shape with, in the rolling class, each rolled lane's new
+// settings taking effect at the first rolling restart of the plan that
+// stops it (fleetTimes), as a rollout applies them in one sweep, rather
+// than at the time the class drew (which a lane no such restart reaches
+// keeps); a sweep that pauses (sim.RollingRestart's Count) leaves the
+// rest on the old settings until another reaches them.
+func (sh simShape) swept(plan []sim.Stretch) simShape {
+	if sh.class != "rolling" {
+		return sh
+	}
+	sh.timings = slices.Clone(sh.timings)
+	done := map[int]bool{}
+	for _, st := range plan {
+		for _, ft := range st.Faults {
+			if ft.Kind != sim.RollingRestart {
+				continue
+			}
+			for j, idx := range sh.faultLanes(ft) {
+				if idx < len(sh.timings) && sh.timings[idx].at > 0 && !done[idx] {
+					done[idx] = true
+					sh.timings[idx].at = rollingStop(ft, j)
+				}
+			}
+		}
+	}
+	return sh
 }
 
 // rangedTiming draws an instance's timings for an election of kind k

@@ -330,6 +330,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
 	}
 	f.plan = sim.NewPlan(seed, shape.plan(files))
+	f.shape = f.shape.swept(f.plan)
 	f.actors = newSimActors(f)
 	f.quorum = newSimQuorum(f)
 	return f
@@ -348,6 +349,7 @@ func (shape simShape) plan(files []int) sim.Shape {
 		ShardSets: shape.sets, Storm: shape.storm, Calm: shape.calm, Length: shape.length,
 		PerStorm: shape.perStorm, LateMax: shape.lateMax,
 		StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
+		Groups: shape.groups(), FleetOdd: 0.4,
 	}
 }
 

@@ -46,9 +46,14 @@ import (
 // A session's last list (the shards it released as it left, which its
 // survivors take on its word) is a point of its own, at full odds: the
 // session's held lists are written every RetryInterval, its last one once
-// in its life. So is a session's first record of a shard's term: the
+// in its life, and only with shards it could not hand on: mostly as a
+// fleet fault (sim.Redeploy: a whole kind stopped at once) leaves it no
+// peer to hand them to. So is a session's first record of a shard's term: the
 // moment it begins to run shards, which what its peers know of it (the
-// lease it declared, the terms it saw) must already cover.
+// lease it declared, the terms it saw) must already cover. A session
+// started into a steady fleet gets shards only by handover, once its peers
+// listed it; sessions started together (a fleet fault) find shards free,
+// and may run them before their peers list them.
 
 // The points, as the report names them.
 const (

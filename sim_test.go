@@ -28,7 +28,9 @@ import (
 // virtual time, each with a configuration drawn from its seed (a class, and
 // every instance's timings in it: sim_config_test.go), and faults drawn
 // from its seed too (internal/sim's plan): crashes (at a time, or as a write is applied, inside a step of
-// several requests), graceful stops, partitions, slow storage, lost answers,
+// several requests), graceful stops (one instance's, or, as a deployment
+// makes them, every instance of a kind or of the fleet at once, or in
+// turn: sim_lane_test.go's scheduleFleetFault), partitions, slow storage, lost answers,
 // requests applied late, throttling, failing storage, deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
 // from a file. The driver holds back, as it goes, only what the library's
@@ -310,7 +312,7 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 		t.Logf("replay: %s", simReplay(seed, shape.asked))
 	}
 	if len(res.Violations) > 0 || *simSeed != 0 {
-		t.Logf("seed %d: %s", seed, shape.describe())
+		t.Logf("seed %d: %s", seed, f.shape.describe())
 	}
 	if *simDump != "" {
 		for _, fn := range f.chk.Funcs() {
@@ -417,6 +419,8 @@ func (f *simFleet) run() {
 						f.reviveDied(l, id)
 					}
 				})
+			case sim.Redeploy, sim.RollingRestart:
+				f.scheduleFleetFault(at, ft)
 			case sim.DeleteBlob:
 				at(ft.At, func() {
 					blob := f.electionBlob(ft.Target)
@@ -557,6 +561,7 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 					from = r // a start the fault model held back (startLane)
 				}
 				_, pending := f.malformed[strings.TrimPrefix(e, simContainer+"/")]
+				winding := f.windingKind(f.kindOf(e)) // a start that waits for a wind-down (windingDown)
 				f.mu.Unlock()
 				if from.Add(bound).After(f.begin.Add(f.shape.length)) {
 					return // the fleet ends first (its lanes are told to finish)
@@ -569,7 +574,7 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 					return
 				}
 				d := time.Until(from.Add(bound))
-				if d <= 0 && !pending {
+				if d <= 0 && !pending && !winding {
 					break
 				}
 				select {

@@ -11,7 +11,9 @@ import (
 type Kind string
 
 // The faults a plan draws. Lane faults hit one instance's process or its
-// path to storage; the others hit storage itself, or the fleet's set.
+// path to storage; fleet faults (Redeploy, RollingRestart) stop and start
+// again every instance of a kind, or of the fleet, as deployments do; the
+// others hit storage itself, or the fleet's set.
 const (
 	// Crash: the lane's process dies: nothing it sends reaches storage
 	// again (but requests already held in the network by Late), nothing is
@@ -63,6 +65,22 @@ const (
 	// SetShards: the shard set changes to Target shards, on one shard lane
 	// after another, from At to Until.
 	SetShards Kind = "set-shards"
+	// Redeploy: every instance of group Target (Shape.Groups: the lanes
+	// of one kind), or of the fleet (Target -1), is stopped gracefully
+	// (SIGTERM) at about the same time, down a while, then started again
+	// together, as a Recreate deployment, a scale to zero and back, or a
+	// node pool's restart does: each stops between At and At+Gap, and
+	// starts again between Until and Until+Delay (each instance's own
+	// times drawn by the driver from the seed).
+	Redeploy Kind = "redeploy"
+	// RollingRestart: the instances of group Target (or of the fleet,
+	// -1), in turn, each stopped gracefully and started again Delay
+	// later, Gap after the one before it (the first at At), as a
+	// Deployment's RollingUpdate restarts them; a rolling change of
+	// settings takes effect in such a sweep. If Count is not 0, the sweep
+	// pauses after its first Count instances, as a paused or failed
+	// rollout leaves a fleet: old and new side by side until another.
+	RollingRestart Kind = "rolling-restart"
 )
 
 // Per-request kinds: what a lane fault with a rate did to one request.
@@ -82,7 +100,9 @@ type Fault struct {
 	Target    int // the election (DeleteBlob, Malform), or the new set's size (SetShards)
 	Rate      float64
 	Status    int           // Throttle's status
-	Delay     time.Duration // Slow's latency; how long CrashInStep's process stays dead
+	Delay     time.Duration // Slow's latency; how long CrashInStep's process stays dead; Redeploy's start spread, RollingRestart's time down
+	Gap       time.Duration // Redeploy's stop spread; RollingRestart's time between two instances
+	Count     int           // RollingRestart: the instances it restarts before it pauses (0: all)
 }
 
 func (f Fault) String() string {
@@ -101,6 +121,13 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" rate %.2f status %d", f.Rate, f.Status)
 	case Slow:
 		s += fmt.Sprintf(" delay %v", f.Delay)
+	case Redeploy:
+		s += fmt.Sprintf(" %s, stops within %v, starts within %v", group(f.Target), f.Gap, f.Delay)
+	case RollingRestart:
+		s += fmt.Sprintf(" %s, each down %v, %v apart", group(f.Target), f.Delay, f.Gap)
+		if f.Count > 0 {
+			s += fmt.Sprintf(", paused after %d", f.Count)
+		}
 	}
 	if f.Kind == CrashInStep {
 		s += fmt.Sprintf(" dead %v", f.Delay)
@@ -109,6 +136,14 @@ func (f Fault) String() string {
 		s += fmt.Sprintf(" until %.1fs", f.Until.Seconds())
 	}
 	return s
+}
+
+// group names a fleet fault's Target.
+func group(target int) string {
+	if target < 0 {
+		return "the fleet"
+	}
+	return fmt.Sprintf("group %d", target)
 }
 
 // Stretch is a storm of faults from Start, then a calm from Calm to End:
@@ -135,6 +170,10 @@ type Shape struct {
 	StorageOdd float64       // the chance a storm opens with a deletion (blob or container)
 	MalformOdd float64       // the chance a storm has a malformed record
 	SetOdd     float64       // the chance a storm changes the shard set
+	// Groups are the lanes of each kind (in order): what a fleet fault
+	// (Redeploy, RollingRestart) hits, one group or all.
+	Groups   [][]int
+	FleetOdd float64 // the chance a storm has a fleet fault
 }
 
 // laneKinds are the lane faults, by weight.
@@ -156,6 +195,9 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 		}
 		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 	}
+	// The fleet faults draw from a stream of their own: the plan's other
+	// draws stay what they were before they came.
+	ops := rand.New(rand.NewPCG(seed, seed^0x7f4a7c159e3779b9))
 	total := 0
 	for _, k := range laneKinds {
 		total += k.weight
@@ -192,6 +234,9 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 			at := between(from, end-sh.Storm/3)
 			size := sh.ShardSets[0] + rng.IntN(sh.ShardSets[1]-sh.ShardSets[0]+1)
 			st.Faults = append(st.Faults, Fault{At: at, Until: at + between(0, 20*time.Second), Kind: SetShards, Lane: -1, Target: size})
+		}
+		if len(sh.Groups) > 0 && ops.Float64() < sh.FleetOdd {
+			st.Faults = append(st.Faults, fleetFault(ops, sh, from, end-5*time.Second))
 		}
 		n := sh.PerStorm/2 + rng.IntN(sh.PerStorm+1)
 		for range n {
@@ -243,4 +288,45 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 		out = append(out, st)
 	}
 	return out
+}
+
+// fleetFault draws a fleet fault (Redeploy or RollingRestart) of a storm,
+// between from and last: one group (a kind of instance), or, a third of
+// the time, the whole fleet.
+func fleetFault(rng *rand.Rand, sh Shape, from, last time.Duration) Fault {
+	between := func(lo, hi time.Duration) time.Duration {
+		if hi <= lo {
+			return lo
+		}
+		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
+	}
+	f := Fault{Kind: Redeploy, Lane: -1, Target: -1}
+	n := sh.Lanes
+	if rng.IntN(3) > 0 {
+		f.Target = rng.IntN(len(sh.Groups))
+		n = len(sh.Groups[f.Target])
+	}
+	if rng.IntN(5) < 2 {
+		// A rolling restart: each instance down 0 to 5 s (its old pod's
+		// stop, its new pod's start), 1 to 30 s after the one before it,
+		// the sweep within the storm; one in three pauses after 1 to n-1
+		// of its n instances.
+		f.Kind = RollingRestart
+		if n > 1 && rng.IntN(3) == 0 {
+			f.Count = 1 + rng.IntN(n-1)
+			n = f.Count
+		}
+		f.Delay = between(0, 5*time.Second)
+		span := last - from - f.Delay
+		f.Gap = between(time.Second, min(30*time.Second, span/time.Duration(max(1, n))))
+		f.At = between(from, last-f.Delay-f.Gap*time.Duration(max(0, n-1)))
+		f.Until = f.At + f.Gap*time.Duration(max(0, n-1)) + f.Delay
+		return f
+	}
+	// Stopped within 0 to 3 s, down 0 to 60 s, started within 0 to 3 s.
+	f.Gap, f.Delay = between(0, 3*time.Second), between(0, 3*time.Second)
+	down := between(0, time.Minute)
+	f.At = between(from, last-f.Gap-down-f.Delay)
+	f.Until = f.At + f.Gap + down
+	return f
 }

@@ -10,6 +10,7 @@ var shape = Shape{
 	Lanes: 8, FileLanes: []int{0, 3, 5}, Elections: 7, Malformed: 2, ShardSets: [2]int{3, 6},
 	Storm: 150 * time.Second, Calm: 180 * time.Second, Length: 10 * time.Hour,
 	PerStorm: 10, LateMax: 40 * time.Second, StorageOdd: 0.25, MalformOdd: 0.25, SetOdd: 0.3,
+	Groups: [][]int{{0, 1, 2}, {3, 4}, {5, 6, 7}}, FleetOdd: 0.3,
 }
 
 func TestAPlanIsTheSeeds(t *testing.T) {
@@ -33,7 +34,8 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 			deleted, killed := false, false
 			for _, f := range st.Faults {
 				kinds[f.Kind]++
-				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm {
+				if f.At < st.Start || f.Until < f.At || f.Until > st.Calm || f.Kind == Redeploy && f.Until+f.Delay > st.Calm ||
+					f.Kind == RollingRestart && (f.Count < 0 || f.Count >= 8) {
 					t.Fatalf("seed %d: %s outside its storm [%v, %v]", seed, f, st.Start, st.Calm)
 				}
 				if f.Kind == Late && f.Until > st.Calm-shape.LateMax {
@@ -57,7 +59,7 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 	if both == 0 {
 		t.Error("no storm in 50 plans both deletes and kills a process (the driver decides what stays within the promise)")
 	}
-	for _, k := range []Kind{Crash, Resume, CrashInStep, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards} {
+	for _, k := range []Kind{Crash, Resume, CrashInStep, Stop, Partition, Slow, LoseAnswers, Late, Throttle, Failing, DeleteBlob, DeleteContainer, Malform, SetShards, Redeploy, RollingRestart} {
 		if kinds[k] == 0 {
 			t.Errorf("no %s in 50 plans", k)
 		}
@@ -74,5 +76,30 @@ func TestReportSums(t *testing.T) {
 	}
 	if s := rp.String(); s == "" {
 		t.Fatal("no summary")
+	}
+}
+
+func TestFleetFaultsLeaveThePlansOtherDraws(t *testing.T) {
+	without := shape
+	without.Groups, without.FleetOdd = nil, 0
+	fleet := 0
+	for seed := range uint64(20) {
+		a, b := NewPlan(seed, shape), NewPlan(seed, without)
+		for i := range a {
+			var rest []Fault
+			for _, f := range a[i].Faults {
+				if f.Kind == Redeploy || f.Kind == RollingRestart {
+					fleet++
+					continue
+				}
+				rest = append(rest, f)
+			}
+			if !reflect.DeepEqual(rest, b[i].Faults) {
+				t.Fatalf("seed %d, storm %d: the fleet faults changed the plan's other faults", seed, i)
+			}
+		}
+	}
+	if fleet == 0 {
+		t.Fatal("no fleet fault in 20 plans")
 	}
 }
