@@ -342,13 +342,17 @@ func (st *ownerState) stopAll() {
 
 // stopRemoved asks the funcs of the shards that left the set to stop
 // (ownership.stopRemoved), and drops from cands (a session's candidates)
-// the shards not in the set, by the same reading of it.
+// those that are candidates no more, by the same reading of the set and
+// the runs: the shards not in the set, and those this instance runs or is
+// claiming (ownership.busy: one a note handed to it since it was found
+// free, say). Those in their cooldown, or with a release left to retry,
+// stay: they become claimable again.
 func (st *ownerState) stopRemoved(cands map[string]candidate) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.ownership.stopRemoved(st.membership.inSet)
 	for name := range cands {
-		if !st.membership.inSet(name) {
+		if !st.membership.inSet(name) || st.ownership.busy(name) {
 			delete(cands, name)
 		}
 	}

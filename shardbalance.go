@@ -43,11 +43,14 @@ import (
 // sessions hold only shards of its set (a session stops those that leave its
 // own, and claims none outside it), and the group's shares add up to n; so
 // while a shard of the set is free the group holds fewer than n, some
-// session of it is below its share, and claims it. What may last is a
-// session below its share whose set's other shards other groups hold: it
-// finds nothing to claim, and lists again only a lease duration later, or
-// when a session comes, goes or changes its set (see shardManager.balance),
-// not at every turn. Just after its own set changed, a session counts in its
+// session of it is below its share, and claims it: from its candidates
+// while it knows some it may claim, now or once their cooldown or release
+// is over (each is dropped once tried, and at each pass those it came to
+// run or claim since, and those that left the set: stopRemoved), else from
+// a listing. What may last is a session below its share whose set's other
+// shards other groups hold: it finds nothing to claim, and lists again only
+// a lease duration later, or when a session comes, goes or changes its set
+// (see shardManager.balance), not at every turn. Just after its own set changed, a session counts in its
 // group, for a while, the sessions still on its previous set, which may be
 // changing too.
 
@@ -108,9 +111,14 @@ func (sm *shardManager) planSettings() shardplan.Settings {
 }
 
 // stopRemoved asks the funcs of the shards that left the set to stop, and
-// drops them from the candidates: free at the last listing, but no longer
-// in the set, such a shard must not pass for a candidate, or a session below
-// its share would wait on it instead of listing again.
+// drops from the candidates those no longer in the set, and those this
+// instance now runs or is claiming (ownerState.stopRemoved): free when it
+// found them, such a shard must not pass for a candidate, or a session below
+// its share would wait on it for good instead of listing again (lane 7 did,
+// one below its share for 14 minutes while a shard was free: the probe had
+// found a shard free that another session claimed first, then handed to it
+// by a note). Those in their cooldown or with a release left to retry stay:
+// they become claimable again, and waiting for them is meant.
 func (sm *shardManager) stopRemoved() {
 	sm.o.state.stopRemoved(sm.candidates.cands)
 }

@@ -1,10 +1,13 @@
 package leaderelection
 
 import (
+	"maps"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/shardplan"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -92,4 +95,35 @@ func TestGroupSharesAddUpToEachSet(t *testing.T) {
 func TestTallyCountsTheFailedClaimsByOutcome(t *testing.T) {
 	assert.Equal(t, "", tally([]string{"", ""}))
 	assert.Equal(t, "held=2 transient=1", tally([]string{"transient", "", "held", "held"}))
+}
+
+// A candidate this instance came to run or claim since it was found free,
+// or whose shard left the set, is one no more: a session below its share
+// drops it at its next pass, and so lists again rather than wait on it for
+// good (seed 773775984822: lane 7 adopted by a note a shard its probe had
+// found free, and stayed one below its share for 14 minutes while another
+// shard was free). One in its cooldown, or with a release left to retry,
+// stays: it becomes claimable again.
+func TestCandidatesRunOrClaimedHereAreDropped(t *testing.T) {
+	t.Parallel()
+	set, err := checkShardNames([]string{"s04", "s05", "s06", "s07", "s08"})
+	require.NoError(t, err)
+	st := newOwnerState(set, &fleetMemory{})
+	st.ownership.addRun(&shardRun{name: "s05"})                // handed to it by a note, and adopted
+	st.ownership.claiming["s06"] = true                        // a claim in flight
+	st.ownership.cooldown["s07"] = time.Now().Add(time.Minute) // its func returned here
+	st.ownership.leftover["s08"] = uuid.NewString()            // a release to retry
+	cands := map[string]candidate{}
+	for _, name := range []string{"s04", "s05", "s06", "s07", "s08", "s09"} { // s09: left the set
+		cands[name] = candidate{name: name}
+	}
+	st.stopRemoved(cands)
+	assert.ElementsMatch(t, []string{"s04", "s07", "s08"}, slices.Collect(maps.Keys(cands)))
+
+	// As lane 7 was: one short, its only candidate running here.
+	cands = map[string]candidate{"s05": {name: "s05"}}
+	st.stopRemoved(cands)
+	d, _ := shardplan.Memory{}.ShouldList(time.Now(), shardplan.Snapshot{N: len(set)}, shardplan.Shares{Deficit: 1}, false,
+		shardplan.Claims{Cands: len(cands)}, shardplan.Settings{RenewInterval: time.Second, RetryInterval: time.Second})
+	assert.True(t, d.List, "below its share with no candidate it may claim, it lists")
 }

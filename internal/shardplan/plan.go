@@ -238,7 +238,7 @@ type Listing struct {
 
 // Claims is what the session's candidates are, for ShouldList.
 type Claims struct {
-	Cands int  // the free shards it knows of
+	Cands int  // the shards it found free and may claim: none it runs or is claiming, none out of the set
 	Stale bool // its last claims from them mostly failed
 }
 
@@ -272,7 +272,11 @@ func (m Memory) ShouldList(now time.Time, s Snapshot, p Shares, coming bool, c C
 	case p.Deficit > 0:
 		// Claims are conditional, so claiming from an old listing is safe;
 		// list again only when it has nothing left, or its shards were
-		// mostly taken meanwhile. But not while it idles.
+		// mostly taken meanwhile. But not while it idles. (Each of its
+		// candidates is one it may claim, now or once a cooldown or a
+		// release is over: one it came to run or claim, or that left the
+		// set, is none, and one it tried, won or not, is dropped; so
+		// while it lists no more, it claims on.)
 		d.List = (c.Cands == 0 || c.Stale) && !m.Idle(now, s.Running, p.Over) && (!coming || d.Overdue)
 	case !m.Settled && now.Sub(m.ViewSince) >= set.RenewInterval+set.RetryInterval:
 		// At its share or above, and the records have stood still since
