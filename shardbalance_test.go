@@ -108,22 +108,24 @@ func TestCandidatesRunOrClaimedHereAreDropped(t *testing.T) {
 	t.Parallel()
 	set, err := checkShardNames([]string{"s04", "s05", "s06", "s07", "s08"})
 	require.NoError(t, err)
-	st := newOwnerState(set, &fleetMemory{})
+	o := &ShardOwner{}
+	o.state = newOwnerState(set, &o.fleetMemory)
+	st := &o.state
 	st.ownership.addRun(&shardRun{name: "s05"})                // handed to it by a note, and adopted
 	st.ownership.claiming["s06"] = true                        // a claim in flight
 	st.ownership.cooldown["s07"] = time.Now().Add(time.Minute) // its func returned here
 	st.ownership.leftover["s08"] = uuid.NewString()            // a release to retry
-	cands := map[string]candidate{}
+	sm := &shardManager{o: o, candidates: candidates{cands: map[string]candidate{}}}
 	for _, name := range []string{"s04", "s05", "s06", "s07", "s08", "s09"} { // s09: left the set
-		cands[name] = candidate{name: name}
+		sm.candidates.cands[name] = candidate{name: name}
 	}
-	st.stopRemoved(cands)
-	assert.ElementsMatch(t, []string{"s04", "s07", "s08"}, slices.Collect(maps.Keys(cands)))
+	sm.stopRemoved() // as each pass starts (balance)
+	assert.ElementsMatch(t, []string{"s04", "s07", "s08"}, slices.Collect(maps.Keys(sm.candidates.cands)))
 
 	// As lane 7 was: one short, its only candidate running here.
-	cands = map[string]candidate{"s05": {name: "s05"}}
-	st.stopRemoved(cands)
+	sm.candidates.cands = map[string]candidate{"s05": {name: "s05"}}
+	sm.stopRemoved()
 	d, _ := shardplan.Memory{}.ShouldList(time.Now(), shardplan.Snapshot{N: len(set)}, shardplan.Shares{Deficit: 1}, false,
-		shardplan.Claims{Cands: len(cands)}, shardplan.Settings{RenewInterval: time.Second, RetryInterval: time.Second})
+		shardplan.Claims{Cands: len(sm.candidates.cands)}, shardplan.Settings{RenewInterval: time.Second, RetryInterval: time.Second})
 	assert.True(t, d.List, "below its share with no candidate it may claim, it lists")
 }
