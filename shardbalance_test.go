@@ -104,7 +104,7 @@ func TestTallyCountsTheFailedClaimsByOutcome(t *testing.T) {
 // found free, and stayed one below its share for 14 minutes while another
 // shard was free). One in its cooldown, or with a release left to retry,
 // stays: it becomes claimable again.
-func TestCandidatesRunOrClaimedHereAreDropped(t *testing.T) {
+func TestShardCandidatesRunOrClaimedHereAreDropped(t *testing.T) {
 	t.Parallel()
 	set, err := checkShardNames([]string{"s04", "s05", "s06", "s07", "s08"})
 	require.NoError(t, err)
