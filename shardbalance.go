@@ -50,9 +50,9 @@ import (
 // a listing. What may last is a session below its share whose set's other
 // shards other groups hold: it finds nothing to claim, and lists again only
 // a lease duration later, or when a session comes, goes or changes its set
-// (see shardManager.balance), not at every turn. Just after its own set changed, a session counts in its
-// group, for a while, the sessions still on its previous set, which may be
-// changing too.
+// (see shardManager.balance), not at every turn. Just after its own set
+// changed, a session counts in its group, for a while, the sessions still
+// on its previous set, which may be changing too.
 
 // balance moves this session toward its share: it stops removed shards,
 // hands over the excess, claims free shards while below its share, and
@@ -114,10 +114,10 @@ func (sm *shardManager) planSettings() shardplan.Settings {
 // drops from the candidates those no longer in the set, and those this
 // instance now runs or is claiming (ownerState.stopRemoved): free when it
 // found them, such a shard must not pass for a candidate, or a session below
-// its share would wait on it for good instead of listing again (lane 7 did,
-// one below its share for 14 minutes while a shard was free: the probe had
-// found a shard free that another session claimed first, then handed to it
-// by a note). Those in their cooldown or with a release left to retry stay:
+// its share would wait on it for good instead of listing again (the
+// simulator's seed 773775984822: a session one below its share for 14
+// minutes while a shard was free, its probe having found free a shard that
+// another session claimed first, then handed to it by a note). Those in their cooldown or with a release left to retry stay:
 // they become claimable again, and waiting for them is meant.
 func (sm *shardManager) stopRemoved() {
 	sm.o.state.stopRemoved(sm.candidates.cands)
