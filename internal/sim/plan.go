@@ -189,12 +189,7 @@ var laneKinds = []struct {
 // the same plan.
 func NewPlan(seed uint64, sh Shape) []Stretch {
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	between := func(lo, hi time.Duration) time.Duration {
-		if hi <= lo {
-			return lo
-		}
-		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
-	}
+	between := func(lo, hi time.Duration) time.Duration { return drawBetween(rng, lo, hi) }
 	// The fleet faults draw from a stream of their own: the plan's other
 	// draws stay what they were before they came.
 	ops := rand.New(rand.NewPCG(seed, seed^0x7f4a7c159e3779b9))
@@ -294,12 +289,7 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 // between from and last: one group (a kind of instance), or, a third of
 // the time, the whole fleet.
 func fleetFault(rng *rand.Rand, sh Shape, from, last time.Duration) Fault {
-	between := func(lo, hi time.Duration) time.Duration {
-		if hi <= lo {
-			return lo
-		}
-		return lo + time.Duration(rng.Int64N(int64(hi-lo)))
-	}
+	between := func(lo, hi time.Duration) time.Duration { return drawBetween(rng, lo, hi) }
 	f := Fault{Kind: Redeploy, Lane: -1, Target: -1}
 	n := sh.Lanes
 	if rng.IntN(3) > 0 {
@@ -329,4 +319,13 @@ func fleetFault(rng *rand.Rand, sh Shape, from, last time.Duration) Fault {
 	f.At = between(from, last-f.Gap-down-f.Delay)
 	f.Until = f.At + f.Gap + down
 	return f
+}
+
+// drawBetween is a duration drawn from rng in [lo, hi), or lo if the range
+// is empty.
+func drawBetween(rng *rand.Rand, lo, hi time.Duration) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 }
