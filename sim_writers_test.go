@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -32,7 +33,13 @@ import (
 // unknown key, a term that does not read); rewrite a blob's content
 // (sim_writers_content_test.go); delete a blob or the container;
 // and leaderctl's calls (status, break, break -force, repair, repair
-// -allow-lower, shards), made as leaderctl makes them.
+// -allow-lower, shards), made as leaderctl makes them. It also acts at
+// protocol points (sim_points_test.go), on the blob a request just wrote;
+// and, in half the fleets, as a function triggered by blobs created in
+// the container (simTrigger, sim_writers_trigger_test.go: Event Grid's
+// BlobCreated, an Azure Functions blob trigger): an instance's upload
+// fires it with odds drawn from 5 to 50%, and 0 to 2 s later it does one
+// of these actions to that blob, counted as "trigger ...".
 //
 // It holds back, by name, only what the docs say is not covered
 // (simWriterLimits), judged on the fake's true state just before the
@@ -133,13 +140,15 @@ func (w *simWriter) schedule(at func(time.Duration, func())) {
 // own, drawn from the seed by what called for it (the timeline, a point),
 // so that its draws do not depend on the order in which others drew.
 func (w *simWriter) act(r *rand.Rand, blob string, calm time.Duration) {
-	simWriterCall{w, r}.actAs(blob, calm, "")
+	simWriterCall{simWriter: w, r: r}.actAs(blob, calm, "")
 }
 
-// simWriterCall is one action of the writer, with its own draws.
+// simWriterCall is one action of the writer, with its own draws; as is
+// who it is counted as ("": the writer; "trigger": simTrigger's).
 type simWriterCall struct {
 	*simWriter
-	r *rand.Rand
+	r  *rand.Rand
+	as string
 }
 
 // simWriterLeaseActions are the writer's lease actions: what a process's
@@ -196,8 +205,9 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 	if err != nil {
 		result = "refused"
 	}
-	w.f.count("writer "+what, 1)
-	w.f.trace.printf(time.Now(), "writer: %s on %s: %s %v", what, blob, result, err)
+	as := cmp.Or(w.as, "writer")
+	w.f.count(as+" "+what, 1)
+	w.f.trace.printf(time.Now(), "%s: %s on %s: %s %v", as, what, blob, result, err)
 }
 
 func (w simWriterCall) intn(n int) int { return w.r.IntN(n) }
