@@ -144,7 +144,8 @@ func (w *simWriter) act(r *rand.Rand, blob string, calm time.Duration) {
 }
 
 // simWriterCall is one action of the writer, with its own draws; as is
-// who it is counted as ("": the writer; "trigger": simTrigger's).
+// who its actions and hold-backs are counted as ("": the writer;
+// "trigger": simTrigger's).
 type simWriterCall struct {
 	*simWriter
 	r  *rand.Rand
@@ -205,10 +206,12 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 	if err != nil {
 		result = "refused"
 	}
-	as := cmp.Or(w.as, "writer")
-	w.f.count(as+" "+what, 1)
-	w.f.trace.printf(time.Now(), "%s: %s on %s: %s %v", as, what, blob, result, err)
+	w.f.count(w.who()+" "+what, 1)
+	w.f.trace.printf(time.Now(), "%s: %s on %s: %s %v", w.who(), what, blob, result, err)
 }
+
+// who is what the call's actions and hold-backs are counted as.
+func (w simWriterCall) who() string { return cmp.Or(w.as, "writer") }
 
 func (w simWriterCall) intn(n int) int { return w.r.IntN(n) }
 
@@ -403,11 +406,11 @@ func (w *simWriter) declared(blob string, st memblob.BlobState) time.Duration {
 }
 
 // heldBack counts a hold-back of action on blob by section why.
-func (w *simWriter) heldBack(action, why string) {
+func (w simWriterCall) heldBack(action, why string) {
 	w.f.mu.Lock()
-	w.f.held["writer "+action+": "+why]++
+	w.f.held[w.who()+" "+action+": "+why]++
 	w.f.mu.Unlock()
-	w.f.trace.printf(time.Now(), "writer: %s held back: %s", action, why)
+	w.f.trace.printf(time.Now(), "%s: %s held back: %s", w.who(), action, why)
 }
 
 // do does the action kind on blob; it returns what it did ("" if it did
@@ -471,7 +474,7 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 		}
 		if err == nil && strings.HasPrefix(blob, simPrefix+"/"+wire.SessionsDir) && storedValue(st.Metadata, wire.MetaEnded) != "" {
 			// Not aimed at, counted: the trigger of 60bef19's late acquire.
-			w.f.count("writer acquire: a session marked ended, leased again", 1)
+			w.f.count(w.who()+" acquire: a session marked ended, leased again", 1)
 		}
 		return kind + " (" + whose + " ID)", err
 	case "renew":
