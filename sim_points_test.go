@@ -102,10 +102,11 @@ const actCutDelete = "cut, as the container is deleted"
 const actCrashDelete = "crash, as the container is deleted"
 
 // simActors are the fleet's actors besides its instances and its plan:
-// the other writer and the points.
+// the other writer, the points and the container's blob trigger.
 type simActors struct {
-	writer *simWriter
-	points *simPoints
+	writer  *simWriter
+	points  *simPoints
+	trigger *simTrigger // a blob-triggered function (sim_writers_trigger_test.go)
 	// noContainer: the container is deleted, not created again yet; and
 	// procs, by lane, whether a process of the lane runs (from its start
 	// until its Run has returned): see resumesAcross.
@@ -117,6 +118,7 @@ type simActors struct {
 // lock.
 func (a simActors) observe(e memblob.Event) {
 	a.writer.observe(e)
+	a.trigger.observe(e)
 	switch {
 	case e.Container != simContainer:
 		// A quorum's account (sim_quorum_test.go), which shares the
@@ -131,7 +133,7 @@ func (a simActors) observe(e memblob.Event) {
 }
 
 func newSimActors(f *simFleet) simActors {
-	return simActors{writer: newSimWriter(f), points: newSimPoints(f), noContainer: &atomic.Bool{}, procs: make([]atomic.Bool, len(f.lanes))}
+	return simActors{writer: newSimWriter(f), points: newSimPoints(f), trigger: newSimTrigger(f), noContainer: &atomic.Bool{}, procs: make([]atomic.Bool, len(f.lanes))}
 }
 
 type simPoints struct {
@@ -544,7 +546,7 @@ func (p *simPoints) restart(l *simLane) {
 		blob = wire.SessionBlob(simPrefix+"/", id)
 	}
 	p.f.count("point "+ptRestart+": other writer", 1)
-	simWriterCall{p.f.actors.writer, rng}.actAs(blob, calm, id)
+	simWriterCall{simWriter: p.f.actors.writer, r: rng}.actAs(blob, calm, id)
 }
 
 // ranAgain reports whether a func of term starting now on election runs

@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -32,7 +33,13 @@ import (
 // unknown key, a term that does not read); rewrite a blob's content
 // (sim_writers_content_test.go); delete a blob or the container;
 // and leaderctl's calls (status, break, break -force, repair, repair
-// -allow-lower, shards), made as leaderctl makes them.
+// -allow-lower, shards), made as leaderctl makes them. It also acts at
+// protocol points (sim_points_test.go), on the blob a request just wrote;
+// and, in half the fleets, as a function triggered by blobs created in
+// the container (simTrigger, sim_writers_trigger_test.go: Event Grid's
+// BlobCreated, an Azure Functions blob trigger): an instance's upload
+// fires it with odds drawn from 5 to 50%, and 0 to 2 s later it does one
+// of these actions to that blob, counted as "trigger ...".
 //
 // It holds back, by name, only what the docs say is not covered
 // (simWriterLimits), judged on the fake's true state just before the
@@ -133,13 +140,16 @@ func (w *simWriter) schedule(at func(time.Duration, func())) {
 // own, drawn from the seed by what called for it (the timeline, a point),
 // so that its draws do not depend on the order in which others drew.
 func (w *simWriter) act(r *rand.Rand, blob string, calm time.Duration) {
-	simWriterCall{w, r}.actAs(blob, calm, "")
+	simWriterCall{simWriter: w, r: r}.actAs(blob, calm, "")
 }
 
-// simWriterCall is one action of the writer, with its own draws.
+// simWriterCall is one action of the writer, with its own draws; as is
+// who its actions and hold-backs are counted as ("": the writer;
+// "trigger": simTrigger's).
 type simWriterCall struct {
 	*simWriter
-	r *rand.Rand
+	r  *rand.Rand
+	as string
 }
 
 // simWriterLeaseActions are the writer's lease actions: what a process's
@@ -196,9 +206,12 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 	if err != nil {
 		result = "refused"
 	}
-	w.f.count("writer "+what, 1)
-	w.f.trace.printf(time.Now(), "writer: %s on %s: %s %v", what, blob, result, err)
+	w.f.count(w.who()+" "+what, 1)
+	w.f.trace.printf(time.Now(), "%s: %s on %s: %s %v", w.who(), what, blob, result, err)
 }
+
+// who is what the call's actions and hold-backs are counted as.
+func (w simWriterCall) who() string { return cmp.Or(w.as, "writer") }
 
 func (w simWriterCall) intn(n int) int { return w.r.IntN(n) }
 
@@ -393,11 +406,11 @@ func (w *simWriter) declared(blob string, st memblob.BlobState) time.Duration {
 }
 
 // heldBack counts a hold-back of action on blob by section why.
-func (w *simWriter) heldBack(action, why string) {
+func (w simWriterCall) heldBack(action, why string) {
 	w.f.mu.Lock()
-	w.f.held["writer "+action+": "+why]++
+	w.f.held[w.who()+" "+action+": "+why]++
 	w.f.mu.Unlock()
-	w.f.trace.printf(time.Now(), "writer: %s held back: %s", action, why)
+	w.f.trace.printf(time.Now(), "%s: %s held back: %s", w.who(), action, why)
 }
 
 // do does the action kind on blob; it returns what it did ("" if it did
@@ -461,7 +474,7 @@ func (w simWriterCall) do(ctx context.Context, kind, blob string, calm time.Dura
 		}
 		if err == nil && strings.HasPrefix(blob, simPrefix+"/"+wire.SessionsDir) && storedValue(st.Metadata, wire.MetaEnded) != "" {
 			// Not aimed at, counted: the trigger of 60bef19's late acquire.
-			w.f.count("writer acquire: a session marked ended, leased again", 1)
+			w.f.count(w.who()+" acquire: a session marked ended, leased again", 1)
 		}
 		return kind + " (" + whose + " ID)", err
 	case "renew":
