@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ func (l *simLane) supervise() {
 			if late {
 				l.f.windingDown(l, false)
 			}
+			l.f.newVolume(l)
 			ctx, stop := context.WithCancel(l.f.ctx)
 			cancel = stop
 			ran = make(chan struct{})
@@ -462,13 +464,19 @@ func rollingStop(ft sim.Fault, j int) time.Duration { return ft.At + time.Durati
 // lanes stopped gracefully, then started again, through the lane commands
 // as a planned Stop is, so the fault model holds back a stop or a start
 // where, and only where, it holds back any other (mayKill, mayStart). Each
-// instance stopped counts as one fault of the kind.
+// instance stopped counts as one fault of the kind. In a fleet whose lease
+// ID files are ephemeral, each lane it stops is a pod replaced: its file
+// is gone when it starts again (replacePod).
 func (f *simFleet) scheduleFleetFault(at func(time.Duration, func()), ft sim.Fault) {
 	lanes, stops, starts := f.fleetTimes(ft)
 	for j, idx := range lanes {
 		l := f.lanes[idx]
 		killed := false
-		at(stops[j], func() { killed = f.kill(l, cmdStop, ft.Kind) })
+		at(stops[j], func() {
+			if killed = f.kill(l, cmdStop, ft.Kind); killed {
+				f.replacePod(l)
+			}
+		})
 		at(starts[j], func() {
 			if killed {
 				f.revive(l)
@@ -476,3 +484,41 @@ func (f *simFleet) scheduleFleetFault(at func(time.Duration, func()), ft sim.Fau
 		})
 	}
 }
+
+// replacePod notes that a fleet fault stopped lane l as a pod is replaced:
+// in a fleet whose lease ID files are ephemeral (simFilesFor), l's next
+// process starts without its file (a new emptyDir), and the library
+// creates a new one. The file goes only once l's last process has
+// returned (newVolume, in supervise): removed under a process still
+// running, it would be another fault (two processes of one pod).
+func (f *simFleet) replacePod(l *simLane) {
+	if !f.files.ephemeral || l.file == "" {
+		return
+	}
+	l.mu.Lock()
+	l.replaced = true
+	l.mu.Unlock()
+}
+
+// newVolume removes lane l's lease ID file if its pod was replaced since
+// its last process started (replacePod), once that process has returned
+// and before the next starts; a file lost counts as a fault. A crash, a
+// stop at a point, a planned Stop keep the file (a restart in place).
+func (f *simFleet) newVolume(l *simLane) {
+	l.mu.Lock()
+	replaced := l.replaced
+	l.replaced = false
+	l.mu.Unlock()
+	if !replaced {
+		return
+	}
+	if err := os.Remove(l.file); err == nil {
+		f.count(simFileLost, 1)
+		f.trace.printf(time.Now(), "lane%d: its lease ID file lost (its pod replaced)", l.idx)
+	} else if !os.IsNotExist(err) {
+		f.note("lane%d: %v", l.idx, err)
+	}
+}
+
+// simFileLost counts the lease ID files a fleet fault lost (newVolume).
+const simFileLost = "lease ID file lost to a fleet fault"
