@@ -615,7 +615,7 @@ func (f *simFleet) leftSet(e string, from time.Time) bool {
 type simFiles struct {
 	lanes     []int
 	ephemeral bool
-	drawn     []string // the draws, for the report (sim.Result.Drawn)
+	drawn     map[string]int // the draws, each once, for the report (sim.Result.Drawn)
 }
 
 // simFilesFor draws, from seed alone, on a stream of its own (so that no
@@ -630,7 +630,7 @@ type simFiles struct {
 // (replacePod). The plan's crashes of a lane with a file are Resumes.
 func simFilesFor(seed uint64, shape simShape) simFiles {
 	rng := simRngFor(seed, "files")
-	var fs simFiles
+	fs := simFiles{drawn: map[string]int{}}
 	first := 0
 	for k, n := range []int{shape.nativeLanes, shape.etagLanes, shape.shardLanes} {
 		kind := laneKind(k)
@@ -648,24 +648,15 @@ func simFilesFor(seed uint64, shape simShape) simFiles {
 			for i := range take {
 				fs.lanes = append(fs.lanes, first+i)
 			}
-			fs.drawn = append(fs.drawn, fmt.Sprintf("files %s: %s", [...]string{"native", "etag", "shard"}[k], what))
+			fs.drawn[fmt.Sprintf("files %s: %s", [...]string{"native", "etag", "shard"}[k], what)] = 1
 		}
 		first += n
 	}
 	fs.ephemeral = rng.IntN(3) == 0
 	if fs.ephemeral && len(fs.lanes) > 0 {
-		fs.drawn = append(fs.drawn, "files ephemeral")
+		fs.drawn["files ephemeral"] = 1
 	}
 	return fs
-}
-
-// counts are the draws, each once (sim.Result.Drawn).
-func (fs simFiles) counts() map[string]int {
-	out := map[string]int{}
-	for _, d := range fs.drawn {
-		out[d]++
-	}
-	return out
 }
 
 // Which lanes have a lease ID file is drawn from the seed alone, about
@@ -683,7 +674,7 @@ func TestSimFilesAreDrawnFromTheSeed(t *testing.T) {
 		if sh.quorum > 0 && slices.ContainsFunc(fs.lanes, func(i int) bool { return i < sh.nativeLanes }) {
 			t.Fatalf("seed %d: a quorum mutex with a lease ID file: %v", seed, fs.lanes)
 		}
-		for _, d := range fs.drawn {
+		for d := range fs.drawn {
 			counts[d]++
 		}
 		if fs.ephemeral {
