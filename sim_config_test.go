@@ -84,6 +84,12 @@ import (
 // election, the longest of each timing among its instances' (old and new),
 // and a calm lasts at least the longest mutex bound. A fleet whose
 // instances send many requests runs shorter (simShapeFor).
+//
+// In every class, each fleet also draws which of its instances have a
+// lease ID file (simFilesFor): for each kind, none (1 in 4), the first
+// (1 in 2) or every one (1 in 4), a quorum mutex none; and whether the
+// files are ephemeral (1 in 3 fleets), lost when a redeploy or a rolling
+// restart replaces the pod, kept across a crash or a stop in place.
 
 // simTiming is one instance's timings: its BlobSettings' (0: the library's
 // default).
@@ -474,7 +480,7 @@ func simSmokeSeeds() []uint64 {
 	kinds := func(seed uint64) map[sim.Kind]bool {
 		sh := simShapeFor(seed, simSmokeLength)
 		out := map[sim.Kind]bool{}
-		for _, st := range sim.NewPlan(seed, sh.plan([]int{0, sh.nativeLanes, sh.nativeLanes + sh.etagLanes})) {
+		for _, st := range sim.NewPlan(seed, sh.plan(simFilesFor(seed, sh).lanes)) {
 			for _, ft := range st.Faults {
 				out[ft.Kind] = true
 			}
@@ -602,4 +608,87 @@ func (f *simFleet) leftSet(e string, from time.Time) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.outOfSet[e].After(from)
+}
+
+// simFiles is which of a fleet's lanes have a lease ID file, and whether
+// the files are ephemeral (see simFilesFor).
+type simFiles struct {
+	lanes     []int
+	ephemeral bool
+	drawn     map[string]int // the draws, each once, for the report (sim.Result.Drawn)
+}
+
+// simFilesFor draws, from seed alone, on a stream of its own (so that no
+// other draw of the fleet or of its plan changes), which lanes of a fleet
+// of shape have a lease ID file: for each kind of lane, none (1 in 4), the
+// first only (1 in 2), or every one (1 in 4), as deployments differ (a
+// StatefulSet gives every instance a persistent volume, many none); a
+// quorum mutex takes none. And whether the files are ephemeral (1 in 3
+// fleets): on a volume (a Kubernetes emptyDir, a container's filesystem)
+// that a crash and a restart in place keep, but that a fleet fault (a
+// redeploy, a rolling restart) loses, as it replaces the pod
+// (replacePod). The plan's crashes of a lane with a file are Resumes.
+func simFilesFor(seed uint64, shape simShape) simFiles {
+	rng := simRngFor(seed, "files")
+	fs := simFiles{drawn: map[string]int{}}
+	first := 0
+	for k, n := range []int{shape.nativeLanes, shape.etagLanes, shape.shardLanes} {
+		kind := laneKind(k)
+		x := rng.IntN(4) // drawn for every kind, so that each kind's draw is its own
+		take, what := 1, "first"
+		switch {
+		case kind == laneNative && shape.quorum > 0:
+			take, what = 0, "none (quorum)"
+		case x == 0:
+			take, what = 0, "none"
+		case x == 3:
+			take, what = n, "all"
+		}
+		if n > 0 {
+			for i := range take {
+				fs.lanes = append(fs.lanes, first+i)
+			}
+			fs.drawn[fmt.Sprintf("files %s: %s", [...]string{"native", "etag", "shard"}[k], what)] = 1
+		}
+		first += n
+	}
+	fs.ephemeral = rng.IntN(3) == 0
+	if fs.ephemeral && len(fs.lanes) > 0 {
+		fs.drawn["files ephemeral"] = 1
+	}
+	return fs
+}
+
+// Which lanes have a lease ID file is drawn from the seed alone, about
+// each share of the fleets: of each kind none, the first or all (a quorum
+// mutex none), and a third of the fleets' files ephemeral.
+func TestSimFilesAreDrawnFromTheSeed(t *testing.T) {
+	const n = 4000
+	counts := map[string]int{}
+	for seed := range uint64(n) {
+		sh := simShapeFor(seed, time.Hour)
+		fs := simFilesFor(seed, sh)
+		if !reflect.DeepEqual(fs, simFilesFor(seed, sh)) {
+			t.Fatalf("seed %d: two draws", seed)
+		}
+		if sh.quorum > 0 && slices.ContainsFunc(fs.lanes, func(i int) bool { return i < sh.nativeLanes }) {
+			t.Fatalf("seed %d: a quorum mutex with a lease ID file: %v", seed, fs.lanes)
+		}
+		for d := range fs.drawn {
+			counts[d]++
+		}
+		if fs.ephemeral {
+			counts["ephemeral draws"]++
+		}
+	}
+	for kind, of := range map[string]float64{"native": n - float64(counts["files native: none (quorum)"]), "etag": n, "shard": n} {
+		for what, share := range map[string]float64{"none": 25, "first": 50, "all": 25} {
+			if got := float64(counts["files "+kind+": "+what]) / of * 100; math.Abs(got-share) > 3 {
+				t.Errorf("files %s: %s in %.1f%% of the fleets, not about %.0f%%", kind, what, got, share)
+			}
+		}
+	}
+	if got := float64(counts["ephemeral draws"]) / n * 100; math.Abs(got-100.0/3) > 3 {
+		t.Errorf("ephemeral files in %.1f%% of the fleets, not about a third", got)
+	}
 }

@@ -304,7 +304,9 @@ func (f *simFleet) resumesAcross(l *simLane) bool {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.cut > 0 || len(l.slow) > 0 || len(l.rates) > 0 {
+	if l.cut > 0 || len(l.slow) > 0 || len(l.rates) > 0 || l.replaced {
+		// (Replaced: its pod was, and its next process starts without
+		// the file: replacePod.)
 		return false
 	}
 	return true

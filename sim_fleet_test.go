@@ -56,8 +56,9 @@ type simShape struct {
 
 // defaultShape is the default run's fleet: a mutex on a native 30 s lease
 // with 3 contenders, a mutex on a 12 s ETag lease with 2, and 3 ShardOwner
-// instances on 24 s sessions running 3 to 6 shards (5 at first); in each,
-// one instance has a lease ID file. The mutexes retry every 16 s, the
+// instances on 24 s sessions running 3 to 6 shards (5 at first); which
+// have a lease ID file, and whether a pod's replacement loses it, is drawn
+// (simFilesFor). The mutexes retry every 16 s, the
 // ShardOwners every 20 s, and a ShardOwner reads its notes every 300 ms
 // while it expects shards (the library's 100 ms, through a seam): the
 // listings of notes and of sessions were most of a fleet's time, and no
@@ -120,8 +121,9 @@ type simFleet struct {
 	shape simShape
 	svc   *memblob.Service
 	chk   *sim.Checker
-	dir   string // lease ID files
-	log   bool   // the library's logs, to stderr
+	dir   string   // lease ID files
+	files simFiles // which lanes have one, and whether a fleet fault loses it (simFilesFor)
+	log   bool     // the library's logs, to stderr
 	lanes []*simLane
 	plan  []sim.Stretch
 	begin time.Time
@@ -210,6 +212,7 @@ type simLane struct {
 	down     int
 	alive    bool
 	starting bool
+	replaced bool // a fleet fault replaced its pod: its file goes before its next process (replacePod)
 	booting  bool // its start is sent, its process not begun yet (the last may still wind down)
 	born     time.Time
 	// What the current incarnation has seen of the fleet: seenAt, when it
@@ -239,14 +242,17 @@ const (
 )
 
 // rngFor is a source drawn from the seed and parts alone: draws that do
-// not depend on what other goroutines drew first.
-func (f *simFleet) rngFor(parts ...string) *rand.Rand {
+// not depend on what other goroutines drew first (simRngFor: before there
+// is a fleet).
+func (f *simFleet) rngFor(parts ...string) *rand.Rand { return simRngFor(f.seed, parts...) }
+
+func simRngFor(seed uint64, parts ...string) *rand.Rand {
 	h := fnv.New64a()
 	for _, p := range parts {
 		h.Write([]byte(p))
 		h.Write([]byte{0})
 	}
-	return rand.New(rand.NewPCG(f.seed, h.Sum64()))
+	return rand.New(rand.NewPCG(seed, h.Sum64()))
 }
 
 func (f *simFleet) between(lo, hi time.Duration) time.Duration {
@@ -309,14 +315,13 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 	}
 	f.chk.DeleteGrace = max(shape.native, shape.etag, shape.session)
 	f.svc = memblob.New(memblob.WithObserver(f.observe))
-	var files []int
+	f.files = simFilesFor(seed, shape)
 	add := func(kind laneKind, n int) {
-		for i := range n {
+		for range n {
 			l := &simLane{f: f, idx: len(f.lanes), kind: kind, cmds: make(chan laneCmd, 16), done: make(chan struct{}),
 				slow: map[int]time.Duration{}, rates: map[int]sim.Fault{}, died: map[int]bool{}, set: f.set,
 				rng: f.rngFor("lane", strconv.Itoa(len(f.lanes)))}
-			if i == 0 && (kind != laneNative || shape.quorum == 0) { // a quorum mutex takes no lease ID file
-				files = append(files, l.idx)
+			if slices.Contains(f.files.lanes, l.idx) {
 				l.file = filepath.Join(dir, fmt.Sprintf("lane%d.id", l.idx))
 			}
 			f.lanes = append(f.lanes, l)
@@ -329,7 +334,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		first := shape.nativeLanes + shape.etagLanes
 		f.lanes[first+f.rngFor("note waits").IntN(shape.shardLanes)].noteWait = shape.noteWait
 	}
-	f.plan = sim.NewPlan(seed, shape.plan(files))
+	f.plan = sim.NewPlan(seed, shape.plan(f.files.lanes))
 	f.shape = f.shape.swept(f.plan)
 	f.actors = newSimActors(f)
 	f.quorum = newSimQuorum(f)

@@ -6,9 +6,12 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/faults"
@@ -58,6 +61,7 @@ func (l *simLane) supervise() {
 			if late {
 				l.f.windingDown(l, false)
 			}
+			l.f.newVolume(l)
 			ctx, stop := context.WithCancel(l.f.ctx)
 			cancel = stop
 			ran = make(chan struct{})
@@ -462,17 +466,113 @@ func rollingStop(ft sim.Fault, j int) time.Duration { return ft.At + time.Durati
 // lanes stopped gracefully, then started again, through the lane commands
 // as a planned Stop is, so the fault model holds back a stop or a start
 // where, and only where, it holds back any other (mayKill, mayStart). Each
-// instance stopped counts as one fault of the kind.
+// instance stopped counts as one fault of the kind. In a fleet whose lease
+// ID files are ephemeral, each lane it stops is a pod replaced: its file
+// is gone when it starts again (replacePod).
 func (f *simFleet) scheduleFleetFault(at func(time.Duration, func()), ft sim.Fault) {
 	lanes, stops, starts := f.fleetTimes(ft)
 	for j, idx := range lanes {
 		l := f.lanes[idx]
 		killed := false
-		at(stops[j], func() { killed = f.kill(l, cmdStop, ft.Kind) })
+		at(stops[j], func() {
+			if killed = f.kill(l, cmdStop, ft.Kind); killed {
+				f.replacePod(l)
+			}
+		})
 		at(starts[j], func() {
 			if killed {
 				f.revive(l)
 			}
 		})
 	}
+}
+
+// replacePod notes that a fleet fault stopped lane l as a pod is replaced:
+// in a fleet whose lease ID files are ephemeral (simFilesFor), l's next
+// process starts without its file (a new emptyDir), and the library
+// creates a new one. The file goes only once l's last process has
+// returned (newVolume, in supervise): removed under a process still
+// running, it would be another fault (two processes of one pod).
+func (f *simFleet) replacePod(l *simLane) {
+	if !f.files.ephemeral || l.file == "" {
+		return
+	}
+	l.mu.Lock()
+	l.replaced = true
+	l.mu.Unlock()
+}
+
+// newVolume removes lane l's lease ID file if its pod was replaced since
+// its last process started (replacePod), once that process has returned
+// and before the next starts; a file lost that named an ID counts as a
+// fault (an empty one, its session ended, as none). A crash, a
+// stop at a point, a planned Stop keep the file (a restart in place).
+func (f *simFleet) newVolume(l *simLane) {
+	l.mu.Lock()
+	replaced := l.replaced
+	l.replaced = false
+	l.mu.Unlock()
+	if !replaced {
+		return
+	}
+	b, _ := os.ReadFile(l.file)
+	if err := os.Remove(l.file); err != nil && !os.IsNotExist(err) {
+		f.note("lane%d: %v", l.idx, err)
+		return
+	}
+	if id := strings.TrimSpace(string(b)); id != "" {
+		f.count(simFileLost, 1)
+		f.trace.printf(time.Now(), "lane%d: its lease ID file lost (its pod replaced), naming %s", l.idx, id)
+	}
+}
+
+// simFileLost counts the lease ID files naming an ID that a fleet fault
+// lost (newVolume).
+const simFileLost = "lease ID file lost to a fleet fault"
+
+// A lease ID file that a fleet fault loses (ephemeral files) goes between
+// its lane's processes: once the last has returned, before the next
+// starts, which does not resume the session its predecessor kept for it.
+func TestSimEphemeralFileGoesBetweenProcesses(t *testing.T) {
+	const seed = 44 // its 4 minutes lose ShardOwners' files that name a session kept: ephemeral files, a redeploy
+	synctest.Test(t, func(t *testing.T) {
+		dir, err := leaseIDDir()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer os.RemoveAll(dir)
+		f := newSimFleet(seed, simShapeFor(seed, simSmokeLength), dir, false, t)
+		f.run()
+		running := map[string]bool{} // lane -> a process of it runs
+		kept := map[string]bool{}    // lane -> its last process kept its session for the next
+		lost := map[string]int{}     // lane -> 1: its file lost; 2: and its next process started
+		mattered := 0                // files lost that named a session kept
+		for _, en := range f.trace.entries {
+			name, rest, _ := strings.Cut(en.text, " ")
+			lane, _, _ := strings.Cut(strings.TrimSuffix(name, ":"), ".")
+			switch {
+			case en.log != nil && strings.Contains(en.log.Message, "session kept for the next process"):
+				kept[lane] = true
+			case en.log != nil && strings.Contains(en.log.Message, "resuming the session") && lost[lane] == 2:
+				t.Fatalf("%s: %s resumed the session in a file lost", en.at.Format("15:04:05.000"), name)
+			case rest == "starts":
+				running[lane], kept[lane] = true, false
+				lost[lane] = min(2*lost[lane], 2)
+			case rest == "returned":
+				running[lane] = false
+				delete(lost, lane)
+			case strings.HasPrefix(rest, "its lease ID file lost"):
+				if running[lane] {
+					t.Fatalf("%s: %s while its process runs", en.at.Format("15:04:05.000"), en.text)
+				}
+				lost[lane] = 1
+				if kept[lane] {
+					mattered++
+				}
+			}
+		}
+		if mattered == 0 {
+			t.Fatalf("seed %d lost no lease ID file naming a session kept (its draws changed?): take a seed that does", seed)
+		}
+	})
 }

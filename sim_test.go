@@ -33,7 +33,7 @@ import (
 // turn: sim_lane_test.go's scheduleFleetFault), partitions, slow storage, lost answers,
 // requests applied late, throttling, failing storage, deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
-// from a file. The driver holds back, as it goes, only what the library's
+// from a file (or the file lost with its pod: simFilesFor). The driver holds back, as it goes, only what the library's
 // argument names as not covered around deletions (see deletable).
 // internal/sim's checker judges every step: no two funcs of one election
 // at once, terms strictly growing (each func's, and each term record the
@@ -293,7 +293,8 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 	}
 	f.run()
 	res := sim.Result{Seed: seed, Class: shape.class, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
-		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held), Made: maps.Clone(f.made)}
+		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held), Made: maps.Clone(f.made),
+		Drawn: maps.Clone(f.files.drawn)}
 	res.Violations, res.Dropped = f.chk.Violations()
 	if trace == "" && len(res.Violations) > 0 {
 		trace = filepath.Join(os.TempDir(), fmt.Sprintf("leaderelection-sim-%d.trace", seed))

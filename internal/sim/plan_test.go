@@ -2,6 +2,8 @@ package sim
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -68,14 +70,16 @@ func TestEveryFaultEndsBeforeItsCalmAndDeletionsMeetCrashes(t *testing.T) {
 
 func TestReportSums(t *testing.T) {
 	var rp Report
-	rp.Add(Result{Seed: 2, Simulated: time.Hour, Faults: map[string]int{"crash": 2}, Requests: 10})
-	rp.Add(Result{Seed: 1, Simulated: time.Hour, Faults: map[string]int{"crash": 1, ReqLost: 5}, Violations: []Violation{{Rule: "term"}}})
+	rp.Add(Result{Seed: 2, Simulated: time.Hour, Faults: map[string]int{"crash": 2}, Requests: 10, Drawn: map[string]int{"files etag: all": 1}})
+	rp.Add(Result{Seed: 1, Simulated: time.Hour, Faults: map[string]int{"crash": 1, ReqLost: 5}, Violations: []Violation{{Rule: "term"}},
+		Drawn: map[string]int{"files etag: all": 1, "files ephemeral": 1}})
 	rp.Wall = time.Minute
-	if rp.FleetHours() != 2 || rp.FaultTotal() != 8 || rp.Violations != 1 || len(rp.Failing) != 1 || rp.Failing[0].Seed != 1 {
+	if rp.FleetHours() != 2 || rp.FaultTotal() != 8 || rp.Violations != 1 || len(rp.Failing) != 1 || rp.Failing[0].Seed != 1 ||
+		rp.Drawn["files etag: all"] != 2 || rp.Drawn["files ephemeral"] != 1 {
 		t.Fatalf("%+v", rp)
 	}
-	if s := rp.String(); s == "" {
-		t.Fatal("no summary")
+	if s := rp.String(); !strings.Contains(s, "files etag: all 2;") {
+		t.Fatalf("summary without the fleets drawn:\n%s", s)
 	}
 }
 
@@ -101,5 +105,41 @@ func TestFleetFaultsLeaveThePlansOtherDraws(t *testing.T) {
 	}
 	if fleet == 0 {
 		t.Fatal("no fleet fault in 20 plans")
+	}
+}
+
+// A planned crash of a lane with a lease ID file is a Resume, of any other
+// a Crash, whichever lanes have one (none, some, every one), and which
+// lanes have one changes no other draw.
+func TestCrashesFollowTheFileLanes(t *testing.T) {
+	all := []int{0, 1, 2, 3, 4, 5, 6, 7}
+	for _, files := range [][]int{nil, shape.FileLanes, all} {
+		sh := shape
+		sh.FileLanes = files
+		kinds := map[Kind]int{}
+		for seed := range uint64(20) {
+			a, b := NewPlan(seed, sh), NewPlan(seed, shape)
+			for i := range a {
+				for j, f := range a[i].Faults {
+					kinds[f.Kind]++
+					if (f.Kind == Crash || f.Kind == Resume) && (f.Kind == Resume) != slices.Contains(files, f.Lane) {
+						t.Fatalf("files %v, seed %d: %s", files, seed, f)
+					}
+					g := b[i].Faults[j]
+					if g.Kind == Resume {
+						g.Kind = Crash
+					}
+					if f.Kind == Resume {
+						f.Kind = Crash
+					}
+					if f != g {
+						t.Fatalf("files %v, seed %d: %s, not %s as with files %v", files, seed, f, g, shape.FileLanes)
+					}
+				}
+			}
+		}
+		if kinds[Crash]+kinds[Resume] == 0 || len(files) == 0 && kinds[Resume] > 0 || len(files) == len(all) && kinds[Crash] > 0 {
+			t.Fatalf("files %v: %v", files, kinds)
+		}
 	}
 }

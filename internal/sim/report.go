@@ -27,6 +27,10 @@ type Result struct {
 	// that an older fault model held back (a deletion of an election
 	// deleted before, ...), by what.
 	Made map[string]int
+	// Drawn is the fleet's configuration beyond its class, as drawn from
+	// its seed: each draw it made (e.g. which lanes have a lease ID file),
+	// counted once.
+	Drawn map[string]int
 }
 
 // Report sums the results of a run of many fleets.
@@ -41,7 +45,8 @@ type Report struct {
 	Recovery   time.Duration
 	Held       map[string]int
 	Made       map[string]int
-	Failing    []Result // fleets with a violation, by seed
+	Drawn      map[string]int // fleets by each draw of their configuration (Result.Drawn)
+	Failing    []Result       // fleets with a violation, by seed
 	Classes    map[string]*Tally
 }
 
@@ -88,6 +93,12 @@ func (rp *Report) Add(r Result) {
 	}
 	for k, n := range r.Made {
 		rp.Made[k] += n
+	}
+	if len(r.Drawn) > 0 && rp.Drawn == nil {
+		rp.Drawn = map[string]int{}
+	}
+	for k, n := range r.Drawn {
+		rp.Drawn[k] += n
 	}
 	rp.Requests += r.Requests
 	rp.Funcs += r.Funcs
@@ -138,6 +149,12 @@ func (rp *Report) String() string {
 		for _, k := range slices.Sorted(maps.Keys(rp.Classes)) {
 			c := rp.Classes[k]
 			fmt.Fprintf(&b, "\n  %s: %d, %.1f, %v, %d, %d", k, c.Fleets, c.Simulated.Hours(), c.Wall.Round(time.Second), c.Faults, c.Violations)
+		}
+	}
+	if len(rp.Drawn) > 0 {
+		fmt.Fprintf(&b, "\nfleets by configuration drawn:")
+		for _, k := range slices.Sorted(maps.Keys(rp.Drawn)) {
+			fmt.Fprintf(&b, " %s %d;", k, rp.Drawn[k])
 		}
 	}
 	if len(rp.Held) > 0 {
