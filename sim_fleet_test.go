@@ -136,6 +136,7 @@ type simFleet struct {
 	rng       *rand.Rand           // the timeline's draws (one goroutine, in virtual-time order)
 	set       []string             // the shard set the fleet converges to
 	faults    map[string]int       // injected, by kind
+	seen      map[string]int       // protocol events met, not faults (met)
 	requests  int                  // sent by the instances
 	repaired  map[string]time.Time // election -> when an operator repaired its record
 	malformed map[string]string    // election -> the malformed term it was given
@@ -270,6 +271,13 @@ func (f *simFleet) count(kind string, n int) {
 	f.faults[kind] += n
 }
 
+// met counts n protocol events of kind that are not faults (sim.Result.Met).
+func (f *simFleet) met(kind string, n int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seen[kind] += n
+}
+
 func (f *simFleet) note(format string, args ...any) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -297,6 +305,7 @@ func newSimFleet(seed uint64, shape simShape, dir string, log bool, t interface{
 		rng:        rand.New(rand.NewPCG(seed, 0x5eed)),
 		set:        simShardNames(shape.shards),
 		faults:     map[string]int{},
+		seen:       map[string]int{},
 		repaired:   map[string]time.Time{},
 		malformed:  map[string]string{},
 		names:      map[string]*simLane{},

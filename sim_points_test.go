@@ -330,17 +330,27 @@ func (t *simPointTransport) pointOn(req *http.Request, svc *memblob.Service, con
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HandoffDir):
 		return ptNote
 	case req.URL.Query().Get("comp") == "" && strings.HasPrefix(name, simPrefix+"/"+wire.HeldDir):
-		// A session's last list, written once it ended and released its
-		// lease (endSession), names the shards it released: between its
-		// death and its survivors' reading of it. The session's record
-		// is gone if its blob was collected, or the container deleted.
-		session := wire.SessionBlob(simPrefix+"/", strings.TrimPrefix(name, simPrefix+"/"+wire.HeldDir))
-		if st, ok := svc.Blob(container, session); ok && st.LeaseState != "leased" {
+		if simLastList(svc, container, name) {
 			return ptEndList
 		}
 		return ptHeld
 	}
 	return ""
+}
+
+// simLastList reports whether name is a session's last list: its held
+// list, whose session's blob is not leased. A session's last list, written
+// once it ended and released its lease (endSession), names the shards it
+// released: between its death and its survivors' reading of it. The
+// session's record is gone if its blob was collected, or the container
+// deleted.
+func simLastList(svc *memblob.Service, container, name string) bool {
+	held, ok := strings.CutPrefix(name, simPrefix+"/"+wire.HeldDir)
+	if !ok {
+		return false
+	}
+	st, ok := svc.Blob(container, wire.SessionBlob(simPrefix+"/", held))
+	return ok && st.LeaseState != "leased"
 }
 
 // Do sends req on, and, if it marks a point that fires, strikes.
@@ -352,6 +362,9 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 	resp, err := t.next.Do(req)
 	if point == "" || err != nil || resp.StatusCode/100 != 2 {
 		return resp, err
+	}
+	if point == ptEndList {
+		t.p.f.met("a session's last list written", 1)
 	}
 	act, d, calm := t.draw(point)
 	if act == "" || act == "other writer" && account >= 0 {

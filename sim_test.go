@@ -294,7 +294,10 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 	f.run()
 	res := sim.Result{Seed: seed, Class: shape.class, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
 		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held), Made: maps.Clone(f.made),
-		Drawn: maps.Clone(f.files.drawn)}
+		Drawn: maps.Clone(f.files.drawn), Met: maps.Clone(f.seen)}
+	if f.actors.trigger.odds > 0 {
+		res.Drawn["blob trigger"] = 1
+	}
 	res.Violations, res.Dropped = f.chk.Violations()
 	if trace == "" && len(res.Violations) > 0 {
 		trace = filepath.Join(os.TempDir(), fmt.Sprintf("leaderelection-sim-%d.trace", seed))

@@ -21,39 +21,39 @@ import (
 	"github.com/blobelect/leaderelection/internal/wire"
 )
 
-// The other writer (issue 38): an actor that does to the fleet's blobs
-// what an operator, a script or another program does. In each storm it
-// lists the container and, at times drawn from the seed, picks a blob
-// (a mutex's, a session's, a shard's, a note, a held list) and an action:
-// acquire, renew, release, break (with and without a period) or change a
-// lease, under an ID it made up, or one it read or guessed (a session's
-// lease ID is its name; a shard's derives from its record,
-// wire.ClaimLeaseID and HandoffLeaseID; a mutex contender's is in its
-// lease ID file); write metadata (the record as it is, a stale one, an
-// unknown key, a term that does not read); rewrite a blob's content
-// (sim_writers_content_test.go); delete a blob or the container;
-// and leaderctl's calls (status, break, break -force, repair, repair
-// -allow-lower, shards), made as leaderctl makes them. It also acts at
-// protocol points (sim_points_test.go), on the blob a request just wrote;
-// and, in half the fleets, as a function triggered by blobs created in
-// the container (simTrigger, sim_writers_trigger_test.go: Event Grid's
-// BlobCreated, an Azure Functions blob trigger): an instance's upload
-// fires it with odds drawn from 5 to 50%, and 0 to 2 s later it does one
-// of these actions to that blob, counted as "trigger ...".
+// The other writer (issue 38): an actor that does to the fleet's blobs what
+// an operator, a script or another program does. In each storm it lists the
+// container and, at times drawn from the seed, picks a blob (a mutex's, a
+// session's, a shard's, a note, a held list) and an action: acquire, renew,
+// release, break (with and without a period) or change a lease, under an ID
+// it made up, or one it read or guessed (a session's lease ID is its name;
+// a shard's derives from its record, wire.ClaimLeaseID and HandoffLeaseID;
+// a mutex contender's is in its lease ID file); write metadata (the record
+// as it is, a stale one, an unknown key, a term that does not read);
+// rewrite a blob's content (sim_writers_content_test.go); delete a blob or
+// the container; and leaderctl's calls (status, break, break -force,
+// repair, repair -allow-lower, shards), made as leaderctl makes them. It
+// also acts at protocol points (sim_points_test.go), on the blob a request
+// just wrote; and, in half the fleets, as a function triggered by blobs
+// created in the container (simTrigger, sim_writers_trigger_test.go: Event
+// Grid's BlobCreated, an Azure Functions blob trigger): an instance's
+// upload fires it (every upload, or a share drawn from 5 to 50%), and 0 to
+// 2 s later it does one of these actions to that blob, counted as "trigger
+// ...".
 //
 // It holds back, by name, only what the docs say is not covered
 // (simWriterLimits), judged on the fake's true state just before the
 // request: an action that would end a lease held under an ID not its own
 // sooner than the lease would end without it. Deletions of an election's
-// blob, or of the container, go through the fault model's deletable, as
-// the plan's do. Everything else may happen, and the checker judges it
-// with every rule but one: a func whose lease another writer changed
+// blob, or of the container, go through the fault model's deletable, as the
+// plan's do. Everything else may happen, and the checker judges it with
+// every rule but one: a func whose lease another writer changed
 // (ChangeLease under its ID) no longer holds that lease on the fake, which
 // the library cannot prevent; only the lease rule spares it from then on
-// (sim.Checker.Taken). Its own leases (acquired under an ID it made up on
-// a blob nobody held) it releases before the calm; what it left behind
-// (a lease under a guessed ID, a changed lease) the library's own rules
-// must clear within the calm's bounds.
+// (sim.Checker.Taken). Its own leases (acquired under an ID it made up on a
+// blob nobody held) it releases before the calm; what it left behind (a
+// lease under a guessed ID, a changed lease) the library's own rules must
+// clear within the calm's bounds.
 
 // simWriterLimits are the sections of docs/limits.md (and the section of
 // docs/shardowner.md it points to) that name what another writer may do
@@ -198,9 +198,13 @@ func (w simWriterCall) actAs(blob string, calm time.Duration, id string) {
 	if id != "" {
 		kind = simWriterLeaseActions[w.intn(len(simWriterLeaseActions))]
 	}
+	last := simLastList(w.f.svc, simContainer, blob)
 	what, err := w.do(ctx, kind, blob, calm, id)
 	if what == "" {
 		return
+	}
+	if last && strings.HasPrefix(what, "content") && err == nil {
+		w.f.met(w.who()+" "+what+", on a dead session's list", 1)
 	}
 	result := "ok"
 	if err != nil {

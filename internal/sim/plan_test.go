@@ -72,13 +72,13 @@ func TestReportSums(t *testing.T) {
 	var rp Report
 	rp.Add(Result{Seed: 2, Simulated: time.Hour, Faults: map[string]int{"crash": 2}, Requests: 10, Drawn: map[string]int{"files etag: all": 1}})
 	rp.Add(Result{Seed: 1, Simulated: time.Hour, Faults: map[string]int{"crash": 1, ReqLost: 5}, Violations: []Violation{{Rule: "term"}},
-		Drawn: map[string]int{"files etag: all": 1, "files ephemeral": 1}})
+		Drawn: map[string]int{"files etag: all": 1, "files ephemeral": 1}, Met: map[string]int{"a last list": 3}})
 	rp.Wall = time.Minute
 	if rp.FleetHours() != 2 || rp.FaultTotal() != 8 || rp.Violations != 1 || len(rp.Failing) != 1 || rp.Failing[0].Seed != 1 ||
-		rp.Drawn["files etag: all"] != 2 || rp.Drawn["files ephemeral"] != 1 {
+		rp.Drawn["files etag: all"] != 2 || rp.Drawn["files ephemeral"] != 1 || rp.Met["a last list"] != 3 || rp.FaultTotal() != 8 {
 		t.Fatalf("%+v", rp)
 	}
-	if s := rp.String(); !strings.Contains(s, "files etag: all 2;") {
+	if s := rp.String(); !strings.Contains(s, "files etag: all 2;") || !strings.Contains(s, "(not faults): a last list 3;") {
 		t.Fatalf("summary without the fleets drawn:\n%s", s)
 	}
 }

@@ -31,6 +31,10 @@ type Result struct {
 	// its seed: each draw it made (e.g. which lanes have a lease ID file),
 	// counted once.
 	Drawn map[string]int
+	// Met counts protocol events the fleet met that are not faults, by
+	// what (a session's last list written, the other writer's edit of
+	// one): how often the rare sequences the faults aim at came about.
+	Met map[string]int
 }
 
 // Report sums the results of a run of many fleets.
@@ -46,6 +50,7 @@ type Report struct {
 	Held       map[string]int
 	Made       map[string]int
 	Drawn      map[string]int // fleets by each draw of their configuration (Result.Drawn)
+	Met        map[string]int // protocol events met, not faults (Result.Met)
 	Failing    []Result       // fleets with a violation, by seed
 	Classes    map[string]*Tally
 }
@@ -82,24 +87,10 @@ func (rp *Report) Add(r Result) {
 		rp.Faults[k] += n
 		c.Faults += n
 	}
-	if len(r.Held) > 0 && rp.Held == nil {
-		rp.Held = map[string]int{}
-	}
-	for k, n := range r.Held {
-		rp.Held[k] += n
-	}
-	if len(r.Made) > 0 && rp.Made == nil {
-		rp.Made = map[string]int{}
-	}
-	for k, n := range r.Made {
-		rp.Made[k] += n
-	}
-	if len(r.Drawn) > 0 && rp.Drawn == nil {
-		rp.Drawn = map[string]int{}
-	}
-	for k, n := range r.Drawn {
-		rp.Drawn[k] += n
-	}
+	addCounts(&rp.Held, r.Held)
+	addCounts(&rp.Made, r.Made)
+	addCounts(&rp.Drawn, r.Drawn)
+	addCounts(&rp.Met, r.Met)
 	rp.Requests += r.Requests
 	rp.Funcs += r.Funcs
 	rp.Recovery = max(rp.Recovery, r.Recovery)
@@ -151,24 +142,31 @@ func (rp *Report) String() string {
 			fmt.Fprintf(&b, "\n  %s: %d, %.1f, %v, %d, %d", k, c.Fleets, c.Simulated.Hours(), c.Wall.Round(time.Second), c.Faults, c.Violations)
 		}
 	}
-	if len(rp.Drawn) > 0 {
-		fmt.Fprintf(&b, "\nfleets by configuration drawn:")
-		for _, k := range slices.Sorted(maps.Keys(rp.Drawn)) {
-			fmt.Fprintf(&b, " %s %d;", k, rp.Drawn[k])
-		}
-	}
-	if len(rp.Held) > 0 {
-		fmt.Fprintf(&b, "\nheld back by the fault model:")
-		for _, k := range slices.Sorted(maps.Keys(rp.Held)) {
-			fmt.Fprintf(&b, " %s %d;", k, rp.Held[k])
-		}
-	}
-	if len(rp.Made) > 0 {
-		fmt.Fprintf(&b, "\nmade, beyond what an older fault model held back:")
-		for _, k := range slices.Sorted(maps.Keys(rp.Made)) {
-			fmt.Fprintf(&b, " %s %d;", k, rp.Made[k])
-		}
-	}
+	writeCounts(&b, "fleets by configuration drawn", rp.Drawn)
+	writeCounts(&b, "held back by the fault model", rp.Held)
+	writeCounts(&b, "made, beyond what an older fault model held back", rp.Made)
+	writeCounts(&b, "met along the way (not faults)", rp.Met)
 	fmt.Fprintf(&b, "\nviolations %d\n", rp.Violations)
 	return b.String()
+}
+
+// addCounts adds src's counts into *dst, made if need be.
+func addCounts(dst *map[string]int, src map[string]int) {
+	if len(src) > 0 && *dst == nil {
+		*dst = map[string]int{}
+	}
+	for k, n := range src {
+		(*dst)[k] += n
+	}
+}
+
+// writeCounts writes a line of counts, sorted by what, if there are any.
+func writeCounts(b *strings.Builder, title string, counts map[string]int) {
+	if len(counts) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "\n%s:", title)
+	for _, k := range slices.Sorted(maps.Keys(counts)) {
+		fmt.Fprintf(b, " %s %d;", k, counts[k])
+	}
 }
