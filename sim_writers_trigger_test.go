@@ -20,8 +20,10 @@ import (
 // actions fall in a storm, after the fleet's first minute and before the
 // storm's calm less 10 s, as a point's effects (simPoints.left). The
 // writer's own uploads (its content rewrites, which carry simWriterMarker)
-// do not fire it. pe simTrigger struct {     *simFleet dds float64 // 0:
-// the container has no trigger
+// do not fire it.
+type simTrigger struct {
+	f    *simFleet
+	odds float64 // 0: the container has no trigger
 
 	mu  sync.Mutex
 	rng *rand.Rand // the fleet's "trigger" stream: its odds, then each upload's draws
