@@ -118,6 +118,7 @@ var citedPaths = []string{
 	"sim_config_test.go",
 	"sim_limits_test.go",
 	"sim_writers_test.go",
+	"sim_writers_trigger_test.go",
 	"sim_points_test.go",
 	"term.go",
 	"termmemory.go",
