@@ -33,8 +33,9 @@ import (
 // turn: sim_lane_test.go's scheduleFleetFault), partitions, slow storage, lost answers,
 // requests applied late, throttling, failing storage, deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
-// from a file (or the file lost with its pod: simFilesFor). The driver holds back, as it goes, only what the library's
-// argument names as not covered around deletions (see deletable).
+// from a file (or the file lost with its pod: simFilesFor). The driver
+// holds back, as it goes, only what the library's argument names as not
+// covered around deletions (see deletable).
 // internal/sim's checker judges every step: no two funcs of one election
 // at once, terms strictly growing (each func's, and each term record the
 // fake stores), every func within a lease the fake granted its instance,
