@@ -71,6 +71,13 @@ const (
 	ptEndList       = "after a session's last list (as it ends, its blob released)"
 	ptFirstRun      = "after a session's first shard record (as it begins to run shards)"
 	ptRestart       = "at a restart with its lease ID file"
+	// A ShardOwner's listing of the sessions: the view of who lives, and
+	// which leases they declared, that its pass acts on. Drawn apart (its
+	// own stream, so that no other point's draw changes), at a tenth of
+	// the odds, as it comes every RetryInterval on every instance: an
+	// answer late here makes the pass act, seconds later, on a view of
+	// the sessions older than what it then reads of the shards.
+	ptListSessions = "after a listing of the sessions"
 	// A quorum's own point (sim_quorum_test.go), drawn apart: a term's
 	// record sent to one account, which goes down as it is sent, so that
 	// the term is stored on the others only.
@@ -179,6 +186,9 @@ func newSimPoints(f *simFleet) *simPoints {
 	if len(p.acts) == 0 {
 		p.acts = []string{simPointActs[rng.IntN(len(simPointActs))]}
 	}
+	if lr := f.rngFor("points", ptListSessions); lr.IntN(2) == 0 {
+		p.odds[ptListSessions] = (0.05 + 0.45*lr.Float64()) / 10
+	}
 	if qr := f.rngFor("points", "quorum"); f.shape.quorum > 0 && qr.IntN(2) == 0 {
 		p.quorumOdds = 0.05 + 0.45*qr.Float64()
 	}
@@ -282,6 +292,10 @@ func simHeader(h http.Header, key string) string {
 // point is the protocol point req marks, or "", and the quorum's account
 // it is sent to (-1: the fleet's service).
 func (t *simPointTransport) point(req *http.Request) (string, int) {
+	if q := req.URL.Query(); req.Method == http.MethodGet && q.Get("comp") == "list" &&
+		strings.HasPrefix(q.Get("prefix"), simPrefix+"/"+wire.SessionsDir) {
+		return ptListSessions, -1
+	}
 	svc, container, name, account := t.target(req)
 	if svc == nil {
 		return "", -1
