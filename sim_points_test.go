@@ -27,7 +27,7 @@ import (
 // request that marks a point is answered (a transport of the simulator's
 // in front of its faults.Transport, which tells the point from the
 // request: its lease action, a term record or a renewal, a session's
-// record, a note, a held list), the point fires with its odds during a
+// record, a note, a held list, a listing of the sessions), the point fires with its odds during a
 // storm, and strikes with one of the enabled actions, drawn: the process
 // crashes there (between that step and its next: between an acquire and
 // its record, a record and its lease change, a note and its adoption...),
