@@ -113,12 +113,13 @@ func (sm *shardManager) planSettings() shardplan.Settings {
 // stopRemoved asks the funcs of the shards that left the set to stop, and
 // drops from the candidates those no longer in the set, and those this
 // instance now runs or is claiming (ownerState.stopRemoved): free when it
-// found them, such a shard must not pass for a candidate, or a session below
-// its share would wait on it for good instead of listing again (the
+// found them, such a shard must not pass for a candidate, or a session
+// below its share would wait on it for good instead of listing again (the
 // simulator's seed 773775984822: a session one below its share for 14
 // minutes while a shard was free, its probe having found free a shard that
-// another session claimed first, then handed to it by a note). Those in their cooldown or with a release left to retry stay:
-// they become claimable again, and waiting for them is meant.
+// another session claimed first, then handed to it by a note). Those in
+// their cooldown or with a release left to retry stay: they become
+// claimable again, and waiting for them is meant.
 func (sm *shardManager) stopRemoved() {
 	sm.o.state.stopRemoved(sm.candidates.cands)
 }
