@@ -666,3 +666,68 @@ func TestQuorumMutexSlowOrSilentAccountsDoNotHoldTheMajorityBack(t *testing.T) {
 		})
 	})
 }
+
+// A contender whose term fell short of a majority proposes it again under
+// the same leases, the same record, so that its floor does not rise at
+// every try (Q3); once it has given the leases back it proposes anew, above
+// what it reads: here another contender, which did not read the first
+// proposal, recorded that number meanwhile on the accounts that refused it.
+func TestQuorumProposesATermAgainOnlyUnderTheSameLeases(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		f := newQuorumFleet(t, 3, 0, nil)
+		a := f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
+			if i == 2 {
+				return tr
+			}
+			refuse := faults.Over(tr)
+			t.Cleanup(refuse.Close)
+			refuse.Fail(http.StatusServiceUnavailable, "ServerBusy")
+			return refuseWrites{pass: tr, refuse: refuse}
+		})
+		b, c := f.add(), f.add() // c only reads
+		qa, qb := f.mutexes[a].quorum, f.mutexes[b].quorum
+		all := []bool{true, true, true}
+		_, err := qb.acquire(ctx, all) // term 1 on every account
+		require.NoError(t, err)
+		_, _, err = qb.recordTerm(ctx, "q1")
+		require.NoError(t, err)
+		require.NoError(t, qb.giveBack(ctx))
+		onAccount2 := func() Term {
+			info, err := f.mutexes[c].quorum.accounts[2].Inspect(ctx)
+			require.NoError(t, err)
+			return info.Leader
+		}
+
+		_, err = qa.acquire(ctx, all)
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err, "stored on account 2 alone")
+		first := onAccount2()
+		require.Equal(t, Term{Number: 2, Identity: "q0", Since: first.Since}, first)
+		time.Sleep(time.Second)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		again := onAccount2()
+		assert.Equal(t, first.Number, again.Number, "the same term proposed again under the same leases")
+		assert.True(t, first.Since.Equal(again.Since), "the same record")
+		require.NoError(t, qa.giveBack(ctx))
+
+		time.Sleep(time.Second)
+		f.cut[b][2].Blackhole() // b reads accounts 0 and 1 only
+		_, err = qb.acquire(ctx, all)
+		require.NoError(t, err)
+		recorded, _, err := qb.recordTerm(ctx, "q1")
+		require.NoError(t, err)
+		require.Equal(t, first.Number, recorded.Number, "b did not read a's proposal")
+		f.cut[b][2].Heal()
+		require.NoError(t, qb.giveBack(ctx))
+
+		_, err = qa.acquire(ctx, all)
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		assert.Equal(t, first.Number+1, onAccount2().Number, "a new hold proposes above the term b recorded")
+		require.NoError(t, qa.giveBack(ctx))
+	})
+}
