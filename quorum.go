@@ -73,20 +73,34 @@ import (
 // (unrecorded), and retakeLoop raises and watches it, free, as a look
 // does, and takes it only once settled (retake).
 //
-// A contender whose term fell short of a majority tries again under the
-// same leases (an account refused the write, or did not answer), and
+// A contender whose term fell short of a majority (an account refused the
+// write, or did not answer) tries again within the same hold, and
 // proposes the same term again, the same record (number, identity,
-// since), unless it read or saw a higher term meanwhile. That number is
-// still the next: it was above every term recorded before the contender's
-// first read (as above), and since that read no other contender can have
-// recorded one, as none can hold a majority before this one's fuse (Q1);
-// no func ran under it, as none ran under a term not stored on a majority.
-// A new hold (acquire, giveBackTo) proposes anew. Proposing the next number
-// instead would raise the contender's floor at every try, and so the seed
-// it raises on a blob created again, whose wait then starts over each time:
-// with one account refusing writes and another settling, no term would
-// ever be recorded (the simulator's seed 421500606044: terms 2 to 9 used
-// up in 3.5 minutes, no leader until the minority came back).
+// since), unless it has read, in a record not that one, that number or a
+// higher (termFloor.onlyMine), or read or seen a higher term at all. A
+// hold is one term's run from its acquire: accounts may be lost and taken
+// back meanwhile (retakeLoop runs from the acquire), but its fuse never
+// blew, so at every moment since the acquire a majority was surely its
+// own (Q1); the retries stop once the leader's context ends, which a
+// blown fuse or a lease lost ends at once; and every hold begins with an
+// acquire, which forgets the proposal, as giving the leases back does.
+// So the number is still the next: it was above every term recorded before
+// the hold's first proposal (as above); no other contender can have
+// recorded a term since, holding no majority; and no func ran under it, as
+// none runs under a term not stored on a majority. A request that lands
+// late cannot undo this: a term's write is conditional on the lease and on
+// the ETag read, only a dead predecessor of the same lease ID file shares
+// the lease ID (Q4), and no func ran under its proposals; this hold's own
+// earlier writes carry the same record. Proposing the next number instead
+// would raise the contender's floor at every try, and so the seed it
+// raises on a blob created again, whose wait then starts over each time:
+// with one account refusing writes and another settling, no term would be
+// recorded (the simulator's seed 421500606044: terms 2 to 9 used up in 3.5
+// minutes, no leader until the minority came back). Where accounts lost
+// their data (the limit above), the first proposal may already repeat a
+// number: proposing it again repeats it no more than recording it at the
+// first try would have, and another's record of that number, once read,
+// moves it on.
 //
 // Q4. Restart in place (WithLeaseIDFile, resume.go). One file names one
 // lease ID, which every account proposes while the file is held (the first

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -667,12 +668,13 @@ func TestQuorumMutexSlowOrSilentAccountsDoNotHoldTheMajorityBack(t *testing.T) {
 	})
 }
 
-// A contender whose term fell short of a majority proposes it again under
-// the same leases, the same record, so that its floor does not rise at
-// every try (Q3); once it has given the leases back it proposes anew, above
-// what it reads: here another contender, which did not read the first
-// proposal, recorded that number meanwhile on the accounts that refused it.
-func TestQuorumProposesATermAgainOnlyUnderTheSameLeases(t *testing.T) {
+// A contender whose term fell short of a majority proposes it again within
+// the same hold, the same record, so that its floor does not rise at every
+// try (Q3); but not once it has read that number in another's record, nor
+// once it has given the leases back: then it proposes anew, above what it
+// reads (here another contender, which did not read the proposal, recorded
+// that number meanwhile on the accounts that refused it).
+func TestQuorumProposesATermAgainOnlyWithinOneHold(t *testing.T) {
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		ctx := context.Background()
 		f := newQuorumFleet(t, 3, 0, nil)
@@ -711,6 +713,19 @@ func TestQuorumProposesATermAgainOnlyUnderTheSameLeases(t *testing.T) {
 		again := onAccount2()
 		assert.Equal(t, first.Number, again.Number, "the same term proposed again under the same leases")
 		assert.True(t, first.Since.Equal(again.Since), "the same record")
+
+		// An account restored to a copy that carries that number by
+		// another (data lost, as limits.md says): read, it is not
+		// proposed over again.
+		foreign := Term{Number: first.Number, Identity: "q9", Since: first.Since.Add(-time.Minute)}
+		id := qa.accounts[0].LeaseID()
+		_, err = newRawBlob(t, f.accounts[0]).cc.NewBlobClient(f.accounts[0].Blob).SetMetadata(ctx, qb.accounts[0].metadataOf(foreign),
+			&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		proposed := onAccount2()
+		assert.Equal(t, first.Number+1, proposed.Number, "above the other's term read")
 		require.NoError(t, qa.giveBack(ctx))
 
 		time.Sleep(time.Second)
@@ -719,7 +734,7 @@ func TestQuorumProposesATermAgainOnlyUnderTheSameLeases(t *testing.T) {
 		require.NoError(t, err)
 		recorded, _, err := qb.recordTerm(ctx, "q1")
 		require.NoError(t, err)
-		require.Equal(t, first.Number, recorded.Number, "b did not read a's proposal")
+		require.Equal(t, proposed.Number, recorded.Number, "b did not read a's proposal")
 		f.cut[b][2].Heal()
 		require.NoError(t, qb.giveBack(ctx))
 
@@ -727,7 +742,7 @@ func TestQuorumProposesATermAgainOnlyUnderTheSameLeases(t *testing.T) {
 		require.NoError(t, err)
 		_, _, err = qa.recordTerm(ctx, "q0")
 		require.Error(t, err)
-		assert.Equal(t, first.Number+1, onAccount2().Number, "a new hold proposes above the term b recorded")
+		assert.Equal(t, recorded.Number+1, onAccount2().Number, "a new hold proposes above the term b recorded")
 		require.NoError(t, qa.giveBack(ctx))
 	})
 }

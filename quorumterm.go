@@ -73,8 +73,8 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 	}
 	t := Term{Number: n, Identity: identity, Since: time.Now().UTC()}
 	q.mu.Lock()
-	if p := q.proposed; p.Number > 0 && p.Identity == identity && n <= p.Number+1 {
-		t = p // proposed again (Q3): nothing above it read or seen since
+	if p := q.proposed; p.Number > 0 && n <= p.Number+1 && q.accounts[0].floor.onlyMine(p) {
+		t = p // proposed again (Q3): nothing at or above it read or seen since but p itself
 	}
 	q.proposed = t
 	q.mu.Unlock()

@@ -258,7 +258,7 @@ func TestAnInstanceRemembersTheLeaseOfTheLastTermItRead(t *testing.T) {
 
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		m := settlingManager(t, testSettings(t))
-		m.floor.propose(5)
+		m.floor.propose(Term{Number: 5})
 		md := m.raisedSeed(0, false, 0)
 		require.NotNil(t, md)
 		assert.Empty(t, wire.Value(md, wire.MetaRecreated), "raised above a term only proposed: not marked")
