@@ -109,7 +109,7 @@ func (m *BlobLeaseManager) readUnderLease(ctx context.Context) (prev record, eta
 // that the blob's ETag is still etag, as read for it, and returns the grant
 // of the write.
 func (m *BlobLeaseManager) writeTerm(ctx context.Context, t Term, etag azcore.ETag) (Grant, error) {
-	m.floor.propose(t.Number)  // the server may store it, answered or not
+	m.floor.propose(t)         // the server may store it, answered or not
 	ctx, cancel := m.call(ctx) // see grant
 	defer cancel()
 	sent, bootSent := time.Now(), m.boot()

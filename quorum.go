@@ -66,7 +66,41 @@ import (
 // (a minority unreachable the whole term), none. Each account's blob created
 // again under a running fleet is still waited for and raised above every
 // term its instances saw there (recreated.go), as for one account: an
-// account not settled counts for no majority until it is.
+// account not settled counts for no majority until it is. Nor is it held
+// by a contender whose term is not recorded yet, which would keep the
+// raises of the instances that saw its terms off it: an attempt that finds
+// it unsettled among the accounts it holds ends, every account given back
+// (unrecorded), and retakeLoop raises and watches it, free, as a look
+// does, and takes it only once settled (retake).
+//
+// A contender whose term fell short of a majority (an account refused the
+// write, or did not answer) tries again within the same hold, and
+// proposes the same term again, the same record (number, identity,
+// since), unless it has read, in a record not that one, that number or a
+// higher (termFloor.onlyMine), or read or seen a higher term at all. A
+// hold is one term's run from its acquire: accounts may be lost and taken
+// back meanwhile (retakeLoop runs from the acquire), but its fuse never
+// blew, so at every moment since the acquire a majority was surely its
+// own (Q1); the retries stop once the leader's context ends, which a
+// blown fuse or a lease lost ends at once; and every hold begins with an
+// acquire, which forgets the proposal, as giving the leases back does.
+// So the number is still the next: it was above every term recorded before
+// the hold's first proposal (as above); no other contender can have
+// recorded a term since, holding no majority; and no func ran under it, as
+// none runs under a term not stored on a majority. A request that lands
+// late cannot undo this: a term's write is conditional on the lease and on
+// the ETag read, only a dead predecessor of the same lease ID file shares
+// the lease ID (Q4), and no func ran under its proposals; this hold's own
+// earlier writes carry the same record. Proposing the next number instead
+// would raise the contender's floor at every try, and so the seed it
+// raises on a blob created again, whose wait then starts over each time:
+// with one account refusing writes and another settling, no term would be
+// recorded (the simulator's seed 421500606044: terms 2 to 9 used up in 3.5
+// minutes, no leader until the minority came back). Where accounts lost
+// their data (the limit above), the first proposal may already repeat a
+// number: proposing it again repeats it no more than recording it at the
+// first try would have, and another's record of that number, once read,
+// moves it on.
 //
 // Q4. Restart in place (WithLeaseIDFile, resume.go). One file names one
 // lease ID, which every account proposes while the file is held (the first
@@ -134,6 +168,7 @@ type quorumLease struct {
 	mu       sync.Mutex
 	state    []accountLease
 	term     Term        // the running term, once recorded (Number 0: none)
+	proposed Term        // this hold's last term proposed and not recorded (Q3); Number 0: none
 	extended Grant       // the Q-th latest confirmation the term was last extended to
 	progress func(Grant) // extends the running term's fuse (onProgress); nil between terms
 
@@ -364,7 +399,7 @@ func (q *quorumLease) acquire(ctx context.Context, try []bool) (Grant, error) {
 		q.state[i] = accountLease{held: err == nil, last: grants[i], down: err != nil}
 	}
 	g, ok := q.grantLocked()
-	q.term, q.extended = Term{}, g
+	q.term, q.proposed, q.extended = Term{}, Term{}, g
 	q.mu.Unlock()
 	if ok {
 		return g, nil
@@ -595,9 +630,11 @@ func (q *quorumLease) noteHeld(i int, st *accountLease, now time.Time) {
 // hold (an account that was down, or that it lost, or whose acquire's
 // answer it did not wait for); retakeLoop then writes the running term
 // there (Q3). It reads the blob first, and takes no blob of another role or
-// whose record cannot be built on (renew.go's rule on roles); then it
-// acquires with its own lease ID, which takes a free lease, extends one
-// that is already its own, and fails on another's.
+// whose record cannot be built on (renew.go's rule on roles), nor, until
+// the term is recorded, a blob created again that has not settled: it
+// raises and watches that one as a contender's look does (seedFresh, Q3);
+// then it acquires with its own lease ID, which takes a free lease, extends
+// one that is already its own, and fails on another's.
 func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
 	a := q.accounts[i]
 	info, err := a.Inspect(ctx)
@@ -607,7 +644,17 @@ func (q *quorumLease) retake(ctx context.Context, i int) (Grant, error) {
 	if problem := a.recordProblem(info); problem.blocks() {
 		return Grant{}, problem
 	}
+	if !q.recorded() && a.seedFresh(ctx, info) > 0 {
+		return Grant{}, errNotSettled
+	}
 	return a.Acquire(ctx)
+}
+
+// recorded reports whether the running term is recorded on a majority.
+func (q *quorumLease) recorded() bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.term.Number > 0
 }
 
 // held is how many accounts' leases are held now, of how many.

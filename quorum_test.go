@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blob"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -664,5 +665,84 @@ func TestQuorumMutexSlowOrSilentAccountsDoNotHoldTheMajorityBack(t *testing.T) {
 			require.ErrorIs(t, err, context.Canceled)
 			assert.LessOrEqual(t, handover, 2*f.accounts[0].RetryInterval, "a graceful handover within about a RetryInterval")
 		})
+	})
+}
+
+// A contender whose term fell short of a majority proposes it again within
+// the same hold, the same record, so that its floor does not rise at every
+// try (Q3); but not once it has read that number in another's record, nor
+// once it has given the leases back: then it proposes anew, above what it
+// reads (here another contender, which did not read the proposal, recorded
+// that number meanwhile on the accounts that refused it).
+func TestQuorumProposesATermAgainOnlyWithinOneHold(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		f := newQuorumFleet(t, 3, 0, nil)
+		a := f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
+			if i == 2 {
+				return tr
+			}
+			refuse := faults.Over(tr)
+			t.Cleanup(refuse.Close)
+			refuse.Fail(http.StatusServiceUnavailable, "ServerBusy")
+			return refuseWrites{pass: tr, refuse: refuse}
+		})
+		b, c := f.add(), f.add() // c only reads
+		qa, qb := f.mutexes[a].quorum, f.mutexes[b].quorum
+		all := []bool{true, true, true}
+		_, err := qb.acquire(ctx, all) // term 1 on every account
+		require.NoError(t, err)
+		_, _, err = qb.recordTerm(ctx, "q1")
+		require.NoError(t, err)
+		require.NoError(t, qb.giveBack(ctx))
+		onAccount2 := func() Term {
+			info, err := f.mutexes[c].quorum.accounts[2].Inspect(ctx)
+			require.NoError(t, err)
+			return info.Leader
+		}
+
+		_, err = qa.acquire(ctx, all)
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err, "stored on account 2 alone")
+		first := onAccount2()
+		require.Equal(t, Term{Number: 2, Identity: "q0", Since: first.Since}, first)
+		time.Sleep(time.Second)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		again := onAccount2()
+		assert.Equal(t, first.Number, again.Number, "the same term proposed again under the same leases")
+		assert.True(t, first.Since.Equal(again.Since), "the same record")
+
+		// An account restored to a copy that carries that number by
+		// another (data lost, as limits.md says): read, it is not
+		// proposed over again.
+		foreign := Term{Number: first.Number, Identity: "q9", Since: first.Since.Add(-time.Minute)}
+		id := qa.accounts[0].LeaseID()
+		_, err = newRawBlob(t, f.accounts[0]).cc.NewBlobClient(f.accounts[0].Blob).SetMetadata(ctx, qb.accounts[0].metadataOf(foreign),
+			&blob.SetMetadataOptions{AccessConditions: &blob.AccessConditions{LeaseAccessConditions: &blob.LeaseAccessConditions{LeaseID: &id}}})
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		proposed := onAccount2()
+		assert.Equal(t, first.Number+1, proposed.Number, "above the other's term read")
+		require.NoError(t, qa.giveBack(ctx))
+
+		time.Sleep(time.Second)
+		f.cut[b][2].Blackhole() // b reads accounts 0 and 1 only
+		_, err = qb.acquire(ctx, all)
+		require.NoError(t, err)
+		recorded, _, err := qb.recordTerm(ctx, "q1")
+		require.NoError(t, err)
+		require.Equal(t, proposed.Number, recorded.Number, "b did not read a's proposal")
+		f.cut[b][2].Heal()
+		require.NoError(t, qb.giveBack(ctx))
+
+		_, err = qa.acquire(ctx, all)
+		require.NoError(t, err)
+		_, _, err = qa.recordTerm(ctx, "q0")
+		require.Error(t, err)
+		assert.Equal(t, recorded.Number+1, onAccount2().Number, "a new hold proposes above the term b recorded")
+		require.NoError(t, qa.giveBack(ctx))
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -49,7 +50,9 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 			good.Add(1)
 		}
 	}, func(int) bool { return int(good.Load()) >= q.need }, q.grace())
-	if int(good.Load()) < q.need {
+	// An account held that must settle first ends the attempt before any
+	// term is proposed (unrecorded; Q3).
+	if int(good.Load()) < q.need || slices.ContainsFunc(errs, func(err error) bool { return errors.Is(err, errNotSettled) }) {
 		return Term{}, Grant{}, q.unrecorded(int(good.Load()), errs)
 	}
 	// Above every term this instance saw on any account, read now or not
@@ -69,6 +72,12 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 		n = max(n, next)
 	}
 	t := Term{Number: n, Identity: identity, Since: time.Now().UTC()}
+	q.mu.Lock()
+	if p := q.proposed; p.Number > 0 && n <= p.Number+1 && q.accounts[0].floor.onlyMine(p) {
+		t = p // proposed again (Q3): nothing at or above it read or seen since but p itself
+	}
+	q.proposed = t
+	q.mu.Unlock()
 	written := make([]bool, len(q.accounts))
 	var stored atomic.Int32
 	q.fan(ctx, func(ctx context.Context, i int, a *BlobLeaseManager) {
@@ -95,7 +104,7 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 		// back, and the term written there, as any other.
 		q.state[i].recorded = ok && q.state[i].held
 	}
-	q.term = t
+	q.term, q.proposed = t, Term{}
 	g, ok := q.grantLocked()
 	if !ok {
 		return Term{}, Grant{}, q.shortOf("write term", int(stored.Load()), errs)
@@ -108,9 +117,10 @@ func (q *quorumLease) recordTerm(ctx context.Context, identity string) (Term, Gr
 var errNotHeld = errors.New("leaderelection: the lease on this account is not held")
 
 // unrecorded is why a term was not stored on a majority (got accounts):
-// a record that cannot be built on, or a blob still settling, on so many
-// accounts that no majority is left, ends the term before its func starts,
-// as for one account; anything else is retried.
+// a record that cannot be built on, on so many accounts that no majority
+// is left, or a blob still settling on any account held, ends the term
+// before its func starts, as for one account (the blob is given back with
+// the rest, not held through the retries: Q3); anything else is retried.
 func (q *quorumLease) unrecorded(got int, errs []error) error {
 	blocked := 0
 	var bad *RecordError
@@ -131,7 +141,7 @@ func (q *quorumLease) unrecorded(got int, errs []error) error {
 	switch {
 	case blocked > len(q.accounts)-q.need && bad != nil && !settling:
 		return bad
-	case blocked > len(q.accounts)-q.need:
+	case blocked > len(q.accounts)-q.need || settling:
 		return errNotSettled
 	}
 	return q.shortOf("write term", got, errs)
@@ -242,7 +252,7 @@ func (q *quorumLease) giveBackTo(ctx context.Context, which []bool) error {
 	for i := range q.state {
 		q.state[i] = accountLease{}
 	}
-	q.term = Term{}
+	q.term, q.proposed = Term{}, Term{}
 	q.mu.Unlock()
 	return errors.Join(append(errs, err)...)
 }

@@ -167,11 +167,18 @@ func foreignRole(container, blob string, got, want BlobRole) *RecordError {
 // term to declare. Only the holder of the highest term may still hold the
 // lease when the blob is deleted: each earlier one's lease had passed
 // before the next term was recorded.
+//
+// And, for a quorum's contender that proposes a term again (quorum.go's
+// Q3), the last term this instance proposed (mine) and the highest term it
+// read in a record that is not that one (foreign): a term of another's, or
+// of an earlier process's with the same lease ID file.
 type termFloor struct {
 	n, proposed atomic.Int64
 	mu          sync.Mutex
 	own         time.Duration
 	last        declaredAt
+	mine        wire.Term
+	foreign     int64 // of records with an identity: a seed carries no term
 }
 
 // declaredAt is a lease duration declared for term n.
@@ -195,8 +202,22 @@ func (f *termFloor) see(n int64) {
 func (f *termFloor) remember(r record) {
 	if !r.TermBad {
 		f.see(r.Term.Number)
+		if t := r.Term; t.Identity != "" {
+			f.mu.Lock()
+			if t.Number > f.foreign && !sameProposal(t, f.mine) {
+				f.foreign = t.Number
+			}
+			f.mu.Unlock()
+		}
 	}
 	f.noteLease(r)
+}
+
+// sameProposal reports whether a and b are one proposal's record: the
+// same number, identity and since (a quorum's accounts each carry their
+// own lease ID).
+func sameProposal(a, b wire.Term) bool {
+	return a.Number == b.Number && a.Identity == b.Identity && a.Since.Equal(b.Since)
 }
 
 // noteLease notes the lease duration r declares, or, on a blob created
@@ -242,8 +263,21 @@ func (f *termFloor) longestDeclared() time.Duration {
 	return max(f.own, f.last.d)
 }
 
-// propose notes n as a term this instance sent a record of.
-func (f *termFloor) propose(n int64) { raiseTo(&f.proposed, n) }
+// propose notes t as a term this instance sent a record of.
+func (f *termFloor) propose(t Term) {
+	raiseTo(&f.proposed, t.Number)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.mine = wire.Term{Number: t.Number, Identity: t.Identity, Since: t.Since}
+}
+
+// onlyMine reports whether no record read by this instance carries p's
+// number, or a higher one, but p itself (foreign).
+func (f *termFloor) onlyMine(p Term) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.foreign < p.Number
+}
 
 func (f *termFloor) get() int64 { return f.n.Load() }
 

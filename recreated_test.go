@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -257,7 +258,7 @@ func TestAnInstanceRemembersTheLeaseOfTheLastTermItRead(t *testing.T) {
 
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		m := settlingManager(t, testSettings(t))
-		m.floor.propose(5)
+		m.floor.propose(Term{Number: 5})
 		md := m.raisedSeed(0, false, 0)
 		require.NotNil(t, md)
 		assert.Empty(t, wire.Value(md, wire.MetaRecreated), "raised above a term only proposed: not marked")
@@ -292,5 +293,79 @@ func TestATermReadBeforeABlobSettlesIsSeen(t *testing.T) {
 		info := leaderOn(t, s)
 		assert.Equal(t, int64(5), info.Leader.Number, "created again, seeded with the term seen")
 		assert.False(t, info.Recreated.IsZero(), "and marked so")
+	})
+}
+
+// refuseWrites sends a request that writes a blob's metadata (a term's
+// record, a seed) to refuse, and every other to pass: an account that
+// answers reads and lease requests but throttles every write.
+type refuseWrites struct{ pass, refuse policy.Transporter }
+
+func (r refuseWrites) Do(req *http.Request) (*http.Response, error) {
+	if req.URL.Query().Get("comp") == "metadata" {
+		return r.refuse.Do(req)
+	}
+	return r.pass.Do(req)
+}
+
+// A quorum's contender whose only majority includes an account whose
+// container was deleted, and which it creates again itself, leads within
+// the simulator's recovery bound once that blob has settled, though the
+// minority stays faulted: one account down, one that answers reads and
+// lease requests but refuses every write, so that each try at a term
+// stores it on two accounts only, and raises the contender's floor, and so
+// the seed it writes on the blob created again. The contender does not
+// lead before the blob has stood its settle wait, nor holds it meanwhile:
+// a witness of a higher term raises it, and the term goes above that. (The simulator's seed
+// 421500606044: the contender held that blob's lease through its retries,
+// and each raise of its own, under that lease, gave the blob an ETag it
+// never watched: terms 2 to 9 were used up in 3.5 minutes, and it led only
+// once the minority came back.)
+func TestAQuorumLeadsOnceTheBlobItCreatedAgainHasSettled(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		f := newQuorumFleet(t, 5, 1, nil)
+		f.start()
+		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
+		time.Sleep(5 * time.Second)
+		_, err := f.stops[0]()
+		require.ErrorIs(t, err, context.Canceled)
+		_, err = newRawBlob(t, f.accounts[4]).cc.Delete(context.Background(), nil)
+		require.NoError(t, err)
+
+		b := f.addWith(nil, func(i int, tr policy.Transporter) policy.Transporter {
+			if i != 1 {
+				return tr
+			}
+			refuse := faults.Over(tr)
+			t.Cleanup(refuse.Close)
+			refuse.Fail(http.StatusServiceUnavailable, "ServerBusy")
+			return refuseWrites{pass: tr, refuse: refuse}
+		})
+		f.cut[b][0].Blackhole()
+		calm := time.Now()
+		f.stops = append(f.stops, runMutex(t, f.mutexes[b]))
+
+		// Midway through the wait, an instance that saw a higher term
+		// raises the seed: the contender leaves the blob free meanwhile.
+		time.Sleep(15 * time.Second)
+		witness := settlingManager(t, f.accounts[4])
+		witness.floor.see(100)
+		info, err := witness.Inspect(context.Background())
+		require.NoError(t, err)
+		require.False(t, info.Held(), "the contender holds the blob created again before it has settled")
+		witness.seedFresh(context.Background(), info)
+
+		bound, why := simQuorumBound(f.accounts[0].withDefaults(), true)
+		require.Eventually(t, func() bool { return f.leader() == b }, bound-time.Since(calm), 100*time.Millisecond, "no leader within %v (%s)", bound, why)
+		runs := f.runs()
+		require.Len(t, runs, 2)
+		led := runs[1].started.Sub(calm)
+		t.Logf("led %v after it started (bound %v: %s)", led, bound, why)
+		settle := f.mutexes[b].quorum.accounts[4].settleFor(true, 0)
+		assert.GreaterOrEqual(t, led, settle, "led before the blob created again stood its settle wait")
+		assert.Equal(t, int64(101), runs[1].term.Number, "next above the term the witness saw: none used up on the minority")
+		_, err = f.stops[b]()
+		require.ErrorIs(t, err, context.Canceled)
+		f.checkApart()
 	})
 }

@@ -24,7 +24,10 @@ type Term struct {
 	Identity string
 	// LeaseID is the lease ID the leader holds.
 	LeaseID string
-	// Since is when the leader took the lease, by its wall clock, in UTC.
+	// Since is when the leader proposed the term, by its wall clock, in
+	// UTC: after it took the lease, and before its func started (a quorum's
+	// leader may propose one term several times before a majority stores
+	// it: Since is the first).
 	Since time.Time
 }
 
