@@ -76,8 +76,9 @@ import (
 // A contender whose term fell short of a majority (an account refused the
 // write, or did not answer) tries again within the same hold, and
 // proposes the same term again, the same record (number, identity,
-// since), unless it has read, in a record not that one, that number or a
-// higher (termFloor.onlyMine), or read or seen a higher term at all. A
+// since), unless it has read that number, or a higher, in another record
+// that names a leader (termFloor.onlyMine: a seed names none), or read or
+// seen a higher term at all. A
 // hold is one term's run from its acquire: accounts may be lost and taken
 // back meanwhile (retakeLoop runs from the acquire), but its fuse never
 // blew, so at every moment since the acquire a majority was surely its
@@ -91,7 +92,8 @@ import (
 // late cannot undo this: a term's write is conditional on the lease and on
 // the ETag read, only a dead predecessor of the same lease ID file shares
 // the lease ID (Q4), and no func ran under its proposals; this hold's own
-// earlier writes carry the same record. Proposing the next number instead
+// earlier writes carry the same record, or, if the proposal moved on, a
+// lower one, under which no func ran either. Proposing the next number instead
 // would raise the contender's floor at every try, and so the seed it
 // raises on a blob created again, whose wait then starts over each time:
 // with one account refusing writes and another settling, no term would be
