@@ -241,3 +241,39 @@ func TestShardsLeftBehindByALeavingInstanceAreNamedInItsList(t *testing.T) {
 		})
 	})
 }
+
+// A probe of the shards no session's list names (probeUnlisted) that finds a
+// shard with no blob claims nothing, and notes a deletion, if its session's
+// blob is gone: the container was deleted and created again under the
+// session before its renewal noticed, and the shard's blob is missing only
+// with it. (The simulator's seed 971092012212: a session read a dead
+// session's list as ContainerNotFound, then probed the container that
+// another instance had just created again, and recorded term 1 on a shard
+// whose last term was 24.) With its session's blob there, the shard is
+// free, as at a fleet's first start.
+func TestAProbeOfAContainerCreatedAgainClaimsNothing(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		_, raw, o, logs := ownerOfX(t)
+		sm := bareManager(o)
+		sm.s = o.newSession(sm.s.id)
+		sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
+		_, err := sm.s.term.blob().createBlob(ctx)
+		require.NoError(t, err)
+
+		found, ok := sm.probeUnlisted(sessionView{})
+		require.True(t, ok)
+		require.Equal(t, 1, found, "x has no blob yet: free")
+		clear(sm.candidates.cands)
+
+		_, err = raw.cc.Delete(ctx, nil)
+		require.NoError(t, err)
+		_, err = raw.cc.Create(ctx, nil)
+		require.NoError(t, err)
+		found, ok = sm.probeUnlisted(sessionView{})
+		assert.False(t, ok, "a listing decides")
+		assert.Zero(t, found)
+		assert.Empty(t, sm.candidates.cands, "nothing to claim on the container created again")
+		assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
+	})
+}
