@@ -277,3 +277,44 @@ func TestAProbeOfAContainerCreatedAgainClaimsNothing(t *testing.T) {
 		assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
 	})
 }
+
+// A claim of a shard with no term (here found with no blob) records no term
+// if its session's blob is gone once the claim's lease is granted: the
+// container was deleted and created again between the read that found the
+// shard free and the claim, which then created the shard's blob on the new
+// container. With the container kept, the proof holds.
+func TestAClaimOnAContainerCreatedAgainRecordsNoTerm(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s, raw, o, logs := ownerOfX(t)
+		claimer := func() *shardManager {
+			sm := bareManager(o)
+			sm.s = o.newSession(sm.s.id)
+			sm.releases, sm.shardsCtx, sm.stopNow = ctx, ctx, ctx
+			sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
+			_, err := sm.s.term.blob().createBlob(ctx)
+			require.NoError(t, err)
+			found, ok := sm.probeUnlisted(sessionView{})
+			require.True(t, ok)
+			require.Equal(t, 1, found, "x has no blob yet: free")
+			return sm
+		}
+
+		sm := claimer()
+		_, err := raw.cc.Delete(ctx, nil)
+		require.NoError(t, err)
+		_, err = raw.cc.Create(ctx, nil)
+		require.NoError(t, err)
+		require.True(t, o.reserve("x", takingBack, nil))
+		won, why := sm.claimOne(sm.candidates.cands["x"])
+		assert.False(t, won)
+		assert.Equal(t, "transient", why)
+		info := leaderOnBlob(t, s, o.shardBlob("x"))
+		assert.False(t, info.Held(), "given back")
+		assert.Zero(t, info.Leader.Number, "no term recorded on the container created again")
+		assert.Contains(t, logs.String(), "a claim found this session's blob gone")
+
+		sm = claimer()
+		assert.Empty(t, sm.sessionThere(time.Now()), "its blob is there: the claim would go on")
+	})
+}

@@ -44,10 +44,12 @@ import (
 // An instance that sees the deletion (its session's renewal, or a listing,
 // finds its session's blob or the container gone, the listing of the
 // shards included, which reads the session's blob after it and claims
-// nothing on it if that is gone, as does a probe of the shards no list
-// names that finds one with no blob (probeUnlisted): the session ends; or
-// its next session finds the container gone, as it creates its blob, or
-// resumes from the lease ID file) also claims nothing with its next session for quietFor from that
+// nothing on it if that is gone, as a probe of the shards no list names
+// does (probeUnlisted), and a claim of a shard with no term, once its
+// lease is granted (sessionproof.go): the session ends, at that listing,
+// or at its next renewal or listing; or its next session finds the
+// container gone, as it creates its blob, or resumes from the lease ID
+// file) also claims nothing with its next session for quietFor from that
 // session's first pass; and so does one whose session ended cut off from
 // storage (its deadline passed, or it was broken as silent: sawCutOff),
 // which could not have seen a deletion meanwhile. So no instance that ran a
