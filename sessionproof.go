@@ -6,28 +6,9 @@ import (
 	"time"
 )
 
-// A claim on a container created again. A session's blob is never created
-// again (session.go), so while it is there the container is the one the
-// session began on; once the container is deleted and created again, a
-// session that has not noticed yet (its renewal not yet due, or failing on
-// a cut) may still read the new container, find a shard's blob missing or
-// fresh, and create or take it: it would record the first term there, from
-// its own floor, beside a doomed session's func and perhaps below its
-// term, where shardfloors.go's seeds and quiet are what must decide. So a
-// claim of a shard whose blob carries no term (created by the claim, or
-// found with none and unmarked) records its term only once a read of the
-// session's blob, sent after the claim's lease was granted, found it
-// there: the lease it holds is then on the container the session began
-// on, which no deletion has replaced since (a later deletion takes the
-// shard's blob, and the record write fails). One read serves every claim
-// whose lease was granted before it was sent (sessionProof). A read that
-// fails proves nothing: the claim gives its lease back. (The simulator's
-// seed 971092012212: a session's probe of the shards no list names found a
-// shard's blob missing on a container another instance had just created
-// again, and recorded term 1 where the last term was 24.)
-
-// sessionProof keeps the reads that prove a session's blob was there:
-// at most one in flight, which every claim waiting then shares.
+// sessionProof keeps the reads that prove a session's blob was there
+// (shardfloors.go's sessionThere): at most one in flight, which every
+// claim waiting then shares.
 type sessionProof struct {
 	mu   sync.Mutex
 	last time.Time     // the send time of the latest read that found the blob
@@ -79,22 +60,4 @@ func (p *sessionProof) after(ctx context.Context, t time.Time, read func(context
 			return false, err
 		}
 	}
-}
-
-// sessionThere is the proof claimOne asks for (see above), from the
-// moment its lease was granted: "" if the session's blob was there after
-// it, else the claim's outcome. A blob found gone is a deletion seen.
-func (sm *shardManager) sessionThere(granted time.Time) string {
-	there, err := sm.proof.after(sm.ctx, granted, func(ctx context.Context) (bool, error) {
-		info, err := sm.s.term.blob().Inspect(ctx)
-		return info.Exists, err
-	})
-	switch {
-	case err != nil:
-		return outcome(err, "claimed")
-	case !there:
-		sm.o.sawDeletion("a claim found this session's blob gone")
-		return "transient"
-	}
-	return ""
 }

@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -275,4 +276,53 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 	}
 	o.state.forgetRecreated(c.name)
 	return true
+}
+
+// A claim on a container created again. A session's blob is never created
+// again (session.go), so while it is there the container is the one the
+// session began on; once the container is deleted and created again, a
+// session that has not noticed yet (its renewal not yet due, or failing on
+// a cut) may still read the new container, find a shard's blob missing or
+// fresh, and create or take it: it would record the first term there, from
+// its own floor, beside a doomed session's func and perhaps below its
+// term, where shardfloors.go's seeds and quiet are what must decide. So a
+// claim of a shard whose blob carries no term (created by the claim, or
+// found with none and unmarked) records its term only once a read of the
+// session's blob, sent after the claim's lease was granted, found it
+// there: the lease it holds is then on the container the session began
+// on, which no deletion has replaced since (a later deletion takes the
+// shard's blob, and the record write fails). One read serves every claim
+// whose lease was granted before it was sent (sessionProof). A read that
+// fails proves nothing: the claim gives its lease back. (The simulator's
+// seed 971092012212: a session's probe of the shards no list names found a
+// shard's blob missing on a container another instance had just created
+// again, and recorded term 1 where the last term was 24.)
+
+// sessionThere is the proof claimOne asks for (see above), from the
+// moment its lease was granted: "" if the session's blob was there after
+// it, else the claim's outcome. A blob found gone is a deletion seen.
+func (sm *shardManager) sessionThere(granted time.Time) string {
+	there, err := sm.proof.after(sm.ctx, granted, func(ctx context.Context) (bool, error) {
+		info, err := sm.s.term.blob().Inspect(ctx)
+		return info.Exists, err
+	})
+	switch {
+	case err != nil:
+		return outcome(err, "claimed")
+	case !there:
+		sm.o.sawDeletion("a claim found this session's blob gone")
+		return "transient"
+	}
+	return ""
+}
+
+// sessionBlobGone reports whether this session's blob is gone, read after
+// a listing of the shards and before anything is claimed on it: a session's
+// blob is never created again, so it goes only with the container, and a
+// session that has not noticed that yet (its renewal failing on the
+// silence, or not yet sent) must claim nothing on a listing of the
+// container created again (shardfloors.go). One request a listing.
+func (sm *shardManager) sessionBlobGone() bool {
+	info, err := sm.s.term.blob().Inspect(sm.ctx)
+	return err == nil && !info.Exists
 }
