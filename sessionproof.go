@@ -3,61 +3,67 @@ package leaderelection
 import (
 	"context"
 	"sync"
-	"time"
 )
 
 // sessionProof keeps the reads that prove a session's blob was there
-// (shardfloors.go's sessionThere): at most one in flight, which every
-// claim waiting then shares.
+// (shardfloors.go's sessionThere): one at a time, numbered, each shared by
+// every claim that was waiting when it was sent. No clock: a read counts
+// for a claim only if it was started after the claim asked (after), so
+// after the claim's lease was granted.
 type sessionProof struct {
-	mu   sync.Mutex
-	last time.Time     // the send time of the latest read that found the blob
-	gone bool          // a read found it gone: it never comes back
-	busy chan struct{} // closed when the read in flight has answered; nil: none
+	mu      sync.Mutex
+	started int64         // reads started
+	proved  int64         // the number of the latest read that found the blob
+	gone    bool          // a read found it gone: it never comes back
+	failed  int64         // the number of the latest read that failed
+	err     error         // its error
+	busy    chan struct{} // closed when the read in flight has answered; nil: none
 }
 
-// after reports whether a read of the session's blob sent at or after t
-// found it there, sending one (read) if none did and none in flight will
-// tell; an error if the read failed.
-func (p *sessionProof) after(ctx context.Context, t time.Time, read func(context.Context) (bool, error)) (bool, error) {
+// after reports whether a read of the session's blob started after this
+// call began found it there, starting one (read) if none did and none in
+// flight will tell; the error of such a read that failed.
+func (p *sessionProof) after(ctx context.Context, read func(context.Context) (bool, error)) (bool, error) {
+	p.mu.Lock()
+	need := p.started + 1 // a read in flight now may have been sent before
 	for {
-		p.mu.Lock()
 		switch {
-		case !p.last.Before(t):
+		case p.proved >= need:
 			p.mu.Unlock()
 			return true, nil
 		case p.gone:
 			p.mu.Unlock()
 			return false, nil
+		case p.failed >= need:
+			err := p.err
+			p.mu.Unlock()
+			return false, err
 		case p.busy != nil:
 			busy := p.busy
 			p.mu.Unlock()
 			select {
-			case <-busy: // sent before t, perhaps: look again
+			case <-busy:
 			case <-ctx.Done():
 				return false, ctx.Err()
 			}
+			p.mu.Lock()
 			continue
 		}
-		busy := make(chan struct{})
+		p.started++
+		n, busy := p.started, make(chan struct{})
 		p.busy = busy
 		p.mu.Unlock()
-		sent := time.Now()
 		there, err := read(ctx)
 		p.mu.Lock()
 		p.busy = nil
 		switch {
 		case err != nil:
-		case there && sent.After(p.last):
-			p.last = sent
+			p.failed, p.err = n, err
 		case there:
+			p.proved = n
 		default:
 			p.gone = true
 		}
-		p.mu.Unlock()
 		close(busy)
-		if err != nil {
-			return false, err
-		}
 	}
 }

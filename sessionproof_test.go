@@ -2,6 +2,7 @@ package leaderelection
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -11,44 +12,52 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// One read of the session's blob proves every claim granted before it was
-// sent, and none granted after; a read that finds the blob gone answers
-// every later claim, with no read.
-func TestSessionProofSharesOneReadAmongTheClaimsGrantedBeforeIt(t *testing.T) {
+// A read of the session's blob proves the claims that were waiting when it
+// was started, not those that asked while it was in flight (it may have
+// been sent before their leases were granted); a failure is shared as a
+// success is; a read that finds the blob gone answers every later claim,
+// with no read.
+func TestSessionProofSharesEachReadAmongTheClaimsWaitingWhenItStarted(t *testing.T) {
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		ctx := context.Background()
 		var p sessionProof
 		var reads atomic.Int32
-		there := true
-		read := func(context.Context) (bool, error) {
-			reads.Add(1)
-			time.Sleep(100 * time.Millisecond)
-			return there, nil
+		answer := func(there bool, err error) func(context.Context) (bool, error) {
+			return func(context.Context) (bool, error) {
+				reads.Add(1)
+				time.Sleep(100 * time.Millisecond)
+				return there, err
+			}
 		}
-		granted := time.Now()
 		var wg sync.WaitGroup
-		for range 10 {
-			wg.Go(func() {
-				ok, err := p.after(ctx, granted, read)
-				assert.NoError(t, err)
-				assert.True(t, ok)
-			})
+		ask := func(n int, read func(context.Context) (bool, error), want bool, wantErr error) {
+			for range n {
+				wg.Go(func() {
+					ok, err := p.after(ctx, read)
+					assert.Equal(t, want, ok)
+					assert.Equal(t, wantErr, err)
+				})
+			}
 		}
+
+		ask(1, answer(true, nil), true, nil)
+		time.Sleep(10 * time.Millisecond) // the first read in flight
+		ask(9, answer(true, nil), true, nil)
 		wg.Wait()
-		assert.EqualValues(t, 1, reads.Load(), "one read for the ten claims")
+		assert.EqualValues(t, 2, reads.Load(), "one read for the first claim, one for the nine that asked during it")
 
-		ok, err := p.after(ctx, granted, read)
-		assert.True(t, ok && err == nil)
-		assert.EqualValues(t, 1, reads.Load(), "already proved")
+		failed := errors.New("timed out")
+		ask(1, answer(false, failed), false, failed)
+		time.Sleep(10 * time.Millisecond)
+		ask(4, answer(false, failed), false, failed)
+		wg.Wait()
+		assert.EqualValues(t, 4, reads.Load(), "a failure shared by the four that asked during the last")
 
-		time.Sleep(time.Millisecond)
-		there = false
-		ok, err = p.after(ctx, time.Now(), read)
+		ask(1, answer(false, nil), false, nil)
+		wg.Wait()
+		ok, err := p.after(ctx, answer(true, nil))
 		assert.False(t, ok)
 		assert.NoError(t, err)
-		assert.EqualValues(t, 2, reads.Load(), "a claim granted after the read was sent needs another")
-		ok, _ = p.after(ctx, time.Now(), read)
-		assert.False(t, ok)
-		assert.EqualValues(t, 2, reads.Load(), "gone for good")
+		assert.EqualValues(t, 5, reads.Load(), "gone for good: no more reads")
 	})
 }

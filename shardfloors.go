@@ -288,24 +288,23 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 // term, where shardfloors.go's seeds and quiet are what must decide. So a
 // claim of a shard whose blob carries no term (created by the claim, or
 // found with none and unmarked) records its term only once a read of the
-// session's blob, sent after the claim's lease was granted, found it
-// there: the lease it holds is then on the container the session began
-// on, which no deletion has replaced since (a later deletion takes the
-// shard's blob, and the record write fails). One read serves every claim
-// whose lease was granted before it was sent (sessionProof). A read that
-// fails proves nothing: the claim gives its lease back. (The simulator's
+// session's blob, started after the claim's lease was granted, found it
+// there and leased (sessionHeld): the lease it holds is then on the
+// container the session began on, which no deletion has replaced since (a
+// later deletion takes the shard's blob, and the record write, If-Match
+// under the lease, fails). One read serves every claim that was waiting
+// when it was started (sessionProof). A read that fails proves nothing:
+// the claim gives its lease back. (The simulator's
 // seed 971092012212: a session's probe of the shards no list names found a
 // shard's blob missing on a container another instance had just created
 // again, and recorded term 1 where the last term was 24.)
 
-// sessionThere is the proof claimOne asks for (see above), from the
-// moment its lease was granted: "" if the session's blob was there after
-// it, else the claim's outcome. A blob found gone is a deletion seen.
-func (sm *shardManager) sessionThere(granted time.Time) string {
-	there, err := sm.proof.after(sm.ctx, granted, func(ctx context.Context) (bool, error) {
-		info, err := sm.s.term.blob().Inspect(ctx)
-		return info.Exists, err
-	})
+// sessionThere is the proof claimOne asks for (see above), once its lease
+// was granted: "" if a read started after that found the session's blob
+// there, leased, else the claim's outcome. A blob found gone, or not
+// leased, is a deletion seen.
+func (sm *shardManager) sessionThere() string {
+	there, err := sm.proof.after(sm.ctx, sm.sessionHeld)
 	switch {
 	case err != nil:
 		return outcome(err, "claimed")
@@ -316,13 +315,24 @@ func (sm *shardManager) sessionThere(granted time.Time) string {
 	return ""
 }
 
-// sessionBlobGone reports whether this session's blob is gone, read after
-// a listing of the shards and before anything is claimed on it: a session's
-// blob is never created again, so it goes only with the container, and a
-// session that has not noticed that yet (its renewal failing on the
-// silence, or not yet sent) must claim nothing on a listing of the
-// container created again (shardfloors.go). One request a listing.
+// sessionHeld reads whether this session's blob is there and leased: a
+// session's blob is never created again, but a create of it sent as the
+// session began may land late, on a container created again since; it
+// carries no lease (the session's acquire was conditional on the first
+// blob's ETag), so only a lease shows the blob is the one the session
+// began on.
+func (sm *shardManager) sessionHeld(ctx context.Context) (bool, error) {
+	info, err := sm.s.term.blob().Inspect(ctx)
+	return info.Exists && info.Held(), err
+}
+
+// sessionBlobGone reports whether this session's blob is gone (or not
+// leased: sessionHeld), read after a listing of the shards and before
+// anything is claimed on it: a session's blob goes only with the
+// container, and a session that has not noticed that yet (its renewal
+// failing on the silence, or not yet sent) must claim nothing on a listing
+// of the container created again (shardfloors.go). One request a listing.
 func (sm *shardManager) sessionBlobGone() bool {
-	info, err := sm.s.term.blob().Inspect(sm.ctx)
-	return err == nil && !info.Exists
+	held, err := sm.sessionHeld(sm.ctx)
+	return err == nil && !held
 }

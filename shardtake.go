@@ -121,7 +121,7 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 	}
 	if !c.exists || c.prev == 0 && !c.marked {
 		// Perhaps on a container created again (sessionproof.go).
-		if why := sm.sessionThere(time.Now()); why != "" {
+		if why := sm.sessionThere(); why != "" {
 			return done(why, true)
 		}
 	}
