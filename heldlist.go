@@ -97,7 +97,9 @@ func (sm *shardManager) endHeld() {
 // list a RetryInterval behind names fewer shards than its session holds:
 // those are read for nothing, and found leased. It reports false if it
 // could not tell (a list unread, or more than probeMax shards unnamed): a
-// listing is then needed.
+// listing is then needed. A shard found with no blob is claimed only if
+// this session's blob is still there after the reads (sessionBlobGone):
+// a probe, as a listing, may read a container created again.
 //
 // At the end of a cold start of 10,000 shards, a few sessions came up a
 // few shards short (their parts, computed from listings and records read
@@ -131,6 +133,14 @@ func (sm *shardManager) probeUnlisted(view sessionView) (int, bool) {
 	found := make([]*candidate, len(unnamed))
 	peers := sm.sameSetPeers(view)
 	atOnce(len(unnamed), claimParallel, func(i int) { found[i] = o.freeShard(sm.ctx, unnamed[i], peers) })
+	if slices.ContainsFunc(found, func(c *candidate) bool { return c != nil && !c.exists }) && sm.sessionBlobGone() {
+		// A shard with no blob, read on a container created again under
+		// this session, which has not noticed it yet: claim nothing on
+		// it, as after a listing (listShards; shardfloors.go). The
+		// session's renewal, or its next listing, ends it.
+		o.sawDeletion("a read of the shards no list names found this session's blob gone")
+		return 0, false
+	}
 	now := time.Now()
 	var freed []string
 	for _, c := range found {

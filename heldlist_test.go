@@ -241,3 +241,85 @@ func TestShardsLeftBehindByALeavingInstanceAreNamedInItsList(t *testing.T) {
 		})
 	})
 }
+
+// A probe of the shards no session's list names (probeUnlisted) that finds a
+// shard with no blob claims nothing, and notes a deletion, if its session's
+// blob is gone: the container was deleted and created again under the
+// session before its renewal noticed, and the shard's blob is missing only
+// with it. (The simulator's seed 971092012212: a session read a dead
+// session's list as ContainerNotFound, then probed the container that
+// another instance had just created again, and recorded term 1 on a shard
+// whose last term was 24.) With its session's blob there, the shard is
+// free, as at a fleet's first start.
+func TestAProbeOfAContainerCreatedAgainClaimsNothing(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		_, raw, o, logs := ownerOfX(t)
+		sm := bareManager(o)
+		sm.s = o.newSession(sm.s.id)
+		sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
+		_, err := sm.s.term.blob().Acquire(ctx) // as the session began
+		require.NoError(t, err)
+
+		found, ok := sm.probeUnlisted(sessionView{})
+		require.True(t, ok)
+		require.Equal(t, 1, found, "x has no blob yet: free")
+		clear(sm.candidates.cands)
+
+		_, err = raw.cc.Delete(ctx, nil)
+		require.NoError(t, err)
+		_, err = raw.cc.Create(ctx, nil)
+		require.NoError(t, err)
+		found, ok = sm.probeUnlisted(sessionView{})
+		assert.False(t, ok, "a listing decides")
+		assert.Zero(t, found)
+		assert.Empty(t, sm.candidates.cands, "nothing to claim on the container created again")
+		assert.Contains(t, logs.String(), "the container was deleted under this instance's session")
+	})
+}
+
+// A claim of a shard with no term (here found with no blob) records no term
+// if its session's blob is gone once the claim's lease is granted: the
+// container was deleted and created again between the read that found the
+// shard free and the claim, which then created the shard's blob on the new
+// container; the session's own create, landing late there, does not make
+// its blob the one it began on. With the container kept, the proof holds.
+func TestAClaimOnAContainerCreatedAgainRecordsNoTerm(t *testing.T) {
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		ctx := context.Background()
+		s, raw, o, logs := ownerOfX(t)
+		claimer := func() *shardManager {
+			sm := bareManager(o)
+			sm.s = o.newSession(sm.s.id)
+			sm.releases, sm.shardsCtx, sm.stopNow = ctx, ctx, ctx
+			sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
+			_, err := sm.s.term.blob().Acquire(ctx) // as the session began
+			require.NoError(t, err)
+			found, ok := sm.probeUnlisted(sessionView{})
+			require.True(t, ok)
+			require.Equal(t, 1, found, "x has no blob yet: free")
+			return sm
+		}
+
+		sm := claimer()
+		_, err := raw.cc.Delete(ctx, nil)
+		require.NoError(t, err)
+		_, err = raw.cc.Create(ctx, nil)
+		require.NoError(t, err)
+		// and the session's create, sent as it began, lands now, late:
+		// its blob is there again, but not leased.
+		_, err = sm.s.term.blob().createBlob(ctx)
+		require.NoError(t, err)
+		require.True(t, o.reserve("x", takingBack, nil))
+		won, why := sm.claimOne(sm.candidates.cands["x"])
+		assert.False(t, won)
+		assert.Equal(t, "transient", why)
+		info := leaderOnBlob(t, s, o.shardBlob("x"))
+		assert.False(t, info.Held(), "given back")
+		assert.Zero(t, info.Leader.Number, "no term recorded on the container created again")
+		assert.Contains(t, logs.String(), "a claim found this session's blob gone")
+
+		sm = claimer()
+		assert.Empty(t, sm.sessionThere(), "its blob is there, leased: the claim would go on")
+	})
+}

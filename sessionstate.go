@@ -53,6 +53,7 @@ type shardManager struct {
 	handoffs     handoffs     // the shards handed straight on, and to this session (handoff.go)
 	ownTerms     ownTerms     // the terms this session recorded, or adopted, for itself (shardtake.go)
 	heldList     heldList     // the list of the shards this session holds (heldlist.go)
+	proof        sessionProof // that its blob was there after a claim's lease was granted (sessionproof.go)
 }
 
 // sessionView is what one listing of the sessions says, judged by this

@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"context"
 	"errors"
 	"sync/atomic"
 	"time"
@@ -44,8 +45,11 @@ import (
 // An instance that sees the deletion (its session's renewal, or a listing,
 // finds its session's blob or the container gone, the listing of the
 // shards included, which reads the session's blob after it and claims
-// nothing on it if that is gone: the session ends; or its next session finds
-// the container gone, as it creates its blob, or resumes from the lease ID
+// nothing on it if that is gone, as a probe of the shards no list names
+// does (probeUnlisted), and a claim of a shard with no term, once its
+// lease is granted (sessionproof.go): the session ends, at that listing,
+// or at its next renewal or listing; or its next session finds the
+// container gone, as it creates its blob, or resumes from the lease ID
 // file) also claims nothing with its next session for quietFor from that
 // session's first pass; and so does one whose session ended cut off from
 // storage (its deadline passed, or it was broken as silent: sawCutOff),
@@ -272,4 +276,63 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 	}
 	o.state.forgetRecreated(c.name)
 	return true
+}
+
+// A claim on a container created again. A session's blob is never created
+// again (session.go), so while it is there the container is the one the
+// session began on; once the container is deleted and created again, a
+// session that has not noticed yet (its renewal not yet due, or failing on
+// a cut) may still read the new container, find a shard's blob missing or
+// fresh, and create or take it: it would record the first term there, from
+// its own floor, beside a doomed session's func and perhaps below its
+// term, where shardfloors.go's seeds and quiet are what must decide. So a
+// claim of a shard whose blob carries no term (created by the claim, or
+// found with none and unmarked) records its term only once a read of the
+// session's blob, started after the claim's lease was granted, found it
+// there and leased (sessionHeld): the lease it holds is then on the
+// container the session began on, which no deletion has replaced since (a
+// later deletion takes the shard's blob, and the record write, If-Match
+// under the lease, fails). One read serves every claim that was waiting
+// when it was started (sessionProof). A read that fails proves nothing:
+// the claim gives its lease back. (The simulator's
+// seed 971092012212: a session's probe of the shards no list names found a
+// shard's blob missing on a container another instance had just created
+// again, and recorded term 1 where the last term was 24.)
+
+// sessionThere is the proof claimOne asks for (see above), once its lease
+// was granted: "" if a read started after that found the session's blob
+// there, leased, else the claim's outcome. A blob found gone, or not
+// leased, is a deletion seen.
+func (sm *shardManager) sessionThere() string {
+	there, err := sm.proof.after(sm.ctx, sm.sessionHeld)
+	switch {
+	case err != nil:
+		return outcome(err, "claimed")
+	case !there:
+		sm.o.sawDeletion("a claim found this session's blob gone")
+		return "transient"
+	}
+	return ""
+}
+
+// sessionHeld reads whether this session's blob is there and leased: a
+// session's blob is never created again, but a create of it sent as the
+// session began may land late, on a container created again since; it
+// carries no lease (the session's acquire was conditional on the first
+// blob's ETag), so only a lease shows the blob is the one the session
+// began on.
+func (sm *shardManager) sessionHeld(ctx context.Context) (bool, error) {
+	info, err := sm.s.term.blob().Inspect(ctx)
+	return info.Exists && info.Held(), err
+}
+
+// sessionBlobGone reports whether this session's blob is gone (or not
+// leased: sessionHeld), read after a listing of the shards and before
+// anything is claimed on it: a session's blob goes only with the
+// container, and a session that has not noticed that yet (its renewal
+// failing on the silence, or not yet sent) must claim nothing on a listing
+// of the container created again (shardfloors.go). One request a listing.
+func (sm *shardManager) sessionBlobGone() bool {
+	held, err := sm.sessionHeld(sm.ctx)
+	return err == nil && !held
 }

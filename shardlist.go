@@ -112,17 +112,6 @@ func (sm *shardManager) listShards(view sessionView) error {
 	return nil
 }
 
-// sessionBlobGone reports whether this session's blob is gone, read after
-// a listing of the shards and before anything is claimed on it: a session's
-// blob is never created again, so it goes only with the container, and a
-// session that has not noticed that yet (its renewal failing on the
-// silence, or not yet sent) must claim nothing on a listing of the
-// container created again (shardfloors.go). One request a listing.
-func (sm *shardManager) sessionBlobGone() bool {
-	info, err := sm.s.term.blob().Inspect(sm.ctx)
-	return err == nil && !info.Exists
-}
-
 // shardScan is what one listing of the shards found, and its steps share.
 type shardScan struct {
 	start   time.Time       // when the listing started

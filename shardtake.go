@@ -119,6 +119,12 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 	if ok, why, release := sm.takeLease(c, lm, id, etag); !ok {
 		return done(why, release)
 	}
+	if !c.exists || c.prev == 0 && !c.marked {
+		// Perhaps on a container created again (sessionproof.go).
+		if why := sm.sessionThere(); why != "" {
+			return done(why, true)
+		}
+	}
 	t := Term{Number: number, Identity: o.opts.identity, LeaseID: id, Since: time.Now().UTC()}
 	sm.ownTerms.record(c.name, number)  // before the write: its answer may be lost
 	o.state.proposeTerm(c.name, number) // and the server may store it all the same (shardfloors.go)

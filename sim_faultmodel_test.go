@@ -157,7 +157,11 @@ func (f *simFleet) ran() []string {
 // before) stays within the promise now (see above), and if so marks them
 // pending: the caller deletes them at once, or, if that fails, undoes the
 // marks (undelete).
-func (f *simFleet) deletable(targets []string) bool {
+func (f *simFleet) deletable(targets []string) bool { return f.deletableCounting(targets, true) }
+
+// deletableCounting is deletable, its hold-backs counted if count (a retry
+// of one already counted counts none).
+func (f *simFleet) deletableCounting(targets []string, count bool) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	kinds := map[laneKind]bool{}
@@ -175,17 +179,23 @@ func (f *simFleet) deletable(targets []string) bool {
 		}
 		l.mu.Unlock()
 		if unseen {
-			f.hold(holdUnseen)
+			if count {
+				f.hold(holdUnseen)
+			}
 			return false
 		}
 	}
 	for _, e := range targets {
 		if f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.witness(l, e) && f.reaches(l) }) {
-			f.hold(holdNoWitness)
+			if count {
+				f.hold(holdNoWitness)
+			}
 			return false
 		}
 		if f.kindOf(e) != laneShard && f.termedOnce(e) && !slices.ContainsFunc(f.lanes, func(l *simLane) bool { return f.reader(l, e) }) {
-			f.hold(holdNoReader)
+			if count {
+				f.hold(holdNoReader)
+			}
 			return false
 		}
 	}
@@ -198,7 +208,9 @@ func (f *simFleet) deletable(targets []string) bool {
 			unseen := l.alive && l.kind == laneShard && !l.sawShard[targets[0]]
 			l.mu.Unlock()
 			if unseen {
-				f.hold(holdShardSeen)
+				if count {
+					f.hold(holdShardSeen)
+				}
 				return false
 			}
 		}

@@ -95,11 +95,16 @@ var simPointActs = []string{"crash", "cut", "lose the answer", "answer late", "o
 // recorded) leaves what it could not hand on released and listed.
 const actStop = "stop"
 
-// actCutDelete cuts the process off and deletes the container at once, as
-// the fault model lets it (deletable): limits.md's "a leader cut off from
+// actCutDelete cuts the process off and deletes the container, as the
+// fault model lets it (deletable): limits.md's "a leader cut off from
 // storage as its blob or container is deleted", at any point of any
 // election, the cut lasting up to twice the fleet's longest lease (within
-// the storm), so that a holder may act on to its deadline.
+// the storm), so that a holder may act on to its deadline. At once, or, if
+// the model holds it back then (mostly for want of another live witness of
+// a last term: the cut process no longer counts as one), as soon as it
+// lets it while the cut lasts: the deletion may come at any moment of the
+// cut, after its peers' next passes have read what the cut process last
+// did.
 const actCutDelete = "cut, as the container is deleted"
 
 // actCrashDelete crashes the process and deletes the container at once (as
@@ -429,7 +434,9 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		d = time.Second + time.Duration(t.rng.Int64N(int64(max(time.Second, min(calm-10*time.Second-time.Since(f.begin), 2*longest)-time.Second))))
 		t.mu.Unlock()
 		t.cut(d)
-		t.deleteContainer()
+		if !t.deleteContainer() {
+			t.deleteWhileCut(d)
+		}
 	case "cut":
 		t.cut(d)
 	case "lose the answer":
@@ -505,18 +512,47 @@ func (t *simPointTransport) kill(cmd laneCmd, kind sim.Kind, d time.Duration) bo
 
 // deleteContainer deletes the container now, if the fault model lets it
 // (deletable).
-func (t *simPointTransport) deleteContainer() {
+func (t *simPointTransport) deleteContainer() bool {
 	f := t.p.f
 	targets := f.ran()
 	if !f.deletable(targets) {
-		return
+		return false
 	}
 	if f.svc.DeleteContainer(simContainer) != nil {
 		f.undelete(targets)
-		return
+		return false
 	}
 	f.count("delete-container at a point", 1)
 	f.trace.printf(time.Now(), "deleted the container")
+	return true
+}
+
+// deleteWhileCut tries again, every 250 ms while the cut of d lasts, a
+// deletion of the container that the fault model held back at the point
+// (actCutDelete); the hold-back was counted once, at the point.
+func (t *simPointTransport) deleteWhileCut(d time.Duration) {
+	f := t.p.f
+	end := time.Now().Add(d)
+	f.wg.Go(func() {
+		for time.Now().Before(end) {
+			select {
+			case <-f.ctx.Done():
+				return
+			case <-time.After(250 * time.Millisecond):
+			}
+			targets := f.ran()
+			if !f.deletableCounting(targets, false) {
+				continue
+			}
+			if f.svc.DeleteContainer(simContainer) != nil {
+				f.undelete(targets)
+				return
+			}
+			f.count("delete-container later in a cut at a point", 1)
+			f.trace.printf(time.Now(), "lane%d: deleted the container, later in its cut", t.l.idx)
+			return
+		}
+	})
 }
 
 // cut cuts the process's path to storage for d.

@@ -72,6 +72,7 @@ var tiers = map[string]string{
 	"membership.go":   "4-shards/1-state",
 	"ownership.go":    "4-shards/1-state",
 	"ownerstate.go":   "4-shards/1-state",
+	"sessionproof.go": "4-shards/1-state",
 	"sessionstate.go": "4-shards/1-state",
 	"shardstate.go":   "4-shards/1-state",
 	"termmemory.go":   "4-shards/1-state",
