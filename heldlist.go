@@ -97,8 +97,8 @@ func (sm *shardManager) endHeld() {
 // list a RetryInterval behind names fewer shards than its session holds:
 // those are read for nothing, and found leased. It reports false if it
 // could not tell (a list unread, or more than probeMax shards unnamed): a
-// listing is then needed. A shard found with no blob is claimed only if
-// this session's blob is still there after the reads (sessionBlobGone):
+// listing is then needed. A shard found with no blob is kept only if this
+// session's blob is still there, leased, after the reads (sessionBlobGone):
 // a probe, as a listing, may read a container created again.
 //
 // At the end of a cold start of 10,000 shards, a few sessions came up a

@@ -7,7 +7,7 @@ import (
 
 // sessionProof keeps the reads that prove a session's blob was there
 // (shardfloors.go's sessionThere): one at a time, numbered, each shared by
-// every claim that was waiting when it was sent. No clock: a read counts
+// every claim that was waiting when it was started. No clock: a read counts
 // for a claim only if it was started after the claim asked (after), so
 // after the claim's lease was granted.
 type sessionProof struct {

@@ -120,7 +120,7 @@ func (sm *shardManager) claimOne(c candidate) (won bool, why string) {
 		return done(why, release)
 	}
 	if !c.exists || c.prev == 0 && !c.marked {
-		// Perhaps on a container created again (sessionproof.go).
+		// Perhaps on a container created again (shardfloors.go, sessionThere).
 		if why := sm.sessionThere(); why != "" {
 			return done(why, true)
 		}
