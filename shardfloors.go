@@ -47,7 +47,7 @@ import (
 // shards included, which reads the session's blob after it and claims
 // nothing on it if that is gone, as a probe of the shards no list names
 // does (probeUnlisted), and a claim of a shard with no term, once its
-// lease is granted (sessionproof.go): the session ends, at that listing,
+// lease is granted (sessionThere, below): the session ends, at that listing,
 // or at its next renewal or listing; or its next session finds the
 // container gone, as it creates its blob, or resumes from the lease ID
 // file) also claims nothing with its next session for quietFor from that
@@ -285,7 +285,7 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 // a cut) may still read the new container, find a shard's blob missing or
 // fresh, and create or take it: it would record the first term there, from
 // its own floor, beside a doomed session's func and perhaps below its
-// term, where shardfloors.go's seeds and quiet are what must decide. So a
+// term, where the seeds and the quiet above are what must decide. So a
 // claim of a shard whose blob carries no term (created by the claim, or
 // found with none and unmarked) records its term only once a read of the
 // session's blob, started after the claim's lease was granted, found it
@@ -294,10 +294,10 @@ func (sm *shardManager) stoodRecreated(c candidate, seed int64) bool {
 // later deletion takes the shard's blob, and the record write, If-Match
 // under the lease, fails). One read serves every claim that was waiting
 // when it was started (sessionProof). A read that fails proves nothing:
-// the claim gives its lease back. (The simulator's
-// seed 971092012212: a session's probe of the shards no list names found a
-// shard's blob missing on a container another instance had just created
-// again, and recorded term 1 where the last term was 24.)
+// the claim gives its lease back. (The simulator's seed 971092012212: a
+// session's probe of the shards no list names found a shard's blob missing
+// on a container another instance had just created again, and recorded
+// term 1 where the last term was 24.)
 
 // sessionThere is the proof claimOne asks for (see above), once its lease
 // was granted: "" if a read started after that found the session's blob
