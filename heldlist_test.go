@@ -255,22 +255,14 @@ func TestAProbeOfAContainerCreatedAgainClaimsNothing(t *testing.T) {
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		ctx := context.Background()
 		_, raw, o, logs := ownerOfX(t)
-		sm := bareManager(o)
-		sm.s = o.newSession(sm.s.id)
-		sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
-		_, err := sm.s.term.blob().Acquire(ctx) // as the session began
-		require.NoError(t, err)
-
-		found, ok := sm.probeUnlisted(sessionView{})
-		require.True(t, ok)
-		require.Equal(t, 1, found, "x has no blob yet: free")
+		sm := probingSession(t, o)
 		clear(sm.candidates.cands)
 
-		_, err = raw.cc.Delete(ctx, nil)
+		_, err := raw.cc.Delete(ctx, nil)
 		require.NoError(t, err)
 		_, err = raw.cc.Create(ctx, nil)
 		require.NoError(t, err)
-		found, ok = sm.probeUnlisted(sessionView{})
+		found, ok := sm.probeUnlisted(sessionView{})
 		assert.False(t, ok, "a listing decides")
 		assert.Zero(t, found)
 		assert.Empty(t, sm.candidates.cands, "nothing to claim on the container created again")
@@ -288,20 +280,7 @@ func TestAClaimOnAContainerCreatedAgainRecordsNoTerm(t *testing.T) {
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {
 		ctx := context.Background()
 		s, raw, o, logs := ownerOfX(t)
-		claimer := func() *shardManager {
-			sm := bareManager(o)
-			sm.s = o.newSession(sm.s.id)
-			sm.releases, sm.shardsCtx, sm.stopNow = ctx, ctx, ctx
-			sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
-			_, err := sm.s.term.blob().Acquire(ctx) // as the session began
-			require.NoError(t, err)
-			found, ok := sm.probeUnlisted(sessionView{})
-			require.True(t, ok)
-			require.Equal(t, 1, found, "x has no blob yet: free")
-			return sm
-		}
-
-		sm := claimer()
+		sm := probingSession(t, o)
 		_, err := raw.cc.Delete(ctx, nil)
 		require.NoError(t, err)
 		_, err = raw.cc.Create(ctx, nil)
@@ -319,7 +298,23 @@ func TestAClaimOnAContainerCreatedAgainRecordsNoTerm(t *testing.T) {
 		assert.Zero(t, info.Leader.Number, "no term recorded on the container created again")
 		assert.Contains(t, logs.String(), "a claim found this session's blob gone")
 
-		sm = claimer()
+		sm = probingSession(t, o)
 		assert.Empty(t, sm.sessionThere(), "its blob is there, leased: the claim would go on")
 	})
+}
+
+// probingSession is a session of o's by hand, begun (its blob leased), that
+// has probed the shards no list names and found x free, with no blob.
+func probingSession(t *testing.T, o *ShardOwner) *shardManager {
+	ctx := context.Background()
+	sm := bareManager(o)
+	sm.s = o.newSession(sm.s.id)
+	sm.releases, sm.shardsCtx, sm.stopNow = ctx, ctx, ctx
+	sm.candidates = candidates{cands: map[string]candidate{}, freeSince: map[string]time.Time{}}
+	_, err := sm.s.term.blob().Acquire(ctx)
+	require.NoError(t, err)
+	found, ok := sm.probeUnlisted(sessionView{})
+	require.True(t, ok)
+	require.Equal(t, 1, found, "x has no blob yet: free")
+	return sm
 }
