@@ -1,6 +1,7 @@
 package leaderelection
 
 import (
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
@@ -511,20 +512,29 @@ func (t *simPointTransport) kill(cmd laneCmd, kind sim.Kind, d time.Duration) bo
 }
 
 // deleteContainer deletes the container now, if the fault model lets it
-// (deletable).
+// (deletable), and reports whether it did.
 func (t *simPointTransport) deleteContainer() bool {
+	deleted, _ := t.tryDelete(true, "delete-container at a point", "deleted the container")
+	return deleted
+}
+
+// tryDelete deletes the container if the fault model lets it now
+// (deletableCounting, its hold-backs counted if count), and counts and
+// traces it so; allowed says whether the model let it (a deletion that
+// then failed is not tried again).
+func (t *simPointTransport) tryDelete(count bool, counted, traced string) (deleted, allowed bool) {
 	f := t.p.f
 	targets := f.ran()
-	if !f.deletable(targets) {
-		return false
+	if !f.deletableCounting(targets, count) {
+		return false, false
 	}
 	if f.svc.DeleteContainer(simContainer) != nil {
 		f.undelete(targets)
-		return false
+		return false, true
 	}
-	f.count("delete-container at a point", 1)
-	f.trace.printf(time.Now(), "deleted the container")
-	return true
+	f.count(counted, 1)
+	f.trace.printf(time.Now(), "%s", traced)
+	return true, true
 }
 
 // deleteWhileCut tries again, every 250 ms while the cut of d lasts, a
@@ -540,17 +550,10 @@ func (t *simPointTransport) deleteWhileCut(d time.Duration) {
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
-			targets := f.ran()
-			if !f.deletableCounting(targets, false) {
-				continue
-			}
-			if f.svc.DeleteContainer(simContainer) != nil {
-				f.undelete(targets)
+			traced := fmt.Sprintf("lane%d: deleted the container, later in its cut", t.l.idx)
+			if _, allowed := t.tryDelete(false, "delete-container later in a cut at a point", traced); allowed {
 				return
 			}
-			f.count("delete-container later in a cut at a point", 1)
-			f.trace.printf(time.Now(), "lane%d: deleted the container, later in its cut", t.l.idx)
-			return
 		}
 	})
 }
