@@ -184,6 +184,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	case laneShard:
 		s := f.timed(f.settings(simPrefix, 0, tr), l)
 		s.ClientOptions.Transport = f.actors.points.transport(l, inc, tr)
+		points, _ := s.ClientOptions.Transport.(*simPointTransport) // nil: no point enabled
 		opts = append(opts, withHandoffPoll(f.shape.notesPoll), withStrayAfter(f.shape.strayAfter),
 			withReserveWaits(f.rngFor(name, "reserve"), f.shape.reserveWait, l.noteWait))
 		opts = append(opts, WithEvents(func(e Event) {
@@ -199,6 +200,9 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 			session := l.sessions[shard]
 			l.mu.Unlock()
 			term, _ := TermFromContext(ctx)
+			if points != nil {
+				points.beginsToRun(session, wire.ShardBlob(simPrefix+"/", shard))
+			}
 			return f.act(ctx, l, simContainer+"/"+wire.ShardBlob(simPrefix+"/", shard), name, s.withDefaults().StopMargin, func(lease string) bool {
 				if lease == wire.HandoffLeaseID(session, shard, term.Number) {
 					return true

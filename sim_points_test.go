@@ -43,15 +43,20 @@ import (
 // under the file's ID on the blob it names (between a session's death and
 // its restart with its file). A point may also stop the process gracefully
 // (actStop). Every effect ends before the calm. No code
-// of the library's is changed: the points are read from its requests.
+// of the library's is changed: the points are read from its requests, and
+// one (ptFirstRun) from the start of the simulator's own shard func.
 // A session's last list (the shards it released as it left, which its
 // survivors take on its word) is a point of its own, at full odds: the
 // session's held lists are written every RetryInterval, its last one once
 // in its life, and only with shards it could not hand on: mostly as a
 // fleet fault (sim.Redeploy: a whole kind stopped at once) leaves it no
-// peer to hand them to. So is a session's first record of a shard's term: the
-// moment it begins to run shards, which what its peers know of it (the
-// lease it declared, the terms it saw) must already cover. A session
+// peer to hand them to. So is the moment a session begins to run shards
+// (its first shard func starts), which what its peers know of it (the
+// lease it declared, the terms it saw) must already cover: struck on that
+// session's own process, whether it claimed the shard, took it back, or
+// adopted it from a handover, whose record the giver wrote (until 2026-11-29
+// the point was that first record's answer, which for a handover struck
+// the giver, never the session beginning to run). A session
 // started into a steady fleet gets shards only by handover, once its peers
 // listed it; sessions started together (a fleet fault) find shards free,
 // and may run them before their peers list them.
@@ -70,7 +75,7 @@ const (
 	ptNote          = "after a note"
 	ptHeld          = "after a held list's write"
 	ptEndList       = "after a session's last list (as it ends, its blob released)"
-	ptFirstRun      = "after a session's first shard record (as it begins to run shards)"
+	ptFirstRun      = "as a session begins to run shards (its first shard func starts)"
 	ptRestart       = "at a restart with its lease ID file"
 	// A ShardOwner's listing of the sessions: the view of who lives, and
 	// which leases they declared, that its pass acts on. Drawn apart (its
@@ -157,11 +162,11 @@ type simPoints struct {
 
 	mu     sync.Mutex
 	down   map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
-	ranOne map[string]bool            // the sessions that sent a shard's record (firstRun)
+	ranOne map[string]bool            // the sessions that began to run shards (firstRun)
 }
 
-// firstRun reports whether session sends its first record of a shard's
-// term now (and notes that it has).
+// firstRun reports whether session begins to run shards now: its first
+// shard func starts (and notes that it has).
 func (p *simPoints) firstRun(session string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -341,9 +346,6 @@ func (t *simPointTransport) pointOn(req *http.Request, svc *memblob.Service, con
 			storedValue(st.Metadata, wire.MetaEnded) == "" {
 			return ptRenewal
 		}
-		if session := simHeader(req.Header, "x-ms-meta-"+wire.MetaSession); term != "" && session != "" && t.p.firstRun(session) {
-			return ptFirstRun
-		}
 		if term != "" {
 			return ptRecord
 		}
@@ -392,6 +394,29 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		// accounts.
 		return resp, err
 	}
+	switch act {
+	case "lose the answer":
+		if t.mayStrike(point, act, d) {
+			return t.lose(req, resp, syscall.ECONNRESET)
+		}
+	case "answer late":
+		if t.mayStrike(point, act, d) {
+			select {
+			case <-time.After(d):
+			case <-req.Context().Done():
+				return t.lose(req, resp, req.Context().Err())
+			}
+		}
+	default:
+		t.strike(point, act, d, calm, simRequestBlob(req))
+	}
+	return resp, err
+}
+
+// mayStrike reports whether point strikes lane t.l with act now, and if
+// so counts and traces it: a cut is held back as a planned partition
+// is (mayCut).
+func (t *simPointTransport) mayStrike(point, act string, d time.Duration) bool {
 	f, l := t.p.f, t.l
 	if (act == "cut" || act == actCutDelete) && !f.mayCut(l) {
 		// The fault model's rule for a planned partition holds here too:
@@ -399,10 +424,21 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		// storage is not cut off before a seed at or above its last term
 		// (once cut, it no longer counts as one, so nothing else would
 		// keep it from being stopped, leaving nobody to seed the blob).
-		return resp, err
+		return false
 	}
 	f.count("point "+point+": "+act, 1)
 	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
+	return true
+}
+
+// strike acts on the process (or, for the other writer, on blob) at
+// point, with act (not one of a request's own: its answer lost or late),
+// if mayStrike lets it.
+func (t *simPointTransport) strike(point, act string, d, calm time.Duration, blob string) {
+	if !t.mayStrike(point, act, d) {
+		return
+	}
+	f := t.p.f
 	switch act {
 	case "crash":
 		t.crash(d)
@@ -440,21 +476,29 @@ func (t *simPointTransport) Do(req *http.Request) (*http.Response, error) {
 		}
 	case "cut":
 		t.cut(d)
-	case "lose the answer":
-		return t.lose(req, resp, syscall.ECONNRESET)
-	case "answer late":
-		select {
-		case <-time.After(d):
-		case <-req.Context().Done():
-			return t.lose(req, resp, req.Context().Err())
-		}
 	case "other writer":
 		t.mu.Lock()
 		r := rand.New(rand.NewPCG(t.rng.Uint64(), t.rng.Uint64()))
 		t.mu.Unlock()
-		f.actors.writer.act(r, simRequestBlob(req), calm)
+		f.actors.writer.act(r, blob, calm)
 	}
-	return resp, err
+}
+
+// beginsToRun is the point at which a session of this process begins to
+// run shards (ptFirstRun): its first shard func, about to start on blob
+// (a claim's, a take-back's, or an adoption of a shard another session
+// handed it), drawn with the point's odds; the process is struck there
+// as at a request's point, but for the actions on a request's answer,
+// which strike nothing here.
+func (t *simPointTransport) beginsToRun(session, blob string) {
+	if !t.p.firstRun(session) {
+		return
+	}
+	act, d, calm := t.draw(ptFirstRun)
+	if act == "" || act == "lose the answer" || act == "answer late" {
+		return
+	}
+	t.strike(ptFirstRun, act, d, calm, blob)
 }
 
 // accountDown is a quorum's point (ptAccountDown) at a term's record sent
