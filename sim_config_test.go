@@ -280,6 +280,16 @@ func simShapeFor(seed uint64, length time.Duration) simShape {
 		sh.length = max(min(length, sh.storm+sh.calm+30*time.Second),
 			(time.Duration(float64(length) * most / c)).Round(time.Minute))
 	}
+	if sh.length < sh.asked {
+		// A change of settings drawn at a time of the length asked for
+		// (rolling, mixed) comes at the same share of the fleet's own:
+		// else a costly fleet, run shorter, would rarely see it.
+		for i := range sh.timings {
+			if at := sh.timings[i].at; at > 0 {
+				sh.timings[i].at = max(1, time.Duration(float64(at)*float64(sh.length)/float64(sh.asked)))
+			}
+		}
+	}
 	if sh.length < sh.storm+sh.calm {
 		// A short fleet (the smoke run's) has one storm of a third of it,
 		// after its first minute, and a calm of the rest.
@@ -567,6 +577,17 @@ func TestSimConfigsAreValidAndDrawnFromTheSeed(t *testing.T) {
 			t.Fatalf("seed %d: drew %s, then %s", seed, sh.describe(), again.describe())
 		}
 		counts[sh.class]++
+		var first time.Duration // the first change of settings, if any
+		for _, lt := range sh.timings {
+			if lt.at > 0 && (first == 0 || lt.at < first) {
+				first = lt.at
+			}
+		}
+		if first > sh.length/2+time.Second {
+			// Drawn in the first half of the length asked for, so in the
+			// first half of the fleet's own, however much shorter.
+			t.Fatalf("seed %d (%s): its first change of settings at %v, in a fleet of %v", seed, sh.class, first, sh.length)
+		}
 		for i := range sh.nativeLanes + sh.etagLanes + sh.shardLanes {
 			k := laneShard
 			switch {
