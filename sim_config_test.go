@@ -37,11 +37,13 @@ import (
 //     with faults per account (sim_quorum_test.go);
 //   - tuned (40): defaultShape (sim_fleet_test.go): native 30 s, ETag 12 s,
 //     sessions 24 s, RetryInterval 16 s / 20 s, the simulator's seams;
-//   - rolling (20): the tuned shape under a rolling change of
-//     LeaseDuration: in one election or more, drawn, each contender
-//     changes, from its next start after a time drawn (one after another,
-//     0 to 5 minutes apart), to a lease drawn (native 15 to 60 s; ETag 3 to
-//     15 s or 1 to 2 minutes; sessions 6 s to 2 minutes, uniformly), its other timings the
+//   - rolling (20): the tuned shape, or in half of them the library's
+//     defaults (every timing 0; the simulator's seams), under a rolling
+//     change of LeaseDuration: in one election or more, drawn, each
+//     contender changes, from its next start after a time drawn (one after
+//     another, 0 to 5 minutes apart), to a lease drawn (native 15 to 60 s;
+//     ETag 3 to 15 s or 1 to 2 minutes; sessions from a quarter of the
+//     first lease to 5 minutes, uniformly), its other timings the
 //     library's for that lease: a fleet mid-way through a deploy, in which
 //     contenders of one election declare different leases; where the
 //     plan has a rolling restart (sim.RollingRestart) that stops a
@@ -183,15 +185,24 @@ var simClasses = []simClass{
 	{"ranged", 5, ranged},
 }
 
-// rolling is the tuned shape under a rolling change of LeaseDuration
-// (see above): each election, drawn (at least one), has its contenders
-// change to a new lease duration one after another, each from its next
-// start after a time drawn (the first in the fleet's first half, the next
-// 0 to 5 minutes apart), as a deploy restarts them; its other timings stay
-// the tuned shape's, derived from the lease as the library derives them.
+// rolling is the tuned shape, or in half the fleets the library's
+// defaults, under a rolling change of LeaseDuration (see above): each
+// election, drawn (at least one), has its contenders change to a new lease
+// duration one after another, each from its next start after a time drawn
+// (the first in the fleet's first half, the next 0 to 5 minutes apart, of
+// an hour: simShapeFor scales them to a shorter fleet), as a deploy
+// restarts them; its other timings stay the first shape's, derived from
+// the lease as the library derives them.
 func rolling(rng *rand.Rand, sh *simShape) {
 	tuned := map[laneKind]simTiming{laneNative: {lease: sh.native, retry: sh.retry}, laneETag: {lease: sh.etag, retry: sh.retry},
 		laneShard: {lease: sh.session, retry: sh.shardRetry}}
+	sessions := sh.session
+	if rng.IntN(2) == 0 {
+		// From the library's defaults (every timing 0), as most fleets
+		// run before the change: RetryInterval 2 s, sessions of 15 s.
+		tuned = map[laneKind]simTiming{laneNative: {}, laneETag: {}, laneShard: {}}
+		sessions = DefaultLeaseDuration
+	}
 	kinds := []laneKind{laneNative, laneETag, laneShard}
 	rolled := map[laneKind]bool{kinds[rng.IntN(3)]: true}
 	for _, k := range kinds {
@@ -212,7 +223,7 @@ func rolling(rng *rand.Rand, sh *simShape) {
 		default:
 			// Uniformly: a deploy that lengthens sessions as often
 			// lengthens them much.
-			tm.lease = sh.session/4 + time.Duration(rng.Int64N(int64(2*time.Minute-sh.session/4)))
+			tm.lease = sessions/4 + time.Duration(rng.Int64N(int64(5*time.Minute-sessions/4)))
 		}
 		tm.lease = tm.lease.Round(time.Millisecond)
 		next[k] = tm
