@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
@@ -667,4 +669,53 @@ func (f *simFleet) ranAgain(election string, term int64) bool {
 	at, pending := f.pending[election]
 	rec := f.lastRecord[election]
 	return !pending || rec.term != term || rec.at.After(at)
+}
+
+// The point at which a session begins to run shards strikes that
+// session's own process, as its first shard func starts, also when the
+// shard came by a handover, whose record the giver wrote: a fleet with
+// only that point, at full odds, and only a cut (which the trace names)
+// strikes, each time, the lane whose func starts at that instant, among
+// them sessions that adopted their first shard from a note.
+func TestSimFirstRunStrikesTheSessionBeginningToRun(t *testing.T) {
+	struck, adopted := 0, 0
+	for _, seed := range []uint64{3, 8, 30} { // rolling, tuned, rolling: sessions adopt their first shard in their storms
+		synctest.Test(t, func(t *testing.T) {
+			dir, err := leaseIDDir()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer os.RemoveAll(dir)
+			f := newSimFleet(seed, simShapeFor(seed, 30*time.Minute), dir, false, t)
+			f.actors.points.odds = map[string]float64{ptFirstRun: 1}
+			f.actors.points.acts = []string{"cut"}
+			f.run()
+			es := f.trace.entries
+			for i, en := range es {
+				lane, rest, _ := strings.Cut(en.text, ": ")
+				if !strings.HasPrefix(rest, fmt.Sprintf("point %q: cut", ptFirstRun)) {
+					continue
+				}
+				struck++
+				j := slices.IndexFunc(es[i+1:], func(e simEntry) bool { return strings.Contains(e.text, " func starts on ") })
+				if j < 0 {
+					t.Fatalf("seed %d, %s: %s, and no func started after it", seed, en.at.Format("15:04:05.000"), en.text)
+				}
+				start := es[i+1+j]
+				if name, _, _ := strings.Cut(start.text, " "); !strings.HasPrefix(name, lane+".") || !start.at.Equal(en.at) {
+					t.Fatalf("seed %d, %s: %s, but the func that started next was %s's, at %s", seed, en.at.Format("15:04:05.000"), en.text, name, start.at.Format("15:04:05.000"))
+				}
+				for k := i - 1; k >= 0 && es[k].at.Equal(en.at); k-- {
+					if es[k].log != nil && strings.HasPrefix(es[k].text, lane+".") && strings.Contains(es[k].log.Message, "read notes of shards handed to this session") {
+						adopted++
+						break
+					}
+				}
+			}
+		})
+	}
+	t.Logf("%d sessions struck as they began to run shards, %d of them adopting a shard handed to them", struck, adopted)
+	if adopted == 0 {
+		t.Fatal("no session struck as it adopted its first shard: the test shows nothing")
+	}
 }
