@@ -38,7 +38,7 @@ import (
 // under it; with the one lock that guards them all. The goroutines: the
 // session's loop, the shard runs (their end, their panic), the adoptions,
 // the handovers' pacing, the claim workers (claimPicked, takeEach,
-// probeUnlisted, seedTerms: reserve, unclaim, proposeTerm, seeTerm,
+// probeUnlisted, quietList: reserve, unclaim, proposeTerm, seeTerm,
 // startRun), the session lease's record write (extraMetadata), the caller's
 // calls (SetShards, Shards, Owned, Session, Healthy; from an event handler
 // too, under eventMu) and the metrics' callback.

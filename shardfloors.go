@@ -3,6 +3,7 @@ package leaderelection
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -28,10 +29,14 @@ import (
 // created again (record.go), and it claims such a blob (carrying no term's
 // record) only once the blob's ETag has stood unchanged, as it watched it,
 // for quietFor: longer than the longest lease duration D any session it
-// listed declared (stoodRecreated). The blob it times was created after the
-// deletion, so every doomed session, which stops by D after its last write
-// before it, has stopped by then: whether or not this instance, or that
-// session, has noticed the deletion. A doomed session's own claims wait
+// listed declared (stoodRecreated). It times the ETag from the first answer
+// that showed it that ETag: a listing (during its quiet too: quietList), or
+// its own create or raise of the seed (seedOne). The blob was there, so
+// created after the deletion, by then, so every doomed session, which stops
+// by D after its last write before the deletion, has stopped by the end of
+// the wait: whether or not this instance, or that session, has noticed the
+// deletion. A later deletion takes the blob, and the blob created again
+// after it carries another ETag, whose wait starts again. A doomed session's own claims wait
 // so too, and it dies first. Every doomed session's D is among those this
 // instance knows, if this instance's session was among those that session
 // saw live when it began to run shards: a session runs none until every
@@ -150,10 +155,14 @@ import (
 // quiet reports how long this session must still claim nothing. A deletion
 // seen before its first pass starts the quiet then, and the seeding of the
 // terms it saw, tried at each pass until it is done or the quiet ends; a
-// quiet begun by an earlier session of this instance runs on.
+// quiet begun by an earlier session of this instance runs on. While it
+// lasts, the session also lists the shards, as often as its listings are
+// spaced (shardplan's ListSpacing), to watch the blobs created again
+// (quietList): so it claims them soon after the quiet, not a whole quiet
+// later.
 func (sm *shardManager) quiet() time.Duration {
 	left, seed := sm.o.state.beginQuiet()
-	if seed && sm.seedTerms() {
+	if left > 0 && (seed || sm.balancing.plan.MayList(time.Now(), sm.planSettings())) && sm.quietList(seed) && seed {
 		// Done; until then, tried again at each pass while the quiet
 		// lasts.
 		sm.o.state.seeded()
@@ -161,22 +170,40 @@ func (sm *shardManager) quiet() time.Duration {
 	return max(0, left)
 }
 
-// seedTerms creates the blob of every shard of the set that this instance
-// saw terms on, or sent a record of, and that is gone, seeded with the
-// highest of them (seedOf), or raises a seed that another instance created
-// lower (see above). It reports whether every shard's seed is now at least
-// that high, or taken.
-func (sm *shardManager) seedTerms() bool {
+// quietList lists the shards during the quiet and starts this instance's
+// watch (stoodRecreated) on every blob of the set it finds created again,
+// from the answer that showed it: the blob stood so since then at least,
+// and was created after the deletion, so a claim may time it from there as
+// well as from a later look. With seed, it then seeds the terms (see
+// above). It reports whether the listing, and the seeding asked for, were
+// done: every shard's seed is now at least as high as this instance saw,
+// or taken.
+func (sm *shardManager) quietList(seed bool) bool {
 	o := sm.o
-	seeds := o.state.seeds()
+	seeds, set := o.state.seeds(), o.state.setCopy()
 	found := map[string]listed{}
+	start := time.Now()
 	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
-		if seeds[l.name] > 0 {
+		if seeds[l.name] > 0 || set[l.name] {
 			found[l.name] = l
 		}
 	}); err != nil {
-		o.logger.Warn("leaderelection: could not list the shards to seed their terms after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
+		level := slog.LevelDebug
+		if seed {
+			level = slog.LevelWarn
+		}
+		o.logger.Log(sm.ctx, level, "leaderelection: could not list the shards to seed their terms, or watch them, after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
 		return false
+	}
+	sm.balancing.plan.LastList = time.Now()
+	sm.balancing.plan.ListTook = sm.balancing.plan.LastList.Sub(start)
+	for name, l := range found {
+		if set[name] && listedCandidate(name, l.info).recreated {
+			o.state.recreatedWatch(name).watch(l.info.ETag, l.info.Received)
+		}
+	}
+	if !seed {
+		return true
 	}
 	names := make([]string, 0, len(seeds))
 	for name := range seeds {
@@ -186,7 +213,7 @@ func (sm *shardManager) seedTerms() bool {
 	atOnce(len(names), claimParallel, func(i int) {
 		name := names[i]
 		info := found[name].info // the zero LeaseInfo (no blob) if not listed
-		if !sm.seedOne(o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
+		if !sm.seedOne(name, o.managerFor(o.shardBlob(name), ""), info, seeds[name]) {
 			failed.Add(1)
 		}
 	})
@@ -200,12 +227,15 @@ func (sm *shardManager) seedTerms() bool {
 // its ETag, reading the blob again when another writer got there first (a
 // raise of another instance, lower or higher). It reports false if storage
 // failed it three times; true if the seed is high enough, or the blob is
-// taken (its claim recorded a term above the seed it found).
-func (sm *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
+// taken (its claim recorded a term above the seed it found). The ETag it
+// writes, it watches from the answer (stoodRecreated), as quietList
+// watches those it lists.
+func (sm *shardManager) seedOne(name string, lm *BlobLeaseManager, info LeaseInfo, floor int64) bool {
 	for range 3 {
 		if !info.Exists {
-			_, err := sm.o.createShard(sm.ctx, lm, floor)
+			etag, err := sm.o.createShard(sm.ctx, lm, floor)
 			if err == nil {
+				sm.o.state.recreatedWatch(name).watch(etag, time.Now())
 				return true
 			}
 			if !errors.Is(err, ErrLeaseHeld) { // created meanwhile: read it
@@ -213,7 +243,8 @@ func (sm *shardManager) seedOne(lm *BlobLeaseManager, info LeaseInfo, floor int6
 			}
 		} else if !seedBelow(info, floor) {
 			return true
-		} else if _, ok := sm.raiseSeed(lm, info, floor); ok {
+		} else if etag, ok := sm.raiseSeed(lm, info, floor); ok {
+			sm.o.state.recreatedWatch(name).watch(etag, time.Now())
 			return true
 		}
 		var err error

@@ -143,7 +143,9 @@ import (
 //  V2. A shard blob that an instance saw terms on and finds gone, or
 //      created again (marked so, and carrying no term's record), it takes
 //      only once that blob's ETag has stood unchanged, as it watched it, for
-//      longer than the longest D any session it listed declared: that blob
+//      longer than the longest D any session it listed declared, timed from
+//      the first answer that showed it that ETag (a listing, during its
+//      quiet or after, or its own create or raise of the seed): that blob
 //      was created after the deletion, so every session that ran the shard
 //      before has stopped by then, noticed or not; a doomed session's own
 //      claims wait so too. (stoodRecreated, claimFloor)
@@ -151,7 +153,7 @@ import (
 //      session for as long (quiet), and seeds meanwhile each shard of its
 //      set it saw terms on, or sent a record of (whose answer may have been
 //      lost), with the highest of them, or raises another's seed to it
-//      (seedTerms); and the first claim of a blob created again records a
+//      (quietList); and the first claim of a blob created again records a
 //      term above the highest that every session's record, listed at each
 //      pass, says its instance saw or sent on any shard (claimFloor). So the
 //      first term after continues from the highest any of them saw or sent.
