@@ -39,7 +39,7 @@ import (
 // session's loop, the shard runs (their end, their panic), the adoptions,
 // the handovers' pacing, the claim workers (claimPicked, takeEach,
 // probeUnlisted, quietList: reserve, unclaim, proposeTerm, seeTerm,
-// startRun), the session lease's record write (extraMetadata), the caller's
+// startRun, recreatedWatch), the session lease's record write (extraMetadata), the caller's
 // calls (SetShards, Shards, Owned, Session, Healthy; from an event handler
 // too, under eventMu) and the metrics' callback.
 //

@@ -163,6 +163,14 @@ type shardListing struct {
 	owners   map[string]shardHolder
 	ownersAt time.Time  // when the listing owners comes from started
 	ownersMu sync.Mutex // claims and adoptions write owners in parallel
+
+	// quietAt is when this session last listed the shards during its
+	// quiet, quietIdle that that listing found nothing to watch, and
+	// quietStand when the blobs it found created again will have stood
+	// (quietList).
+	quietAt    time.Time
+	quietIdle  bool
+	quietStand time.Time
 }
 
 // shardHolder is who held a shard, by a listing.

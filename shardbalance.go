@@ -63,7 +63,11 @@ import (
 // internal/shardplan from a snapshot of the pass (tally) and what earlier
 // passes left (balancing.plan); this does it, as steps, in this order.
 func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
-	if q := sm.quiet(); q > 0 {
+	q, err := sm.quiet()
+	if err != nil {
+		return err
+	}
+	if q > 0 {
 		// After a deletion of the container, or a session ended cut off
 		// (shardfloors.go): it claims nothing, but reads its notes and
 		// adopts the shards handed to it, as the others see it below

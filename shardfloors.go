@@ -30,9 +30,10 @@ import (
 // record) only once the blob's ETag has stood unchanged, as it watched it,
 // for quietFor: longer than the longest lease duration D any session it
 // listed declared (stoodRecreated). It times the ETag from the first answer
-// that showed it that ETag: a listing (during its quiet too: quietList), or
-// its own create or raise of the seed (seedOne). The blob was there, so
-// created after the deletion, by then, so every doomed session, which stops
+// that showed it that ETag, or later: a listing of the shards (during its
+// quiet too: watchCreatedAgain), its own create or raise of the seed
+// (seedOne), or a claim's first try. The blob was there, so created after
+// the deletion, by then, so every doomed session, which stops
 // by D after its last write before the deletion, has stopped by the end of
 // the wait: whether or not this instance, or that session, has noticed the
 // deletion. A later deletion takes the blob, and the blob created again
@@ -157,53 +158,72 @@ import (
 // terms it saw, tried at each pass until it is done or the quiet ends; a
 // quiet begun by an earlier session of this instance runs on. While it
 // lasts, the session also lists the shards, as often as its listings are
-// spaced (shardplan's ListSpacing), to watch the blobs created again
-// (quietList): so it claims them soon after the quiet, not a whole quiet
-// later.
-func (sm *shardManager) quiet() time.Duration {
+// spaced, to watch the blobs created again (quietList): so it claims them
+// as the quiet ends, not a whole quiet later. It fails as a listing of the
+// shards does if the container is gone again.
+func (sm *shardManager) quiet() (time.Duration, error) {
 	left, seed := sm.o.state.beginQuiet()
-	if left > 0 && (seed || sm.balancing.plan.MayList(time.Now(), sm.planSettings())) && sm.quietList(seed) && seed {
-		// Done; until then, tried again at each pass while the quiet
-		// lasts.
-		sm.o.state.seeded()
+	l := &sm.shardListing
+	if left > 0 && (seed || !l.quietIdle && time.Since(l.quietAt) >= sm.balancing.plan.ListSpacing(sm.planSettings())) {
+		done, err := sm.quietList(seed)
+		if err != nil {
+			return 0, err
+		}
+		if done && seed {
+			// Done; until then, tried again at each pass while the
+			// quiet lasts.
+			sm.o.state.seeded()
+		}
 	}
-	return max(0, left)
+	// And until the blobs it last listed created again have stood, by
+	// its watch: a claim tried sooner would wait for the next listing.
+	return max(0, left, time.Until(l.quietStand)), nil
 }
 
-// quietList lists the shards during the quiet and starts this instance's
-// watch (stoodRecreated) on every blob of the set it finds created again,
-// from the answer that showed it: the blob stood so since then at least,
-// and was created after the deletion, so a claim may time it from there as
-// well as from a later look. With seed, it then seeds the terms (see
-// above). It reports whether the listing, and the seeding asked for, were
-// done: every shard's seed is now at least as high as this instance saw,
-// or taken.
-func (sm *shardManager) quietList(seed bool) bool {
+// quietList lists the shards during the quiet and watches each blob of the
+// set created again (watchCreatedAgain); with seed, it then seeds the terms
+// (see above). It reports whether the listing, and the seeding asked for,
+// were done: every shard's seed is now at least as high as this instance
+// saw, or taken. Once a listing finds every blob of the set there and none
+// created again (a quiet after a cut, with no deletion), it lists no more
+// in this session's quiet, but to seed.
+func (sm *shardManager) quietList(seed bool) (bool, error) {
 	o := sm.o
 	seeds, set := o.state.seeds(), o.state.setCopy()
 	found := map[string]listed{}
-	start := time.Now()
-	if err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
+	sm.shardListing.quietAt = time.Now()
+	err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if seeds[l.name] > 0 || set[l.name] {
 			found[l.name] = l
 		}
-	}); err != nil {
+	})
+	if errors.Is(err, errContainerGone) {
+		o.sawDeletion("a listing of the shards found the container gone")
+		return false, errSessionGone
+	}
+	if err != nil {
 		level := slog.LevelDebug
 		if seed {
 			level = slog.LevelWarn
 		}
 		o.logger.Log(sm.ctx, level, "leaderelection: could not list the shards to seed their terms, or watch them, after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
-		return false
+		return false, nil
 	}
-	sm.balancing.plan.LastList = time.Now()
-	sm.balancing.plan.ListTook = sm.balancing.plan.LastList.Sub(start)
-	for name, l := range found {
-		if set[name] && listedCandidate(name, l.info).recreated {
-			o.state.recreatedWatch(name).watch(l.info.ETag, l.info.Received)
+	idle, stand := true, time.Time{}
+	for name := range set {
+		l, ok := found[name]
+		if !ok {
+			idle = false
+		} else if since, ok := sm.watchCreatedAgain(l); ok {
+			idle = false
+			if t := since.Add(o.quietFor()); t.After(stand) {
+				stand = t
+			}
 		}
 	}
+	sm.shardListing.quietIdle, sm.shardListing.quietStand = idle, stand
 	if !seed {
-		return true
+		return true, nil
 	}
 	names := make([]string, 0, len(seeds))
 	for name := range seeds {
@@ -219,7 +239,21 @@ func (sm *shardManager) quietList(seed bool) bool {
 	})
 	o.logger.Info("leaderelection: seeded the terms of the shards after the container was deleted", "container", o.settings.Container, "prefix", o.prefix,
 		"shards", len(names), "failed", failed.Load())
-	return failed.Load() == 0
+	return failed.Load() == 0, nil
+}
+
+// watchCreatedAgain starts this instance's watch (stoodRecreated) on a
+// listed blob if it shows it created again (free, marked, carrying no
+// term's record), from when the listing's page came: the blob stood so
+// since then at least, and was created after the deletion, so a claim may
+// time it from there. It reports whether it did, and since when the watch
+// times that ETag. Every listing of the shards calls it, during the quiet
+// (quietList) and after (readShards).
+func (sm *shardManager) watchCreatedAgain(l listed) (since time.Time, ok bool) {
+	if !listedCandidate(l.name, l.info).recreated {
+		return time.Time{}, false
+	}
+	return sm.o.state.recreatedWatch(l.name).watch(l.info.ETag, l.info.Received), true
 }
 
 // seedOne makes a shard's blob carry floor as its seed, or more: it creates

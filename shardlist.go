@@ -150,6 +150,11 @@ func (sm *shardManager) readShards() (*shardScan, error) {
 		}
 		return nil, err
 	}
+	for _, l := range sc.entries {
+		if sc.set[l.name] {
+			sm.watchCreatedAgain(l)
+		}
+	}
 	sm.balancing.plan.LastList = time.Now()
 	sm.balancing.plan.ListTook = sm.balancing.plan.LastList.Sub(sc.start)
 	return sc, nil

@@ -144,8 +144,9 @@ import (
 //      created again (marked so, and carrying no term's record), it takes
 //      only once that blob's ETag has stood unchanged, as it watched it, for
 //      longer than the longest D any session it listed declared, timed from
-//      the first answer that showed it that ETag (a listing, during its
-//      quiet or after, or its own create or raise of the seed): that blob
+//      the first answer that showed it that ETag, or later (a listing,
+//      during its quiet or after, its own create or raise of the seed, or
+//      a claim's first try): that blob
 //      was created after the deletion, so every session that ran the shard
 //      before has stopped by then, noticed or not; a doomed session's own
 //      claims wait so too. (stoodRecreated, claimFloor)
