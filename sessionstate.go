@@ -165,9 +165,9 @@ type shardListing struct {
 	ownersMu sync.Mutex // claims and adoptions write owners in parallel
 
 	// quietAt is when this session last listed the shards during its
-	// quiet, quietIdle that that listing found nothing to watch, and
-	// quietStand when the blobs it found created again will have stood
-	// (quietList).
+	// quiet, quietIdle that that listing found every blob of the set
+	// there and none created again, and quietStand when those it found
+	// created again will have stood (quietList, waitToStand).
 	quietAt    time.Time
 	quietIdle  bool
 	quietStand time.Time

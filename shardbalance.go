@@ -85,7 +85,7 @@ func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
 	sm.give(p)
 	sm.expect(p)
 	sm.takeDeaths(p)
-	if sm.waitForLive(p, wait) {
+	if sm.waitForLive(p, wait) || sm.waitToStand(wait) {
 		return nil
 	}
 	if sm.shouldList(p) && sm.balancing.plan.MayList(time.Now(), sm.planSettings()) {

@@ -57,7 +57,8 @@ import (
 // or at its next renewal or listing; or its next session finds the
 // container gone, as it creates its blob, or resumes from the lease ID
 // file) also claims nothing with its next session for quietFor from that
-// session's first pass; and so does one whose session ended cut off from
+// session's first pass (nor, after it, before the blobs its quiet's last
+// listing showed created again have stood: waitToStand); and so does one whose session ended cut off from
 // storage (its deadline passed, or it was broken as silent: sawCutOff),
 // which could not have seen a deletion meanwhile. So no instance that ran a
 // session before the deletion claims a blob created again, even one it
@@ -159,8 +160,9 @@ import (
 // quiet begun by an earlier session of this instance runs on. While it
 // lasts, the session also lists the shards, as often as its listings are
 // spaced, to watch the blobs created again (quietList): so it claims them
-// as the quiet ends, not a whole quiet later. It fails as a listing of the
-// shards does if the container is gone again.
+// as the quiet ends, or as they stand (waitToStand), not a whole quiet
+// later. It fails as a listing of the shards does if the container is gone
+// again.
 func (sm *shardManager) quiet() (time.Duration, error) {
 	left, seed := sm.o.state.beginQuiet()
 	l := &sm.shardListing
@@ -175,9 +177,21 @@ func (sm *shardManager) quiet() (time.Duration, error) {
 			sm.o.state.seeded()
 		}
 	}
-	// And until the blobs it last listed created again have stood, by
-	// its watch: a claim tried sooner would wait for the next listing.
-	return max(0, left, time.Until(l.quietStand)), nil
+	return max(0, left), nil
+}
+
+// waitToStand reports whether this session, its quiet over, still waits
+// before it lists or claims: until the blobs its quiet's last listing
+// showed created again have stood, by its watch (quietList). A claim
+// tried sooner finds them settling and waits for the next listing. It
+// shortens wait to then.
+func (sm *shardManager) waitToStand(wait *time.Duration) bool {
+	left := time.Until(sm.shardListing.quietStand)
+	if left <= 0 {
+		return false
+	}
+	*wait = min(*wait, left)
+	return true
 }
 
 // quietList lists the shards during the quiet and watches each blob of the
@@ -191,12 +205,14 @@ func (sm *shardManager) quietList(seed bool) (bool, error) {
 	o := sm.o
 	seeds, set := o.state.seeds(), o.state.setCopy()
 	found := map[string]listed{}
-	sm.shardListing.quietAt = time.Now()
+	start := time.Now()
 	err := o.list(sm.ctx, wire.ShardsDir, func(l listed) {
 		if seeds[l.name] > 0 || set[l.name] {
 			found[l.name] = l
 		}
 	})
+	sm.shardListing.quietAt = time.Now()
+	sm.balancing.plan.ListTook = sm.shardListing.quietAt.Sub(start) // its spacing, and the next ones
 	if errors.Is(err, errContainerGone) {
 		o.sawDeletion("a listing of the shards found the container gone")
 		return false, errSessionGone
