@@ -63,7 +63,7 @@ import (
 // internal/shardplan from a snapshot of the pass (tally) and what earlier
 // passes left (balancing.plan); this does it, as steps, in this order.
 func (sm *shardManager) balance(view sessionView, wait *time.Duration) error {
-	q, err := sm.quiet()
+	q, err := sm.quiet(sm.balancing.plan.ListSpacing(sm.planSettings()))
 	if err != nil {
 		return err
 	}

@@ -3,7 +3,6 @@ package leaderelection
 import (
 	"context"
 	"errors"
-	"log/slog"
 	"sync/atomic"
 	"time"
 
@@ -162,11 +161,12 @@ import (
 // spaced, to watch the blobs created again (quietList): so it claims them
 // as the quiet ends, or as they stand (waitToStand), not a whole quiet
 // later. It fails as a listing of the shards does if the container is gone
-// again.
-func (sm *shardManager) quiet() (time.Duration, error) {
+// again. spacing is the least time between two listings (shardplan's
+// ListSpacing).
+func (sm *shardManager) quiet(spacing time.Duration) (time.Duration, error) {
 	left, seed := sm.o.state.beginQuiet()
 	l := &sm.shardListing
-	if left > 0 && (seed || !l.quietIdle && time.Since(l.quietAt) >= sm.balancing.plan.ListSpacing(sm.planSettings())) {
+	if left > 0 && (seed || !l.quietIdle && time.Since(l.quietAt) >= spacing) {
 		done, err := sm.quietList(seed)
 		if err != nil {
 			return 0, err
@@ -218,11 +218,11 @@ func (sm *shardManager) quietList(seed bool) (bool, error) {
 		return false, errSessionGone
 	}
 	if err != nil {
-		level := slog.LevelDebug
 		if seed {
-			level = slog.LevelWarn
+			o.logger.Warn("leaderelection: could not list the shards to seed their terms after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
+		} else {
+			o.logger.Debug("leaderelection: could not list the shards during a quiet to watch those created again", "container", o.settings.Container, "prefix", o.prefix, "error", err)
 		}
-		o.logger.Log(sm.ctx, level, "leaderelection: could not list the shards to seed their terms, or watch them, after the container was deleted", "container", o.settings.Container, "prefix", o.prefix, "error", err)
 		return false, nil
 	}
 	idle, stand := true, time.Time{}
