@@ -550,15 +550,16 @@ func TestShardsRunOnceAndTermsGrowWhenTheContainerIsDeleted(t *testing.T) {
 	})
 }
 
-// After a deletion of the container the fleet runs every shard again about
-// one quiet after it, not two: each instance times the blobs created again
-// from its own seeding and from every listing of the shards, those it makes
-// during its quiet (quietList) included, so its claims come as the quiet
-// ends, not after a wait that starts then. Three instances, six shards, the library's defaults, in
-// virtual time: every shard again between quietFor (28 s) and 47 s after
-// the deletion (the last of the six: median 31.3 s, 30.3 to 32.2 s in 300
-// runs; 58.0 to 59.7 s in 3 before, when a session listed no shards during
-// its quiet), none twice at once.
+// After a deletion of the container the fleet runs every shard again
+// about one quiet after it, not two: each instance times the blobs
+// created again from its own seeding and from every listing of the
+// shards, those it makes during its quiet (quietList) included, so its
+// claims come as the quiet ends, not after a wait that starts then. Three
+// instances, six shards, the library's defaults, in virtual time: every
+// shard again between quietFor (28 s) and 47 s after the deletion (the
+// last of the six: median 31.3 s, 30.3 to 32.2 s in 300 runs; 58.0 to
+// 59.7 s in 3 before, when a session listed no shards during its quiet),
+// none twice at once.
 func TestShardsRunAgainAboutAQuietAfterTheContainerIsDeleted(t *testing.T) {
 	t.Parallel()
 	inBubble(t, func(t *testing.T, _ *memblob.Service) {

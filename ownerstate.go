@@ -39,9 +39,10 @@ import (
 // session's loop, the shard runs (their end, their panic), the adoptions,
 // the handovers' pacing, the claim workers (claimPicked, takeEach,
 // probeUnlisted, quietList: reserve, unclaim, proposeTerm, seeTerm,
-// startRun, recreatedWatch), the session lease's record write (extraMetadata), the caller's
-// calls (SetShards, Shards, Owned, Session, Healthy; from an event handler
-// too, under eventMu) and the metrics' callback.
+// startRun, recreatedWatch), the session lease's record write
+// (extraMetadata), the caller's calls (SetShards, Shards, Owned, Session,
+// Healthy; from an event handler too, under eventMu) and the metrics'
+// callback.
 //
 // Lock order: no code of the shard tier holds another lock as it takes mu,
 // and mu is held for memory only, never across a request, a log line or an

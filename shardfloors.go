@@ -32,17 +32,17 @@ import (
 // that showed it that ETag, or later: a listing of the shards (during its
 // quiet too: watchCreatedAgain), its own create or raise of the seed
 // (seedOne), or a claim's first try. The blob was there, so created after
-// the deletion, by then, so every doomed session, which stops
-// by D after its last write before the deletion, has stopped by the end of
-// the wait: whether or not this instance, or that session, has noticed the
-// deletion. A later deletion takes the blob, and the blob created again
-// after it carries another ETag, whose wait starts again. A doomed session's own claims wait
-// so too, and it dies first. Every doomed session's D is among those this
-// instance knows, if this instance's session was among those that session
-// saw live when it began to run shards: a session runs none until every
-// live session it lists says, in its record, that its instance knows a D at
-// least as long as its own (mayRun), which it learns by listing the
-// sessions, before it publishes it. So fleets that mix lease durations (a
+// the deletion, by then, so every doomed session, which stops by D after
+// its last write before the deletion, has stopped by the end of the wait:
+// whether or not this instance, or that session, has noticed the deletion.
+// A later deletion takes the blob, and the blob created again after it
+// carries another ETag, whose wait starts again. A doomed session's own
+// claims wait so too, and it dies first. Every doomed session's D is among
+// those this instance knows, if this instance's session was among those
+// that session saw live when it began to run shards: a session runs none
+// until every live session it lists says, in its record, that its instance
+// knows a D at least as long as its own (mayRun), which it learns by
+// listing the sessions, before it publishes it. So fleets that mix lease durations (a
 // rollout that changes LeaseDuration) are covered too, but for an instance
 // whose session was not yet recorded then, or was resumed and had not yet
 // listed the sessions: the limit below.
@@ -57,9 +57,10 @@ import (
 // container gone, as it creates its blob, or resumes from the lease ID
 // file) also claims nothing with its next session for quietFor from that
 // session's first pass (nor, after it, before the blobs its quiet's last
-// listing showed created again have stood: waitToStand); and so does one whose session ended cut off from
-// storage (its deadline passed, or it was broken as silent: sawCutOff),
-// which could not have seen a deletion meanwhile. So no instance that ran a
+// listing showed created again have stood: waitToStand); and so does one
+// whose session ended cut off from storage (its deadline passed, or it was
+// broken as silent: sawCutOff), which could not have seen a deletion
+// meanwhile. So no instance that ran a
 // session before the deletion claims a blob created again, even one it
 // never saw terms on, before the doomed sessions have stopped: whose
 // session lived through the deletion sees it, or was cut off (a simulator
