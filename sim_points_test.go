@@ -20,6 +20,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/sim"
 	"github.com/blobelect/leaderelection/internal/wire"
+	"github.com/stretchr/testify/assert"
 )
 
 // Faults at protocol points (issue 38), as FoundationDB's BUGGIFY: rare
@@ -165,6 +166,35 @@ type simPoints struct {
 	mu     sync.Mutex
 	down   map[*simLane]chan struct{} // processes a point crashed, until they start again: closed to start one at once
 	ranOne map[string]bool            // the sessions that began to run shards (firstRun)
+	// shock is when the aftershock of the last strike made outside one
+	// ends (see simShockOdds).
+	shock time.Time
+}
+
+// After a strike, every point of the fleet strikes at simShockOdds times
+// its odds (at most always) for two of the fleet's longest RetryIntervals
+// (simPoints.aftershock): faults come in clusters, as a storage incident's
+// do, and the sequences that need two strikes within a pass or two of each
+// other (an answer late on one instance, then a cut with a deletion on
+// another, before the first lists again) come many times more often. A
+// strike within an aftershock does not start another, so that one strike
+// does not keep the odds raised to the end of the storm.
+const simShockOdds = 8
+
+// aftershock starts an aftershock now, unless one is on; shaken reports
+// whether one is.
+func (p *simPoints) aftershock() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); !now.Before(p.shock) {
+		p.shock = now.Add(2 * max(p.f.shape.retry, p.f.shape.shardRetry))
+	}
+}
+
+func (p *simPoints) shaken() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return time.Now().Before(p.shock)
 }
 
 // firstRun reports whether session begins to run shards now: its first
@@ -249,6 +279,9 @@ func (t *simPointTransport) draw(point string) (string, time.Duration, time.Dura
 	left, calm := t.p.left()
 	if !ok || left < time.Second {
 		return "", 0, 0
+	}
+	if t.p.shaken() {
+		odds = min(1, odds*simShockOdds)
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -430,6 +463,7 @@ func (t *simPointTransport) mayStrike(point, act string, d time.Duration) bool {
 	}
 	f.count("point "+point+": "+act, 1)
 	f.trace.printf(time.Now(), "lane%d: point %q: %s (%v)", l.idx, point, act, d)
+	t.p.aftershock()
 	return true
 }
 
@@ -718,4 +752,22 @@ func TestSimFirstRunStrikesTheSessionBeginningToRun(t *testing.T) {
 	if adopted == 0 {
 		t.Fatal("no session struck as it adopted its first shard: the test shows nothing")
 	}
+}
+
+// An aftershock lasts two of the fleet's longest RetryIntervals from the
+// strike that started it, and a strike within it does not make it last
+// longer.
+func TestSimAftershockLastsTwoRetryIntervals(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		p := &simPoints{f: &simFleet{shape: simShape{retry: 2 * time.Second, shardRetry: 3 * time.Second}}}
+		assert.False(t, p.shaken(), "before any strike")
+		p.aftershock()
+		time.Sleep(5 * time.Second)
+		assert.True(t, p.shaken(), "within 6 s of the strike")
+		p.aftershock() // a strike within it
+		time.Sleep(time.Second)
+		assert.False(t, p.shaken(), "6 s after the first strike, whatever struck within it")
+		p.aftershock()
+		assert.True(t, p.shaken(), "a strike after it starts another")
+	})
 }
