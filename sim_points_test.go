@@ -45,7 +45,8 @@ import (
 // lease ID file may find the other writer has just made a lease action
 // under the file's ID on the blob it names (between a session's death and
 // its restart with its file). A point may also stop the process gracefully
-// (actStop). Every effect ends before the calm. No code
+// (actStop). After a strike every point fires at higher odds for a while
+// (an aftershock: simShockOdds). Every effect ends before the calm. No code
 // of the library's is changed: the points are read from its requests, and
 // one (ptFirstRun) from the start of the simulator's own shard func.
 // A session's last list (the shards it released as it left, which its
