@@ -226,14 +226,14 @@ func (sm *shardManager) quietList(seed bool) (bool, error) {
 		}
 		return false, nil
 	}
-	idle, stand := true, time.Time{}
+	idle, stand, quiet := true, time.Time{}, o.quietFor()
 	for name := range set {
 		l, ok := found[name]
 		if !ok {
 			idle = false
 		} else if since, ok := sm.watchCreatedAgain(l); ok {
 			idle = false
-			if t := since.Add(o.quietFor()); t.After(stand) {
+			if t := since.Add(quiet); t.After(stand) {
 				stand = t
 			}
 		}

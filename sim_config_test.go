@@ -194,13 +194,13 @@ var simClasses = []simClass{
 // restarts them; its other timings stay the first shape's, derived from
 // the lease as the library derives them.
 func rolling(rng *rand.Rand, sh *simShape) {
-	tuned := map[laneKind]simTiming{laneNative: {lease: sh.native, retry: sh.retry}, laneETag: {lease: sh.etag, retry: sh.retry},
+	before := map[laneKind]simTiming{laneNative: {lease: sh.native, retry: sh.retry}, laneETag: {lease: sh.etag, retry: sh.retry},
 		laneShard: {lease: sh.session, retry: sh.shardRetry}}
 	sessions := sh.session
 	if rng.IntN(2) == 0 {
 		// From the library's defaults (every timing 0), as most fleets
 		// run before the change: RetryInterval 2 s, sessions of 15 s.
-		tuned = map[laneKind]simTiming{laneNative: {}, laneETag: {}, laneShard: {}}
+		before = map[laneKind]simTiming{laneNative: {}, laneETag: {}, laneShard: {}}
 		sessions = DefaultLeaseDuration
 	}
 	kinds := []laneKind{laneNative, laneETag, laneShard}
@@ -210,7 +210,7 @@ func rolling(rng *rand.Rand, sh *simShape) {
 	}
 	next, first, gap := map[laneKind]simTiming{}, map[laneKind]time.Duration{}, map[laneKind]time.Duration{}
 	for _, k := range kinds {
-		tm := tuned[k]
+		tm := before[k]
 		switch k {
 		case laneNative:
 			tm.lease = minLeaseDuration + time.Duration(rng.IntN(46))*time.Second
@@ -235,9 +235,9 @@ func rolling(rng *rand.Rand, sh *simShape) {
 		i := seen[k]
 		seen[k]++
 		if !rolled[k] {
-			return simLaneTimings{first: tuned[k]}
+			return simLaneTimings{first: before[k]}
 		}
-		return simLaneTimings{first: tuned[k], then: next[k], at: first[k] + time.Duration(i)*gap[k]}
+		return simLaneTimings{first: before[k], then: next[k], at: first[k] + time.Duration(i)*gap[k]}
 	})
 }
 
