@@ -254,8 +254,9 @@ func (m *BlobLeaseManager) wrap(err error) error { return storageError(err, m.co
 // LeaseID is the GUID this manager proposes as the lease ID. It stays the
 // same until a release fails (see Release), so an acquire whose response was
 // lost can be retried: the server answers the same ID's second acquire with
-// success. With [WithLeaseIDFile] it is the file's while the file is held,
-// and changes at every release.
+// success. With [WithLeaseIDFile] it is the file's while the file is held
+// (for a native lease, a GUID derived from the file's and LeaseDuration: see
+// WithLeaseIDFile), and changes at every release.
 func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 
 // Settings returns the settings in force, with defaults applied.

@@ -40,14 +40,15 @@ func TestQuorumMutexRestartedInPlaceTakesItsLeasesBack(t *testing.T) {
 		s := f.accounts[0].withDefaults()
 		time.Sleep(s.RenewInterval + time.Second) // renewed on every account, the follower polling
 		require.NoError(t, f.mutexes[0].Degraded(), "the leader holds every account")
-		id := readIDFile(t, path)
+		raw := readIDFile(t, path)
+		id := proposedFor(t, f.accounts[0], raw)
 
 		for _, tr := range f.cut[0] {
 			tr.Blackhole()
 		}
 		_, err := f.stops[0]()
 		require.ErrorIs(t, err, context.Canceled)
-		require.NoError(t, os.WriteFile(path, []byte(id+"\n"), 0o600))
+		require.NoError(t, os.WriteFile(path, []byte(raw+"\n"), 0o600))
 
 		restarted := time.Now()
 		again := f.add(WithIdentity("q0"), WithLeaseIDFile(path))
@@ -129,6 +130,7 @@ func TestQuorumLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 
 		seen := map[string]bool{}
 		for _, ids := range proposed {
+			ids[1] = proposedFor(t, f.accounts[0], ids[1])
 			for _, id := range ids[1:] {
 				assert.Equal(t, ids[0], id, "the term's lease ID is the file's and every account's: %v", ids)
 			}
@@ -141,7 +143,7 @@ func TestQuorumLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 		for _, r := range releases {
 			fields := strings.Fields(r)
 			require.Len(t, fields, 2, r)
-			assert.NotEqual(t, fields[0], fields[1], "a release was sent while the file still held its ID")
+			assert.NotEqual(t, fields[0], proposedFor(t, f.accounts[0], fields[1]), "a release was sent while the file still held its ID")
 		}
 	})
 }
@@ -343,7 +345,7 @@ func TestQuorumSecondHolderOfLeaseIDFileIsRefused(t *testing.T) {
 		f := newQuorumFleet(t, 3, 1, nil, WithLeaseIDFile(path))
 		f.start()
 		require.Eventually(t, func() bool { return f.leader() == 0 }, time.Minute, 10*time.Millisecond)
-		id := readIDFile(t, path)
+		id := proposedFor(t, f.accounts[0], readIDFile(t, path))
 		var sent atomic.Int32
 		who := f.addWith(nil, func(_ int, tr policy.Transporter) policy.Transporter {
 			return releaseSpy{next: tr, onRequest: func(*http.Request) { sent.Add(1) }}

@@ -178,7 +178,13 @@ import (
 // process's lock only once all its threads have exited, so no leader func of
 // the old process still runs. Requests the dead process had already sent may
 // still reach the server later; with this ID they can only be acquires and
-// renewals, which extend the lease we now hold, and term writes, which are
+// renewals, which extend the lease we now hold (an acquire sets the lease's
+// duration to the one it asks for, but every acquire ever sent under one ID
+// asks for the same one: the ID is derived from the file's and the lease's
+// duration, fileLeaseID, so a process started again with another
+// LeaseDuration proposes another ID, and a late acquire of its predecessor's
+// never turns our lease into a shorter one, nor an ETag lease's infinite one
+// into one that expires under a holder that renews it by writes), and term writes, which are
 // conditional on the blob's ETag and so cannot overwrite a newer term. (An
 // ETag lease's renewal is such a write too: conditional on the ETag its
 // writer's last confirmed write left, which our new term record has

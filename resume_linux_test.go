@@ -6,16 +6,21 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -51,7 +56,7 @@ func TestMutexHoldsLeaseIDFileOnlyWhileRunning(t *testing.T) {
 	}), WithLeaseIDFile(path))
 	log.next(t, 10*time.Second)
 	id := <-leaseIDs
-	assert.Equal(t, id, readIDFile(t, path), "the leader's lease ID is in the file")
+	assert.Equal(t, id, proposedFor(t, s, readIDFile(t, path)), "the leader's lease ID is the file's")
 	require.True(t, openInThisProcess(t, path))
 
 	b, err := NewBlobDistributedMutex(s, untilCancelled, WithLeaseIDFile(path), WithLogger(testLogger(t, "b")))
@@ -66,7 +71,7 @@ func TestMutexHoldsLeaseIDFileOnlyWhileRunning(t *testing.T) {
 
 	require.ErrorIs(t, a.stop(t), context.Canceled)
 	assert.False(t, openInThisProcess(t, path), "no descriptor of the file outlives the run")
-	assert.NotEqual(t, id, readIDFile(t, path), "the file moved on to a fresh ID before the lease was released")
+	assert.NotEqual(t, id, proposedFor(t, s, readIDFile(t, path)), "the file moved on to a fresh ID before the lease was released")
 
 	// A panic in the func ends the run, and the hold on the file, too.
 	c, err := NewBlobDistributedMutex(s, func(context.Context) error { panic("leader failed") },
@@ -305,4 +310,92 @@ func TestRestartedQuorumLeaderResumesItsLeasesAtOnce(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, nextTerm, info.Leader.Number)
 	assert.Empty(t, follower.snapshot(), "the follower never led")
+}
+
+// A leader restarted in place with another LeaseDuration (a rollout that
+// changes it: here from a native 15 s lease to a 63 s ETag lease) holds a
+// lease that no acquire of its predecessor's can reach. An acquire the old
+// process left in flight (sent as a follower, its caller gone), applied once
+// the new one leads, would otherwise have set the lease's duration to the
+// old one: a fixed 15 s lease, expiring under a holder that renews an ETag
+// lease by writes only, and taken by a follower while that holder still
+// leads. Each duration proposes its own ID from the file (fileLeaseID). (The
+// simulator's seed 473433247278.)
+func TestARestartInPlaceWithAnotherLeaseDurationIsNotCutShortByItsPredecessorsAcquire(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		base := testSettings(t)
+		path := filepath.Join(t.TempDir(), "lease-id")
+		log := newTermLog()
+		b := startContender(t, "b", base, log.leaderFunc("b", untilCancelled))
+		log.next(t, 10*time.Second)
+
+		s1, tr1 := withTransport(t, base)
+		held := &holdOneAcquire{next: tr1, caught: make(chan struct{})}
+		s1.ClientOptions.Transport = held
+		a1 := startContender(t, "a", s1, log.leaderFunc("a", untilCancelled), WithLeaseIDFile(path))
+		<-held.caught // a's acquire, held in the network; it times out,
+		// and a's next finds the lease b's, so a keeps its ID
+		waitFor(t, 10*time.Second, "a tries again", func() bool { return held.sent.Load() >= 2 })
+		require.ErrorIs(t, a1.stop(t), context.Canceled)
+		require.ErrorIs(t, b.stop(t), context.Canceled) // released
+
+		long := base
+		long.LeaseDuration = 63 * time.Second // an ETag lease
+		startContender(t, "a2", long, log.leaderFunc("a2", untilCancelled), WithLeaseIDFile(path))
+		log.next(t, 10*time.Second)
+		held.apply(t) // the dead process's acquire reaches the server now
+		st, ok := svc.Blob(base.Container, base.Blob)
+		require.True(t, ok)
+		assert.Equal(t, lease.DurationTypeInfinite, st.LeaseDuration, "the ETag lease's duration was set by the dead process's acquire")
+
+		startContender(t, "c", base, log.leaderFunc("c", untilCancelled))
+		time.Sleep(2 * long.LeaseDuration)
+		log.requireNoOverlap(t)
+		running := log.running()
+		require.Len(t, running, 1)
+		assert.Equal(t, "a2", running[0].who, "the restarted leader leads on")
+	})
+}
+
+// holdOneAcquire holds the first lease acquire sent through it in the
+// network: its caller gets no answer (it gives up at its deadline), and the
+// server gets it when apply is called.
+type holdOneAcquire struct {
+	next   policy.Transporter
+	caught chan struct{} // closed once an acquire is held
+
+	sent atomic.Int32 // acquires sent through it
+
+	mu  sync.Mutex
+	req *http.Request
+}
+
+func (h *holdOneAcquire) Inner() policy.Transporter { return h.next }
+
+func (h *holdOneAcquire) Do(req *http.Request) (*http.Response, error) {
+	if header(req, "x-ms-lease-action") == "acquire" {
+		h.sent.Add(1)
+		h.mu.Lock()
+		first := h.req == nil
+		if first {
+			h.req = req.Clone(context.Background())
+			close(h.caught)
+		}
+		h.mu.Unlock()
+		if first {
+			<-req.Context().Done()
+			return nil, req.Context().Err()
+		}
+	}
+	return h.next.Do(req)
+}
+
+func (h *holdOneAcquire) apply(t *testing.T) {
+	h.mu.Lock()
+	req := h.req
+	h.mu.Unlock()
+	resp, err := h.next.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
 }

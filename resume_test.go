@@ -29,6 +29,16 @@ func newFileManager(t *testing.T, s BlobSettings, path string) *BlobLeaseManager
 	return m
 }
 
+// proposedFor is the lease ID a manager of s proposes while it holds a
+// lease ID file that holds raw (fileLeaseID: raw itself for an ETag lease,
+// one derived from it for a native one).
+func proposedFor(t testing.TB, s BlobSettings, raw string) string {
+	t.Helper()
+	m, err := NewBlobLeaseManager(s)
+	require.NoError(t, err)
+	return m.fileLeaseID(raw)
+}
+
 // readIDFile returns the lease ID file's content without its newline.
 func readIDFile(t *testing.T, path string) string {
 	t.Helper()
@@ -45,7 +55,7 @@ func TestLeaseIDFileIsCreatedWithAFreshIDBeforeUse(t *testing.T) {
 
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, m.LeaseID()+"\n", string(b), "the proposed ID is in the file before it is ever sent")
+	assert.Equal(t, m.LeaseID(), m.fileLeaseID(strings.TrimSuffix(string(b), "\n")), "the proposed ID is the file's before it is ever sent")
 	_, err = uuid.Parse(m.LeaseID())
 	require.NoError(t, err)
 	fi, err := os.Stat(path)
@@ -55,7 +65,7 @@ func TestLeaseIDFileIsCreatedWithAFreshIDBeforeUse(t *testing.T) {
 	id := m.LeaseID()
 	unlock()
 	assert.NotEqual(t, id, m.LeaseID(), "unlocked, the manager stops proposing the file's ID")
-	assert.Equal(t, id, readIDFile(t, path))
+	assert.Equal(t, id, m.fileLeaseID(readIDFile(t, path)))
 
 	again := newFileManager(t, offlineSettings(), path)
 	unlock, err = again.LockLeaseIDFile()
@@ -73,7 +83,7 @@ func TestEmptyLeaseIDFileGetsAFreshID(t *testing.T) {
 	defer unlock()
 	_, err = uuid.Parse(m.LeaseID())
 	require.NoError(t, err)
-	assert.Equal(t, m.LeaseID(), readIDFile(t, path))
+	assert.Equal(t, m.LeaseID(), m.fileLeaseID(readIDFile(t, path)))
 }
 
 func TestLeaseIDFileWithGarbageIsRefusedAndKept(t *testing.T) {
@@ -230,7 +240,7 @@ func TestLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 
 		ids := map[string]bool{}
 		for i, term := range terms {
-			assert.Equal(t, term.LeaseID, inFile[i], "term %d runs with the file's ID", term.Number)
+			assert.Equal(t, term.LeaseID, proposedFor(t, s, inFile[i]), "term %d runs with the file's ID", term.Number)
 			ids[term.LeaseID] = true
 		}
 		assert.Len(t, ids, len(terms), "each term has a fresh ID: the last one's was released")
@@ -240,7 +250,7 @@ func TestLeaseIDFileNeverHoldsAnIDWhoseReleaseWasSent(t *testing.T) {
 		for _, r := range releases {
 			f := strings.Fields(r)
 			require.Len(t, f, 2, r)
-			assert.NotEqual(t, f[0], f[1], "a release was sent while the file still held its ID")
+			assert.NotEqual(t, f[0], proposedFor(t, s, f[1]), "a release was sent while the file still held its ID")
 		}
 	})
 }
@@ -268,7 +278,7 @@ func TestReleaseWithUnknownOutcomeWithLeaseIDFile(t *testing.T) {
 		require.ErrorIs(t, m.Release(short), ErrTransient)
 		tr.Heal()
 		assert.NotEqual(t, old, m.LeaseID())
-		assert.Equal(t, m.LeaseID(), readIDFile(t, path), "the manager proposes the file's ID")
+		assert.Equal(t, m.LeaseID(), m.fileLeaseID(readIDFile(t, path)), "the manager proposes the file's ID")
 	})
 }
 
