@@ -692,6 +692,11 @@ func (p *simPoints) restart(l *simLane) {
 	case laneShard:
 		blob = wire.SessionBlob(simPrefix+"/", id)
 	}
+	if l.kind != laneShard {
+		// As the process before it proposed it, or a script would.
+		ids := p.f.fileIDs(l, id)
+		id = ids[rng.IntN(len(ids))]
+	}
 	p.f.count("point "+ptRestart+": other writer", 1)
 	simWriterCall{simWriter: p.f.actors.writer, r: rng}.actAs(blob, calm, id)
 }

@@ -242,18 +242,42 @@ func (w *simWriter) holds(blob, id string) bool {
 	return w.owned[blob] == id
 }
 
-// liveFileID reports whether id is the one in the lease ID file of a lane
-// whose process runs (it renews under it).
+// liveFileID reports whether id is one a lane whose process runs proposes
+// from its lease ID file (it renews under it).
 func (w simWriterCall) liveFileID(id string) bool {
 	for _, l := range w.f.lanes {
 		if l.file == "" || !w.f.actors.procs[l.idx].Load() {
 			continue
 		}
-		if b, err := os.ReadFile(l.file); err == nil && strings.TrimSpace(string(b)) == id {
+		if b, err := os.ReadFile(l.file); err == nil && slices.Contains(w.f.fileIDs(l, strings.TrimSpace(string(b))), id) {
 			return true
 		}
 	}
 	return false
+}
+
+// fileIDs are the lease IDs a process of mutex lane l may propose from its
+// lease ID file, which holds raw (fileLeaseID: raw itself for an ETag
+// lease, one derived from it for a native lease, by its duration), for
+// each of the lane's timings (before and after a rolling change); and raw,
+// as a script given the file would use it. None for an empty file.
+func (f *simFleet) fileIDs(l *simLane, raw string) []string {
+	if raw == "" {
+		return nil
+	}
+	ids := []string{raw}
+	lt := f.shape.laneTimings(l.idx, l.kind)
+	for _, tm := range []simTiming{lt.first, lt.then} {
+		s := tm.blob().withDefaults()
+		secs := int32(-1)
+		if s.kind() == NativeLease {
+			secs = int32(s.LeaseDuration / time.Second)
+		}
+		if id := fileLeaseID(raw, secs); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // ownID reports whether id is one the writer made up.
@@ -287,9 +311,7 @@ func (w simWriterCall) guessID(blob string, st memblob.BlobState) (string, strin
 				continue
 			}
 			if b, err := os.ReadFile(l.file); err == nil {
-				if id := strings.TrimSpace(string(b)); id != "" {
-					guesses = append(guesses, id)
-				}
+				guesses = append(guesses, w.f.fileIDs(l, strings.TrimSpace(string(b)))...)
 			}
 		}
 	}
