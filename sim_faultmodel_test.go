@@ -74,11 +74,13 @@ import (
 // A deletion's storm may crash, stop and cut off processes like any other.
 
 // witness reports whether l's current process is a witness of election
-// e's last term: the process that ran it, or, if a term was recorded
-// since whose func never ran (its answer lost), the process that wrote
-// that record (it seeds and raises a blob created again with the term it
-// proposed: termFloor.seed for a mutex, seedOf for a shard, whose
-// handover's record its giver writes); or, for a mutex, a contender that
+// e's last term: the process that ran it, or the process that wrote that
+// term's record, whether or not a func ran under it (its answer lost, or
+// a shard's handover, whose record its giver writes and its receiver
+// runs): limits.md, "an instance that sent a term's record counts as one
+// that saw it" (it seeds and raises a blob created again with the term it
+// proposed: termFloor.seed for a mutex, seedOf for a shard, as it notes
+// each term it sends, proposeTerm); or, for a mutex, a contender that
 // read the blob after that term began (every contender reads it each R);
 // for a shard, a process whose session's record published a highest term
 // seen at least as high as any run or recorded there (its instance's
@@ -97,10 +99,11 @@ func (f *simFleet) witness(l *simLane, e string) bool {
 		return f.witnesses[e][[2]int{l.idx, l.inc}]
 	}
 	run, ran := f.lastRun[e]
-	if rec, ok := f.lastRecord[e]; ok && (!ran || rec.term > run.term) {
+	rec, recorded := f.lastRecord[e]
+	if recorded && (!ran || rec.term > run.term) {
 		run, ran = rec, true // a term recorded since, that never ran
 	}
-	if ran && run.lane == l.idx && run.inc == l.inc {
+	if ran && run.lane == l.idx && run.inc == l.inc || recorded && rec.term == run.term && rec.lane == l.idx && rec.inc == l.inc {
 		return true
 	}
 	if l.kind != laneShard {

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/memblob"
+	"github.com/blobelect/leaderelection/internal/wire"
+	"github.com/stretchr/testify/assert"
 )
 
 // Only the stated limits held back (issue 38). The simulator's driver holds
@@ -307,4 +309,44 @@ func (f *simFleet) reader(l *simLane, e string) bool {
 		return ws[[2]int{l.idx, l.inc}]
 	}
 	return l.sawShard[e] && !l.readAt.IsZero() && (!ran || l.readAt.After(run.at))
+}
+
+// A handover's record is written by its giver and run by its receiver:
+// the giver sent the term's record, so it saw the term (limits.md, "A
+// deletion no running instance saw": "an instance that sent a term's
+// record counts as one that saw it"), and it seeds a blob created again
+// with it (handoff.go's proposeTerm). So the fault model counts it as a
+// witness of that term, as the receiver is, and not of a later one.
+func TestSimTheSenderOfATermsRecordIsItsWitness(t *testing.T) {
+	f := newSimFleet(1, defaultShape, t.TempDir(), false, t)
+	e := simContainer + "/" + wire.ShardBlob(simPrefix+"/", f.set[0])
+	var giver, receiver, other *simLane
+	for _, l := range f.lanes {
+		if l.kind != laneShard {
+			continue
+		}
+		l.alive, l.inc = true, 1
+		switch {
+		case giver == nil:
+			giver = l
+		case receiver == nil:
+			receiver = l
+		default:
+			other = l
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.lastRecord[e] = simRun{lane: giver.idx, inc: 1, term: 7}
+	f.lastRun[e] = simRun{lane: receiver.idx, inc: 1, term: 7}
+	assert.True(t, f.witness(receiver, e), "the receiver ran term 7")
+	assert.True(t, f.witness(giver, e), "the giver sent term 7's record")
+	assert.False(t, f.witness(other, e), "a third saw nothing")
+
+	f.lastRun[e] = simRun{lane: other.idx, inc: 1, term: 8} // a claim of term 8, recorded by its own runner
+	f.lastRecord[e] = simRun{lane: other.idx, inc: 1, term: 8}
+	assert.False(t, f.witness(giver, e), "the giver of term 7 saw no term 8")
+	giver.inc = 2
+	f.lastRecord[e], f.lastRun[e] = simRun{lane: giver.idx, inc: 1, term: 9}, simRun{lane: receiver.idx, inc: 1, term: 9}
+	assert.False(t, f.witness(giver, e), "a process started again did not send it")
 }
