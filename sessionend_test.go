@@ -4,12 +4,17 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net/http"
+	"net/url"
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/wire"
@@ -283,6 +288,62 @@ func TestALongerLeaseRunsNoShardUntilTheOthersKnowIt(t *testing.T) {
 		assert.Contains(t, logs.String(), "runs no shard until their records say they know it")
 		log.requireNeverTwice(t)
 	})
+}
+
+// What the gate above keeps off, end to end: an instance (p) whose session
+// is live, but whose listings of the sessions fail, never learns of a
+// session (b) of a longer lease that starts meanwhile. Were b to run a
+// shard, and be cut off from storage as the container is deleted, p would
+// claim that shard once its own, shorter, quiet is over (here the other
+// instance, a, which knew b's lease, leaves), while b still runs it up to
+// its deadline: without the gate, p started b's shard 29.3 s before b's
+// func returned. b runs nothing until p's record says it knows b's lease,
+// so no shard runs twice.
+func TestALongerLeaseCutOffAsTheContainerGoesRunsNothingBesideAPeerThatNeverLearntIt(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, svc *memblob.Service) {
+		s := shardSettings(t)
+		names := shardNames(6)
+		log := &shardLog{}
+		a := startOwner(t, "a", s, names, log.fn("a", nil))
+		sp, pt := withTransport(t, s)
+		var blind atomic.Bool // p's listings of the sessions fail
+		sp.ClientOptions.Transport = sessionListingsFail{next: pt, on: &blind}
+		startOwner(t, "p", sp, names, log.fn("p", nil))
+		waitFor(t, 30*time.Second, "the shards over a and p", func() bool { return balanced(log, len(names), "a", "p") })
+
+		blind.Store(true)
+		time.Sleep(2 * s.RetryInterval) // a listing of p's now fails
+		long, cut := withTransport(t, s)
+		long.LeaseDuration = 10 * s.LeaseDuration
+		startOwner(t, "b", long, names, log.fn("b", nil))
+		time.Sleep(20 * s.LeaseDuration) // long enough for b to run its share, were it let
+		assert.Zero(t, log.perOwner()["b"], "b runs shards while p, live, cannot know its lease")
+
+		cut.Blackhole()
+		require.NoError(t, svc.DeleteContainer(s.Container))
+		require.ErrorIs(t, a.stop(t), context.Canceled) // p is left to claim every shard
+		blind.Store(false)
+		time.Sleep(long.LeaseDuration + 10*s.LeaseDuration) // b's deadline, and p's quiet and claims
+		assert.NotZero(t, log.perOwner()["p"], "p runs shards again after the deletion")
+		log.requireNeverTwice(t)
+	})
+}
+
+// sessionListingsFail fails the listings of the sessions sent through it
+// while on is set: a connection reset, as the SDK would see a network's.
+type sessionListingsFail struct {
+	next policy.Transporter
+	on   *atomic.Bool
+}
+
+func (f sessionListingsFail) Inner() policy.Transporter { return f.next }
+
+func (f sessionListingsFail) Do(req *http.Request) (*http.Response, error) {
+	if q := req.URL.Query(); f.on.Load() && q.Get("comp") == "list" && strings.Contains(q.Get("prefix"), wire.SessionsDir) {
+		return nil, &url.Error{Op: req.Method, URL: req.URL.String(), Err: syscall.ECONNRESET}
+	}
+	return f.next.Do(req)
 }
 
 // A lease under the ID a dead session derived that is not one the library
