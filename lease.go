@@ -255,7 +255,7 @@ func (m *BlobLeaseManager) wrap(err error) error { return storageError(err, m.co
 // same until a release fails (see Release), so an acquire whose response was
 // lost can be retried: the server answers the same ID's second acquire with
 // success. With [WithLeaseIDFile] it is the file's while the file is held
-// (for a native lease, a GUID derived from the file's and LeaseDuration: see
+// (a GUID derived from the file's and the duration the lease asks for: see
 // WithLeaseIDFile), and changes at every release.
 func (m *BlobLeaseManager) LeaseID() string { return m.id.Load().id }
 

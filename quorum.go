@@ -105,13 +105,15 @@ import (
 // moves it on.
 //
 // Q4. Restart in place (WithLeaseIDFile, resume.go). One file names one
-// lease ID, which every account proposes while the file is held (the first
-// account's manager holds it: one flock for the election). It moves on, for
+// lease ID, and every account proposes the one derived from it and the
+// duration asked (fileLeaseID: the accounts share their timings) while the
+// file is held (the first account's manager holds it: one flock for the
+// election). It moves on, for
 // every account at once and durably, before a release is sent on any
 // account (giveBackTo), and before the lock goes: no release of ours, however
 // late it lands, carries an ID a later process resumes with. A process that
 // takes the lock knows every earlier holder dead (renew.go): no func of it
-// runs. On its first turn it acquires, with the file's ID, every account
+// runs. On its first turn it acquires, with that ID, every account
 // that answered its read, held or not, but one whose record cannot be built
 // on (another role's, or not readable: recordProblem), which no contender
 // takes: an account its predecessor held is taken back (the server grants
@@ -125,10 +127,12 @@ import (
 // predecessor's term before that func started, so it is above that term;
 // and its func starts once a majority has stored it. A request of the dead
 // process that lands late, on any account, is an acquire or a renewal (it
-// extends a lease now ours) or a term write, conditional on the blob's ETag
+// extends a lease now ours: an acquire under this ID asks for our duration,
+// as a predecessor that asked for another proposed another ID) or a term
+// write, conditional on the blob's ETag
 // and so unable to overwrite a newer term; never a release. An account the
-// predecessor held that does not answer keeps its lease, under the file's
-// ID, until it lapses or retakeLoop takes it back with that ID. A first turn
+// predecessor held that does not answer keeps its lease, under that ID,
+// until it lapses or retakeLoop takes it back with it. A first turn
 // that takes a minority gives it back as in Q2, the file moving on first.
 // One host only, as for one account: a lock proves nothing across hosts.
 //

@@ -220,7 +220,7 @@ func (m *BlobDistributedMutex) lookQuorum(ctx context.Context, resume bool, wait
 			continue
 		}
 		if info.Held() {
-			free[i] = resume // perhaps under the file's ID: an acquire says
+			free[i] = resume // perhaps under our ID, the file's: an acquire says
 			continue
 		}
 		if wait := a.seedFresh(ctx, info); wait > 0 {

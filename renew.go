@@ -180,11 +180,13 @@ import (
 // still reach the server later; with this ID they can only be acquires and
 // renewals, which extend the lease we now hold (an acquire sets the lease's
 // duration to the one it asks for, but every acquire ever sent under one ID
-// asks for the same one: the ID is derived from the file's and the lease's
-// duration, fileLeaseID, so a process started again with another
-// LeaseDuration proposes another ID, and a late acquire of its predecessor's
-// never turns our lease into a shorter one, nor an ETag lease's infinite one
-// into one that expires under a holder that renews it by writes), and term writes, which are
+// asks for the same one: the ID is derived from the file's and the duration
+// asked, a native lease's seconds or infinite, fileLeaseID, so a process
+// started again asking for another proposes another ID, and a late acquire
+// of its predecessor's never turns our lease into a shorter one, nor an
+// ETag lease's infinite one into one that expires under a holder that renews
+// it by writes, nor a native one into an infinite one that followers break
+// as silent), and term writes, which are
 // conditional on the blob's ETag and so cannot overwrite a newer term. (An
 // ETag lease's renewal is such a write too: conditional on the ETag its
 // writer's last confirmed write left, which our new term record has

@@ -21,12 +21,14 @@ import (
 // starts and releases it when it returns, and the kernel releases it when the
 // process dies. A process that gets the lock therefore knows that every
 // earlier holder has exited, and acquires with their ID at once; the server
-// grants the same ID's acquire while the lease stands. For a native lease
-// the ID proposed is derived from the file's and LeaseDuration, so a
-// process started again with another LeaseDuration (a rollout that changes
-// it) proposes another ID, and waits once, as any other instance does: an
-// acquire its predecessor left in flight must never set a duration on its
-// lease (see fileLeaseID). It then records a new
+// grants the same ID's acquire while the lease stands. The ID proposed is
+// derived from the file's and the duration the lease asks for (a native
+// lease's seconds, or infinite), so a process started again on another (a
+// rollout that changes LeaseDuration across the native range, or from one
+// native duration to another), or across an upgrade of the library from a
+// version before this derivation, proposes another ID, and waits once, as
+// any other instance does: an acquire its predecessor left in flight must
+// never set a duration on its lease (see fileLeaseID). It then records a new
 // term (number + 1) before its leader func starts, as on any other win. The
 // reasoning is at the top of renew.go. The lock proves the process dead, not
 // work it handed to others (child processes, remote jobs): as after any
@@ -198,37 +200,48 @@ func (m *BlobLeaseManager) proposeWithFile(id string) {
 }
 
 // fileLeaseID is the lease ID this manager proposes for id, the lease ID
-// file's: id itself for an infinite lease (an ETag lease, a session's), and
-// for a native lease of n seconds a GUID derived from id and n (a name-based
-// UUID, version 5, in id's namespace). So every acquire ever sent under one
-// lease ID asks for the same duration. An acquire under the holder's own ID
+// file's: a GUID derived from id and the duration its acquires ask for (a
+// name-based UUID, version 5, in id's namespace): a native lease's seconds,
+// or infinite (an ETag lease's). So every acquire ever sent under one lease
+// ID asks for the same duration. An acquire under the holder's own ID
 // succeeds, and sets the lease's duration to the one it asks for; a process
-// that died with an acquire in flight, and was started again in place with
-// another LeaseDuration (a rollout that changes it), would otherwise have
-// that acquire, applied late, turn its successor's lease into one of the
-// old duration: an ETag lease (infinite, renewed by writes) into a fixed one
-// that expires under its holder, who renews no native lease; a native one
-// into a shorter one, that expires between its renewals. Either lets a
-// follower take the lease while its holder still leads. With its own ID per
-// duration, such an acquire finds the lease held under another ID, or, if it
-// is free, takes it as any dead holder's would be taken (it expires, or its
-// ETag stands). A process started again with the same settings proposes the
-// same ID, and takes its lease straight back; one whose duration changed
-// waits, once, as any other instance does. (A simulator found it: seed
-// 473433247278, an ETag mutex's leader whose native 15 s lease expired under
-// it, renewed by writes only, after a rollout from 15 s to 1m3.82s.)
+// that died with an acquire in flight, and was started again in place on
+// another duration (a rollout that changes LeaseDuration), would otherwise
+// have that acquire, applied late, turn its successor's lease into one of
+// the old duration: an ETag lease (infinite, renewed by writes) into a fixed
+// one that expires under its holder, who renews no native lease; a native
+// one into a shorter one, that expires between its renewals, or into an
+// infinite one, which followers break as a silent ETag lease while its
+// holder renews it natively. Either lets a follower take the lease while
+// its holder still leads. With its own ID per duration asked, such an
+// acquire finds the lease held under another ID, or, if it is free, takes
+// it as any dead holder's would be taken (it expires, or its ETag stands).
+// An ETag lease of another LeaseDuration asks for the same infinite lease:
+// it keeps the ID, safely, as its renewals and term records are written
+// If-Match the ETag its own last write left. The file's ID itself is never
+// proposed: versions before this derivation proposed it for every lease,
+// so a process restarted in place across an upgrade or a downgrade proposes
+// another ID than its predecessor, whatever its lease, and waits once, as
+// any other instance does. (A simulator found it: seed 473433247278, an ETag
+// mutex's leader whose native 15 s lease expired under it, renewed by
+// writes only, after a rollout from 15 s to 1m3.82s.) A ShardOwner's session
+// is named by the file's ID itself (sessionfile.go): its lease is always
+// infinite, in every version.
 func (m *BlobLeaseManager) fileLeaseID(id string) string { return fileLeaseID(id, m.leaseSeconds()) }
 
 // fileLeaseID is the lease ID proposed for id, the lease ID file's, by a
 // manager that asks for leases of secs seconds (-1: infinite).
 func fileLeaseID(id string, secs int32) string {
 	base, err := uuid.Parse(id)
-	if secs < 0 || err != nil {
-		// (A fresh ID, or the file's, which readLeaseID checked: err is
-		// nil whenever it is the file's.)
+	if err != nil {
+		// Not the file's, which readLeaseID checked: nothing to derive.
 		return id
 	}
-	return uuid.NewSHA1(base, []byte(fmt.Sprintf("a native lease of %d s", secs))).String()
+	asked := "an infinite lease"
+	if secs >= 0 {
+		asked = fmt.Sprintf("a native lease of %d s", secs)
+	}
+	return uuid.NewSHA1(base, []byte(asked)).String()
 }
 
 // maxLeaseIDFile is the most a valid lease ID file holds: a GUID (36) and a

@@ -19,7 +19,6 @@ import (
 	"time"
 
 	"github.com/Azure/azure-sdk-for-go/sdk/azcore/policy"
-	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -312,50 +311,74 @@ func TestRestartedQuorumLeaderResumesItsLeasesAtOnce(t *testing.T) {
 	assert.Empty(t, follower.snapshot(), "the follower never led")
 }
 
-// A leader restarted in place with another LeaseDuration (a rollout that
-// changes it: here from a native 15 s lease to a 63 s ETag lease) holds a
-// lease that no acquire of its predecessor's can reach. An acquire the old
-// process left in flight (sent as a follower, its caller gone), applied once
-// the new one leads, would otherwise have set the lease's duration to the
-// old one: a fixed 15 s lease, expiring under a holder that renews an ETag
-// lease by writes only, and taken by a follower while that holder still
-// leads. Each duration proposes its own ID from the file (fileLeaseID). (The
-// simulator's seed 473433247278.)
+// A leader restarted in place on another lease duration (a rollout that
+// changes LeaseDuration, or an upgrade from a version that proposed the
+// file's own ID) holds a lease that no acquire of its predecessor's can
+// reach. An acquire the old process left in flight (sent as a follower, its
+// caller gone), applied once the new one leads, would otherwise have set the
+// lease's duration to the old one: from a native 15 s lease to a 63 s ETag
+// lease, a fixed 15 s lease expiring under a holder that renews an ETag
+// lease by writes only, taken by a follower while that holder still leads
+// (the simulator's seed 473433247278); from 15 s to a native 60 s lease, a
+// 15 s one that expires between its holder's renewals. Each duration asked
+// proposes its own ID from the file (fileLeaseID).
 func TestARestartInPlaceWithAnotherLeaseDurationIsNotCutShortByItsPredecessorsAcquire(t *testing.T) {
-	t.Parallel()
-	inBubble(t, func(t *testing.T, svc *memblob.Service) {
-		base := testSettings(t)
-		path := filepath.Join(t.TempDir(), "lease-id")
-		log := newTermLog()
-		b := startContender(t, "b", base, log.leaderFunc("b", untilCancelled))
-		log.next(t, 10*time.Second)
+	for _, tc := range []struct {
+		name  string
+		after time.Duration // the new process's LeaseDuration
+		older bool          // the old process proposed the file's own ID, as versions before fileLeaseID did
+	}{
+		{"native 15s to an ETag lease of 63s", 63 * time.Second, false},
+		{"native 15s to native 60s", 60 * time.Second, false},
+		{"an older version's native 15s to an ETag lease of 63s", 63 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			inBubble(t, func(t *testing.T, svc *memblob.Service) {
+				base := testSettings(t)
+				path := filepath.Join(t.TempDir(), "lease-id")
+				log := newTermLog()
+				b := startContender(t, "b", base, log.leaderFunc("b", untilCancelled))
+				log.next(t, 10*time.Second)
 
-		s1, tr1 := withTransport(t, base)
-		held := &holdOneAcquire{next: tr1, caught: make(chan struct{})}
-		s1.ClientOptions.Transport = held
-		a1 := startContender(t, "a", s1, log.leaderFunc("a", untilCancelled), WithLeaseIDFile(path))
-		<-held.caught // a's acquire, held in the network; it times out,
-		// and a's next finds the lease b's, so a keeps its ID
-		waitFor(t, 10*time.Second, "a tries again", func() bool { return held.sent.Load() >= 2 })
-		require.ErrorIs(t, a1.stop(t), context.Canceled)
-		require.ErrorIs(t, b.stop(t), context.Canceled) // released
+				s1, tr1 := withTransport(t, base)
+				held := &holdOneAcquire{next: tr1, caught: make(chan struct{})}
+				s1.ClientOptions.Transport = held
+				a1 := startContender(t, "a", s1, log.leaderFunc("a", untilCancelled), WithLeaseIDFile(path))
+				<-held.caught // a's acquire, held in the network; it times out,
+				// and a's next finds the lease b's, so a keeps its ID
+				waitFor(t, 10*time.Second, "a tries again", func() bool { return held.sent.Load() >= 2 })
+				require.ErrorIs(t, a1.stop(t), context.Canceled)
+				require.ErrorIs(t, b.stop(t), context.Canceled) // released
+				if tc.older {
+					for k := range held.req.Header {
+						if strings.EqualFold(k, "x-ms-proposed-lease-id") {
+							held.req.Header[k] = []string{readIDFile(t, path)}
+						}
+					}
+				}
 
-		long := base
-		long.LeaseDuration = 63 * time.Second // an ETag lease
-		startContender(t, "a2", long, log.leaderFunc("a2", untilCancelled), WithLeaseIDFile(path))
-		log.next(t, 10*time.Second)
-		held.apply(t) // the dead process's acquire reaches the server now
-		st, ok := svc.Blob(base.Container, base.Blob)
-		require.True(t, ok)
-		assert.Equal(t, lease.DurationTypeInfinite, st.LeaseDuration, "the ETag lease's duration was set by the dead process's acquire")
+				next := base
+				next.LeaseDuration = tc.after
+				startContender(t, "a2", next, log.leaderFunc("a2", untilCancelled), WithLeaseIDFile(path))
+				log.next(t, 10*time.Second)
+				before, ok := svc.Blob(base.Container, base.Blob)
+				require.True(t, ok)
+				held.apply(t) // the dead process's acquire reaches the server now
+				after, ok := svc.Blob(base.Container, base.Blob)
+				require.True(t, ok)
+				assert.Equal(t, before.LeaseDuration, after.LeaseDuration, "the lease's duration was set by the dead process's acquire")
+				assert.False(t, after.LeaseExpiry.Before(before.LeaseExpiry), "the lease was shortened by the dead process's acquire")
 
-		startContender(t, "c", base, log.leaderFunc("c", untilCancelled))
-		time.Sleep(2 * long.LeaseDuration)
-		log.requireNoOverlap(t)
-		running := log.running()
-		require.Len(t, running, 1)
-		assert.Equal(t, "a2", running[0].who, "the restarted leader leads on")
-	})
+				startContender(t, "c", base, log.leaderFunc("c", untilCancelled))
+				time.Sleep(2 * next.LeaseDuration)
+				log.requireNoOverlap(t)
+				running := log.running()
+				require.Len(t, running, 1)
+				assert.Equal(t, "a2", running[0].who, "the restarted leader leads on")
+			})
+		})
+	}
 }
 
 // holdOneAcquire holds the first lease acquire sent through it in the

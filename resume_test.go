@@ -55,6 +55,7 @@ func TestLeaseIDFileIsCreatedWithAFreshIDBeforeUse(t *testing.T) {
 
 	b, err := os.ReadFile(path)
 	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(string(b), "\n"), "one GUID and a newline")
 	assert.Equal(t, m.LeaseID(), m.fileLeaseID(strings.TrimSuffix(string(b), "\n")), "the proposed ID is the file's before it is ever sent")
 	_, err = uuid.Parse(m.LeaseID())
 	require.NoError(t, err)
@@ -72,6 +73,32 @@ func TestLeaseIDFileIsCreatedWithAFreshIDBeforeUse(t *testing.T) {
 	require.NoError(t, err)
 	defer unlock()
 	assert.Equal(t, id, again.LeaseID(), "the next holder proposes the stored ID")
+}
+
+// The ID proposed from a lease ID file is derived from the file's and the
+// duration the lease asks for, the same every time (a change would cost a
+// wait at every upgrade, and two durations on one ID would let a late
+// acquire set its duration on another's lease); never the file's own, which
+// versions before the derivation proposed for every lease.
+func TestTheIDProposedFromAFileIsDerivedFromTheDurationAsked(t *testing.T) {
+	const file = "6f1c1b7e-2a55-4c7e-9b3a-0c1d2e3f4a5b"
+	want := map[int32]string{15: "2b2199e4-2d9d-55a1-a263-fb84e0a58f89", 60: "e8308ee3-edb9-5534-bfdc-fc8a9208684d", -1: "4fd8287d-1f9c-5ede-aecf-9ae53a7ae3d1"}
+	seen := map[string]bool{file: true}
+	for secs, id := range want {
+		got := fileLeaseID(file, secs)
+		assert.Equal(t, id, got, "%d s", secs)
+		assert.False(t, seen[got], "%d s: %s proposed for another duration, or the file's own", secs, got)
+		seen[got] = true
+	}
+	for name, s := range map[string]BlobSettings{"native 15 s": offlineSettings(), "ETag 63 s": {ConnectionString: "UseDevelopmentStorage=true", Container: "leases", Blob: "b", LeaseDuration: 63 * time.Second}} {
+		m, err := NewBlobLeaseManager(s)
+		require.NoError(t, err)
+		secs := int32(15)
+		if m.Kind() == ETagLease {
+			secs = -1
+		}
+		assert.Equal(t, want[secs], m.fileLeaseID(file), name)
+	}
 }
 
 func TestEmptyLeaseIDFileGetsAFreshID(t *testing.T) {

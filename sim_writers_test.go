@@ -257,10 +257,11 @@ func (w simWriterCall) liveFileID(id string) bool {
 }
 
 // fileIDs are the lease IDs a process of mutex lane l may propose from its
-// lease ID file, which holds raw (fileLeaseID: raw itself for an ETag
-// lease, one derived from it for a native lease, by its duration), for
-// each of the lane's timings (before and after a rolling change); and raw,
-// as a script given the file would use it. None for an empty file.
+// lease ID file, which holds raw (fileLeaseID: derived from raw and the
+// duration asked, a native lease's seconds or infinite), for each of the
+// lane's timings (before and after a rolling change); and raw, as a script
+// given the file, or a process of a version before fileLeaseID, would use
+// it. None for an empty file.
 func (f *simFleet) fileIDs(l *simLane, raw string) []string {
 	if raw == "" {
 		return nil

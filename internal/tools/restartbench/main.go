@@ -287,7 +287,7 @@ func report(trials []trial, followerLed int64, took time.Duration) string {
 	fmt.Fprintf(&b, "A leader process using `WithLeaseIDFile` (default timings: lease 15 s) is SIGKILLed and started again with the same file, %d times, "+
 		"against a local Azurite, while a follower in the measuring process polls the same blob every 250 ms. "+
 		"Restart to leading is from starting the new process to its leader func starting (the old one is dead and reaped first): "+
-		"process start, opening and locking the file, the acquire with the stored lease ID, and the term write.\n\n", n)
+		"process start, opening and locking the file, the acquire with the lease ID the file gives, and the term write.\n\n", n)
 	b.WriteString("| measure | p50 | p99 | max |\n|---|---|---|---|\n")
 	row := func(name string, d []time.Duration) {
 		fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", name, ms(pct(d, 50)), ms(pct(d, 99)), ms(pct(d, 100)))
