@@ -110,10 +110,12 @@ type Checker struct {
 	dropped    int
 
 	// DeleteGrace is how long after a deletion of its blob (or container)
-	// a func may still start without a lease on the fake: one whose term
-	// was recorded before the deletion (Record), which the library cannot
-	// know of (its fuse bounds it, as for a func running at the
-	// deletion); a func of any other term is judged by the lease rule.
+	// a func may still start without a lease of its own on the fake (none,
+	// or another's on the blob created again: another writer's, say): one
+	// whose term was recorded before the deletion (Record), which the
+	// library cannot know of (its fuse bounds it, as for a func running at
+	// the deletion; a func of another instance's beside it is still an
+	// overlap); a func of any other term is judged by the lease rule.
 	// Set it before the first step: the longest LeaseDuration.
 	DeleteGrace time.Duration
 
@@ -182,7 +184,7 @@ func (c *Checker) Start(t time.Time, election, instance string, term int64, owns
 	}
 	if q, ok := c.quorums[election]; ok {
 		c.judgeQuorum(q, f, t, "started")
-	} else if rec, ok := e.recorded[term]; ok && !e.deleted.IsZero() && !rec.After(e.deleted) && t.Sub(e.deleted) <= c.DeleteGrace && !e.lease.held(e.lease.ID, t) || e.takenFrom(owns) {
+	} else if rec, ok := e.recorded[term]; ok && !e.deleted.IsZero() && !rec.After(e.deleted) && t.Sub(e.deleted) <= c.DeleteGrace && !(e.lease.held(e.lease.ID, t) && owns(e.lease.ID)) || e.takenFrom(owns) {
 		f.Exempt = true
 	} else if !e.lease.held(e.lease.ID, t) || !owns(e.lease.ID) {
 		c.violate(t, "lease", "%s: %s's func (term %d) started while the fake's lease is %s under %q (expiry %s), not a lease of its own",
