@@ -23,9 +23,9 @@ import (
 // earlier holder has exited, and acquires with their ID at once; the server
 // grants the same ID's acquire while the lease stands. The ID proposed is
 // derived from the file's and the duration the lease asks for (a native
-// lease's seconds, or infinite), so a process started again on another (a
-// rollout that changes LeaseDuration across the native range, or from one
-// native duration to another), or across an upgrade of the library from a
+// lease's seconds, or infinite), so a process started again asking for
+// another (a rollout that changes LeaseDuration across the native range, or
+// from one native duration to another), or across an upgrade of the library from a
 // version before this derivation, proposes another ID, and waits once, as
 // any other instance does: an acquire its predecessor left in flight must
 // never set a duration on its lease (see fileLeaseID). It then records a new

@@ -268,7 +268,11 @@ func (f *simFleet) fileIDs(l *simLane, raw string) []string {
 	}
 	ids := []string{raw}
 	lt := f.shape.laneTimings(l.idx, l.kind)
-	for _, tm := range []simTiming{lt.first, lt.then} {
+	tms := []simTiming{lt.first}
+	if lt.at > 0 {
+		tms = append(tms, lt.then)
+	}
+	for _, tm := range tms {
 		s := tm.blob().withDefaults()
 		secs := int32(-1)
 		if s.kind() == NativeLease {
