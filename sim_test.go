@@ -111,6 +111,7 @@ var (
 	simFirst    = flag.Bool("sim.first", false, "simulator: end the run once a fleet has broken a rule (to time how long finding it takes)")
 	simSeeded   = flag.Bool("sim.seeded", true, "simulator: with -sim.seed, draw the library's IDs and jittered waits from the seed too")
 	simOnly     = flag.String("sim.class", "", "simulator: run only the fleets of this configuration class (see sim_config_test.go)")
+	simHang     = flag.Duration("sim.hang", 5*time.Minute, "simulator: stop the run, naming the seed and with every goroutine's stack, once one fleet has run this long in wall time (0: never)")
 )
 
 // The smoke run's seeds (for each configuration class, the first from
@@ -160,6 +161,7 @@ func TestSimulator(t *testing.T) {
 			// A subtest each: a replay that breaks a rule fails its own
 			// (synctest.Test ends the test it runs in), not the loop.
 			t.Run(fmt.Sprintf("replay=%d", i+1), func(t *testing.T) {
+				defer watchForHang(*simSeed, *simHang, simHangPanic)()
 				synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, *simSeed, simShapeFor(*simSeed, length), trace) })
 			})
 			res.Wall = time.Since(began)
@@ -249,6 +251,7 @@ func TestSimulator(t *testing.T) {
 				began := time.Now()
 				var res sim.Result
 				t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
+					defer watchForHang(seed, *simHang, simHangPanic)()
 					synctest.Test(t, func(t *testing.T) { res = runSimFleet(t, seed, shape, "") })
 				})
 				res.Wall = time.Since(began)
@@ -611,5 +614,55 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 				}
 			}
 		}()
+	}
+}
+
+// watchForHang watches, from outside its bubble, the fleet of seed as it
+// runs, and acts (simHangPanic) once it has run for after in wall time
+// (never if after is 0); call the func it returns when the fleet is done. A
+// fleet of an hour takes seconds of wall time: one that runs on is a hang.
+// Inside a bubble, a loop that passes again at once, without a wait the
+// bubble's clock must move for, spins for good: the run at b34d828 stood
+// still for 19 minutes on one fleet, its ShardOwner's session loop running,
+// and the seed was never printed (docs/benchmarks-history.md, "A hang met").
+func watchForHang(seed uint64, after time.Duration, act func(string)) (done func()) {
+	if after <= 0 {
+		return func() {}
+	}
+	stop, ended := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(ended)
+		select {
+		case <-stop:
+		case <-time.After(after):
+			act(fmt.Sprintf("simulator: seed %d: its fleet has run %v of wall time, a hang (replay: go test -run 'TestSimulator$' . -args -sim.seed=%d)", seed, after, seed))
+		}
+	}()
+	return func() {
+		close(stop)
+		<-ended
+	}
+}
+
+// simHangPanic ends the run on a hang, with every goroutine's stack, the
+// spinning one's among them.
+func simHangPanic(msg string) {
+	debug.SetTraceback("all")
+	panic(msg)
+}
+
+func TestSimWatchForHangNamesTheSeedOfAFleetThatRunsOn(t *testing.T) {
+	var got atomic.Value
+	done := watchForHang(42, 10*time.Millisecond, func(msg string) { got.Store(msg) })
+	time.Sleep(200 * time.Millisecond)
+	done()
+	msg, _ := got.Load().(string)
+	if !strings.Contains(msg, "seed 42") || !strings.Contains(msg, "-sim.seed=42") {
+		t.Fatalf("a fleet past its wall time: %q", msg)
+	}
+	var early atomic.Value
+	watchForHang(43, time.Minute, func(msg string) { early.Store(msg) })()
+	if msg, _ := early.Load().(string); msg != "" {
+		t.Fatalf("a fleet done in time: %q", msg)
 	}
 }
