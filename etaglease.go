@@ -75,10 +75,21 @@ func (m *BlobLeaseManager) kindAttrs() []any {
 // leaseSeconds is the duration to ask the server for: an ETag lease is an
 // infinite one (-1), which only a break ends.
 func (m *BlobLeaseManager) leaseSeconds() int32 {
-	if m.Kind() == ETagLease {
+	if m.alwaysETag {
 		return -1
 	}
-	return int32(m.settings.LeaseDuration / time.Second)
+	return m.settings.leaseSeconds()
+}
+
+// leaseSeconds is the duration a manager of settings s (with defaults
+// applied) asks the server for, but a ShardOwner session's, always
+// infinite: whole seconds for a native lease, -1 (infinite) for an ETag
+// lease.
+func (s BlobSettings) leaseSeconds() int32 {
+	if s.kind() == ETagLease {
+		return -1
+	}
+	return int32(s.LeaseDuration / time.Second)
 }
 
 // termRecord is the record a holder wrote under its lease ID: what every

@@ -629,19 +629,10 @@ func watchForHang(seed uint64, after time.Duration, act func(string)) (done func
 	if after <= 0 {
 		return func() {}
 	}
-	stop, ended := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(ended)
-		select {
-		case <-stop:
-		case <-time.After(after):
-			act(fmt.Sprintf("simulator: seed %d: its fleet has run %v of wall time, a hang (replay: go test -run 'TestSimulator$' . -args -sim.seed=%d)", seed, after, seed))
-		}
-	}()
-	return func() {
-		close(stop)
-		<-ended
-	}
+	watch := time.AfterFunc(after, func() {
+		act(fmt.Sprintf("simulator: seed %d: its fleet has run %v of wall time, a hang (replay: go test -run 'TestSimulator$' . -args -sim.seed=%d)", seed, after, seed))
+	})
+	return func() { watch.Stop() }
 }
 
 // simHangPanic ends the run on a hang, with every goroutine's stack, the

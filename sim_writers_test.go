@@ -273,12 +273,7 @@ func (f *simFleet) fileIDs(l *simLane, raw string) []string {
 		tms = append(tms, lt.then)
 	}
 	for _, tm := range tms {
-		s := tm.blob().withDefaults()
-		secs := int32(-1)
-		if s.kind() == NativeLease {
-			secs = int32(s.LeaseDuration / time.Second)
-		}
-		if id := fileLeaseID(raw, secs); !slices.Contains(ids, id) {
+		if id := fileLeaseID(raw, tm.blob().withDefaults().leaseSeconds()); !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
 	}
