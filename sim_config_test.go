@@ -92,6 +92,39 @@ import (
 // (1 in 2) or every one (1 in 4), a quorum mutex none; and whether the
 // files are ephemeral (1 in 3 fleets), lost when a redeploy or a rolling
 // restart replaces the pod, kept across a crash or a stop in place.
+//
+// And, in every class, each fleet draws its weather (drawWeather): how
+// many lane faults its storms hold. Until 2026-11-30 every storm held 5 to
+// 15 (perStorm 10), so a fault struck at a protocol point (sim_points_test.go)
+// always landed among others, and the fleet recovered from it as from a
+// storm: slowly (a cut session's shard started again 31 s to 3 min 15 s
+// after its container was deleted, in 20 forced cases). A production fleet
+// mostly meets one fault at a time, its peers well: so a quarter of the
+// fleets have light storms (0 or 1 lane fault; the points, the other
+// writer and the storage and fleet faults as in any), half the usual
+// ones, and a quarter heavy ones (10 to 30).
+
+// The weathers a fleet may draw (drawWeather), as the report names them.
+const (
+	weatherLight  = "storms: light (0 or 1 lane fault)"
+	weatherUsual  = "storms: usual (5 to 15 lane faults)"
+	weatherHeavy  = "storms: heavy (10 to 30 lane faults)"
+	simWeatherPCG = 0x57041 // drawWeather's stream: no other draw changes with it
+)
+
+// drawWeather draws the fleet's weather from its seed (see above), in a
+// stream of its own.
+func (sh *simShape) drawWeather(seed uint64) {
+	rng := rand.New(rand.NewPCG(seed, simWeatherPCG))
+	switch rng.IntN(4) {
+	case 0:
+		sh.weather, sh.perStorm = weatherLight, 1 // NewPlan draws perStorm/2 + [0, perStorm]
+	case 3:
+		sh.weather, sh.perStorm = weatherHeavy, 20
+	default:
+		sh.weather = weatherUsual
+	}
+}
 
 // simTiming is one instance's timings: its BlobSettings' (0: the library's
 // default).
@@ -273,6 +306,7 @@ func simShapeFor(seed uint64, length time.Duration) simShape {
 		x -= c.share
 	}
 	sh.longestTimings()
+	sh.drawWeather(seed)
 	for _, k := range []laneKind{laneNative, laneETag, laneShard} {
 		// A calm lasts at least 2 D + 1.25 B + 2 T + R of each election
 		// (the mutex's bound, sim_faultmodel_test.go): a follower that
@@ -557,7 +591,7 @@ func (sh simShape) cost() float64 {
 // (0: the default), for a replay's log.
 func (sh simShape) describe() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "class %s; seams: notes every %v, strays after %v, reserve waits %v/%v (0: the library's)", sh.class,
+	fmt.Fprintf(&b, "class %s; %s; seams: notes every %v, strays after %v, reserve waits %v/%v (0: the library's)", sh.class, sh.weather,
 		sh.notesPoll, sh.strayAfter, sh.reserveWait, sh.noteWait)
 	i := 0
 	for k, n := range []int{sh.nativeLanes, sh.etagLanes, sh.shardLanes} {
@@ -578,7 +612,7 @@ func (tm simTiming) String() string {
 }
 
 // Every configuration drawn is one the library accepts, the same seed
-// draws the same, and each class takes about its share.
+// draws the same, and each class and each weather takes about its share.
 func TestSimConfigsAreValidAndDrawnFromTheSeed(t *testing.T) {
 	counts := map[string]int{}
 	const n = 4000
@@ -588,6 +622,7 @@ func TestSimConfigsAreValidAndDrawnFromTheSeed(t *testing.T) {
 			t.Fatalf("seed %d: drew %s, then %s", seed, sh.describe(), again.describe())
 		}
 		counts[sh.class]++
+		counts[sh.weather]++
 		var first time.Duration // the first change of settings, if any
 		for _, lt := range sh.timings {
 			if lt.at > 0 && (first == 0 || lt.at < first) {
@@ -619,6 +654,11 @@ func TestSimConfigsAreValidAndDrawnFromTheSeed(t *testing.T) {
 	for _, c := range simClasses {
 		if got := float64(counts[c.name]) / n * 100; math.Abs(got-float64(c.share)) > 3 {
 			t.Errorf("class %s: %.1f%% of the fleets, not about %d%%", c.name, got, c.share)
+		}
+	}
+	for w, share := range map[string]int{weatherLight: 25, weatherUsual: 50, weatherHeavy: 25} {
+		if got := float64(counts[w]) / n * 100; math.Abs(got-float64(share)) > 3 {
+			t.Errorf("%s: %.1f%% of the fleets, not about %d%%", w, got, share)
 		}
 	}
 }

@@ -50,7 +50,8 @@ type simShape struct {
 	storm, calm time.Duration
 	length      time.Duration
 	asked       time.Duration // the length the run asked for (-sim.hours): length is less for a costly fleet (simShapeFor)
-	perStorm    int
+	perStorm    int           // lane faults a storm holds, on average (internal/sim's Shape.PerStorm)
+	weather     string        // the storms' weather drawn (drawWeather)
 	lateMax     time.Duration
 }
 
@@ -88,8 +89,8 @@ var defaultShape = simShape{
 	shards: 5, sets: [2]int{3, 6},
 	storm: 150 * time.Second, calm: 180 * time.Second,
 	length:   time.Hour,
-	perStorm: 10,
-	lateMax:  40 * time.Second,
+	perStorm: 10, weather: weatherUsual,
+	lateMax: 40 * time.Second,
 }
 
 const simContainer = "sim"

@@ -299,6 +299,10 @@ func runSimFleet(t *testing.T, seed uint64, shape simShape, trace string) sim.Re
 	res := sim.Result{Seed: seed, Class: shape.class, Simulated: shape.length, Faults: f.faults, Requests: f.requests,
 		Funcs: len(f.chk.Funcs()), Recovery: f.recovery, Held: maps.Clone(f.held), Made: maps.Clone(f.made),
 		Drawn: maps.Clone(f.files.drawn), Met: maps.Clone(f.seen)}
+	if res.Drawn == nil {
+		res.Drawn = map[string]int{}
+	}
+	res.Drawn[shape.weather]++
 	if f.actors.trigger.odds > 0 {
 		res.Drawn["blob trigger"] = 1
 	}
