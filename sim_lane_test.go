@@ -17,6 +17,7 @@ import (
 	"github.com/blobelect/leaderelection/internal/faults"
 	"github.com/blobelect/leaderelection/internal/sim"
 	"github.com/blobelect/leaderelection/internal/wire"
+	"github.com/stretchr/testify/assert"
 )
 
 // A simulated instance's life (see sim_test.go): its supervisor, each of
@@ -307,12 +308,35 @@ func (l *simLane) applyLocked() {
 	default:
 		l.tr.Heal()
 	}
-	var r faults.Rates
+	// The rates of each kind of request: a fault narrowed to one kind
+	// (sim.Fault's Ops) counts for that kind alone.
+	byOp := map[string]faults.Rates{}
+	for _, op := range faults.Ops {
+		byOp[op] = l.ratesFor(op)
+	}
+	r := byOp[faults.OpWrite]
 	for _, ft := range l.rates {
-		switch ft.Kind {
-		case sim.CrashInStep:
+		if ft.Ops != "" {
+			r.For = func(req *http.Request) faults.Rates { return byOp[faults.OpOf(req)] }
+		}
+		if ft.Kind == sim.CrashInStep {
 			tr := l.tr
 			r.Die, r.Dying = max(r.Die, ft.Rate), func(req *http.Request) bool { return l.f.dieInStep(l, tr, req) }
+		}
+	}
+	l.tr.SetRates(r, rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64())))
+}
+
+// ratesFor is the Fail, Lose and Late of the lane's rate faults in force
+// that hit requests of kind op (faults.OpOf): the highest of each. Under
+// l.mu.
+func (l *simLane) ratesFor(op string) faults.Rates {
+	var r faults.Rates
+	for _, ft := range l.rates {
+		if ft.Ops != "" && ft.Ops != op {
+			continue
+		}
+		switch ft.Kind {
 		case sim.LoseAnswers:
 			r.Lose = max(r.Lose, ft.Rate)
 		case sim.Late:
@@ -330,7 +354,7 @@ func (l *simLane) applyLocked() {
 			}
 		}
 	}
-	l.tr.SetRates(r, rand.New(rand.NewPCG(l.rng.Uint64(), l.rng.Uint64())))
+	return r
 }
 
 // dieInStep is the Rates.Dying of transport tr of lane l while a
@@ -579,4 +603,22 @@ func TestSimEphemeralFileGoesBetweenProcesses(t *testing.T) {
 			t.Fatalf("seed %d lost no lease ID file naming a session kept (its draws changed?): take a seed that does", seed)
 		}
 	})
+}
+
+// A rate fault narrowed to one kind of request (sim.Fault's Ops) hits
+// requests of that kind alone, beside a fault on every request; the
+// simulator's kinds are the transport's.
+func TestSimARateFaultNarrowedHitsItsKindOfRequestAlone(t *testing.T) {
+	assert.Equal(t, faults.Ops, sim.RequestKinds)
+	l := &simLane{f: &simFleet{shape: defaultShape}, rates: map[int]sim.Fault{
+		1: {Kind: sim.Failing, Rate: 0.6, Ops: faults.OpList},
+		2: {Kind: sim.LoseAnswers, Rate: 0.2},
+		3: {Kind: sim.Late, Rate: 0.3, Ops: faults.OpLease},
+	}}
+	for _, op := range faults.Ops {
+		r := l.ratesFor(op)
+		assert.Equal(t, 0.2, r.Lose, op)
+		assert.Equal(t, map[bool]float64{true: 0.6}[op == faults.OpList], r.Fail, op)
+		assert.Equal(t, map[bool]float64{true: 0.3}[op == faults.OpLease], r.Late, op)
+	}
 }

@@ -31,7 +31,9 @@ import (
 // several requests), graceful stops (one instance's, or, as a deployment
 // makes them, every instance of a kind or of the fleet at once, or in
 // turn: sim_lane_test.go's scheduleFleetFault), partitions, slow storage, lost answers,
-// requests applied late, throttling, failing storage, deleted blobs and
+// requests applied late, throttling, failing storage (each of these four,
+// a third of the time, on one kind of request only: listings, lease
+// actions, reads or writes), deleted blobs and
 // containers, malformed records, shard sets changed, lease IDs resumed
 // from a file (or the file lost with its pod: simFilesFor). The driver
 // holds back, as it goes, only what the library's argument names as not

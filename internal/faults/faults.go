@@ -341,13 +341,13 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		ex.Sent = time.Now()
 	}
 
-	switch kind, d, dying := t.drawRate(req); kind {
+	switch dr := t.drawRate(req); dr.kind {
 	case FaultDie:
-		if dying != nil && !dying(req) {
+		if dr.dying != nil && !dr.dying(req) {
 			break
 		}
 		t.Blackhole()
-		ex.Fault = kind
+		ex.Fault = dr.kind
 		if resp, err := t.forward(req); err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)
 			resp.Body.Close()
@@ -355,19 +355,16 @@ func (t *Transport) do(req *http.Request, ex *Exchange) (*http.Response, error) 
 		return nil, t.hold(req)
 	case FaultFail:
 		closeBody(req)
-		ex.Fault = kind
-		t.mu.Lock()
-		status, code := t.rates.FailStatus, t.rates.FailCode
-		t.mu.Unlock()
-		return errorResponse(req, status, code), nil
+		ex.Fault = dr.kind
+		return errorResponse(req, dr.status, dr.code), nil
 	case FaultLate:
-		ex.Fault = kind
-		if err := t.sendLate(req, d); err != nil {
+		ex.Fault = dr.kind
+		if err := t.sendLate(req, dr.late); err != nil {
 			return nil, err
 		}
 		return nil, t.hold(req)
 	case FaultLose:
-		ex.Fault = kind
+		ex.Fault = dr.kind
 		resp, err := t.forward(req)
 		if err == nil {
 			_, _ = io.Copy(io.Discard, resp.Body)

@@ -46,6 +46,38 @@ type Rates struct {
 	// crash back, or waiting for a request of another kind).
 	Die   float64
 	Dying func(*http.Request) bool
+	// For, if not nil, gives each request's own Fail (with its
+	// FailStatus and FailCode), Lose and Late (with LateMin and LateMax),
+	// in place of these: faults narrowed to a kind of request (OpOf), as
+	// a lane whose listings fail while its other requests go through, on
+	// an account whose List Blobs is throttled, or behind a proxy that
+	// times out on long answers. Called under the Transport's lock: it
+	// must not call the Transport. Die is not narrowed.
+	For func(*http.Request) Rates
+}
+
+// The kinds of request OpOf tells apart.
+const (
+	OpList  = "listings"      // List Blobs (a GET with comp=list)
+	OpLease = "lease actions" // acquire, renew, change, release, break
+	OpRead  = "reads"         // any other GET or HEAD
+	OpWrite = "writes"        // any other request: a put, a metadata write, a delete
+)
+
+// Ops are the kinds of request OpOf tells apart.
+var Ops = []string{OpList, OpLease, OpRead, OpWrite}
+
+// OpOf is the kind of request req is (OpList, OpLease, OpRead or OpWrite).
+func OpOf(req *http.Request) string {
+	switch {
+	case leaseAction(req.Header) != "":
+		return OpLease
+	case req.Method == http.MethodGet && req.URL.Query().Get("comp") == "list":
+		return OpList
+	case req.Method == http.MethodGet || req.Method == http.MethodHead:
+		return OpRead
+	}
+	return OpWrite
 }
 
 // The kinds of fault Exchange.Fault names; "" is a request forwarded as it
@@ -74,34 +106,50 @@ func (t *Transport) SetRates(r Rates, rng *rand.Rand) {
 	t.rates, t.rng = r, rng
 }
 
-// drawRate decides, under the lock, what Rates do to one request (req): a
-// fault kind ("" for none) and, for a late one, its delay; for a death,
-// Rates.Dying as it stands, to be asked outside the lock.
-func (t *Transport) drawRate(req *http.Request) (string, time.Duration, func(*http.Request) bool) {
+// drawn is what Rates do to one request (drawRate): a fault kind ("" for
+// none); for a late one, its delay; for a failed one, its status and code;
+// for a death, Rates.Dying as it stands, to be asked outside the lock.
+type drawn struct {
+	kind   string
+	late   time.Duration
+	status int
+	code   string
+	dying  func(*http.Request) bool
+}
+
+// drawRate decides, under the lock, what Rates do to one request (req).
+func (t *Transport) drawRate(req *http.Request) drawn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rates
-	if t.rng == nil || r.Fail+r.Lose+r.Late+r.Die == 0 {
-		return "", 0, nil
+	if t.rng == nil {
+		return drawn{}
 	}
 	if r.Die > 0 && req.Method != http.MethodGet && req.Method != http.MethodHead && leaseAction(req.Header) != "renew" &&
 		t.rng.Float64() < r.Die {
-		return FaultDie, 0, r.Dying
+		return drawn{kind: FaultDie, dying: r.Dying}
+	}
+	if r.For != nil {
+		own := r.For(req)
+		r.Fail, r.FailStatus, r.FailCode, r.Lose, r.Late, r.LateMin, r.LateMax = own.Fail, own.FailStatus, own.FailCode, own.Lose, own.Late, own.LateMin, own.LateMax
+	}
+	if r.Fail+r.Lose+r.Late == 0 {
+		return drawn{}
 	}
 	x := t.rng.Float64()
 	switch {
 	case x < r.Fail:
-		return FaultFail, 0, nil
+		return drawn{kind: FaultFail, status: r.FailStatus, code: r.FailCode}
 	case x < r.Fail+r.Lose:
-		return FaultLose, 0, nil
+		return drawn{kind: FaultLose}
 	case x < r.Fail+r.Lose+r.Late:
 		d := r.LateMin
 		if r.LateMax > r.LateMin {
 			d += time.Duration(t.rng.Int64N(int64(r.LateMax - r.LateMin)))
 		}
-		return FaultLate, d, nil
+		return drawn{kind: FaultLate, late: d}
 	}
-	return "", 0, nil
+	return drawn{}
 }
 
 // sendLate sends req's copy d from now, detached from the caller: its body

@@ -3,6 +3,7 @@ package faults
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"syscall"
@@ -223,6 +224,49 @@ func TestRatesDieAppliesTheLastRequestAndSilencesTheRest(t *testing.T) {
 		}
 		if st, _ := svc.Blob("ccc", "b"); st.Metadata["k"] != "2" {
 			t.Fatalf("stored %q, want the last write's", st.Metadata["k"])
+		}
+	})
+}
+
+// Rates.For narrows the rates to a kind of request (OpOf): here every
+// listing fails with 503 ServerBusy while reads, lease actions and writes
+// go through.
+func TestRatesForNarrowsTheFaultsToAKindOfRequest(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memblob.New()
+		ft := Over(svc)
+		defer ft.Close()
+		var rec recorder
+		ft.Observe(rec.observe)
+		cc, lc := memClients(t, svc, ft)
+		ops := map[string]int{}
+		ft.SetRates(Rates{For: func(req *http.Request) Rates {
+			ops[OpOf(req)]++
+			if OpOf(req) == OpList {
+				return Rates{Fail: 1, FailStatus: http.StatusServiceUnavailable, FailCode: "ServerBusy"}
+			}
+			return Rates{}
+		}}, rand.New(rand.NewPCG(1, 2)))
+		for range 3 {
+			_, err := cc.NewListBlobsFlatPager(nil).NextPage(context.Background())
+			if !bloberror.HasCode(err, bloberror.ServerBusy) {
+				t.Fatalf("a listing: %v, want ServerBusy", err)
+			}
+			if _, err := cc.NewBlobClient("b").GetProperties(context.Background(), nil); err != nil {
+				t.Fatalf("a read: %v", err)
+			}
+			if _, err := lc.AcquireLease(context.Background(), 15, nil); err != nil {
+				t.Fatalf("an acquire: %v", err)
+			}
+			if _, err := lc.ReleaseLease(context.Background(), nil); err != nil {
+				t.Fatalf("a release: %v", err)
+			}
+			if _, err := cc.NewBlobClient("b").SetMetadata(context.Background(), map[string]*string{"k": new("v")}, nil); err != nil {
+				t.Fatalf("a write: %v", err)
+			}
+		}
+		if want := map[string]int{OpList: 3, OpRead: 3, OpLease: 6, OpWrite: 3}; !maps.Equal(ops, want) {
+			t.Fatalf("requests by kind %v, want %v", ops, want)
 		}
 	})
 }

@@ -48,6 +48,14 @@ const (
 	Late Kind = "late-apply"
 	// Throttle: a share Rate of the lane's requests get Status (503
 	// ServerBusy or 429 TooManyRequests), not applied.
+	//
+	// A rate fault (LoseAnswers, Late, Throttle, Failing) hits, one time
+	// in three, only requests of one kind (Fault.Ops, one of
+	// RequestKinds): a lane whose listings fail while its renewals go
+	// through, as on an account whose List Blobs is throttled, or behind
+	// a proxy that times out on long answers; whose lease actions are
+	// lost while its reads answer. Its instance then acts on, alive to
+	// the others, with part of its view of storage stale.
 	Throttle Kind = "throttle"
 	// Failing: a share Rate of the lane's requests get 500 InternalError,
 	// not applied.
@@ -83,6 +91,14 @@ const (
 	RollingRestart Kind = "rolling-restart"
 )
 
+// rateKinds are the lane faults that hit a share of the requests, and may
+// be narrowed to one kind of them.
+var rateKinds = []Kind{LoseAnswers, Late, Throttle, Failing}
+
+// RequestKinds are the kinds of request a rate fault may be narrowed to
+// (Fault.Ops): internal/faults' OpOf tells them apart by the same names.
+var RequestKinds = []string{"listings", "lease actions", "reads", "writes"}
+
 // Per-request kinds: what a lane fault with a rate did to one request.
 // The report counts these as injected faults, one per request.
 const (
@@ -103,6 +119,7 @@ type Fault struct {
 	Delay     time.Duration // Slow's latency; how long CrashInStep's process stays dead; Redeploy's start spread, RollingRestart's time down
 	Gap       time.Duration // Redeploy's stop spread; RollingRestart's time between two instances
 	Count     int           // RollingRestart: the instances it restarts before it pauses (0: all)
+	Ops       string        // a rate fault's kind of request (one of RequestKinds); "": every request
 }
 
 func (f Fault) String() string {
@@ -131,6 +148,9 @@ func (f Fault) String() string {
 	}
 	if f.Kind == CrashInStep {
 		s += fmt.Sprintf(" dead %v", f.Delay)
+	}
+	if f.Ops != "" {
+		s += " on " + f.Ops + " only"
 	}
 	if f.Until > f.At {
 		s += fmt.Sprintf(" until %.1fs", f.Until.Seconds())
@@ -193,6 +213,8 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 	// The fleet faults draw from a stream of their own: the plan's other
 	// draws stay what they were before they came.
 	ops := rand.New(rand.NewPCG(seed, seed^0x7f4a7c159e3779b9))
+	// So do the kinds of request a rate fault is narrowed to.
+	narrow := rand.New(rand.NewPCG(seed, seed^0x3779b97f4a7c159e))
 	total := 0
 	for _, k := range laneKinds {
 		total += k.weight
@@ -252,6 +274,9 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 			}
 			f.At = between(from, last-5*time.Second)
 			f.Until = min(last, f.At+between(3*time.Second, 60*time.Second))
+			if slices.Contains(rateKinds, kind) && narrow.IntN(3) == 0 {
+				f.Ops = RequestKinds[narrow.IntN(len(RequestKinds))]
+			}
 			switch kind {
 			case Crash:
 				if slices.Contains(sh.FileLanes, lane) {

@@ -143,3 +143,38 @@ func TestCrashesFollowTheFileLanes(t *testing.T) {
 		}
 	}
 }
+
+// About a third of the rate faults are narrowed to one kind of request,
+// every kind of them in turn, and no other fault is.
+func TestARateFaultIsNarrowedToAKindOfRequestAThirdOfTheTime(t *testing.T) {
+	rates, narrowed := 0, map[string]int{}
+	for seed := range uint64(200) {
+		for _, st := range NewPlan(seed, shape) {
+			for _, f := range st.Faults {
+				if !slices.Contains(rateKinds, f.Kind) {
+					if f.Ops != "" {
+						t.Fatalf("seed %d: a %s narrowed to %s", seed, f.Kind, f.Ops)
+					}
+					continue
+				}
+				rates++
+				if f.Ops != "" {
+					if !slices.Contains(RequestKinds, f.Ops) {
+						t.Fatalf("seed %d: narrowed to %q", seed, f.Ops)
+					}
+					narrowed[f.Ops]++
+				}
+			}
+		}
+	}
+	n := 0
+	for _, k := range RequestKinds {
+		if narrowed[k] < rates/30 {
+			t.Errorf("%d of %d rate faults narrowed to %s", narrowed[k], rates, k)
+		}
+		n += narrowed[k]
+	}
+	if got := float64(n) / float64(rates); got < 0.28 || got > 0.39 {
+		t.Errorf("%d of %d rate faults narrowed: %.2f, not about a third", n, rates, got)
+	}
+}
