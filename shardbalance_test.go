@@ -1,12 +1,14 @@
 package leaderelection
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/blobelect/leaderelection/internal/balance"
+	"github.com/blobelect/leaderelection/internal/memblob"
 	"github.com/blobelect/leaderelection/internal/shardplan"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/assert"
@@ -128,4 +130,34 @@ func TestShardCandidatesRunOrClaimedHereAreDropped(t *testing.T) {
 	d, _ := shardplan.Memory{}.ShouldList(time.Now(), shardplan.Snapshot{N: len(set)}, shardplan.Shares{Deficit: 1}, false,
 		shardplan.Claims{Cands: len(sm.candidates.cands)}, shardplan.Settings{RenewInterval: time.Second, RetryInterval: time.Second})
 	assert.True(t, d.List, "below its share with no candidate it may claim, it lists")
+}
+
+// A listing of the shards during a quiet that fails leaves the spacing of
+// the next listings as the last one that answered left it: it took what
+// its timeout let it (here 30 s, cut off), not what listing costs, and
+// counted as a listing's time it held back the next ones, and each
+// instance's turn to list after a death, by up to four times that.
+func TestAFailedQuietListingDoesNotSpaceTheNextListings(t *testing.T) {
+	t.Parallel()
+	inBubble(t, func(t *testing.T, _ *memblob.Service) {
+		s, tr := withTransport(t, shardSettings(t))
+		newRawBlob(t, s) // the container
+		o, err := NewShardOwner(s, []string{"x"}, func(context.Context, string) error { return nil })
+		require.NoError(t, err)
+		t.Cleanup(o.storage.closeIdle)
+		sm := bareManager(o)
+		_, err = sm.quietList(false)
+		require.NoError(t, err)
+		took := sm.balancing.plan.ListTook
+		require.Less(t, took, time.Second, "a listing that answered")
+
+		tr.Blackhole()
+		start := time.Now()
+		done, err := sm.quietList(false)
+		require.NoError(t, err)
+		require.False(t, done)
+		require.GreaterOrEqual(t, time.Since(start), listPageTimeout, "the listing was cut off")
+		assert.Equal(t, took, sm.balancing.plan.ListTook, "the spacing the listing that answered left")
+		tr.Heal()
+	})
 }

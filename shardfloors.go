@@ -213,7 +213,12 @@ func (sm *shardManager) quietList(seed bool) (bool, error) {
 		}
 	})
 	sm.shardListing.quietAt = time.Now()
-	sm.balancing.plan.ListTook = sm.shardListing.quietAt.Sub(start) // its spacing, and the next ones
+	if err == nil {
+		// Its spacing, and the next ones'; not a failed listing's, which
+		// took what its timeout let it (30 s a page), not what listing
+		// these shards costs: as listShards.
+		sm.balancing.plan.ListTook = sm.shardListing.quietAt.Sub(start)
+	}
 	if errors.Is(err, errContainerGone) {
 		o.sawDeletion("a listing of the shards found the container gone")
 		return false, errSessionGone
