@@ -564,7 +564,7 @@ func (f *simFleet) onExchange(l *simLane, inc int, ex faults.Exchange) {
 	}
 	if ex.Status == http.StatusOK {
 		l.mu.Lock()
-		if l.inc == inc && l.alive {
+		if l.runs(inc) {
 			for _, e := range saw {
 				// A listing keeps the terms of the shards of its set only
 				// (readShards), as the set stood when it was sent.

@@ -121,6 +121,20 @@ func (f *simFleet) windingKind(k laneKind) bool {
 	})
 }
 
+// runs reports whether incarnation inc is the lane's running process.
+// Not from the start command (alive) to the next incarnation's begin
+// (booting): inc is still the last one's then, whose funcs, renewals and
+// requests may run on, and whose requests a point may strike. A kill from
+// one of them, let through as the running process's, waited on the lane's
+// supervisor, which was waiting for that very process to return before
+// it began the next: the fleet stood still, its ShardOwners' loops going
+// on in virtual time, until the run's hang watch ended it (seed
+// 408791291540 at 1393956; very likely the hang met at b34d828). Under
+// l.mu.
+func (l *simLane) runs(inc int) bool {
+	return l.inc == inc && l.alive && !l.booting
+}
+
 // incarnation runs one instance of the lane until ctx ends.
 func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	defer close(ran)
@@ -621,4 +635,19 @@ func TestSimARateFaultNarrowedHitsItsKindOfRequestAlone(t *testing.T) {
 		assert.Equal(t, map[bool]float64{true: 0.6}[op == faults.OpList], r.Fail, op)
 		assert.Equal(t, map[bool]float64{true: 0.3}[op == faults.OpLease], r.Late, op)
 	}
+}
+
+// From a lane's start command to its next incarnation's begin, the last
+// incarnation's requests are not the running process's: a point that
+// strikes one of them kills nothing (see runs).
+func TestSimALastIncarnationIsNotTheRunningProcessWhileTheNextBoots(t *testing.T) {
+	l := &simLane{inc: 3, alive: true}
+	assert.True(t, l.runs(3))
+	l.alive = false // crashed
+	assert.False(t, l.runs(3))
+	l.alive, l.booting = true, true // started: startLane
+	assert.False(t, l.runs(3), "the last incarnation, winding down while the next boots")
+	l.inc, l.booting = 4, false // begun: incarnation
+	assert.True(t, l.runs(4))
+	assert.False(t, l.runs(3))
 }

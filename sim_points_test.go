@@ -570,7 +570,7 @@ func (t *simPointTransport) crash(d time.Duration) bool {
 // kill is crash, by cmd (a crash or a stop), counted as kind.
 func (t *simPointTransport) kill(cmd laneCmd, kind sim.Kind, d time.Duration) bool {
 	f, l := t.p.f, t.l
-	if !f.killIf(l, cmd, kind, func() bool { return l.inc == t.inc && l.alive }) {
+	if !f.killIf(l, cmd, kind, func() bool { return l.runs(t.inc) }) {
 		return false
 	}
 	now := make(chan struct{})
