@@ -236,8 +236,6 @@ func TestRatesForNarrowsTheFaultsToAKindOfRequest(t *testing.T) {
 		svc := memblob.New()
 		ft := Over(svc)
 		defer ft.Close()
-		var rec recorder
-		ft.Observe(rec.observe)
 		cc, lc := memClients(t, svc, ft)
 		ops := map[string]int{}
 		ft.SetRates(Rates{For: func(req *http.Request) Rates {
