@@ -48,14 +48,6 @@ const (
 	Late Kind = "late-apply"
 	// Throttle: a share Rate of the lane's requests get Status (503
 	// ServerBusy or 429 TooManyRequests), not applied.
-	//
-	// A rate fault (LoseAnswers, Late, Throttle, Failing) hits, one time
-	// in three, only requests of one kind (Fault.Ops, one of
-	// RequestKinds): a lane whose listings fail while its renewals go
-	// through, as on an account whose List Blobs is throttled, or behind
-	// a proxy that times out on long answers; whose lease actions are
-	// lost while its reads answer. Its instance then acts on, alive to
-	// the others, with part of its view of storage stale.
 	Throttle Kind = "throttle"
 	// Failing: a share Rate of the lane's requests get 500 InternalError,
 	// not applied.
@@ -91,8 +83,13 @@ const (
 	RollingRestart Kind = "rolling-restart"
 )
 
-// rateKinds are the lane faults that hit a share of the requests, and may
-// be narrowed to one kind of them.
+// rateKinds are the lane faults that hit a share of the requests. One
+// time in three, such a fault hits requests of one kind only (Fault.Ops,
+// one of RequestKinds): a lane whose listings fail while its renewals go
+// through, as on an account whose List Blobs is throttled, or behind a
+// proxy that times out on long answers; whose lease actions are lost
+// while its reads answer. Its instance then acts on, alive to the others,
+// with part of its view of storage stale.
 var rateKinds = []Kind{LoseAnswers, Late, Throttle, Failing}
 
 // RequestKinds are the kinds of request a rate fault may be narrowed to
