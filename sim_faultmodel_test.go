@@ -173,7 +173,7 @@ func (f *simFleet) deletableCounting(targets []string, count bool) bool {
 	}
 	for _, l := range f.lanes {
 		l.mu.Lock()
-		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting)
+		unseen := l.alive && kinds[l.kind] && (l.seenAt.IsZero() || l.starting || l.booting > 0)
 		for _, e := range targets {
 			// A mutex contender that never read a term of its blob (it
 			// read only a malformed record) takes it at once if it
@@ -499,7 +499,8 @@ func (f *simFleet) startLane(l *simLane) {
 		l.mu.Lock()
 		start := l.down == 0 && !l.alive
 		if start {
-			l.alive, l.born, l.booting = true, time.Now(), true
+			l.alive, l.born = true, time.Now()
+			l.booting++
 		}
 		l.starting = false
 		l.mu.Unlock()

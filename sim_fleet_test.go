@@ -215,7 +215,7 @@ type simLane struct {
 	alive    bool
 	starting bool
 	replaced bool // a fleet fault replaced its pod: its file goes before its next process (replacePod)
-	booting  bool // its start is sent, its process not begun yet (the last may still wind down)
+	booting  int  // start commands sent whose process has not begun yet (the last may still wind down; a kill and a start may queue behind one)
 	born     time.Time
 	// What the current incarnation has seen of the fleet: seenAt, when it
 	// first did (a mutex contender: its first read of its blob; a

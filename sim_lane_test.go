@@ -124,7 +124,9 @@ func (f *simFleet) windingKind(k laneKind) bool {
 // runs reports whether incarnation inc is the lane's running process.
 // Not from the start command (alive) to the next incarnation's begin
 // (booting): inc is still the last one's then, whose funcs, renewals and
-// requests may run on, and whose requests a point may strike. A kill from
+// requests may run on, and whose requests a point may strike. Nor while
+// another start is queued behind it (booting counts them): a kill queued
+// with it ends the incarnation that begins first. A kill from
 // one of them, let through as the running process's, waited on the lane's
 // supervisor, which was waiting for that very process to return before
 // it began the next: the fleet stood still, its ShardOwners' loops going
@@ -132,7 +134,7 @@ func (f *simFleet) windingKind(k laneKind) bool {
 // 408791291540 at 1393956; very likely the hang met at b34d828). Under
 // l.mu.
 func (l *simLane) runs(inc int) bool {
-	return l.inc == inc && l.alive && !l.booting
+	return l.inc == inc && l.alive && l.booting == 0
 }
 
 // incarnation runs one instance of the lane until ctx ends.
@@ -147,7 +149,7 @@ func (l *simLane) incarnation(ctx context.Context, ran chan struct{}) {
 	name := fmt.Sprintf("lane%d.%d", l.idx, l.inc)
 	l.name = name
 	l.seenAt, l.readAt, l.recorded, l.published, l.sawShard = time.Time{}, time.Time{}, false, 0, map[string]bool{}
-	l.booting = false
+	l.booting--
 	if l.tr != nil {
 		l.spent = append(l.spent, l.tr)
 	}
@@ -394,7 +396,7 @@ func (f *simFleet) dieInStep(l *simLane, tr *faults.Transport, req *http.Request
 				id = i
 			}
 		}
-		if id < 0 || l.tr != tr || !l.alive {
+		if id < 0 || l.tr != tr || !l.alive || l.booting > 0 {
 			return false
 		}
 		ft = l.rates[id]
@@ -645,9 +647,13 @@ func TestSimALastIncarnationIsNotTheRunningProcessWhileTheNextBoots(t *testing.T
 	assert.True(t, l.runs(3))
 	l.alive = false // crashed
 	assert.False(t, l.runs(3))
-	l.alive, l.booting = true, true // started: startLane
+	l.alive, l.booting = true, 1 // started: startLane
 	assert.False(t, l.runs(3), "the last incarnation, winding down while the next boots")
-	l.inc, l.booting = 4, false // begun: incarnation
-	assert.True(t, l.runs(4))
-	assert.False(t, l.runs(3))
+	l.alive = false              // a kill queued behind the start
+	l.alive, l.booting = true, 2 // and another start
+	l.inc, l.booting = 4, 1      // the first begins: the kill ends it
+	assert.False(t, l.runs(4), "an incarnation a queued kill ends, while the next start waits for it")
+	l.inc, l.booting = 5, 0 // the second begins
+	assert.True(t, l.runs(5))
+	assert.False(t, l.runs(4))
 }

@@ -125,7 +125,7 @@ func (w *simWriter) schedule(at func(time.Duration, func())) {
 		if last <= from {
 			continue
 		}
-		n := w.rng.IntN(2*max(1, w.f.shape.perStorm/3) + 1)
+		n := w.rng.IntN(2*max(1, defaultShape.perStorm/3) + 1) // as in any weather (drawWeather)
 		for range n {
 			t := from + time.Duration(w.rng.Int64N(int64(last-from)))
 			r := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))

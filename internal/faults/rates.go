@@ -122,7 +122,7 @@ func (t *Transport) drawRate(req *http.Request) drawn {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	r := t.rates
-	if t.rng == nil {
+	if t.rng == nil || r.For == nil && r.Fail+r.Lose+r.Late+r.Die == 0 {
 		return drawn{}
 	}
 	if r.Die > 0 && req.Method != http.MethodGet && req.Method != http.MethodHead && leaseAction(req.Header) != "renew" &&
@@ -133,10 +133,7 @@ func (t *Transport) drawRate(req *http.Request) drawn {
 		own := r.For(req)
 		r.Fail, r.FailStatus, r.FailCode, r.Lose, r.Late, r.LateMin, r.LateMax = own.Fail, own.FailStatus, own.FailCode, own.Lose, own.Late, own.LateMin, own.LateMax
 	}
-	if r.Fail+r.Lose+r.Late == 0 {
-		return drawn{}
-	}
-	x := t.rng.Float64()
+	x := t.rng.Float64() // drawn whatever the rates, as before For: a seed's draws stay its own
 	switch {
 	case x < r.Fail:
 		return drawn{kind: FaultFail, status: r.FailStatus, code: r.FailCode}

@@ -268,3 +268,29 @@ func TestRatesForNarrowsTheFaultsToAKindOfRequest(t *testing.T) {
 		}
 	})
 }
+
+// Without For, each request forwarded draws from the rng as it did before
+// For came (one draw, even when only Die is set and the request is a
+// read), so that a seed's faults land on the same requests.
+func TestRatesWithoutForDrawAsBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		svc := memblob.New()
+		ft := Over(svc)
+		defer ft.Close()
+		cc, _ := memClients(t, svc, ft)
+		rng := rand.New(rand.NewPCG(1, 2))
+		ft.SetRates(Rates{Die: 1e-9}, rng)
+		for range 5 {
+			if _, err := cc.NewBlobClient("b").GetProperties(context.Background(), nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		ref := rand.New(rand.NewPCG(1, 2))
+		for range 5 {
+			ref.Float64()
+		}
+		if got, want := rng.Float64(), ref.Float64(); got != want {
+			t.Fatalf("the rng after 5 reads: %v, want %v (one draw a read)", got, want)
+		}
+	})
+}
