@@ -121,18 +121,17 @@ func (f *simFleet) windingKind(k laneKind) bool {
 	})
 }
 
-// runs reports whether incarnation inc is the lane's running process.
-// Not from the start command (alive) to the next incarnation's begin
-// (booting): inc is still the last one's then, whose funcs, renewals and
-// requests may run on, and whose requests a point may strike. Nor while
-// another start is queued behind it (booting counts them): a kill queued
-// with it ends the incarnation that begins first. A kill from
-// one of them, let through as the running process's, waited on the lane's
-// supervisor, which was waiting for that very process to return before
-// it began the next: the fleet stood still, its ShardOwners' loops going
-// on in virtual time, until the run's hang watch ended it (seed
-// 408791291540 at 1393956; very likely the hang met at b34d828). Under
-// l.mu.
+// runs reports whether incarnation inc is the lane's running process:
+// not from a start command (alive) to the next incarnation's begin, while
+// inc is still the last one's, whose funcs, renewals and requests may run
+// on, and a point may strike them; nor while another start is queued
+// behind a kill (booting counts the starts not begun), as the incarnation
+// that begins first is the kill's. A kill from the last incarnation's
+// request, let through as the running process's, waited on the lane's
+// supervisor, which was waiting for that very process to return before it
+// began the next: the fleet stood still, its ShardOwners' loops going on
+// in virtual time, until the run's hang watch ended it (seed 408791291540
+// at 1393956; very likely the hang met at b34d828). Under l.mu.
 func (l *simLane) runs(inc int) bool {
 	return l.inc == inc && l.alive && l.booting == 0
 }

@@ -44,6 +44,17 @@ func memClients(t *testing.T, svc *memblob.Service, ft *Transport) (*container.C
 	return cc, lc
 }
 
+// memTransport is a Transport over a new in-memory service, closed when t
+// ends, and memClients through it.
+func memTransport(t *testing.T) (*Transport, *container.Client, *lease.BlobClient) {
+	t.Helper()
+	svc := memblob.New()
+	ft := Over(svc)
+	t.Cleanup(ft.Close)
+	cc, lc := memClients(t, svc, ft)
+	return ft, cc, lc
+}
+
 // A late request reaches the server after its caller gave up, and after a
 // request the caller sent later: here an acquire, given up on after 1 s,
 // takes the lease at 5 s, after a metadata write sent at 2 s.
@@ -233,10 +244,7 @@ func TestRatesDieAppliesTheLastRequestAndSilencesTheRest(t *testing.T) {
 // go through.
 func TestRatesForNarrowsTheFaultsToAKindOfRequest(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		svc := memblob.New()
-		ft := Over(svc)
-		defer ft.Close()
-		cc, lc := memClients(t, svc, ft)
+		ft, cc, lc := memTransport(t)
 		ops := map[string]int{}
 		ft.SetRates(Rates{For: func(req *http.Request) Rates {
 			ops[OpOf(req)]++
@@ -274,10 +282,7 @@ func TestRatesForNarrowsTheFaultsToAKindOfRequest(t *testing.T) {
 // read), so that a seed's faults land on the same requests.
 func TestRatesWithoutForDrawAsBefore(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		svc := memblob.New()
-		ft := Over(svc)
-		defer ft.Close()
-		cc, _ := memClients(t, svc, ft)
+		ft, cc, _ := memTransport(t)
 		rng := rand.New(rand.NewPCG(1, 2))
 		ft.SetRates(Rates{Die: 1e-9}, rng)
 		for range 5 {
