@@ -145,6 +145,15 @@ type simLaneTimings struct {
 	at          time.Duration
 }
 
+// all are the timings the lane's processes run with: first, and then's if
+// it changes (then is zero, not the defaults' timings, if it never does).
+func (lt simLaneTimings) all() []simTiming {
+	if lt.at > 0 {
+		return []simTiming{lt.first, lt.then}
+	}
+	return []simTiming{lt.first}
+}
+
 // simClass is a configuration class: its name, its share of the fleets
 // (in 100), and how it draws a fleet's shape from defaultShape.
 type simClass struct {
@@ -386,11 +395,7 @@ func (sh simShape) longest(k laneKind) BlobSettings {
 	n := []int{sh.nativeLanes, sh.etagLanes, sh.shardLanes}[k]
 	for i := first; i < first+n; i++ {
 		lt := sh.laneTimings(i, k)
-		tms := []simTiming{lt.first}
-		if lt.at > 0 {
-			tms = append(tms, lt.then)
-		}
-		for _, tm := range tms {
+		for _, tm := range lt.all() {
 			s := tm.blob().withDefaults()
 			out.LeaseDuration = max(out.LeaseDuration, s.LeaseDuration)
 			out.RenewInterval = max(out.RenewInterval, s.RenewInterval)

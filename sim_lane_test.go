@@ -329,7 +329,7 @@ func (l *simLane) applyLocked() {
 	for _, op := range faults.Ops {
 		byOp[op] = l.ratesFor(op)
 	}
-	r := byOp[faults.OpWrite]
+	r := byOp[faults.OpWrite] // every kind's alike, unless a fault is narrowed: For then gives each its own
 	for _, ft := range l.rates {
 		if ft.Ops != "" {
 			r.For = func(req *http.Request) faults.Rates { return byOp[faults.OpOf(req)] }

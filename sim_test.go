@@ -627,10 +627,11 @@ func (f *simFleet) expectRecovery(calm, end time.Time) {
 // runs, and acts (simHangPanic) once it has run for after in wall time
 // (never if after is 0); call the func it returns when the fleet is done. A
 // fleet of an hour takes seconds of wall time: one that runs on is a hang.
-// Inside a bubble, a loop that passes again at once, without a wait the
-// bubble's clock must move for, spins for good: the run at b34d828 stood
-// still for 19 minutes on one fleet, its ShardOwner's session loop running,
-// and the seed was never printed (docs/benchmarks-history.md, "A hang met").
+// The run at b34d828 stood still for 19 minutes on one fleet, its seed never
+// printed; this watch named the next, 408791291540 at 1393956: the fleet's
+// own goroutine waited on a lane's supervisor, deadlocked with a process
+// of that lane (see simLane.runs), while its ShardOwners went on in virtual
+// time.
 func watchForHang(seed uint64, after time.Duration, act func(string)) (done func()) {
 	if after <= 0 {
 		return func() {}
@@ -641,8 +642,8 @@ func watchForHang(seed uint64, after time.Duration, act func(string)) (done func
 	return func() { watch.Stop() }
 }
 
-// simHangPanic ends the run on a hang, with every goroutine's stack, the
-// spinning one's among them.
+// simHangPanic ends the run on a hang, with every goroutine's stack: the
+// waiting ones', and any that runs on.
 func simHangPanic(msg string) {
 	debug.SetTraceback("all")
 	panic(msg)

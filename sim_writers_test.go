@@ -268,11 +268,7 @@ func (f *simFleet) fileIDs(l *simLane, raw string) []string {
 	}
 	ids := []string{raw}
 	lt := f.shape.laneTimings(l.idx, l.kind)
-	tms := []simTiming{lt.first}
-	if lt.at > 0 {
-		tms = append(tms, lt.then)
-	}
-	for _, tm := range tms {
+	for _, tm := range lt.all() {
 		if id := fileLeaseID(raw, tm.blob().withDefaults().leaseSeconds()); !slices.Contains(ids, id) {
 			ids = append(ids, id)
 		}
@@ -409,8 +405,7 @@ func (f *simFleet) etagAmong(k laneKind) bool {
 		if l.kind != k {
 			continue
 		}
-		lt := f.shape.laneTimings(l.idx, k)
-		for _, tm := range []simTiming{lt.first, lt.then} {
+		for _, tm := range f.shape.laneTimings(l.idx, k).all() {
 			if tm.blob().withDefaults().kind() == ETagLease {
 				return true
 			}
