@@ -177,7 +177,7 @@ type Harness struct {
 	alive              map[string]bool     // lanes with a process
 	reqs               map[string]int64    // lane -> requests of its current process
 	sets               map[string][]string // lane -> its current process's set, as it confirmed it
-	sessions           map[string]string   // lane -> the session its last process started last
+	sessions           map[string]string   // lane -> the session its current process runs (none before it starts one, or after it ends)
 
 	messy messy
 }
@@ -441,12 +441,17 @@ func (h *Harness) track(r Record) {
 		h.alive[r.Who] = true
 		h.reqs[r.Who] = 0
 		delete(h.sets, r.Who)
+		delete(h.sessions, r.Who)
 	case KindSet:
 		if r.Detail == "" {
 			h.sets[r.Who] = r.Set
 		}
 	case KindSession:
 		h.sessions[r.Who] = r.Session
+	case KindSessionEnd:
+		if h.sessions[r.Who] == r.Session {
+			delete(h.sessions, r.Who)
+		}
 	case chaos.KindExit:
 		h.alive[r.Who] = false
 		delete(h.sets, r.Who)
@@ -530,13 +535,17 @@ type State struct {
 	Sets map[string][]string
 	// Runs are the lanes each running shard runs on.
 	Runs map[string][]string
+	// Sessions are the sessions the live lanes' processes run (a lane
+	// whose process has not started one yet, or whose session ended, is
+	// missing).
+	Sessions map[string]string
 }
 
 // State returns the current state.
 func (h *Harness) State() State {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := State{Owned: map[string]int{}, Alive: map[string]bool{}, Sets: map[string][]string{}, Runs: map[string][]string{}}
+	s := State{Owned: map[string]int{}, Alive: map[string]bool{}, Sets: map[string][]string{}, Runs: map[string][]string{}, Sessions: maps.Clone(h.sessions)}
 	for shard, lanes := range h.running {
 		if len(lanes) > 0 {
 			s.Running++

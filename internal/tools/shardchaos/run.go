@@ -78,12 +78,14 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 		}
 	}
 	lanes := h.Lanes()
-	// Settled: every lane alive, every shard of a live set running on one
-	// instance that has it, nothing else running; the counts within one
-	// while the sets agree.
+	// Settled: every lane alive and running a session (so that a process
+	// started again has resumed its session, or started another, before
+	// the next fault: the check of a late acquire needs it), every shard
+	// of a live set running on one instance that has it, nothing else
+	// running; the counts within one while the sets agree.
 	settled := func(s State) bool {
 		for _, l := range lanes {
-			if !s.Alive[l] {
+			if !s.Alive[l] || s.Sessions[l] == "" {
 				return false
 			}
 		}
@@ -253,9 +255,10 @@ func (h *Harness) targetOf(kind string, lanes []string, pick int) string {
 	return lanes[pick%len(lanes)]
 }
 
-// lateAcquire kills lane target, waits until the others have broken its
-// session's lease, acquires that lease under the session's ID as a late
-// acquire would, and starts a new process in the lane respawnAfter later.
+// lateAcquire kills lane target, waits until the others have judged its
+// session dead (its lease broken and its end mark written), acquires that
+// lease under the session's ID as a late acquire would, and starts a new
+// process in the lane respawnAfter later.
 func (h *Harness) lateAcquire(ctx context.Context, target string, respawnAfter time.Duration) error {
 	h.mu.Lock()
 	session := h.sessions[target]

@@ -39,9 +39,11 @@ func TestMain(m *testing.M) {
 // Two of the four are static members (a lease ID file each): started again
 // after a fault, they resume their session and take back their shards, and
 // stopped by SIGTERM they hand nothing on. The last fault kills one of them
-// and, once the others have broken its session, leases that session's blob
-// again under its ID, as a late acquire would: the process started again
-// with the file must not run that session again.
+// and, once the others have judged its session dead (broken its lease and
+// written the end mark), leases that session's blob again under its ID, as
+// a late acquire would: the process started again with the file must not
+// run that session again. (An acquire between the break and the mark takes
+// a session nobody judged dead, which may be resumed: shards.go, D4.)
 func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 	seed, err := chaos.SeedFromEnv()
 	require.NoError(t, err)

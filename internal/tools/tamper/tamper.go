@@ -427,10 +427,14 @@ type Phantom struct {
 }
 
 // AcquireLate waits until blob name is unleased (its holder's lease broken
-// or released), then acquires its lease, infinite, with leaseID: what an
-// acquire the holder sent long before, delayed in the network, does when it
-// reaches the server at last. It gives up at deadline, or when the blob is
-// gone. The Outcome's Sent is when the acquire that took the lease was sent.
+// or released) and its record carries the end mark (KeyEnded: its holder
+// judged over by the others, not only its lease ended), then acquires its
+// lease, infinite, with leaseID: what an acquire the holder sent long
+// before, delayed in the network, does when it reaches the server at last,
+// after its holder was judged dead. (One that reaches it between a break and
+// the mark takes a lease nobody judged over, which its holder may resume:
+// safe, and not this.) It gives up at deadline, or when the blob is gone.
+// The Outcome's Sent is when the acquire that took the lease was sent.
 func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline time.Time, poll time.Duration) (Outcome, error) {
 	var out Outcome
 	lc, err := lease.NewBlobClient(w.cc.NewBlobClient(name), &lease.BlobClientOptions{LeaseID: &leaseID})
@@ -438,10 +442,13 @@ func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline
 		return out, err
 	}
 	wasGone := false
-	err = w.whenUnleased(ctx, name, deadline, poll, &out, true, func(_ blob.GetPropertiesResponse, gone bool) (bool, error) {
+	err = w.whenUnleased(ctx, name, deadline, poll, &out, true, func(props blob.GetPropertiesResponse, gone bool) (bool, error) {
 		if gone {
 			wasGone = true
 			return true, nil
+		}
+		if value(props.Metadata, KeyEnded) == "" {
+			return false, errNotMarked
 		}
 		callCtx, cancel := w.call(ctx)
 		defer cancel()
@@ -455,6 +462,9 @@ func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline
 	}
 	return out, err
 }
+
+// errNotMarked is why AcquireLate waits on an unleased blob.
+var errNotMarked = errors.New("tamper: unleased, without the end mark")
 
 // ErrGone is returned by AcquireLate when the blob is gone.
 var ErrGone = errors.New("tamper: the blob is gone")

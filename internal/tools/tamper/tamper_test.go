@@ -1,12 +1,15 @@
 package tamper
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/Azure/azure-sdk-for-go/sdk/azcore/streaming"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/bloberror"
+	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/blockblob"
 	"github.com/Azure/azure-sdk-for-go/sdk/storage/azblob/lease"
 	"github.com/blobelect/leaderelection/internal/azuritetest"
 	"github.com/stretchr/testify/assert"
@@ -132,6 +135,46 @@ func TestDeletionsWaitForTheLeaseToBeFree(t *testing.T) {
 	require.NoError(t, err)
 	_, err = w.cc.GetProperties(ctx, nil)
 	assert.True(t, bloberror.HasCode(err, bloberror.ContainerNotFound), "%v", err)
+}
+
+// A late acquire takes a session judged dead, not only one whose lease
+// ended: it waits on an unleased blob whose record lacks the end mark (a
+// lease broken, the mark not yet written: nobody has acted on its death, and
+// its owner may resume it), and takes the lease under the given ID once the
+// mark is there.
+func TestAcquireLateWaitsForTheEndMark(t *testing.T) {
+	ctx := context.Background()
+	w := writer(t)
+	bc := w.cc.NewBlockBlobClient("s")
+	md := Record(KindMutex, 3, time.Now())
+	delete(md, KeyEnded)
+	_, err := bc.Upload(ctx, streaming.NopCloser(bytes.NewReader(nil)), &blockblob.UploadOptions{Metadata: md})
+	require.NoError(t, err)
+	id := "aaaaaaaa-2222-4333-8444-555555555555"
+	_, err = w.AcquireLate(ctx, "s", id, time.Now().Add(300*time.Millisecond), 50*time.Millisecond)
+	require.ErrorIs(t, err, ErrLeased, "unleased, but not marked: not taken")
+	props, err := bc.GetProperties(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, lease.StateTypeAvailable, *props.LeaseState)
+
+	go func() {
+		time.Sleep(200 * time.Millisecond)
+		md[KeyEnded] = ptr(time.Now().UTC().Format(time.RFC3339Nano))
+		_, _ = bc.SetMetadata(context.Background(), md, nil)
+	}()
+	out, err := w.AcquireLate(ctx, "s", id, time.Now().Add(5*time.Second), 20*time.Millisecond)
+	require.NoError(t, err)
+	assert.Greater(t, out.Tries, 1, "it waited for the mark")
+	props, err = bc.GetProperties(ctx, nil)
+	require.NoError(t, err)
+	assert.Equal(t, lease.StateTypeLeased, *props.LeaseState)
+	lc, err := lease.NewBlobClient(bc.BlobClient(), &lease.BlobClientOptions{LeaseID: &id})
+	require.NoError(t, err)
+	_, err = lc.ReleaseLease(ctx, nil)
+	assert.NoError(t, err, "held under the ID it was given")
+
+	_, err = w.AcquireLate(ctx, "gone", id, time.Now().Add(time.Second), 20*time.Millisecond)
+	assert.ErrorIs(t, err, ErrGone)
 }
 
 // DeleteContainerNow deletes the container while a blob in it is leased:
