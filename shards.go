@@ -61,10 +61,10 @@ import (
 //      every renewal is If-Match the ETag its own last write left, which the
 //      mark changed, and a renewal that finds the mark takes its lease for
 //      lost), and a process restarted with the lease ID file never resumes
-//      a session that carries one (R2). A session whose lease was broken by
-//      hand, and leased again by hand under its ID before anyone marked it,
-//      is not dead, and may be resumed: that is safe, as nobody has acted on
-//      its death. A dead session's blob found leased again, for a lease
+//      a session that carries one (R2). A session whose lease was broken (by
+//      the followers' rule, or by hand) and leased again under its ID before
+//      anyone marked it is not dead, and may be resumed: that is safe, as
+//      nobody has acted on its death. A dead session's blob found leased again, for a lease
 //      duration, is broken, as nothing runs under it, and collected; one seen
 //      rewritten without its mark (only another writer can) stays dead to
 //      whoever knew it dead, and is reported. Its owner starts a new
