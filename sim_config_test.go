@@ -346,7 +346,7 @@ func simShapeFor(seed uint64, length time.Duration) simShape {
 	}
 	if sh.length < sh.storm+sh.calm {
 		// A short fleet (the smoke run's) has one storm of a third of it,
-		// after its first minute, and a calm of the rest.
+		// from the start, and a calm of the rest.
 		sh.storm = max(sh.length/3, 2*time.Minute)
 		sh.calm = sh.length - sh.storm
 	}

@@ -240,13 +240,11 @@ func newSimPoints(f *simFleet) *simPoints {
 }
 
 // left is how long the storm now in force has before its calm, less a
-// margin for the effects to end (0: not in a storm, or in the fleet's
-// first minute); and the calm's time from the fleet's start.
+// margin for the effects to end (0: not in a storm); and the calm's time
+// from the fleet's start. The first storm begins as the fleet starts
+// (sim.NewPlan).
 func (p *simPoints) left() (time.Duration, time.Duration) {
 	now := time.Since(p.f.begin)
-	if now < time.Minute {
-		return 0, 0
-	}
 	for _, st := range p.f.plan {
 		if now >= st.Start && now < st.Calm {
 			return max(0, st.Calm-10*time.Second-now), st.Calm

@@ -116,11 +116,11 @@ func newSimWriter(f *simFleet) *simWriter {
 }
 
 // schedule adds the writer's actions to the fleet's timeline: in each
-// storm, after the fleet's first minute, 0 to 2 × perStorm/3 actions, and
-// the release of its own leases before the calm.
+// storm (the first from the fleet's start), 0 to 2 × perStorm/3 actions,
+// and the release of its own leases before the calm.
 func (w *simWriter) schedule(at func(time.Duration, func())) {
 	for _, st := range w.f.plan {
-		from := max(st.Start, time.Minute)
+		from := st.Start
 		last := st.Calm - 10*time.Second
 		if last <= from {
 			continue

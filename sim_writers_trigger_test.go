@@ -17,7 +17,7 @@ import (
 // writer (sim_writers_test.go) drawn as a point's "other writer" draws it,
 // held back by the same limits. Half the fleets have one, which acts on
 // every upload (half of them) or on a share drawn from 5 to 50%; its
-// actions fall in a storm, after the fleet's first minute and before the
+// actions fall in a storm (the first from the fleet's start), before the
 // storm's calm less 10 s, as a point's effects (simPoints.left). The
 // writer's own uploads (its content rewrites, which carry simWriterMarker)
 // do not fire it.

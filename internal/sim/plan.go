@@ -219,16 +219,21 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 	var out []Stretch
 	for start := time.Duration(0); start+sh.Storm+sh.Calm <= sh.Length; start += sh.Storm + sh.Calm {
 		st := Stretch{Start: start, Calm: start + sh.Storm, End: start + sh.Storm + sh.Calm}
-		// The first storm begins after a settling minute: the fleet has
-		// started, and every instance has seen the terms.
+		// The first storm begins as the fleet starts: a cold start meets
+		// faults too (a deploy into a storage incident), and its first
+		// steps (the container's creation, the first acquires, records
+		// and claims, sessions that begin to run shards before their
+		// peers have listed them) are as open to them as any later. Until
+		// 2026-11-30 it began after a settling minute, which held every
+		// fault back with no stated limit naming it; what a deletion
+		// before any instance saw the terms would take out of the promise
+		// the driver holds back as it goes (limits.md, "A deletion no
+		// running instance saw").
 		from := start
-		if start == 0 {
-			from = time.Minute
-		}
 		end := st.Calm
 		if rng.Float64() < sh.StorageOdd {
-			// A deletion opens the storm, after a calm in which every
-			// election ran. The driver holds back whatever would take it
+			// A deletion opens the storm (after a calm in which every
+			// election ran, but the first). The driver holds back whatever would take it
 			// out of the library's promise (a blob deleted while no
 			// instance that saw its terms runs, or created again first by
 			// one that never saw them: renew.go's stated limit): it

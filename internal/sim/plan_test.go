@@ -178,3 +178,29 @@ func TestARateFaultIsNarrowedToAKindOfRequestAThirdOfTheTime(t *testing.T) {
 		t.Errorf("%d of %d rate faults narrowed: %.2f, not about a third", n, rates, got)
 	}
 }
+
+// The first storm begins as the fleet starts: a cold start meets faults
+// too, of every lane kind, in its first minute (no settling minute holds
+// them back; the driver holds back what a stated limit names).
+func TestTheFirstStormBeginsAsTheFleetStarts(t *testing.T) {
+	early := map[Kind]int{}
+	for seed := range uint64(200) {
+		first := NewPlan(seed, shape)[0]
+		if first.Start != 0 {
+			t.Fatalf("seed %d: the first storm starts at %v", seed, first.Start)
+		}
+		for _, f := range first.Faults {
+			if f.At < time.Minute {
+				early[f.Kind]++
+			}
+		}
+	}
+	for _, k := range laneKinds {
+		if early[k.kind] == 0 && k.kind != Crash {
+			t.Errorf("no %s in a fleet's first minute, in 200 seeds: %v", k.kind, early)
+		}
+	}
+	if early[Crash]+early[Resume] == 0 || early[DeleteContainer]+early[DeleteBlob] == 0 {
+		t.Errorf("no crash or no deletion in a fleet's first minute, in 200 seeds: %v", early)
+	}
+}
