@@ -224,10 +224,7 @@ func (q *simQuorum) draw() {
 			}
 			return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 		}
-		from := st.Start
-		if from == 0 {
-			from = time.Minute
-		}
+		from := st.Start // the first storm's too (sim.NewPlan): no settling minute
 		pick := func(kind string, ft *simAccountFault) {
 			ft.kind, ft.lane = kind, rng.IntN(q.f.shape.nativeLanes)
 			ft.delay = between(100*time.Millisecond, 3*time.Second)

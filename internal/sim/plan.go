@@ -225,20 +225,23 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 		// and claims, sessions that begin to run shards before their
 		// peers have listed them) are as open to them as any later. Until
 		// 2026-11-30 it began after a settling minute, which held every
-		// fault back with no stated limit naming it; what a deletion
-		// before any instance saw the terms would take out of the promise
-		// the driver holds back as it goes (limits.md, "A deletion no
-		// running instance saw").
+		// fault back with no stated limit naming it.
 		from := start
 		end := st.Calm
 		if rng.Float64() < sh.StorageOdd {
-			// A deletion opens the storm (after a calm in which every
-			// election ran, but the first). The driver holds back whatever would take it
-			// out of the library's promise (a blob deleted while no
-			// instance that saw its terms runs, or created again first by
-			// one that never saw them: renew.go's stated limit): it
-			// decides that as it goes, as it depends on who saw what.
-			at := from + between(2*time.Second, 10*time.Second)
+			// A deletion opens the storm, after a calm in which every
+			// election ran; the first storm's, a minute in, once every
+			// election has run (one before would be held back: a deletion
+			// no running instance saw). The driver holds back whatever
+			// would take it out of the library's promise (a blob deleted
+			// while no instance that saw its terms runs, or created again
+			// first by one that never saw them: renew.go's stated limit):
+			// it decides that as it goes, as it depends on who saw what.
+			opens := start
+			if start == 0 {
+				opens = time.Minute
+			}
+			at := opens + between(2*time.Second, 10*time.Second)
 			f := Fault{At: at, Until: at, Kind: DeleteContainer, Lane: -1}
 			if sh.Elections > 0 && rng.IntN(3) > 0 {
 				f.Kind, f.Target = DeleteBlob, rng.IntN(sh.Elections)

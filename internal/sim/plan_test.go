@@ -181,15 +181,13 @@ func TestARateFaultIsNarrowedToAKindOfRequestAThirdOfTheTime(t *testing.T) {
 
 // The first storm begins as the fleet starts: a cold start meets faults
 // too, of every lane kind, in its first minute (no settling minute holds
-// them back; the driver holds back what a stated limit names).
+// them back; the driver holds back what a stated limit names). Its
+// deletion alone opens it a minute in, once every election has run (one
+// before would be held back as a deletion no running instance saw).
 func TestTheFirstStormBeginsAsTheFleetStarts(t *testing.T) {
 	early := map[Kind]int{}
 	for seed := range uint64(200) {
-		first := NewPlan(seed, shape)[0]
-		if first.Start != 0 {
-			t.Fatalf("seed %d: the first storm starts at %v", seed, first.Start)
-		}
-		for _, f := range first.Faults {
+		for _, f := range NewPlan(seed, shape)[0].Faults {
 			if f.At < time.Minute {
 				early[f.Kind]++
 			}
@@ -200,7 +198,7 @@ func TestTheFirstStormBeginsAsTheFleetStarts(t *testing.T) {
 			t.Errorf("no %s in a fleet's first minute, in 200 seeds: %v", k.kind, early)
 		}
 	}
-	if early[Crash]+early[Resume] == 0 || early[DeleteContainer]+early[DeleteBlob] == 0 {
-		t.Errorf("no crash or no deletion in a fleet's first minute, in 200 seeds: %v", early)
+	if early[Crash]+early[Resume] == 0 {
+		t.Errorf("no crash in a fleet's first minute, in 200 seeds: %v", early)
 	}
 }

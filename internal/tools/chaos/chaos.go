@@ -44,8 +44,8 @@ const (
 	FaultStorageRestart = "storage-restart" // Azurite stopped and started again, data on disk
 	FaultGraceful       = "graceful"        // SIGTERM the leader; a new process takes its lane
 	// FaultLateAcquire: SIGKILL, then a late acquire under the dead
-	// session's ID once the others broke it (shardchaos); a new process
-	// takes the lane.
+	// session's ID once the others judged it dead (shardchaos); a new
+	// process takes the lane.
 	FaultLateAcquire = "late-acquire"
 )
 

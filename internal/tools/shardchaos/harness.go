@@ -78,16 +78,16 @@ const (
 
 // Fault kinds: an instance killed, frozen past its lease, cut off from
 // storage, or stopped gracefully; or killed and its session's blob leased
-// again, after the others broke it, by an acquire under the session's ID
-// that reached the server late. The names are chaos's where they mean the
+// again, after the others judged it dead, by an acquire under the
+// session's ID that reached the server late. The names are chaos's where they mean the
 // same.
 const (
 	FaultKill      = chaos.FaultKill
 	FaultFreeze    = chaos.FaultFreeze
 	FaultPartition = chaos.FaultBlackhole
 	FaultGraceful  = chaos.FaultGraceful
-	// FaultLateAcquire: SIGKILL; then, once the others have broken the
-	// dead session's lease (its blob shows no lease), the acquire of that
+	// FaultLateAcquire: SIGKILL; then, once the others have judged the
+	// session dead (its blob shows no lease, and the end mark), the acquire of that
 	// blob's lease under the session's ID that its starter sent, delayed
 	// in the network, reaches the server; then a new process in the lane,
 	// which, in a static lane, finds the dead session named in its lease
@@ -177,7 +177,8 @@ type Harness struct {
 	alive              map[string]bool     // lanes with a process
 	reqs               map[string]int64    // lane -> requests of its current process
 	sets               map[string][]string // lane -> its current process's set, as it confirmed it
-	sessions           map[string]string   // lane -> the session its current process runs (none before it starts one, or after it ends)
+	sessions           map[string]string   // lane -> the session its last process started last
+	inSession          map[string]string   // lane -> the session its current process runs (none before it starts one, or after it ends)
 
 	messy messy
 }
@@ -201,7 +202,7 @@ func Start(ctx context.Context, cfg Config) (*Harness, error) {
 		return nil, err
 	}
 	h := &Harness{cfg: cfg, lanes: map[string]*lane{}, running: map[string]map[string]bool{}, owned: map[string]int{},
-		alive: map[string]bool{}, reqs: map[string]int64{}, sets: map[string][]string{}, sessions: map[string]string{}}
+		alive: map[string]bool{}, reqs: map[string]int64{}, sets: map[string][]string{}, sessions: map[string]string{}, inSession: map[string]string{}}
 	h.log = childproc.NewLog(h.track)
 	if err := h.log.Create(filepath.Join(cfg.Dir, "records.jsonl")); err != nil {
 		return nil, err
@@ -441,16 +442,16 @@ func (h *Harness) track(r Record) {
 		h.alive[r.Who] = true
 		h.reqs[r.Who] = 0
 		delete(h.sets, r.Who)
-		delete(h.sessions, r.Who)
+		delete(h.inSession, r.Who)
 	case KindSet:
 		if r.Detail == "" {
 			h.sets[r.Who] = r.Set
 		}
 	case KindSession:
-		h.sessions[r.Who] = r.Session
+		h.sessions[r.Who], h.inSession[r.Who] = r.Session, r.Session
 	case KindSessionEnd:
-		if h.sessions[r.Who] == r.Session {
-			delete(h.sessions, r.Who)
+		if h.inSession[r.Who] == r.Session {
+			delete(h.inSession, r.Who)
 		}
 	case chaos.KindExit:
 		h.alive[r.Who] = false
@@ -545,7 +546,7 @@ type State struct {
 func (h *Harness) State() State {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	s := State{Owned: map[string]int{}, Alive: map[string]bool{}, Sets: map[string][]string{}, Runs: map[string][]string{}, Sessions: maps.Clone(h.sessions)}
+	s := State{Owned: map[string]int{}, Alive: map[string]bool{}, Sets: map[string][]string{}, Runs: map[string][]string{}, Sessions: maps.Clone(h.inSession)}
 	for shard, lanes := range h.running {
 		if len(lanes) > 0 {
 			s.Running++

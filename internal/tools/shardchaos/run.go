@@ -78,14 +78,15 @@ func RunChaos(ctx context.Context, cfg ChaosConfig) (res ChaosResult, err error)
 		}
 	}
 	lanes := h.Lanes()
-	// Settled: every lane alive and running a session (so that a process
-	// started again has resumed its session, or started another, before
-	// the next fault: the check of a late acquire needs it), every shard
-	// of a live set running on one instance that has it, nothing else
-	// running; the counts within one while the sets agree.
+	// Settled: every lane alive and, a ShardOwner's, running a session (so
+	// that a process started again has resumed its session, or started
+	// another, before the next fault: the check of a late acquire needs
+	// it), every shard of a live set running on one instance that has it,
+	// nothing else running; the counts within one while the sets agree.
+	sessions := h.cfg.Algo != AlgoMutex // a mutex per shard has no session
 	settled := func(s State) bool {
 		for _, l := range lanes {
-			if !s.Alive[l] || s.Sessions[l] == "" {
+			if !s.Alive[l] || sessions && s.Sessions[l] == "" {
 				return false
 			}
 		}

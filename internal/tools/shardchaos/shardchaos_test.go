@@ -42,8 +42,7 @@ func TestMain(m *testing.M) {
 // and, once the others have judged its session dead (broken its lease and
 // written the end mark), leases that session's blob again under its ID, as
 // a late acquire would: the process started again with the file must not
-// run that session again. (An acquire between the break and the mark takes
-// a session nobody judged dead, which may be resumed: shards.go, D4.)
+// run that session again (shards.go, D4).
 func TestShardsNeverRunTwiceUnderProcessFaults(t *testing.T) {
 	seed, err := chaos.SeedFromEnv()
 	require.NoError(t, err)

@@ -188,7 +188,7 @@ func (w *Writer) Highest(blob string) int64 {
 type Outcome struct {
 	Sent  time.Time // when the request that succeeded was sent
 	Done  time.Time // and when its answer came
-	Tries int       // requests that wrote nothing, for the blob was leased or had just changed
+	Tries int       // requests that wrote nothing, for the blob was leased or had just changed (or, for AcquireLate, carried no end mark yet)
 	Term  int64     // the term written, for a valid record (0 otherwise)
 }
 
@@ -428,13 +428,13 @@ type Phantom struct {
 
 // AcquireLate waits until blob name is unleased (its holder's lease broken
 // or released) and its record carries the end mark (KeyEnded: its holder
-// judged over by the others, not only its lease ended), then acquires its
-// lease, infinite, with leaseID: what an acquire the holder sent long
-// before, delayed in the network, does when it reaches the server at last,
-// after its holder was judged dead. (One that reaches it between a break and
-// the mark takes a lease nobody judged over, which its holder may resume:
-// safe, and not this.) It gives up at deadline, or when the blob is gone.
-// The Outcome's Sent is when the acquire that took the lease was sent.
+// judged dead by the others, not only its lease ended; see the library's
+// shards.go, D4), then acquires its lease, infinite, with leaseID: what an
+// acquire the holder sent long before, delayed in the network, does when it
+// reaches the server at last. It gives up at deadline (ErrLeased, or
+// ErrNotMarked if the blob was last seen unleased without the mark), or
+// when the blob is gone (ErrGone). The Outcome's Sent is when the acquire
+// that took the lease was sent.
 func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline time.Time, poll time.Duration) (Outcome, error) {
 	var out Outcome
 	lc, err := lease.NewBlobClient(w.cc.NewBlobClient(name), &lease.BlobClientOptions{LeaseID: &leaseID})
@@ -448,7 +448,7 @@ func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline
 			return true, nil
 		}
 		if value(props.Metadata, KeyEnded) == "" {
-			return false, errNotMarked
+			return false, ErrNotMarked
 		}
 		callCtx, cancel := w.call(ctx)
 		defer cancel()
@@ -457,14 +457,18 @@ func (w *Writer) AcquireLate(ctx context.Context, name, leaseID string, deadline
 		out.Done = time.Now()
 		return err == nil, err
 	})
-	if err == nil && wasGone {
+	switch {
+	case err == nil && wasGone:
 		return out, ErrGone
+	case errors.Is(err, ErrNotMarked):
+		return out, ErrNotMarked // not ErrLeased: it was last seen unleased
 	}
 	return out, err
 }
 
-// errNotMarked is why AcquireLate waits on an unleased blob.
-var errNotMarked = errors.New("tamper: unleased, without the end mark")
+// ErrNotMarked is returned by AcquireLate when the blob was last seen
+// unleased, without the end mark, at its deadline.
+var ErrNotMarked = errors.New("tamper: the blob stayed without the end mark until the deadline")
 
 // ErrGone is returned by AcquireLate when the blob is gone.
 var ErrGone = errors.New("tamper: the blob is gone")

@@ -152,7 +152,7 @@ func TestAcquireLateWaitsForTheEndMark(t *testing.T) {
 	require.NoError(t, err)
 	id := "aaaaaaaa-2222-4333-8444-555555555555"
 	_, err = w.AcquireLate(ctx, "s", id, time.Now().Add(300*time.Millisecond), 50*time.Millisecond)
-	require.ErrorIs(t, err, ErrLeased, "unleased, but not marked: not taken")
+	require.ErrorIs(t, err, ErrNotMarked, "unleased, but not marked: not taken")
 	props, err := bc.GetProperties(ctx, nil)
 	require.NoError(t, err)
 	assert.Equal(t, lease.StateTypeAvailable, *props.LeaseState)
