@@ -64,12 +64,12 @@ import (
 //      a session that carries one (R2). A session whose lease was broken (by
 //      the followers' rule, or by hand) and leased again under its ID before
 //      anyone marked it is not dead, and may be resumed: that is safe, as
-//      nobody has acted on its death. A dead session's blob found leased again, for a lease
-//      duration, is broken, as nothing runs under it, and collected; one seen
-//      rewritten without its mark (only another writer can) stays dead to
-//      whoever knew it dead, and is reported. Its owner starts a new
-//      session, with a new ID and a new blob; a session's blob is never
-//      created twice.
+//      nobody has acted on its death. A dead session's blob found leased
+//      again, for a lease duration, is broken, as nothing runs under it, and
+//      collected; one seen rewritten without its mark (only another writer
+//      can) stays dead to whoever knew it dead, and is reported. Its owner
+//      starts a new session, with a new ID and a new blob; a session's blob
+//      is never created twice.
 //  D5. A session that a listing did not show is not dead: a session writes
 //      its record before it claims any shard, so a shard that names it names
 //      a session that existed; missing from the sessions, listed first (the

@@ -79,19 +79,19 @@ const (
 // Fault kinds: an instance killed, frozen past its lease, cut off from
 // storage, or stopped gracefully; or killed and its session's blob leased
 // again, after the others judged it dead, by an acquire under the
-// session's ID that reached the server late. The names are chaos's where they mean the
-// same.
+// session's ID that reached the server late. The names are chaos's where
+// they mean the same.
 const (
 	FaultKill      = chaos.FaultKill
 	FaultFreeze    = chaos.FaultFreeze
 	FaultPartition = chaos.FaultBlackhole
 	FaultGraceful  = chaos.FaultGraceful
 	// FaultLateAcquire: SIGKILL; then, once the others have judged the
-	// session dead (its blob shows no lease, and the end mark), the acquire of that
-	// blob's lease under the session's ID that its starter sent, delayed
-	// in the network, reaches the server; then a new process in the lane,
-	// which, in a static lane, finds the dead session named in its lease
-	// ID file. A static lane is hit when there is one (the next one up).
+	// session dead (its blob shows no lease, and the end mark), the
+	// acquire of that blob's lease under the session's ID that its
+	// starter sent, delayed in the network, reaches the server; then a
+	// new process in the lane, which, in a static lane, finds the dead
+	// session named in its lease ID file. A static lane is hit when there is one (the next one up).
 	FaultLateAcquire = chaos.FaultLateAcquire
 )
 
