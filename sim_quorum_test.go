@@ -224,7 +224,6 @@ func (q *simQuorum) draw() {
 			}
 			return lo + time.Duration(rng.Int64N(int64(hi-lo)))
 		}
-		from := st.Start // the first storm's too (sim.NewPlan): no settling minute
 		pick := func(kind string, ft *simAccountFault) {
 			ft.kind, ft.lane = kind, rng.IntN(q.f.shape.nativeLanes)
 			ft.delay = between(100*time.Millisecond, 3*time.Second)
@@ -240,7 +239,7 @@ func (q *simQuorum) draw() {
 				}
 				x -= c.weight
 			}
-			ft := simAccountFault{account: rng.IntN(q.k), at: between(from, st.Calm-10*time.Second)}
+			ft := simAccountFault{account: rng.IntN(q.k), at: between(st.Start, st.Calm-10*time.Second)}
 			pick(kind, &ft)
 			ft.until = ft.at
 			if kind != acctDelete && kind != acctRollback {
@@ -251,7 +250,7 @@ func (q *simQuorum) draw() {
 		if rng.IntN(2) == 0 {
 			// A minority faulted through the calm.
 			for _, a := range rng.Perm(q.k)[:1+rng.IntN(q.k-q.need)] {
-				ft := simAccountFault{account: a, at: between(from, st.Calm), until: st.End - time.Second, calm: true}
+				ft := simAccountFault{account: a, at: between(st.Start, st.Calm), until: st.End - time.Second, calm: true}
 				pick(kinds[rng.IntN(4)].kind, &ft)
 				q.plan = append(q.plan, ft)
 			}

@@ -120,14 +120,13 @@ func newSimWriter(f *simFleet) *simWriter {
 // and the release of its own leases before the calm.
 func (w *simWriter) schedule(at func(time.Duration, func())) {
 	for _, st := range w.f.plan {
-		from := st.Start
 		last := st.Calm - 10*time.Second
-		if last <= from {
+		if last <= st.Start {
 			continue
 		}
 		n := w.rng.IntN(2*max(1, defaultShape.perStorm/3) + 1) // as in any weather (drawWeather)
 		for range n {
-			t := from + time.Duration(w.rng.Int64N(int64(last-from)))
+			t := st.Start + time.Duration(w.rng.Int64N(int64(last-st.Start)))
 			r := rand.New(rand.NewPCG(w.rng.Uint64(), w.rng.Uint64()))
 			at(t, func() { w.act(r, "", st.Calm) })
 		}

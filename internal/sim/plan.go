@@ -226,7 +226,6 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 		// peers have listed them) are as open to them as any later. Until
 		// 2026-11-30 it began after a settling minute, which held every
 		// fault back with no stated limit naming it.
-		from := start
 		end := st.Calm
 		if rng.Float64() < sh.StorageOdd {
 			// A deletion opens the storm, after a calm in which every
@@ -237,11 +236,7 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 			// while no instance that saw its terms runs, or created again
 			// first by one that never saw them: renew.go's stated limit):
 			// it decides that as it goes, as it depends on who saw what.
-			opens := start
-			if start == 0 {
-				opens = time.Minute
-			}
-			at := opens + between(2*time.Second, 10*time.Second)
+			at := max(start, time.Minute) + between(2*time.Second, 10*time.Second)
 			f := Fault{At: at, Until: at, Kind: DeleteContainer, Lane: -1}
 			if sh.Elections > 0 && rng.IntN(3) > 0 {
 				f.Kind, f.Target = DeleteBlob, rng.IntN(sh.Elections)
@@ -249,16 +244,16 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 			st.Faults = append(st.Faults, f)
 		}
 		if sh.Malformed > 0 && rng.Float64() < sh.MalformOdd {
-			at := between(from, end-sh.Storm/2)
+			at := between(start, end-sh.Storm/2)
 			st.Faults = append(st.Faults, Fault{At: at, Until: at + between(5*time.Second, 30*time.Second), Kind: Malform, Lane: -1, Target: rng.IntN(sh.Malformed)})
 		}
 		if sh.ShardSets[1] > 0 && rng.Float64() < sh.SetOdd {
-			at := between(from, end-sh.Storm/3)
+			at := between(start, end-sh.Storm/3)
 			size := sh.ShardSets[0] + rng.IntN(sh.ShardSets[1]-sh.ShardSets[0]+1)
 			st.Faults = append(st.Faults, Fault{At: at, Until: at + between(0, 20*time.Second), Kind: SetShards, Lane: -1, Target: size})
 		}
 		if len(sh.Groups) > 0 && ops.Float64() < sh.FleetOdd {
-			st.Faults = append(st.Faults, fleetFault(ops, sh, from, end-5*time.Second))
+			st.Faults = append(st.Faults, fleetFault(ops, sh, start, end-5*time.Second))
 		}
 		n := sh.PerStorm/2 + rng.IntN(sh.PerStorm+1)
 		for range n {
@@ -277,7 +272,7 @@ func NewPlan(seed uint64, sh Shape) []Stretch {
 			if kind == Late {
 				last = end - sh.LateMax - time.Second
 			}
-			f.At = between(from, last-5*time.Second)
+			f.At = between(start, last-5*time.Second)
 			f.Until = min(last, f.At+between(3*time.Second, 60*time.Second))
 			if slices.Contains(rateKinds, kind) && narrow.IntN(3) == 0 {
 				f.Ops = RequestKinds[narrow.IntN(len(RequestKinds))]
